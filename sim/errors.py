@@ -1,0 +1,19 @@
+"""The one exception type that reaches users as a clean one-line error (exit code 2)."""
+
+
+class SpecplanError(Exception):
+    """Bad input a user can fix: the message names the file, field or line and what is valid.
+
+    Raise it (never print-and-exit) from library code; the CLI turns it into one line on
+    stderr and exit code 2, so nothing already computed is lost by a traceback.
+    """
+
+
+def where(path: object, field: str | None = None, line: int | None = None) -> str:
+    """Format the location prefix of an error message: ``file:line: field``."""
+    loc = str(path)
+    if line is not None:
+        loc += f":{line}"
+    if field:
+        loc += f": {field}"
+    return loc
