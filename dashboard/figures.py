@@ -1,0 +1,425 @@
+"""Pure figure builders: polars frames in, Plotly figures out.
+
+No simulation happens here and nothing is read from disk: callbacks, the HTML report and the
+tests hand in frames with the columns documented on each builder (the result frames of
+docs/architecture.md, a load sweep made of summary rows, or small frames derived from a
+profile) and get a figure back. Every chart has a title, axis titles with units, one colour
+per candidate (``dashboard.colors``) and, on latency charts, the SLO limit as a red dotted line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+from dashboard.colors import SLO_COLOR, color_for
+
+LOAD_AXIS = "offered load (requests/s)"
+
+METRIC_LABELS: dict[str, tuple[str, str]] = {
+    # metric -> (long name, short name)
+    "ttft": ("Time to first token", "TTFT"),
+    "tpot": ("Time per output token", "TPOT"),
+    "itl": ("Inter-token latency", "ITL"),
+    "e2el": ("End-to-end latency", "E2E latency"),
+    "pause": ("Longest stream pause", "stream pause"),
+}
+
+STAT_LABELS: dict[str, str] = {"median": "p50", "mean": "mean", "p95": "p95", "p99": "p99", "max": "max"}
+STAT_DASH: dict[str, str] = {"median": "dot", "mean": "dashdot", "p95": "solid", "p99": "dash", "max": "longdash"}
+DEFAULT_STATS: dict[str, tuple[str, ...]] = {
+    "ttft": ("median", "p95", "p99"),
+    "tpot": ("median", "p95", "p99"),
+    "itl": ("median", "p95", "p99"),
+    "e2el": ("median", "p95", "p99"),
+    "pause": ("p95", "p99", "max"),
+}
+
+_TEMPLATE = "plotly_white"
+
+
+def _style(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 380) -> go.Figure:
+    fig.update_layout(
+        template=_TEMPLATE,
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
+        height=height,
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0,
+                "font": {"size": 11}},
+        hovermode="closest",
+    )
+    fig.update_xaxes(title_text=x_title, showline=True, linecolor="#888", zeroline=False)
+    fig.update_yaxes(title_text=y_title, showline=True, linecolor="#888", zeroline=False)
+    return fig
+
+
+def _no_data(fig: go.Figure, why: str) -> go.Figure:
+    fig.add_annotation(text=why, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                       font={"size": 14, "color": "#777"})
+    return fig
+
+
+def _order(frame: pl.DataFrame, colors: Mapping[str, str]) -> list[str]:
+    """Candidates in colour-map (scenario) order, then any others in frame order."""
+    present = list(dict.fromkeys(frame.get_column("candidate").to_list())) if frame.height else []
+    known = [c for c in colors if c in present]
+    return known + [c for c in present if c not in colors]
+
+
+def add_slo_line(fig: go.Figure, slo_ms: float | None, label: str, *, row: int | None = None,
+                 col: int | None = None) -> go.Figure:
+    """Draw an SLO limit as a horizontal red dotted line with its value written on it."""
+    if slo_ms is None:
+        return fig
+    kwargs = {} if row is None else {"row": row, "col": col}
+    fig.add_hline(
+        y=float(slo_ms), line_dash="dot", line_color=SLO_COLOR, line_width=2,
+        annotation_text=f"SLO {label} {slo_ms:g} ms", annotation_position="top left",
+        annotation_font_color=SLO_COLOR, **kwargs,
+    )
+    return fig
+
+
+def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline") -> dict[str, float | None]:
+    """Offered load where each candidate's ``column`` first rises to the baseline's.
+
+    Linear interpolation between the two load points around the sign change of
+    (candidate − baseline); ``None`` when the curves do not cross inside the sweep. Below the
+    crossing speculation lowers this latency, above it speculation costs latency.
+    """
+    out: dict[str, float | None] = {}
+    if sweep.height == 0 or column not in sweep.columns:
+        return out
+    base = (sweep.filter(pl.col("candidate") == baseline).select("offered_rate", column)
+            .rename({column: "_base"}))
+    if base.height == 0:
+        return out
+    for cand in sweep.get_column("candidate").unique(maintain_order=True).to_list():
+        if cand == baseline:
+            continue
+        j = (sweep.filter(pl.col("candidate") == cand).select("offered_rate", column)
+             .join(base, on="offered_rate", how="inner").drop_nulls().sort("offered_rate"))
+        rates = j.get_column("offered_rate").to_list()
+        diff = (j.get_column(column) - j.get_column("_base")).to_list()
+        out[cand] = None
+        for i in range(1, len(rates)):
+            if diff[i - 1] < 0 <= diff[i]:
+                span = diff[i] - diff[i - 1]
+                frac = -diff[i - 1] / span if span else 0.0
+                out[cand] = rates[i - 1] + frac * (rates[i] - rates[i - 1])
+                break
+    return out
+
+
+def latency_vs_load(
+    sweep: pl.DataFrame,
+    metric: str,
+    colors: Mapping[str, str],
+    *,
+    slo_ms: float | None = None,
+    stats: Sequence[str] | None = None,
+    mark_crossover: str | None = "p95",
+) -> go.Figure:
+    """Latency percentiles of every candidate against offered load, SLO limit drawn.
+
+    ``sweep``: one row per (candidate, load point) with ``candidate``, ``offered_rate`` (req/s)
+    and the summary columns ``{metric}_ms_{stat}`` (``pause_ms_{p95,p99,max}`` for pauses).
+    Line style encodes the percentile, colour the candidate. ``mark_crossover`` marks where a
+    speculative candidate's percentile meets the baseline's: beyond it speculation stops paying.
+    """
+    long, short = METRIC_LABELS[metric]
+    stats = tuple(stats or DEFAULT_STATS[metric])
+    fig = go.Figure()
+    _style(fig, f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)")
+    cols = [f"{metric}_ms_{s}" for s in stats]
+    if sweep.height == 0 or not any(c in sweep.columns for c in cols):
+        return _no_data(fig, "no load points yet")
+    for cand in _order(sweep, colors):
+        rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
+        for stat, col in zip(stats, cols, strict=True):
+            if col not in rows.columns:
+                continue
+            fig.add_trace(go.Scatter(
+                x=rows.get_column("offered_rate").to_list(), y=rows.get_column(col).to_list(),
+                mode="lines+markers", name=f"{cand} {STAT_LABELS[stat]}", legendgroup=cand,
+                line={"color": color_for(colors, cand), "dash": STAT_DASH[stat], "width": 2},
+                marker={"size": 6},
+                hovertemplate=f"{cand} {STAT_LABELS[stat]}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>",
+            ))
+    add_slo_line(fig, slo_ms, short)
+    if mark_crossover and f"{metric}_ms_{mark_crossover}" in sweep.columns:
+        col = f"{metric}_ms_{mark_crossover}"
+        for cand, rate in crossover_rates(sweep, col).items():
+            if rate is None:
+                continue
+            fig.add_vline(x=rate, line_dash="dash", line_color=color_for(colors, cand), line_width=1,
+                          opacity=0.6)
+            fig.add_annotation(x=rate, y=1.0, yref="paper", showarrow=False, textangle=-90,
+                               xanchor="right", yanchor="top", font={"size": 10, "color": color_for(colors, cand)},
+                               text=f"{cand}: {STAT_LABELS[mark_crossover]} meets baseline at {rate:.2f} req/s")
+    return fig
+
+
+def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+    """SLO-conformant requests/s against offered load; the offered load itself as a grey diagonal.
+
+    ``sweep`` columns: ``candidate``, ``offered_rate``, ``request_goodput`` (req/s).
+    """
+    fig = go.Figure()
+    _style(fig, "Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
+    if sweep.height == 0 or "request_goodput" not in sweep.columns:
+        return _no_data(fig, "no load points yet")
+    rates = sorted(set(sweep.get_column("offered_rate").to_list()))
+    fig.add_trace(go.Scatter(x=rates, y=rates, mode="lines", name="offered load",
+                             line={"color": "#aaaaaa", "dash": "dot", "width": 1}, hoverinfo="skip"))
+    for cand in _order(sweep, colors):
+        rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
+        fig.add_trace(go.Scatter(
+            x=rows.get_column("offered_rate").to_list(), y=rows.get_column("request_goodput").to_list(),
+            mode="lines+markers", name=cand, legendgroup=cand,
+            line={"color": color_for(colors, cand), "width": 2},
+            hovertemplate=f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>",
+        ))
+    return fig
+
+
+def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1000) -> go.Figure:
+    """Fleet cost per SLO-conformant answer against offered load (USD per ``per`` answers).
+
+    ``sweep`` columns: ``candidate``, ``offered_rate``, ``cost_per_good_answer_usd``. Load
+    points with no good answer (cost undefined) are left out rather than drawn as infinity.
+    """
+    fig = go.Figure()
+    _style(fig, "Cost per SLO-conformant answer vs offered load", LOAD_AXIS,
+           f"cost (USD per {per:,} good answers)")
+    col = "cost_per_good_answer_usd"
+    if sweep.height == 0 or col not in sweep.columns:
+        return _no_data(fig, "no load points yet")
+    for cand in _order(sweep, colors):
+        rows = (sweep.filter(pl.col("candidate") == cand)
+                .filter(pl.col(col).is_not_null() & pl.col(col).is_finite()).sort("offered_rate"))
+        fig.add_trace(go.Scatter(
+            x=rows.get_column("offered_rate").to_list(),
+            y=[v * per for v in rows.get_column(col).to_list()],
+            mode="lines+markers", name=cand, legendgroup=cand,
+            line={"color": color_for(colors, cand), "width": 2},
+            hovertemplate=f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>",
+        ))
+    return fig
+
+
+def latency_cdf(
+    values: pl.DataFrame,
+    metric: str,
+    colors: Mapping[str, str],
+    *,
+    slo_ms: float | None = None,
+    max_points: int = 400,
+) -> go.Figure:
+    """Empirical CDF of one per-request latency per candidate, SLO limit as a vertical line.
+
+    ``values`` columns: ``candidate`` and ``value_ms`` (one row per measured request). Long
+    frames are reduced to ``max_points`` evenly spaced quantiles per candidate so the page
+    stays light; the curve's shape is unchanged at screen resolution.
+    """
+    long, short = METRIC_LABELS[metric]
+    fig = go.Figure()
+    _style(fig, f"{long}: distribution over requests", f"{short} (ms)", "fraction of requests ≤ x")
+    if values.height == 0:
+        return _no_data(fig, "no completed requests")
+    for cand in _order(values, colors):
+        v = values.filter(pl.col("candidate") == cand).get_column("value_ms").drop_nulls().sort()
+        n = v.len()
+        if n == 0:
+            continue
+        if n > max_points:
+            idx = [round(i * (n - 1) / (max_points - 1)) for i in range(max_points)]
+            xs = [v[i] for i in idx]
+            ys = [(i + 1) / n for i in idx]
+        else:
+            xs = v.to_list()
+            ys = [(i + 1) / n for i in range(n)]
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", name=cand, legendgroup=cand, line_shape="hv",
+            line={"color": color_for(colors, cand), "width": 2},
+            hovertemplate=f"{cand}: %{{y:.1%}} of requests ≤ %{{x:.1f}} ms<extra></extra>",
+        ))
+    if slo_ms is not None:
+        fig.add_vline(x=float(slo_ms), line_dash="dot", line_color=SLO_COLOR, line_width=2,
+                      annotation_text=f"SLO {short} {slo_ms:g} ms", annotation_font_color=SLO_COLOR)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    return fig
+
+
+def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+    """Unconditional survival rate per draft position, per candidate and segment.
+
+    ``acc`` columns: ``candidate``, ``segment``, ``position`` (1-based), ``rate`` in [0, 1],
+    ``method`` (provenance: measured, assumed, ...). Assumed rates are drawn dashed and say so
+    in the legend, so a chosen number never passes for a measurement.
+    """
+    fig = go.Figure()
+    _style(fig, "Acceptance per draft position (from the profile)", "draft position",
+           "survival rate (fraction of drafts accepted up to here)")
+    if acc.height == 0:
+        return _no_data(fig, "no speculative candidate")
+    symbols = ["circle", "square", "diamond", "triangle-up", "x", "star"]
+    segments = list(dict.fromkeys(acc.get_column("segment").to_list()))
+    for cand in _order(acc, colors):
+        rows = acc.filter(pl.col("candidate") == cand)
+        for si, seg in enumerate(segments):
+            r = rows.filter(pl.col("segment") == seg).sort("position")
+            if r.height == 0:
+                continue
+            method = r.get_column("method")[0]
+            assumed = method == "assumed"
+            fig.add_trace(go.Scatter(
+                x=r.get_column("position").to_list(), y=r.get_column("rate").to_list(),
+                mode="lines+markers", legendgroup=cand,
+                name=f"{cand} · {seg}" + (" (assumed)" if assumed else f" ({method})"),
+                line={"color": color_for(colors, cand), "dash": "dash" if assumed else "solid", "width": 2},
+                marker={"symbol": symbols[si % len(symbols)], "size": 8},
+                hovertemplate=f"{cand} · {seg}: position %{{x}} accepted in %{{y:.1%}} of drafts<extra></extra>",
+            ))
+    fig.update_xaxes(dtick=1)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    return fig
+
+
+def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+    """Simulated mean acceptance length (1 + accepted/drafts) per segment and candidate.
+
+    ``summary`` columns: ``candidate``, ``segment``, ``mean_acceptance_length`` and optionally
+    ``mean_acceptance_length_ci95`` (error bars). Rows for the baseline or with no drafts
+    (null) are skipped.
+    """
+    fig = go.Figure()
+    _style(fig, "Mean acceptance length per segment (simulated)", "workload segment",
+           "tokens per target pass (1 + accepted/drafts)")
+    col = "mean_acceptance_length"
+    if summary.height == 0 or col not in summary.columns:
+        return _no_data(fig, "no speculative candidate")
+    rows_all = summary.filter(pl.col(col).is_not_null() & pl.col(col).is_finite())
+    for cand in _order(rows_all, colors):
+        r = rows_all.filter(pl.col("candidate") == cand)
+        if r.height == 0 or cand == "baseline":
+            continue
+        err = None
+        if f"{col}_ci95" in r.columns:
+            ci = r.get_column(f"{col}_ci95").fill_null(0.0).fill_nan(0.0).to_list()
+            if any(ci):
+                err = {"type": "data", "array": ci, "visible": True}
+        fig.add_trace(go.Bar(
+            x=r.get_column("segment").to_list(), y=r.get_column(col).to_list(), name=cand,
+            marker_color=color_for(colors, cand), error_y=err, legendgroup=cand,
+            hovertemplate=f"{cand} · %{{x}}: %{{y:.2f}} tokens per pass<extra></extra>",
+        ))
+    fig.update_layout(barmode="group")
+    if not fig.data:
+        return _no_data(fig, "no speculative candidate drafted")
+    return fig
+
+
+def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+    """D(k), V(k), H(k) and time per committed token against k, with the break-even line.
+
+    ``be`` columns: ``candidate``, ``k``, ``draft_ms``, ``verify_ms``, ``overhead_ms``,
+    ``per_token_ms`` (time per committed token with speculation) and ``baseline_ms`` (the plain
+    decode step T: time per token without speculation). Below the break-even line speculation
+    is faster per token; above it, slower.
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        "step parts: D(k) draft, V(k) verify, H(k) overhead", "time per committed token"))
+    _style(fig, "Break-even of speculation vs k (from the profile)", "", "", height=420)
+    fig.update_xaxes(title_text="draft length k (tokens)", dtick=1)
+    fig.update_yaxes(title_text="time per step (ms)", row=1, col=1)
+    fig.update_yaxes(title_text="time per committed token (ms)", row=1, col=2)
+    if be.height == 0:
+        return _no_data(fig, "no speculative candidate")
+    dashes = {"draft_ms": ("D(k)", "dot"), "verify_ms": ("V(k)", "solid"), "overhead_ms": ("H(k)", "dash")}
+    for cand in _order(be, colors):
+        r = be.filter(pl.col("candidate") == cand).sort("k")
+        ks = r.get_column("k").to_list()
+        for col, (label, dash) in dashes.items():
+            if col not in r.columns:
+                continue
+            fig.add_trace(go.Scatter(
+                x=ks, y=r.get_column(col).to_list(), mode="lines+markers", name=f"{cand} {label}",
+                legendgroup=cand, line={"color": color_for(colors, cand), "dash": dash, "width": 2},
+                hovertemplate=f"{cand} {label}: %{{y:.2f}} ms at k=%{{x}}<extra></extra>",
+            ), row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=ks, y=r.get_column("per_token_ms").to_list(), mode="lines+markers",
+            name=f"{cand} per token", legendgroup=cand,
+            line={"color": color_for(colors, cand), "width": 3},
+            hovertemplate=f"{cand}: %{{y:.2f}} ms per committed token at k=%{{x}}<extra></extra>",
+        ), row=1, col=2)
+    base = be.get_column("baseline_ms").drop_nulls()
+    if base.len():
+        t = float(base.mean())
+        fig.add_hline(y=t, line_dash="dot", line_color=SLO_COLOR, line_width=2, row=1, col=2,
+                      annotation_text=f"break-even: no speculation {t:.2f} ms/token",
+                      annotation_font_color=SLO_COLOR, annotation_position="top left")
+    return fig
+
+
+def levels_over_time(steps: pl.DataFrame, bin_s: float) -> pl.DataFrame:
+    """Bin the steps frame into time-weighted KV use and queue length per candidate.
+
+    Input columns: ``candidate``, ``replica``, ``t_start_s``, ``duration_s``, ``queue_len``,
+    ``kv_used_blocks``, ``kv_total_blocks`` (one seed). Within a bin each replica's levels are
+    weighted by step duration (levels hold for a step's duration); queue lengths are summed over
+    replicas and KV use is the fleet's used blocks over its total. Output: ``candidate``,
+    ``t_s`` (bin start), ``kv_use`` (fraction), ``queue_len``.
+    """
+    if steps.height == 0:
+        return pl.DataFrame(schema={"candidate": pl.String, "t_s": pl.Float64, "kv_use": pl.Float64,
+                                    "queue_len": pl.Float64})
+    w = pl.col("duration_s").clip(lower_bound=1e-12)
+    per_replica = (
+        steps.with_columns((pl.col("t_start_s") / bin_s).floor().alias("_bin"))
+        .group_by("candidate", "replica", "_bin")
+        .agg(
+            ((pl.col("queue_len") * w).sum() / w.sum()).alias("queue_len"),
+            ((pl.col("kv_used_blocks") * w).sum() / w.sum()).alias("kv_used"),
+            pl.col("kv_total_blocks").max().alias("kv_total"),
+        )
+    )
+    return (
+        per_replica.group_by("candidate", "_bin")
+        .agg(pl.col("queue_len").sum(), (pl.col("kv_used").sum() / pl.col("kv_total").sum()).alias("kv_use"))
+        .with_columns((pl.col("_bin") * bin_s).alias("t_s"))
+        .select("candidate", "t_s", "kv_use", "queue_len")
+        .sort("candidate", "t_s")
+    )
+
+
+def kv_queue_over_time(levels: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+    """KV cache use and waiting-queue length over simulated time, one line per candidate.
+
+    ``levels`` is :func:`levels_over_time`'s output.
+    """
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("KV cache in use", "requests waiting in the queue"))
+    _style(fig, "KV use and queue length over time", "", "", height=520)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_yaxes(title_text="KV blocks in use (fraction)", tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(title_text="waiting requests", row=2, col=1)
+    if levels.height == 0:
+        return _no_data(fig, "no engine steps")
+    for cand in _order(levels, colors):
+        r = levels.filter(pl.col("candidate") == cand).sort("t_s")
+        t = r.get_column("t_s").to_list()
+        fig.add_trace(go.Scatter(x=t, y=r.get_column("kv_use").to_list(), mode="lines", name=cand,
+                                 legendgroup=cand, line={"color": color_for(colors, cand), "width": 1.5},
+                                 hovertemplate=f"{cand}: %{{y:.1%}} KV at %{{x:.0f}} s<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=t, y=r.get_column("queue_len").to_list(), mode="lines", name=cand,
+                                 legendgroup=cand, showlegend=False,
+                                 line={"color": color_for(colors, cand), "width": 1.5},
+                                 hovertemplate=f"{cand}: %{{y:.1f}} waiting at %{{x:.0f}} s<extra></extra>"),
+                      row=2, col=1)
+    return fig

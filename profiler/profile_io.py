@@ -1,0 +1,179 @@
+"""Assemble, validate, write (atomically) and merge calibration profiles.
+
+Validation is the simulator's own reader (``sim.profile.Profile.from_dict``): the profiler never
+writes a file the simulator would refuse.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sim.errors import SpecplanError
+from sim.profile import Profile
+
+SCHEMA = "specplan.profile"
+SCHEMA_VERSION = 1
+_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as typed, with machine paths reduced to file names."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    shown = [os.path.basename(a) if os.path.isabs(a) else a for a in args]
+    return " ".join(["specplan", *shown]) if shown and shown[0] != "specplan" else " ".join(shown)
+
+
+def safe_name(text: str) -> str:
+    """A profile or proposer name matching ``[A-Za-z0-9._-]+``."""
+    out = _NAME_RE.sub("-", text).strip("-")
+    return out or "profile"
+
+
+def provenance(method: str, *, device: dict[str, Any] | None = None, dtype: str | None = None,
+               libraries: dict[str, str] | None = None, models: dict[str, str] | None = None,
+               command: str | None = None, citation: str | None = None,
+               notes: str | None = None, date: str | None = None) -> dict[str, Any]:
+    return {
+        "method": method,
+        "device": device,
+        "dtype": dtype,
+        "libraries": libraries or {},
+        "models": models or {},
+        "date": date or now_iso(),
+        "command": command,
+        "citation": citation,
+        "notes": notes,
+    }
+
+
+def assemble(*, name: str, description: str, target: dict[str, Any], proposers: dict[str, Any],
+             timing: dict[str, Any], memory: dict[str, Any],
+             acceptance: dict[str, Any] | None = None, extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The profile dict in the documented key order."""
+    d: dict[str, Any] = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "name": safe_name(name),
+        "description": description,
+        "target": target,
+        "proposers": proposers,
+        "timing": timing,
+        "memory": memory,
+        "acceptance": acceptance or {},
+    }
+    for k, v in (extras or {}).items():
+        d[k if k.startswith("x-") else f"x-{k}"] = v
+    return d
+
+
+def validate(profile: dict[str, Any], origin: str) -> Profile:
+    """Parse with the simulator's reader; any problem is a one-line SpecplanError."""
+    return Profile.from_dict(profile, origin)
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail before measuring (minutes of work) if the output cannot be written."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.exists() and out.is_dir():
+        raise SpecplanError(f"{path}: is a directory; give a file name ending in .json")
+    if not parent.is_dir():
+        raise SpecplanError(f"{path}: folder {parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".specplan-probe-", dir=parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise SpecplanError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+    return out
+
+
+def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
+    """Temp file in the same folder, fsync, then ``os.replace``: readers never see half a file."""
+    out = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_profile(path: str | Path, profile: dict[str, Any]) -> Profile:
+    """Validate then write; returns the parsed profile."""
+    parsed = validate(profile, str(path))
+    write_json_atomic(path, profile)
+    return parsed
+
+
+def read_profile_dict(path: str | Path) -> dict[str, Any]:
+    """Read and validate a profile file, returning the raw dict for merging."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecplanError(f"{path}: no such profile file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecplanError(f"{path}: not readable JSON ({exc})") from None
+    validate(data, str(path))
+    return data
+
+
+def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
+          proposers: list[str] | None = None, name: str | None = None,
+          timing_origin: str = "timing", acceptance_origin: str = "acceptance") -> dict[str, Any]:
+    """Timing and memory from one profile, acceptance entries from another.
+
+    Each section keeps its own provenance. Acceptance is carried only for proposers both
+    profiles know; for a draft model the two must name the same weights.
+    """
+    out = copy.deepcopy(timing_profile)
+    src_acc = acceptance_profile.get("acceptance") or {}
+    wanted = proposers or list(src_acc)
+    if not wanted:
+        raise SpecplanError(f"{acceptance_origin}: acceptance: no entries to merge")
+    tgt_a, tgt_b = timing_profile["target"], acceptance_profile["target"]
+    if tgt_a["architecture"]["vocab_size"] != tgt_b["architecture"]["vocab_size"]:
+        raise SpecplanError(
+            f"{acceptance_origin}: target.architecture.vocab_size {tgt_b['architecture']['vocab_size']} "
+            f"differs from {timing_origin}'s {tgt_a['architecture']['vocab_size']}: not the same model family"
+        )
+    for pname in wanted:
+        if pname not in src_acc:
+            raise SpecplanError(
+                f"{acceptance_origin}: acceptance.{pname}: no such entry (has: {', '.join(src_acc) or 'none'})"
+            )
+        if pname not in out["proposers"]:
+            ident = acceptance_profile["proposers"][pname]
+            out["proposers"][pname] = copy.deepcopy(ident)
+        entry = copy.deepcopy(src_acc[pname])
+        notes = entry["provenance"].get("notes") or ""
+        origin_note = f"merged from {os.path.basename(acceptance_origin)} (target {tgt_b['id']})"
+        entry["provenance"]["notes"] = f"{notes}; {origin_note}" if notes else origin_note
+        out.setdefault("acceptance", {})[pname] = entry
+    if name:
+        out["name"] = safe_name(name)
+    out["description"] = (
+        f"{timing_profile['description']} + acceptance of {', '.join(wanted)} from {acceptance_profile['name']}"
+    )
+    return out

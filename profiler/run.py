@@ -1,0 +1,394 @@
+"""One profile run: load models, measure timing point by point (checkpointed), memory and
+acceptance, then write the profile atomically.
+
+Every finished point is appended to ``<out>.partial.jsonl`` and fsynced before the next starts,
+keyed by a hash of the run's configuration and the point, so an interrupted run loses nothing it
+finished and ``resume=True`` measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from profiler import device as devmod
+from profiler.memory import ProposerMemoryInput, measure_memory
+from profiler.models import LoadedModel, check_tokenizers_compatible, dtype_name, load_model
+from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
+from profiler.timing import DraftRuntime, Measured, TimingGrids, assemble_timing, default_grids, plan_tasks
+from sim.errors import SpecplanError
+
+_SELF_RE = re.compile(r"^selfdraft:(\d+)$")
+_NGRAM_RE = re.compile(r"^ngram(?::(\d+)-(\d+))?$")
+
+
+@dataclass(frozen=True)
+class ProposerRequest:
+    """A proposer as asked on the command line: ``ngram[:MIN-MAX]``, ``selfdraft:L``, ``draft:SPEC``."""
+
+    text: str
+    kind: str
+    layers: int | None = None
+    spec: str | None = None
+    ngram: tuple[int, int] = (2, 4)
+
+    @classmethod
+    def parse(cls, text: str) -> ProposerRequest:
+        t = text.strip()
+        if m := _NGRAM_RE.match(t):
+            lo, hi = (int(m.group(1)), int(m.group(2))) if m.group(1) else (2, 4)
+            return cls(t, "ngram", ngram=(lo, hi))
+        if m := _SELF_RE.match(t):
+            return cls(t, "self_draft", layers=int(m.group(1)))
+        if t.startswith("draft:") and t[6:].strip():
+            return cls(t, "draft_model", spec=t[6:].strip())
+        raise SpecplanError(
+            f"--proposer {text!r}: expected ngram, ngram:MIN-MAX, selfdraft:LAYERS or draft:MODEL_SPEC"
+        )
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """Everything that decides what a profile run measures (and so its checkpoint keys)."""
+
+    target: str
+    out: Path
+    proposers: tuple[ProposerRequest, ...] = ()
+    dtype: str = "auto"
+    device: str = "auto"
+    quick: bool = False
+    resume: bool = False
+    prompts: str | None = None
+    temperatures: tuple[float, ...] = (0.0, 0.7)
+    k_max: int = 6
+    name: str | None = None
+    seed: int = 0
+    command: str | None = None
+    grids: TimingGrids | None = None
+    """Explicit grids (tests, small runs); None picks ``default_grids`` for the device."""
+    measure_acceptance: bool = True
+    prompts_per_segment: int | None = None
+    max_new_tokens: int | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.k_max < 1:
+            raise SpecplanError(f"--k-max {self.k_max}: must be at least 1")
+        if not self.temperatures or any(t < 0 for t in self.temperatures):
+            raise SpecplanError(f"--temperatures {list(self.temperatures)}: need values >= 0")
+        names = [p.text for p in self.proposers]
+        if len(set(names)) != len(names):
+            raise SpecplanError(f"--proposer: listed twice ({', '.join(names)})")
+
+
+@dataclass
+class _Proposer:
+    name: str
+    request: ProposerRequest
+    impl: Any
+    """P2's proposer object (NgramProposer, SelfDraftProposer, DraftModelProposer)."""
+    draft: LoadedModel | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def identity(self) -> dict[str, Any]:
+        ident = dict(self.impl.identity())
+        if self.notes:
+            ident["note"] = "; ".join([*([ident["note"]] if ident.get("note") else []), *self.notes])
+        return ident
+
+    def runtime(self) -> DraftRuntime:
+        if self.request.kind == "ngram":
+            return DraftRuntime(self.name, "ngram", lookup=self.impl.lookup)
+        return DraftRuntime(self.name, self.request.kind, model=self.impl.model)
+
+    def memory_input(self) -> ProposerMemoryInput:
+        if self.request.kind == "ngram":
+            return ProposerMemoryInput(self.name, "ngram")
+        return ProposerMemoryInput(self.name, self.request.kind, model=self.impl.model,
+                                   shares_target_weights=self.request.kind == "self_draft",
+                                   layers=self.request.layers)
+
+    def label(self) -> str:
+        ident = self.impl.identity()
+        if ident["kind"] == "ngram":
+            return f"prompt lookup {ident['prompt_lookup_min']}..{ident['prompt_lookup_max']}"
+        if ident["kind"] == "self_draft":
+            return f"self-draft: {ident.get('note')}"
+        return self.draft.label if self.draft else str(ident["model"]["id"])
+
+
+def build_proposers(target: LoadedModel, requests: tuple[ProposerRequest, ...], *, dtype: str,
+                    device: str) -> list[_Proposer]:
+    """Instantiate each requested proposer (loading draft models, checking tokenizers)."""
+    from profiler.proposers import DraftModelProposer, NgramProposer, SelfDraftProposer
+
+    out: list[_Proposer] = []
+    for req in requests:
+        if req.kind == "ngram":
+            lo, hi = req.ngram
+            name = "ngram" if (lo, hi) == (2, 4) else f"ngram-{lo}-{hi}"
+            out.append(_Proposer(name, req, NgramProposer(lo, hi, name=name)))
+        elif req.kind == "self_draft":
+            impl = SelfDraftProposer(target, int(req.layers or 0))
+            out.append(_Proposer(impl.name, req, impl))
+        else:
+            draft = load_model(str(req.spec), dtype=dtype, device=device)
+            check_tokenizers_compatible(target, draft, draft_name=req.text)
+            impl = DraftModelProposer(draft)
+            out.append(_Proposer(impl.name, req, impl, draft=draft))
+    names = [p.name for p in out]
+    if len(set(names)) != len(names):
+        raise SpecplanError(f"--proposer: two proposers share a name ({', '.join(names)})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint
+
+
+def partial_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+class Checkpoint:
+    """Append-only JSON lines; each line is fsynced so a crash keeps every finished point."""
+
+    def __init__(self, path: Path, fingerprint: str, *, resume: bool) -> None:
+        self.path = path
+        self.fingerprint = fingerprint
+        self.records: dict[str, dict[str, Any]] = {}
+        if resume and path.exists():
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line torn by the interruption: that point is re-measured
+                    if rec.get("fingerprint") == fingerprint:
+                        self.records[rec["key"]] = rec["value"]
+        elif path.exists():
+            path.unlink()
+        self.reused = len(self.records)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.records
+
+    def add(self, key: str, value: Any) -> None:
+        line = json.dumps({"fingerprint": self.fingerprint, "key": key, "value": value}, allow_nan=False)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.records[key] = value
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def fingerprint(target: LoadedModel, proposers: list[_Proposer], grids: TimingGrids,
+                req: ProfileRequest, prompts_digest: str) -> str:
+    """Hash of everything a measured value depends on: a changed input never reuses old points."""
+    doc = {
+        "target": {k: target.identity[k] for k in ("id", "sha256", "architecture")},
+        "dtype": dtype_name(target.dtype),
+        "device": devmod.device_facts(target.device)["name"],
+        "torch": torch.__version__,
+        "proposers": [[p.name, p.identity()] for p in proposers],
+        "grids": grids.as_dict(),
+        "k_max": req.k_max,
+        "temperatures": list(req.temperatures),
+        "prompts": prompts_digest,
+        "seed": req.seed,
+        "acceptance": [req.prompts_per_segment, req.max_new_tokens, req.quick],
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+
+PointHook = Callable[[int], None]
+"""Called with the number of points measured so far (this run) after each checkpointed point."""
+
+
+def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> dict[str, Any]:
+    """Measure and write a profile; returns the profile dict written to ``req.out``."""
+    from tqdm import tqdm
+
+    t_start = time.perf_counter()
+    out = check_writable(req.out)
+    prompts = _load_prompts(req)  # bad prompt files fail before any model is loaded
+    target = load_model(req.target, dtype=req.dtype, device=req.device)
+    proposers = build_proposers(target, req.proposers, dtype=req.dtype, device=req.device)
+    grids = req.grids or default_grids(target, quick=req.quick, k_max=req.k_max)
+    if grids.k_max != req.k_max:
+        raise SpecplanError(f"timing grids k_max={grids.k_max} differs from --k-max {req.k_max}")
+    digest = hashlib.sha256(json.dumps([[p.id, p.task, p.language, p.prompt] for p in prompts]).encode()).hexdigest()[:16] if prompts else "none"
+    fp = fingerprint(target, proposers, grids, req, digest)
+    ckpt = Checkpoint(partial_path(out), fp, resume=req.resume)
+    free = _free_bytes(target)
+    tasks = plan_tasks(target, [p.runtime() for p in proposers], grids, seed=req.seed, free_bytes=free)
+    total_points = sum(len(t.points) for t in tasks)
+    measured_now = 0
+    phase_s: dict[str, float] = {}
+    bar = tqdm(total=total_points + 1, desc="timing", unit="pt", disable=not req.progress, dynamic_ncols=True)
+    bar.update(sum(1 for t in tasks for p in t.points if p.key(fp) in ckpt))
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for task in tasks:
+            todo = [p for p in task.points if p.key(fp) not in ckpt]
+            if not todo:
+                continue
+            bar.set_description(task.label)
+            for m in task.run(todo):
+                ckpt.add(m.point.key(fp), m.to_json())
+                measured_now += 1
+                bar.update(1)
+                if on_point is not None:
+                    on_point(measured_now)
+        phase_s["timing"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bar.set_description("memory")
+        act_tokens = max(grids.prefill_tokens)
+        if "memory" not in ckpt:
+            mem, mem_notes = measure_memory(target, [p.memory_input() for p in proposers],
+                                            act_batch=max(grids.batch), act_tokens=act_tokens)
+            ckpt.add("memory", {"section": mem, "notes": mem_notes})
+            measured_now += 1
+            if on_point is not None:
+                on_point(measured_now)
+        bar.update(1)
+        bar.close()
+        phase_s["memory"] = time.perf_counter() - t0
+    measured = [Measured.from_json(ckpt.records[p.key(fp)]) for t in tasks for p in t.points]
+    acceptance, acc_s = _acceptance(req, target, proposers, prompts, ckpt, on_point, measured_now)
+    phase_s["acceptance"] = acc_s
+    wall = time.perf_counter() - t_start
+    profile = _assemble(req, target, proposers, grids, measured, ckpt.records["memory"], acceptance,
+                        wall, phase_s, ckpt.reused)
+    write_profile(out, profile)
+    ckpt.remove()
+    return profile
+
+
+def _load_prompts(req: ProfileRequest) -> list[Any]:
+    if not req.measure_acceptance or not req.proposers:
+        return []
+    from profiler.prompt_sets import builtin_prompts, load_prompts
+
+    if req.prompts:
+        return load_prompts(req.prompts)
+    if req.target.startswith("config:"):
+        return []  # random weights: acceptance is not measured, built-in prompts not needed
+    return builtin_prompts()
+
+
+def _free_bytes(target: LoadedModel) -> int | None:
+    """Free device memory for the KV-fit pre-check (CUDA only; a CPU run just tries)."""
+    if target.device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(target.device)
+    return int(free)
+
+
+def _acceptance(req: ProfileRequest, target: LoadedModel, proposers: list[_Proposer], prompts: list[Any],
+                ckpt: Checkpoint, on_point: PointHook | None, measured_now: int) -> tuple[dict[str, Any], float]:
+    """Acceptance entries via P2's measure_acceptance, one checkpoint record per proposer."""
+    t0 = time.perf_counter()
+    entries: dict[str, Any] = {}
+    if not req.measure_acceptance or not proposers:
+        return entries, 0.0
+    from tqdm import tqdm
+
+    from profiler import acceptance as acc
+
+    for p in proposers:
+        if target.random_weights or (p.draft is not None and p.draft.random_weights):
+            p.notes.append("acceptance not measured: config-only weights")
+            continue
+        key = f"acceptance:{p.name}"
+        if key not in ckpt:
+            per_seg = req.prompts_per_segment or (acc.QUICK_PROMPTS_PER_SEGMENT if req.quick else acc.DEFAULT_PROMPTS_PER_SEGMENT)
+            new_tokens = req.max_new_tokens or (acc.QUICK_MAX_NEW_TOKENS if req.quick else acc.DEFAULT_MAX_NEW_TOKENS)
+            bar = tqdm(total=None, desc=f"acceptance {p.name}", unit="req", disable=not req.progress, dynamic_ncols=True)
+
+            def progress(done: int, total: int, label: str, bar: Any = bar) -> None:
+                bar.total = total
+                bar.set_description(f"acceptance {label}")
+                bar.update(done - bar.n)
+
+            prov = _provenance("measured", req, target, proposers)
+            prov["models"] = {"target": target.label, p.name: p.label()}
+            entry = acc.measure_acceptance(
+                target, p.impl, prompts, k_max=req.k_max, temperatures=req.temperatures,
+                max_new_tokens=new_tokens, prompts_per_segment=per_seg, seed=req.seed,
+                progress=progress, provenance=prov,
+            )
+            bar.close()
+            ckpt.add(key, entry)
+            measured_now += 1
+            if on_point is not None:
+                on_point(measured_now)
+        entries[p.name] = ckpt.records[key]
+    return entries, time.perf_counter() - t0
+
+
+def _provenance(method: str, req: ProfileRequest, target: LoadedModel, proposers: list[_Proposer],
+                notes: list[str] | None = None) -> dict[str, Any]:
+    return provenance(
+        method,
+        device=devmod.device_facts(target.device),
+        dtype=dtype_name(target.dtype),
+        libraries=devmod.library_versions(),
+        models={"target": target.label, **{p.name: p.label() for p in proposers}},
+        command=req.command,
+        notes="; ".join([devmod.device_notes(target.device), *target.notes, *(notes or [])]),
+    )
+
+
+def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Proposer], grids: TimingGrids,
+              measured: list[Measured], mem: dict[str, Any], acceptance: dict[str, Any], wall: float,
+              phase_s: dict[str, float], reused: int) -> dict[str, Any]:
+    timing = assemble_timing(grids, [p.name for p in proposers], measured)
+    g = grids
+    timing_notes = [
+        f"warmup {g.warmup}, repeats {g.repeats} (prefill {g.prefill_repeats}), median and p10/p90 per cell",
+        "forward passes under torch.inference_mode with a transformers DynamicCache prefilled to the "
+        "context and cropped back before each repeat; random token ids; argmax of the logits included",
+        "draft D(k): cumulative time after k sequential draft steps (one run gives every k)",
+        f"overhead H(k): median whole greedy cycle (draft k, verify k+1, accept, KV crop) minus median D "
+        f"and median V timed interleaved in the same configuration at context {g.overhead_context}, clamped at 0",
+    ]
+    if any(p.request.kind == "ngram" for p in proposers):
+        timing_notes.append("ngram D(k): host lookup over random-token contexts (no match: a full scan)")
+    timing_notes.append(f"run wall time {wall:.0f} s (timing {phase_s.get('timing', 0):.0f} s, "
+                        f"acceptance {phase_s.get('acceptance', 0):.0f} s)"
+                        + (f"; {reused} checkpointed records reused (--resume)" if reused else ""))
+    timing = {"provenance": _provenance("measured", req, target, proposers, timing_notes), **timing}
+    memory = {"provenance": _provenance("measured", req, target, proposers,
+                                        [*mem["notes"], "kv_capacity rows use the simulator's formula"]),
+              **mem["section"]}
+    name = req.name or safe_name(f"{target.identity['id'].split('/')[-1]}-{target.device.type}")
+    dev = devmod.device_facts(target.device)
+    description = f"{target.identity['id']} ({'; '.join(target.notes) or dtype_name(target.dtype)}) on {dev['name']}"
+    return assemble(
+        name=name,
+        description=description,
+        target=target.identity,
+        proposers={p.name: p.identity() for p in proposers},
+        timing=timing,
+        memory=memory,
+        acceptance=acceptance,
+        extras={"x-run": {"wall_s": round(wall, 1), "phases_s": {k: round(v, 1) for k, v in phase_s.items()},
+                          "grids": grids.as_dict(), "quick": req.quick}},
+    )

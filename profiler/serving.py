@@ -1,0 +1,638 @@
+"""A real serving loop: the simulator's own planner, executed with real forward passes.
+
+Why it exists: to measure how far the simulator is from reality, something must serve the
+same open-loop arrivals for real. This loop asks ``sim.scheduler.Scheduler`` for a plan each
+step — exactly the planner the simulator runs — and *executes* it: the plan's prefill chunks
+as target forward passes over each request's KV cache, its decoding requests as one batched
+target pass over ``1 + k`` tokens each (the last token plus ``k`` drafts from a real proposer),
+verified greedily. The wall clock takes the place of the profile's step times, and the real
+proposer's acceptance takes the place of the profile's acceptance draws; everything else
+(admission, batching, chunking, preemption, token counting) is shared code, so a difference
+between the two runs isolates the step-time and acceptance models.
+
+Arrivals are fed on the wall clock by a thread (open loop: it never waits for completions);
+the loop admits what has arrived at every step boundary, as an engine would. Tokens stream at
+the end of the step that produced them; the loop records every burst.
+
+KV layout: a prefilling request owns a batch-1 ``DynamicCache``. Decoding requests share one
+left-padded batched cache that persists across steps while the decode set is unchanged; drafts
+the target rejects stay in it as masked holes (an attention mask and explicit positions keep
+the computation exact), and the batch is repacked — holes dropped — whenever the decode set
+changes. Greedy (temperature 0) verification only: the output is the target's own greedy text.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+import torch
+from transformers import DynamicCache
+
+from sim import records
+from sim.engine import FleetRun, StepLog
+from sim.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
+from sim.speculation import PolicyState, SpeculationPolicy
+from sim.step_time import StepShape
+
+
+@dataclass(frozen=True, slots=True)
+class ServingRequest:
+    """One request of the real run: when it arrives, its real prompt, how long it must answer."""
+
+    id: int
+    arrival_s: float
+    """Seconds after the run's start at which the client sends it."""
+    prompt_ids: tuple[int, ...]
+    """Token ids of the prompt (real text, cut or repeated to the scheduled length)."""
+    output_tokens: int
+    """Tokens to generate; EOS is ignored so both sides do the same work."""
+    segment: str = "default"
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.prompt_ids:
+            raise ValueError(f"request {self.id}: empty prompt")
+        if self.output_tokens < 1:
+            raise ValueError(f"request {self.id}: output_tokens must be >= 1, got {self.output_tokens}")
+        if self.arrival_s < 0:
+            raise ValueError(f"request {self.id}: arrival_s must be >= 0, got {self.arrival_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """A snapshot of one ``StepPlan`` by request id (plans hold live, mutable requests)."""
+
+    decode: tuple[int, ...]
+    k: int
+    prefill: tuple[tuple[int, int], ...]
+    preempted: tuple[int, ...]
+
+    @classmethod
+    def of(cls, plan: StepPlan) -> PlanRecord:
+        return cls(
+            decode=tuple(r.id for r in plan.decode),
+            k=plan.k,
+            prefill=tuple((r.id, n) for r, n in plan.prefill),
+            preempted=tuple(r.id for r in plan.preempted),
+        )
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """What the real loop measured, in the simulator's frame layouts (architecture.md)."""
+
+    requests: pl.DataFrame
+    """Per-request records (``sim.records`` layout, the simulator's own)."""
+    steps: pl.DataFrame
+    """Per-step records (``sim.records`` layout); ``duration_s`` is measured wall time."""
+    itl: pl.DataFrame
+    """Gaps between consecutive bursts of each request (``sim.records`` layout)."""
+    bursts: pl.DataFrame
+    """Every streamed burst: ``id``, ``t_s`` (seconds from start), ``tokens``."""
+    plans: tuple[PlanRecord, ...]
+    """Every executed plan, in order."""
+    outputs: dict[int, tuple[int, ...]]
+    """Generated token ids of every request."""
+    proposed_tokens: int
+    """Draft tokens the real proposer returned (positions it left empty are not counted)."""
+    threads: int
+    """``torch.get_num_threads()`` during the run."""
+    device: str
+    wall_s: float
+    clock: str
+    """``wall`` (real serving) or ``virtual`` (replayed on a step timer)."""
+    aborted: bool
+
+
+# ---------------------------------------------------------------------------------------------
+# KV cache helpers
+
+
+def _cache_from(config: Any, kvs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
+    """A DynamicCache holding exactly these per-layer (keys, values), without copying them."""
+    cache = DynamicCache(config=config)
+    if len(cache.layers) != len(kvs):
+        raise RuntimeError(f"cache has {len(cache.layers)} layers, got {len(kvs)} tensors")
+    for layer, (k, v) in zip(cache.layers, kvs, strict=True):
+        layer.lazy_initialization(k, v)
+        layer.keys, layer.values = k, v
+    return cache
+
+
+def _kv_of(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _cache_len(cache: DynamicCache | None) -> int:
+    return 0 if cache is None else int(cache.get_seq_length())
+
+
+class _Seq:
+    """Real state of one request: its tokens and its compact (hole-free) KV when not batched."""
+
+    __slots__ = ("spec", "tokens", "cache", "generated", "proposer", "done")
+
+    def __init__(self, spec: ServingRequest, proposer: Any | None) -> None:
+        self.spec = spec
+        self.tokens: list[int] = list(spec.prompt_ids)
+        self.cache: DynamicCache | None = None
+        self.generated: list[int] = []
+        self.proposer = proposer
+        self.done = False
+
+
+class _DecodeBatch:
+    """The left-padded batched KV of the current decode set; rejected drafts are masked holes."""
+
+    def __init__(self, ids: list[int], cache: DynamicCache, mask: torch.Tensor) -> None:
+        self.ids = ids
+        self.row = {rid: i for i, rid in enumerate(ids)}
+        self.cache = cache
+        self.mask = mask  # [b, L] long: 1 = a valid cached token
+
+
+class BatchExecutor:
+    """Executes ``StepPlan``s with real forward passes; returns accepted draft counts."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        proposer_factory: Callable[[], Any] | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        self.model = model
+        self.config = model.config
+        self.device = device or next(model.parameters()).device
+        self.proposer_factory = proposer_factory
+        self.seqs: dict[int, _Seq] = {}
+        self.batch: _DecodeBatch | None = None
+        self.draft_tokens = 0
+        self.proposed_tokens = 0
+
+    def admit(self, spec: ServingRequest) -> None:
+        proposer = self.proposer_factory() if self.proposer_factory is not None else None
+        if proposer is not None:
+            proposer.reset()
+        self.seqs[spec.id] = _Seq(spec, proposer)
+
+    def release(self, rid: int) -> None:
+        """Forget a request's KV (finished, timed out, rejected); keep its tokens."""
+        seq = self.seqs.get(rid)
+        if seq is not None:
+            seq.done = True
+            seq.cache = None
+            if seq.proposer is not None:
+                seq.proposer.reset()
+
+    # ---------------------------------------------------------------- batch membership
+    def _unpack(self) -> None:
+        """Move every batched row back into its own compact cache (drops holes and padding)."""
+        b = self.batch
+        if b is None:
+            return
+        kvs = _kv_of(b.cache)
+        for rid, i in b.row.items():
+            seq = self.seqs.get(rid)
+            if seq is None or seq.done:
+                continue  # finished or expired while batched: its KV is simply dropped
+            valid = torch.nonzero(b.mask[i], as_tuple=False).flatten()
+            seq.cache = _cache_from(
+                self.config,
+                [(k[i : i + 1].index_select(2, valid), v[i : i + 1].index_select(2, valid)) for k, v in kvs],
+            )
+        self.batch = None
+
+    def _pack(self, ids: list[int]) -> None:
+        seqs = [self.seqs[rid] for rid in ids]
+        lens = [_cache_len(s.cache) for s in seqs]
+        width = max(lens)
+        b = len(ids)
+        first = _kv_of(seqs[0].cache)  # type: ignore[arg-type]
+        kvs = []
+        for layer, (k0, v0) in enumerate(first):
+            shape_k = (b, k0.shape[1], width, k0.shape[3])
+            shape_v = (b, v0.shape[1], width, v0.shape[3])
+            kb = torch.zeros(shape_k, dtype=k0.dtype, device=k0.device)
+            vb = torch.zeros(shape_v, dtype=v0.dtype, device=v0.device)
+            for i, s in enumerate(seqs):
+                k, v = s.cache.layers[layer].keys, s.cache.layers[layer].values  # type: ignore[union-attr]
+                kb[i, :, width - lens[i] :, :] = k[0]
+                vb[i, :, width - lens[i] :, :] = v[0]
+            kvs.append((kb, vb))
+        mask = torch.zeros((b, width), dtype=torch.long, device=self.device)
+        for i, n in enumerate(lens):
+            mask[i, width - n :] = 1
+        for s in seqs:
+            s.cache = None  # the batch owns their KV now
+        self.batch = _DecodeBatch(list(ids), _cache_from(self.config, kvs), mask)
+
+    def _ensure_batch(self, ids: list[int]) -> _DecodeBatch:
+        if self.batch is not None and set(self.batch.ids) == set(ids):
+            return self.batch
+        self._unpack()
+        self._pack(ids)
+        assert self.batch is not None
+        return self.batch
+
+    # ---------------------------------------------------------------- execution
+    @torch.inference_mode()
+    def execute(self, plan: StepPlan) -> list[int]:
+        """Run one plan's forward passes; ``accepted[i]`` for ``plan.decode[i]`` (0..k)."""
+        for r in plan.preempted:
+            self._drop_kv(r.id)
+        accepted = self._decode(plan) if plan.decode else []
+        for r, n in plan.prefill:
+            self._prefill(r, n)
+        return accepted
+
+    def _drop_kv(self, rid: int) -> None:
+        seq = self.seqs[rid]
+        seq.cache = None
+        if self.batch is not None and rid in self.batch.row:
+            self._unpack()
+            self.seqs[rid].cache = None
+
+    def _prefill(self, r: Request, n: int) -> None:
+        seq = self.seqs[r.id]
+        if self.batch is not None and r.id in self.batch.row:
+            self._unpack()
+        start = r.computed
+        if start == 0:
+            seq.cache = DynamicCache(config=self.config)
+        have = _cache_len(seq.cache)
+        if have != start:
+            raise RuntimeError(f"request {r.id}: KV holds {have} tokens, scheduler says {start} computed")
+        chunk = seq.tokens[start : start + n]
+        if len(chunk) != n:
+            raise RuntimeError(f"request {r.id}: asked to prefill {n} tokens from {start}, has {len(seq.tokens)}")
+        ids = torch.tensor([chunk], dtype=torch.long, device=self.device)
+        pos = torch.arange(start, start + n, device=self.device).unsqueeze(0)
+        out = self.model(input_ids=ids, position_ids=pos, cache=seq.cache, use_cache=True, logits_to_keep=1)
+        if start + n >= len(seq.tokens):  # prompt (or recompute) complete: sample one token
+            tok = int(out.logits[0, -1].argmax())
+            seq.tokens.append(tok)
+            seq.generated.append(tok)
+
+    def _decode(self, plan: StepPlan) -> list[int]:
+        ids = [r.id for r in plan.decode]
+        for r in plan.decode:
+            seq = self.seqs[r.id]
+            if len(seq.tokens) != r.prompt_tokens + r.generated:
+                raise RuntimeError(
+                    f"request {r.id}: has {len(seq.tokens)} tokens, scheduler says "
+                    f"{r.prompt_tokens + r.generated}"
+                )
+        batch = self._ensure_batch(ids)
+        k = plan.k
+        b = len(ids)
+        inp = torch.empty((b, k + 1), dtype=torch.long)
+        pos = torch.empty((b, k + 1), dtype=torch.long)
+        drafts: list[list[int]] = [[] for _ in range(b)]
+        for r in plan.decode:
+            i = batch.row[r.id]
+            seq = self.seqs[r.id]
+            valid = int(batch.mask[i].sum())
+            if valid != r.computed:
+                raise RuntimeError(f"request {r.id}: KV holds {valid} tokens, scheduler says {r.computed} computed")
+            last = seq.tokens[-1]
+            d: list[int] = []
+            if k:
+                d, _ = seq.proposer.propose(seq.tokens, k, 0.0, None)
+                d = [int(t) for t in d[:k]]
+                self.proposed_tokens += len(d)
+                self.draft_tokens += k
+            drafts[i] = d
+            # positions the proposer left empty are filled and can never be accepted
+            inp[i] = torch.tensor([last, *d, *([last] * (k - len(d)))], dtype=torch.long)
+            pos[i] = torch.arange(r.computed, r.computed + k + 1)
+        mask = torch.cat([batch.mask, torch.ones((b, k + 1), dtype=torch.long)], dim=1)
+        out = self.model(
+            input_ids=inp.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=pos.to(self.device),
+            cache=batch.cache,
+            use_cache=True,
+        )
+        greedy = out.logits.argmax(dim=-1).cpu()  # [b, k + 1]
+        new_mask = torch.zeros((b, k + 1), dtype=torch.long)
+        accepted: list[int] = []
+        for r in plan.decode:
+            i = batch.row[r.id]
+            seq = self.seqs[r.id]
+            d = drafts[i]
+            row = greedy[i].tolist()
+            a = 0
+            while a < len(d) and d[a] == row[a]:
+                a += 1
+            new_mask[i, : 1 + a] = 1
+            room = r.output_tokens - r.generated
+            commit = [*d[:a], int(row[a])][:room]
+            seq.tokens.extend(commit)
+            seq.generated.extend(commit)
+            accepted.append(a)
+        batch.mask = torch.cat([batch.mask, new_mask.to(batch.mask.device)], dim=1)
+        return accepted
+
+
+# ---------------------------------------------------------------------------------------------
+# arrivals on the wall clock
+
+
+class ArrivalFeeder(threading.Thread):
+    """Puts each request on ``out`` at ``t0 + arrival_s`` (wall clock), never waiting for service."""
+
+    def __init__(self, requests: Sequence[ServingRequest], t0: float, out: queue.SimpleQueue) -> None:
+        super().__init__(name="specplan-arrivals", daemon=True)
+        self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+        self.t0 = t0
+        self.out = out
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        for req in self.requests:
+            delay = self.t0 + req.arrival_s - time.perf_counter()
+            if delay > 0 and self.stop.wait(delay):
+                return
+            self.out.put(req)
+
+
+# ---------------------------------------------------------------------------------------------
+# the loop
+
+
+def warm_up(model: torch.nn.Module, vocab: int, *, steps: int = 3) -> None:
+    """Untimed passes so first-call allocations and kernel selection stay out of the run."""
+    dev = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        for b in (1, 2):
+            ids = torch.randint(0, vocab, (b, 16), generator=gen)
+            cache = DynamicCache(config=model.config)
+            model(input_ids=ids.to(dev), cache=cache, use_cache=True, logits_to_keep=1)
+            for _ in range(steps):
+                model(input_ids=ids[:, :1].to(dev), cache=cache, use_cache=True)
+
+
+def serve(
+    requests: Sequence[ServingRequest],
+    config: SchedulerConfig,
+    model: torch.nn.Module,
+    *,
+    policy: SpeculationPolicy,
+    proposer_factory: Callable[[], Any] | None = None,
+    proposer_name: str | None = None,
+    candidate: str = "baseline",
+    seed: int = 0,
+    warmup_s: float = 0.0,
+    step_timer: Callable[[StepShape], float] | None = None,
+    progress: Callable[[str], None] | None = None,
+    max_wall_s: float | None = None,
+) -> ServingResult:
+    """Serve ``requests`` for real on ``model`` and record what a client would see.
+
+    ``policy`` chooses ``k`` per step exactly as the simulator's engine does;
+    ``proposer_factory`` makes one proposer per request (model proposers keep per-sequence
+    state) and is required when the policy speculates.
+
+    Clock: by default the wall clock (arrivals fed by a thread at their times). With
+    ``step_timer`` the run is *replayed* on a virtual clock instead — every step still executes
+    real forward passes and real verification, but time advances by ``step_timer(shape)`` —
+    which makes the plan sequence deterministic (tests compare it with the simulator's).
+    ``max_wall_s`` aborts a wall-clock run that cannot keep up; requests not ended by then are
+    recorded as ``unfinished``.
+    """
+    if policy.speculates and proposer_factory is None:
+        raise ValueError("a speculating policy needs a proposer_factory")
+    order = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    ids = [r.id for r in order]
+    if len(set(ids)) != len(ids):
+        raise ValueError("request ids must be unique")
+    k_max = policy.k_max
+    sched = Scheduler(config)
+    execu = BatchExecutor(model, proposer_factory=proposer_factory)
+    pstate = PolicyState()
+    sreqs = [
+        Request(idx=i, id=spec.id, arrival_s=spec.arrival_s, prompt_tokens=len(spec.prompt_ids),
+                output_tokens=spec.output_tokens, segment=spec.segment, timeout_s=spec.timeout_s)
+        for i, spec in enumerate(order)
+    ]
+    by_id = {r.id: r for r in sreqs}
+    log = StepLog()
+    gap_idx: array = array("q")
+    gap_s: array = array("d")
+    bursts: list[tuple[int, float, int]] = []
+    plans: list[PlanRecord] = []
+    n = len(order)
+    say = progress or (lambda _m: None)
+    kv_total = config.kv_blocks
+
+    virtual = step_timer is not None
+    vnow = 0.0
+    pending = deque(order)
+    arrivals: queue.SimpleQueue = queue.SimpleQueue()
+    t0 = time.perf_counter()
+    feeder = None if virtual else ArrivalFeeder(order, t0, arrivals)
+
+    def clock() -> float:
+        return vnow if virtual else time.perf_counter() - t0
+
+    def admit(spec: ServingRequest, at: float) -> None:
+        req = by_id[spec.id]
+        req.replica = 0
+        execu.admit(spec)
+        if not sched.add_request(req, at, k_max):
+            execu.release(spec.id)
+
+    def admit_arrived() -> None:
+        if virtual:
+            while pending and pending[0].arrival_s <= vnow:
+                spec = pending.popleft()
+                admit(spec, spec.arrival_s)
+            return
+        while True:
+            try:
+                spec = arrivals.get_nowait()
+            except queue.Empty:
+                return
+            admit(spec, clock())
+
+    aborted = False
+    if feeder is not None:
+        feeder.start()
+    try:
+        while len(sched.finished) < n:
+            admit_arrived()
+            now = clock()
+            if max_wall_s is not None and not virtual and now > max_wall_s:
+                aborted = True
+                break
+            if policy.name == "fixed":
+                k = policy.k
+            elif policy.name == "off":
+                k = 0
+            else:
+                k = policy.k_for(pstate, sched.num_decoding())
+            done_before = len(sched.finished)
+            plan = sched.schedule(now, k)
+            for r in sched.finished[done_before:]:
+                execu.release(r.id)  # expired while waiting or running
+            if plan.empty:
+                if len(sched.finished) >= n:
+                    break
+                if virtual:
+                    if not pending:
+                        raise RuntimeError("work queued but nothing schedulable and no arrivals left")
+                    vnow = max(vnow, pending[0].arrival_s)
+                    continue
+                try:
+                    nxt = arrivals.get(timeout=0.05 if sched.has_work else 1.0)
+                except queue.Empty:
+                    continue
+                admit(nxt, clock())
+                continue
+            plans.append(PlanRecord.of(plan))
+            gen_before = {r.id: r.generated for r in plan.decode}
+            gen_before.update({r.id: r.generated for r, _ in plan.prefill})
+            nd = len(plan.decode)
+            qlen = len(sched.waiting)
+            kv_used = kv_total - sched.free_blocks
+            start = clock()
+            accepted = execu.execute(plan)
+            if virtual:
+                assert step_timer is not None
+                shape = StepShape(nd, plan.decode_context, plan.k,
+                                  proposer_name if plan.k else None,
+                                  plan.prefill_tokens, plan.prefill_context)
+                vnow = start + step_timer(shape)
+            end = clock()
+            done_before = len(sched.finished)
+            total_acc = sched.update(plan, accepted if plan.k else None, end, gap_idx, gap_s)
+            for rid, g in gen_before.items():
+                got = by_id[rid].generated - g
+                if got > 0:
+                    bursts.append((rid, end, got))
+            for r in sched.finished[done_before:]:
+                execu.release(r.id)
+            for col, val in (
+                ("replica", 0), ("t_start_s", start), ("duration_s", end - start),
+                ("decode_seqs", nd), ("prefill_tokens", plan.prefill_tokens), ("k", plan.k),
+                ("draft_tokens", nd * plan.k), ("accepted_tokens", total_acc),
+                ("queue_len", qlen), ("kv_used_blocks", kv_used), ("kv_total_blocks", kv_total),
+                ("preempted", len(plan.preempted)),
+            ):
+                getattr(log, col).append(val)
+            if policy.name == "adaptive":
+                policy.observe(pstate, end, end - start, nd)
+            if len(log) % 200 == 0:
+                say(f"{candidate}: {len(sched.finished)}/{n} requests ended, t={end:.1f}s")
+    finally:
+        if feeder is not None:
+            feeder.stop.set()
+            feeder.join(timeout=1.0)
+    wall = clock()
+    for req in sreqs:
+        if req.status != DONE:  # only after an abort: as the engine marks them
+            req.outcome = "unfinished"
+            req.finish_s = None
+    if aborted:
+        say(f"{candidate}: stopped after {wall:.0f}s (max_wall_s); unfinished requests kept as such")
+    run = FleetRun(sreqs, log, gap_idx, gap_s, wall)
+    outputs = {rid: tuple(sq.generated) for rid, sq in execu.seqs.items()}
+    return ServingResult(
+        requests=records.requests_frame(run, candidate, seed, warmup_s),
+        steps=records.steps_frame(run, candidate, seed),
+        itl=records.itl_frame(run, candidate, seed),
+        bursts=pl.DataFrame(
+            {"id": [b[0] for b in bursts], "t_s": [b[1] for b in bursts], "tokens": [b[2] for b in bursts]},
+            schema={"id": pl.Int64, "t_s": pl.Float64, "tokens": pl.Int64},
+        ),
+        plans=tuple(plans),
+        outputs={rid: outputs.get(rid, ()) for rid in ids},
+        proposed_tokens=execu.proposed_tokens,
+        threads=torch.get_num_threads(),
+        device=str(execu.device),
+        wall_s=wall,
+        clock="virtual" if virtual else "wall",
+        aborted=aborted,
+    )
+
+
+def fit_prompt(text_ids: Sequence[int], length: int) -> tuple[int, ...]:
+    """Cut real text to ``length`` tokens, or repeat it until it is that long."""
+    if length < 1:
+        raise ValueError(f"prompt length must be >= 1, got {length}")
+    base = list(text_ids)
+    if not base:
+        raise ValueError("no prompt text to fit")
+    out: list[int] = []
+    while len(out) < length:
+        out.extend(base)
+    return tuple(out[:length])
+
+
+def segment_prompts(
+    specs: Sequence[Any],
+    segment_keys: dict[str, tuple[str, str]],
+    tokenizer: Any | None,
+    vocab_size: int,
+    seed: int = 0,
+) -> tuple[dict[int, tuple[int, ...]], list[str]]:
+    """Prompt token ids of exactly ``spec.prompt_tokens`` for each request, and notes.
+
+    Real text: the built-in prompt set of the request's segment (task, language), several
+    prompts of that set joined until long enough (starting at a different one per request),
+    rendered with the chat template, the last ``prompt_tokens`` tokens kept (so the
+    generation prompt stays at the end). Without a tokenizer (a config-only model) the prompt
+    is random ids from ``seed``: timing only, and the notes say so.
+    """
+    from profiler.prompt_sets import builtin_prompts, by_segment, encode_prompt
+
+    notes: list[str] = []
+    out: dict[int, tuple[int, ...]] = {}
+    if tokenizer is None:
+        rng = torch.Generator().manual_seed(int(seed))
+        for sp in specs:
+            out[sp.id] = tuple(torch.randint(0, vocab_size, (sp.prompt_tokens,), generator=rng).tolist())
+        notes.append("prompts: random token ids (config-only model without a tokenizer)")
+        return out, notes
+    groups = by_segment(builtin_prompts())
+    for name, (task, lang) in segment_keys.items():
+        key = (task, lang)
+        if key not in groups:
+            alt = next((k for k in groups if k[0] == task), None) or next(iter(groups))
+            notes.append(f"prompts: no built-in {task}/{lang} prompts for segment {name}; used {alt[0]}/{alt[1]}")
+            groups[key] = groups[alt]
+    encoded: dict[tuple[tuple[str, str], int, int], list[int]] = {}
+    for sp in specs:
+        task, lang = segment_keys.get(sp.segment, next(iter(segment_keys.values())))
+        group = groups[(task, lang)]
+        start = sp.id % len(group)
+        count = 1
+        while True:
+            cache_key = ((task, lang), start, count)
+            if cache_key not in encoded:
+                texts = [group[(start + j) % len(group)].prompt for j in range(count)]
+                encoded[cache_key] = encode_prompt(tokenizer, "\n\n".join(texts))
+            ids = encoded[cache_key]
+            if len(ids) >= sp.prompt_tokens or count >= 4 * len(group):
+                break
+            count += 1
+        out[sp.id] = fit_prompt(ids[-sp.prompt_tokens:], sp.prompt_tokens)
+    notes.append("prompts: built-in prompt sets (profiler/prompts) by segment task/language, chat template, "
+                 "cut to the scheduled length keeping the end")
+    return out, notes
+
+
+__all__ = [
+    "ArrivalFeeder", "BatchExecutor", "PlanRecord", "ServingRequest", "ServingResult",
+    "fit_prompt", "segment_prompts", "serve", "warm_up",
+]

@@ -1,0 +1,575 @@
+"""Real forward passes over the profile's timing grids (docs/profile-format.md, ``timing``).
+
+Every value is a wall time of real work under ``torch.inference_mode`` with a real KV cache
+(transformers ``DynamicCache``): a cache of ``context`` tokens is built by one prefill pass, the
+next pass is timed, and the cache is cropped back before each repetition so every repetition sees
+the same context. Work is split into *tasks* (one prefilled cache each) made of *points* (one grid
+cell each), so the runner can checkpoint and resume point by point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from profiler.clock import Stopwatch, Timing, time_op, time_steps
+from profiler.models import LoadedModel, dtype_bytes, max_positions
+from sim.errors import SpecplanError
+
+OOM_REASON = "out of memory"
+WINDOW_REASON = "beyond the model's context window"
+
+
+# ---------------------------------------------------------------------------------------------
+# grids
+
+
+@dataclass(frozen=True)
+class TimingGrids:
+    """Which grid cells to measure and how often; see ``default_grids``."""
+
+    batch: tuple[int, ...]
+    """Decode batch sizes for target_forward."""
+    tokens_per_seq: tuple[int, ...]
+    """New tokens per sequence in one forward (1 = decode T, k+1 = verification V(k))."""
+    context: tuple[int, ...]
+    """Cached tokens per sequence before the timed pass."""
+    prefill_tokens: tuple[int, ...]
+    prefill_context: tuple[int, ...]
+    draft_batch: tuple[int, ...]
+    k_max: int
+    """Draft grids cover k = 1..k_max (one cumulative run gives every k)."""
+    draft_context: tuple[int, ...]
+    overhead_batch: tuple[int, ...]
+    overhead_k: tuple[int, ...]
+    overhead_context: int
+    """Context at which whole speculative cycles are timed for H(k)."""
+    warmup: int = 1
+    repeats: int = 5
+    prefill_repeats: int = 3
+
+    def __post_init__(self) -> None:
+        mins = {"batch": 1, "tokens_per_seq": 1, "context": 0, "prefill_tokens": 1,
+                "prefill_context": 0, "draft_batch": 1, "draft_context": 0,
+                "overhead_batch": 1, "overhead_k": 1}  # fmt: skip
+        for name, low in mins.items():
+            vals = getattr(self, name)
+            if not vals or any(int(v) != v for v in vals):
+                raise SpecplanError(f"timing grid {name}: expected a non-empty list of integers")
+            if list(vals) != sorted(set(vals)) or vals[0] < low:
+                raise SpecplanError(f"timing grid {name}={list(vals)}: must be strictly increasing and >= {low}")
+        if self.k_max < 1:
+            raise SpecplanError(f"k_max={self.k_max}: must be at least 1")
+        if self.overhead_k[-1] > self.k_max:
+            raise SpecplanError(f"timing grid overhead_k={list(self.overhead_k)}: must not exceed k_max={self.k_max}")
+        if self.repeats < 1 or self.prefill_repeats < 1 or self.warmup < 0:
+            raise SpecplanError("timing repeats must be >= 1 and warmup >= 0")
+
+    @property
+    def draft_k(self) -> tuple[int, ...]:
+        return tuple(range(1, self.k_max + 1))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: (list(v) if isinstance(v, tuple) else v) for f, v in self.__dict__.items()}
+
+
+def default_grids(
+    target: LoadedModel, *, quick: bool, k_max: int
+) -> TimingGrids:
+    """Grids that fit the device: CPU grids stay small (minutes), GPU grids reach large batches
+    and long contexts; everything stays inside the model's context window.
+    """
+    window = max_positions(target.config) or 4096
+    if target.device.type == "cuda":
+        batch = (1, 2, 4, 8, 16, 32, 64, 128)
+        context = (128, 512, 2048, 8192, 32768)
+        prefill_tokens, prefill_context = (16, 64, 256, 1024, 4096, 8192), (0, 512, 2048, 8192)
+        draft_batch, draft_context = (1, 4, 16, 64), (128, 2048, 8192)
+        overhead_batch = (1, 4, 16, 64)
+        warmup, repeats, prefill_repeats = 3, 10, 5
+        if quick:
+            batch, context = (1, 4, 16, 64), (128, 2048)
+            prefill_tokens, prefill_context = (64, 512, 4096), (0, 2048)
+            draft_batch, draft_context, overhead_batch = (1, 16), (128, 2048), (1, 16)
+            warmup, repeats, prefill_repeats = 2, 5, 3
+    elif quick:
+        batch, context = (1, 4), (64, 512)
+        prefill_tokens, prefill_context = (16, 128), (0, 256)
+        draft_batch, draft_context, overhead_batch = (1, 4), (64, 512), (1, 4)
+        warmup, repeats, prefill_repeats = 1, 3, 2
+    else:
+        batch, context = (1, 2, 4, 8), (64, 256, 1024)
+        prefill_tokens, prefill_context = (16, 64, 256, 512), (0, 256, 1024)
+        draft_batch, draft_context, overhead_batch = (1, 2, 4, 8), (64, 256, 1024), (1, 2, 4, 8)
+        warmup, repeats, prefill_repeats = 1, 5, 3
+    longest_new = max(k_max + 1, max(prefill_tokens))
+    fits = [c for c in context if c + longest_new <= window] or [min(context[0], window // 2)]
+    tokens = tuple(sorted({1, 2, 3} | {min(k_max + 1, t) for t in (5, k_max + 1)}))
+    tokens = tuple(t for t in tokens if t <= k_max + 1)
+    overhead_k = tuple(sorted({1, 2, max(1, k_max // 2), k_max}))
+    return TimingGrids(
+        batch=batch,
+        tokens_per_seq=tokens,
+        context=tuple(fits),
+        prefill_tokens=tuple(t for t in prefill_tokens if t < window) or (min(16, window // 2),),
+        prefill_context=tuple(c for c in prefill_context if c + max(prefill_tokens) <= window) or (0,),
+        draft_batch=draft_batch,
+        k_max=k_max,
+        draft_context=tuple(c for c in draft_context if c + k_max <= window) or (fits[0],),
+        overhead_batch=overhead_batch,
+        overhead_k=overhead_k,
+        overhead_context=fits[0],
+        warmup=warmup,
+        repeats=repeats,
+        prefill_repeats=prefill_repeats,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# points and measurements
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid cell: ``quantity`` is target_forward, target_prefill, draft:NAME or overhead:NAME."""
+
+    quantity: str
+    coords: tuple[tuple[str, int], ...]
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.coords)
+
+    def key(self, fingerprint: str) -> str:
+        """Checkpoint key: hash of the run's configuration fingerprint and this cell."""
+        raw = json.dumps([fingerprint, self.quantity, list(self.coords)], sort_keys=True)
+        return hashlib.sha256(raw.encode()).hexdigest()[:20]
+
+
+def point(quantity: str, **coords: int) -> Point:
+    return Point(quantity, tuple((k, int(v)) for k, v in coords.items()))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The result at one point: a median with spread, or a limit saying why there is none."""
+
+    point: Point
+    median: float | None
+    p10: float | None = None
+    p90: float | None = None
+    repeats: int | None = None
+    limit: str | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, pt: Point, t: Timing, **extra: float) -> Measured:
+        return cls(pt, t.median, t.p10, t.p90, t.repeats, None, dict(extra))
+
+    @classmethod
+    def limited(cls, pt: Point, reason: str) -> Measured:
+        return cls(pt, None, limit=reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "quantity": self.point.quantity, "point": self.point.as_dict(), "median": self.median,
+            "p10": self.p10, "p90": self.p90, "repeats": self.repeats, "limit": self.limit,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Measured:
+        pt = Point(d["quantity"], tuple((k, int(v)) for k, v in d["point"].items()))
+        return cls(pt, d["median"], d.get("p10"), d.get("p90"), d.get("repeats"), d.get("limit"),
+                   dict(d.get("extra") or {}))
+
+
+@dataclass(frozen=True)
+class Task:
+    """Points that share one setup (a prefilled cache); ``run(todo)`` yields their results."""
+
+    label: str
+    points: tuple[Point, ...]
+    run: Callable[[Sequence[Point]], Iterator[Measured]]
+
+
+@dataclass(frozen=True)
+class DraftRuntime:
+    """What timing needs from a proposer: a causal LM to step (draft/self-draft) or a lookup."""
+
+    name: str
+    kind: str
+    model: torch.nn.Module | None = None
+    lookup: Callable[[list[int], int], list[int]] | None = None
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError | torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def _free_after_oom(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------
+# the passes themselves
+
+
+def crop_to(cache: DynamicCache, length: int) -> None:
+    """Crop a DynamicCache back to ``length`` tokens (transformers 5 takes a negative count)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+class _Runner:
+    """Shared state for timing one target (and its proposers) on one device."""
+
+    def __init__(self, target: LoadedModel, grids: TimingGrids, seed: int, free_bytes: int | None):
+        self.target = target
+        self.model = target.model
+        self.device = target.device
+        self.grids = grids
+        self.vocab = int(target.identity["architecture"]["vocab_size"])
+        self.window = max_positions(target.config)
+        self.gen = torch.Generator(device="cpu").manual_seed(seed)
+        self.free_bytes = free_bytes
+        arch = target.identity["architecture"]
+        self.kv_per_token = 2 * arch["num_layers"] * arch["num_kv_heads"] * arch["head_dim"] * dtype_bytes(target.dtype)
+
+    def ids(self, batch: int, length: int) -> torch.Tensor:
+        return torch.randint(0, self.vocab, (batch, length), generator=self.gen).to(self.device)
+
+    def too_long(self, total: int) -> bool:
+        return self.window is not None and total > self.window
+
+    def kv_too_big(self, batch: int, tokens: int) -> bool:
+        """Skip cells whose KV cache alone would not fit in free device memory (estimated)."""
+        return self.free_bytes is not None and batch * tokens * self.kv_per_token > self.free_bytes
+
+    def prefill(self, model: torch.nn.Module, batch: int, context: int, chunk: int = 4096) -> DynamicCache:
+        """A cache holding ``context`` random tokens per sequence (chunked to bound activations)."""
+        cache = DynamicCache(config=model.config)
+        ids = self.ids(batch, context)
+        for start in range(0, context, chunk):
+            model(input_ids=ids[:, start : start + chunk], cache=cache, use_cache=True, logits_to_keep=1)
+        return cache
+
+    # -- target_forward: one task per (batch, context), points over tokens_per_seq
+    def forward_tasks(self) -> list[Task]:
+        g = self.grids
+        tasks = []
+        for b in g.batch:
+            for c in g.context:
+                pts = tuple(point("target_forward", batch=b, tokens_per_seq=s, context=c) for s in g.tokens_per_seq)
+                tasks.append(Task(f"target_forward batch={b} context={c}", pts,
+                                  lambda todo, b=b, c=c: self._forward(todo, b, c)))
+        return tasks
+
+    def _forward(self, todo: Sequence[Point], b: int, c: int) -> Iterator[Measured]:
+        g = self.grids
+        try:
+            if self.kv_too_big(b, c + max(g.tokens_per_seq)):
+                raise MemoryError("estimated KV cache exceeds free device memory")
+            cache = self.prefill(self.model, b, c) if c > 0 else None
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            _free_after_oom(self.device)
+            yield from (Measured.limited(p, OOM_REASON) for p in todo)
+            return
+        for pt in todo:
+            s = pt.as_dict()["tokens_per_seq"]
+            if self.too_long(c + s):
+                yield Measured.limited(pt, WINDOW_REASON)
+                continue
+            x = self.ids(b, s)
+            state = {"cache": cache}
+
+            def setup(state=state, c=c) -> None:
+                if c > 0:
+                    crop_to(state["cache"], c)
+                else:
+                    state["cache"] = DynamicCache(config=self.model.config)
+
+            def fn(state=state, x=x) -> None:
+                out = self.model(input_ids=x, cache=state["cache"], use_cache=True)
+                out.logits.argmax(-1)
+
+            yield self._timed(pt, fn, setup, g.repeats)
+        del cache
+
+    def _timed(self, pt: Point, fn: Callable[[], object], setup: Callable[[], object], repeats: int) -> Measured:
+        try:
+            return Measured.of(pt, time_op(fn, warmup=self.grids.warmup, repeats=repeats,
+                                           device=self.device, setup=setup))
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            _free_after_oom(self.device)
+            return Measured.limited(pt, OOM_REASON)
+
+    # -- target_prefill: one task per context, points over tokens
+    def prefill_tasks(self) -> list[Task]:
+        g = self.grids
+        tasks = []
+        for c in g.prefill_context:
+            pts = tuple(point("target_prefill", tokens=n, context=c) for n in g.prefill_tokens)
+            tasks.append(Task(f"target_prefill context={c}", pts, lambda todo, c=c: self._prefill(todo, c)))
+        return tasks
+
+    def _prefill(self, todo: Sequence[Point], c: int) -> Iterator[Measured]:
+        try:
+            cache = self.prefill(self.model, 1, c) if c > 0 else None
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            _free_after_oom(self.device)
+            yield from (Measured.limited(p, OOM_REASON) for p in todo)
+            return
+        for pt in todo:
+            n = pt.as_dict()["tokens"]
+            if self.too_long(c + n):
+                yield Measured.limited(pt, WINDOW_REASON)
+                continue
+            x = self.ids(1, n)
+            state = {"cache": cache}
+
+            def setup(state=state, c=c) -> None:
+                if c > 0:
+                    crop_to(state["cache"], c)
+                else:
+                    state["cache"] = DynamicCache(config=self.model.config)
+
+            def fn(state=state, x=x) -> None:
+                out = self.model(input_ids=x, cache=state["cache"], use_cache=True, logits_to_keep=1)
+                out.logits.argmax(-1)
+
+            yield self._timed(pt, fn, setup, self.grids.prefill_repeats)
+
+    # -- proposers: draft D(k) per (batch, context); overhead H(k) per batch
+    def draft_tasks(self, p: DraftRuntime) -> list[Task]:
+        g = self.grids
+        tasks = []
+        for b in g.draft_batch:
+            for c in g.draft_context:
+                pts = tuple(point(f"draft:{p.name}", batch=b, k=k, context=c) for k in g.draft_k)
+                tasks.append(Task(f"{p.name} draft batch={b} context={c}", pts,
+                                  lambda todo, b=b, c=c: self._draft(p, todo, b, c)))
+        return tasks
+
+    def _draft(self, p: DraftRuntime, todo: Sequence[Point], b: int, c: int) -> Iterator[Measured]:
+        g = self.grids
+        if p.lookup is not None:
+            contexts = [self.ids(1, c).flatten().tolist() for _ in range(b)]
+            for pt in todo:
+                k = pt.as_dict()["k"]
+
+                def fn(k=k) -> None:
+                    for ids in contexts:
+                        p.lookup(ids, k)
+
+                yield self._timed(pt, fn, lambda: None, g.repeats)
+            return
+        model = p.model
+        assert model is not None
+        if self.too_long(c + g.k_max):
+            yield from (Measured.limited(pt, WINDOW_REASON) for pt in todo)
+            return
+        try:
+            cache = self.prefill(model, b, c) if c > 0 else DynamicCache(config=model.config)
+            first = self.ids(b, 1)
+            state: dict[str, Any] = {}
+
+            def setup() -> None:
+                crop_to(cache, c)
+                state["x"] = first
+
+            def step(_i: int) -> None:
+                out = model(input_ids=state["x"], cache=cache, use_cache=True)
+                state["x"] = out.logits[:, -1:].argmax(-1)
+
+            times = time_steps(step, g.k_max, warmup=g.warmup, repeats=g.repeats, device=self.device, setup=setup)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            _free_after_oom(self.device)
+            yield from (Measured.limited(pt, OOM_REASON) for pt in todo)
+            return
+        for pt in todo:
+            yield Measured.of(pt, times[pt.as_dict()["k"] - 1])
+
+    def overhead_tasks(self, p: DraftRuntime) -> list[Task]:
+        g = self.grids
+        tasks = []
+        for b in g.overhead_batch:
+            pts = tuple(point(f"overhead:{p.name}", batch=b, k=k) for k in g.overhead_k)
+            tasks.append(Task(f"{p.name} overhead batch={b} context={g.overhead_context}", pts,
+                              lambda todo, b=b: self._overhead(p, todo, b)))
+        return tasks
+
+    def _overhead(self, p: DraftRuntime, todo: Sequence[Point], b: int) -> Iterator[Measured]:
+        """H(k) = median(whole cycle) - median(D) - median(V), all timed here, interleaved."""
+        g = self.grids
+        c = g.overhead_context
+        if self.too_long(c + g.k_max + 1):
+            yield from (Measured.limited(pt, WINDOW_REASON) for pt in todo)
+            return
+        try:
+            tcache = self.prefill(self.model, b, c)
+            dcache = None
+            if p.model is not None:
+                dcache = self.prefill(p.model, b, c)
+            contexts = [self.ids(1, c).flatten().tolist() for _ in range(b)]
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            _free_after_oom(self.device)
+            yield from (Measured.limited(pt, OOM_REASON) for pt in todo)
+            return
+        last = self.ids(b, 1)
+        watch = Stopwatch(self.device)
+
+        def reset() -> None:
+            crop_to(tcache, c)
+            if dcache is not None:
+                crop_to(dcache, c)
+
+        def draft(k: int) -> torch.Tensor:
+            if p.lookup is not None:
+                rows = []
+                for ids in contexts:
+                    got = p.lookup(ids, k)
+                    # verification slots are fixed at k: pad a short or missing proposal
+                    rows.append((got + [0] * k)[:k])
+                return torch.tensor(rows, dtype=torch.long, device=self.device)
+            x, toks = last, []
+            for _ in range(k):
+                out = p.model(input_ids=x, cache=dcache, use_cache=True)  # type: ignore[misc]
+                x = out.logits[:, -1:].argmax(-1)
+                toks.append(x)
+            return torch.cat(toks, dim=1)
+
+        def verify(drafts: torch.Tensor) -> torch.Tensor:
+            out = self.model(input_ids=torch.cat([last, drafts], dim=1), cache=tcache, use_cache=True)
+            return out.logits.argmax(-1)
+
+        def cycle(k: int) -> None:
+            drafts = draft(k)
+            target_tokens = verify(drafts)
+            # greedy acceptance bookkeeping: accepted prefix per sequence, bonus token, KV rollback
+            matches = (target_tokens[:, :k] == drafts).to(torch.int64).cumprod(dim=1)
+            accepted = matches.sum(dim=1)
+            bonus = target_tokens.gather(1, accepted.unsqueeze(1))
+            n = int(accepted.min().item())
+            crop_to(tcache, c + 1 + n)
+            if dcache is not None:
+                crop_to(dcache, c + n)
+            bonus.tolist()
+
+        for pt in todo:
+            k = pt.as_dict()["k"]
+            samples: dict[str, list[float]] = {"draft": [], "verify": [], "cycle": []}
+            try:
+                dummy = draft(k)
+                for r in range(g.warmup + g.repeats):
+                    for what in ("draft", "verify", "cycle"):
+                        reset()
+                        t0 = watch.start()
+                        if what == "draft":
+                            draft(k)
+                        elif what == "verify":
+                            verify(dummy)
+                        else:
+                            cycle(k)
+                        dt = watch.stop(t0)
+                        if r >= g.warmup:
+                            samples[what].append(dt)
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                _free_after_oom(self.device)
+                yield Measured.limited(pt, OOM_REASON)
+                continue
+            tc, td, tv = (Timing.from_samples(samples[w]) for w in ("cycle", "draft", "verify"))
+            h = max(0.0, tc.median - td.median - tv.median)
+            yield Measured(pt, h, None, None, tc.repeats, None,
+                           {"cycle": tc.median, "draft": td.median, "verify": tv.median})
+
+
+def plan_tasks(
+    target: LoadedModel,
+    proposers: Sequence[DraftRuntime],
+    grids: TimingGrids,
+    *,
+    seed: int = 0,
+    free_bytes: int | None = None,
+) -> list[Task]:
+    """Every timing task of a profile run, in the order they are measured."""
+    runner = _Runner(target, grids, seed, free_bytes)
+    tasks = runner.forward_tasks() + runner.prefill_tasks()
+    for p in proposers:
+        tasks += runner.draft_tasks(p) + runner.overhead_tasks(p)
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# assembling the section
+
+
+def _grid(quantity: str, axes: dict[str, Sequence[int]], results: dict[Point, Measured],
+          repeats: int, spread: bool = True) -> dict[str, Any]:
+    names = list(axes)
+
+    def build(attr: str) -> Any:
+        def rec(depth: int, coords: list[tuple[str, int]]) -> Any:
+            if depth == len(names):
+                m = results.get(Point(quantity, tuple(coords)))
+                val = None if m is None else getattr(m, attr)
+                return None if val is None or not math.isfinite(val) else float(val)
+            return [rec(depth + 1, coords + [(names[depth], int(v))]) for v in axes[names[depth]]]
+        return rec(0, [])
+
+    out: dict[str, Any] = {"axes": {n: [int(v) for v in axes[n]] for n in names}, "median": build("median")}
+    if spread:
+        out["p10"], out["p90"] = build("p10"), build("p90")
+    out["repeats"] = repeats
+    return out
+
+
+def assemble_timing(grids: TimingGrids, proposer_names: Sequence[str],
+                    measured: Sequence[Measured]) -> dict[str, Any]:
+    """The ``timing`` section (without provenance) from every measured point."""
+    results = {m.point: m for m in measured}
+    g = grids
+    section: dict[str, Any] = {
+        "target_forward": _grid("target_forward", {"batch": g.batch, "tokens_per_seq": g.tokens_per_seq,
+                                                   "context": g.context}, results, g.repeats),
+        "target_prefill": _grid("target_prefill", {"tokens": g.prefill_tokens, "context": g.prefill_context},
+                                results, g.prefill_repeats),
+        "proposers": {},
+    }
+    for name in proposer_names:
+        section["proposers"][name] = {
+            "draft": _grid(f"draft:{name}", {"batch": g.draft_batch, "k": g.draft_k, "context": g.draft_context},
+                           results, g.repeats),
+            "overhead": _grid(f"overhead:{name}", {"batch": g.overhead_batch, "k": g.overhead_k},
+                              results, g.repeats, spread=False),
+        }
+    limits = []
+    for m in measured:
+        if m.limit is not None:
+            q = m.point.quantity
+            q = f"proposers.{q.split(':', 1)[1]}.{q.split(':', 1)[0]}" if ":" in q else q
+            limits.append({"quantity": q, "point": m.point.as_dict(), "reason": m.limit})
+    section["limits"] = limits
+    return section

@@ -1,0 +1,511 @@
+"""How far the simulator's predictions are from measured serving: the error table and its plots.
+
+Both sides are reduced to the same numbers by the same functions (``sim.metrics``): a
+prediction comes from ``simulate_once`` on exactly the requests the real run served (same
+arrival times, lengths, segments), a measurement from the real run's records (the real serving
+loop of ``profiler/serving.py``) or from a `vllm bench serve` result file. The error of a
+metric is ``(predicted - measured) / measured``.
+
+No torch here: the live serving path lives in ``profiler/serving.py`` and is imported by
+``sim/cmd_validate.py`` only when a live run is asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sim import metric_names as mn
+from sim.errors import SpecplanError
+from sim.metrics import good_mask, latency_stats, pause_stats, with_latencies
+from sim.profile import Profile
+from sim.scenario import Scenario
+from sim.workload import RequestSpec
+
+# (label, summary column) in table order: what the brief and docs/fidelity.md call "every
+# prediction". Percentiles are linear (numpy), as sim.metrics and vLLM's benchmark compute them.
+COMPARED: tuple[tuple[str, str], ...] = (
+    ("TTFT p50 (ms)", "ttft_ms_median"),
+    ("TTFT p95 (ms)", "ttft_ms_p95"),
+    ("TTFT p99 (ms)", "ttft_ms_p99"),
+    ("TPOT p50 (ms)", "tpot_ms_median"),
+    ("TPOT p95 (ms)", "tpot_ms_p95"),
+    ("TPOT p99 (ms)", "tpot_ms_p99"),
+    ("E2EL p50 (ms)", "e2el_ms_median"),
+    ("E2EL p95 (ms)", "e2el_ms_p95"),
+    ("E2EL p99 (ms)", "e2el_ms_p99"),
+    ("ITL p50 (ms)", "itl_ms_median"),
+    ("ITL p95 (ms)", "itl_ms_p95"),
+    ("pause p50 (ms)", "pause_ms_median"),
+    ("pause p95 (ms)", "pause_ms_p95"),
+    ("pause p99 (ms)", "pause_ms_p99"),
+    ("throughput (req/s)", mn.REQUEST_THROUGHPUT),
+    ("output throughput (tok/s)", mn.OUTPUT_THROUGHPUT),
+    ("goodput (req/s)", mn.REQUEST_GOODPUT),
+    ("mean acceptance length", mn.MEAN_ACCEPTANCE_LENGTH),
+)
+
+# The bar docs/fidelity.md reports against: these columns within 10 % below 85 % load.
+BAR_COLUMNS: tuple[str, ...] = ("ttft_ms_median", "ttft_ms_p95", "e2el_ms_median", "e2el_ms_p95")
+BAR_RELATIVE_ERROR = 0.10
+BAR_MAX_LOAD = 0.85
+
+TABLE_SCHEMA: dict[str, pl.DataType] = {
+    "source": pl.String(),
+    "load": pl.Float64(),
+    "rate": pl.Float64(),
+    "candidate": pl.String(),
+    "metric": pl.String(),
+    "column": pl.String(),
+    "predicted": pl.Float64(),
+    "measured": pl.Float64(),
+    "abs_error": pl.Float64(),
+    "rel_error": pl.Float64(),
+}
+
+
+def pause_median_ms(requests: pl.DataFrame) -> float | None:
+    """Median over completed, in-window requests of their longest stream pause (ms).
+
+    ``sim.metrics`` carries p95/p99/max of pauses; the median is added here the same way.
+    """
+    done = requests.filter(pl.col("in_window") & (pl.col("outcome") == mn.COMPLETED))
+    vals = done["max_pause_s"].drop_nulls().to_numpy()
+    return float(np.percentile(vals * 1000.0, 50)) if vals.size else None
+
+
+def values_from_run(summary: pl.DataFrame, requests: pl.DataFrame) -> dict[str, float | None]:
+    """The compared numbers of one run: its ``all`` summary row plus the pause median."""
+    row = summary.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS)
+    if row.height != 1:
+        raise ValueError(f"summary has {row.height} 'all' rows; expected exactly one")
+    r = row.row(0, named=True)
+    out: dict[str, float | None] = {}
+    for _, col in COMPARED:
+        if col == "pause_ms_median":
+            out[col] = pause_median_ms(requests)
+        else:
+            v = r.get(col)
+            out[col] = None if v is None else float(v)
+    return out
+
+
+def mean_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """Mean of each compared number over replications (None where every replication had none)."""
+    out: dict[str, float | None] = {}
+    for _, col in COMPARED:
+        vals = [float(v) for r in runs if (v := r.get(col)) is not None and math.isfinite(float(v))]
+        out[col] = float(np.mean(vals)) if vals else None
+    return out
+
+
+def error_rows(
+    source: str,
+    load: float | None,
+    rate: float,
+    candidate: str,
+    predicted: Mapping[str, float | None],
+    measured: Mapping[str, float | None],
+) -> list[dict[str, Any]]:
+    """One row per compared metric; relative error is null when the measurement is 0 or absent."""
+    rows = []
+    for label, col in COMPARED:
+        p, m = predicted.get(col), measured.get(col)
+        if p is None and m is None:
+            continue
+        abs_err = None if p is None or m is None else p - m
+        rel = None if abs_err is None or not m else abs_err / m
+        rows.append({
+            "source": source, "load": load, "rate": rate, "candidate": candidate,
+            "metric": label, "column": col, "predicted": p, "measured": m,
+            "abs_error": abs_err, "rel_error": rel,
+        })
+    return rows
+
+
+def error_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """The tidy error table (columns ``TABLE_SCHEMA``), one row per load × candidate × metric."""
+    return pl.DataFrame(list(rows), schema=TABLE_SCHEMA, orient="row")
+
+
+def bar_check(table: pl.DataFrame) -> pl.DataFrame:
+    """Rows the bar covers (p50/p95 TTFT and E2EL below 85 % load) with ``within_bar``."""
+    t = table.filter(pl.col("column").is_in(list(BAR_COLUMNS)))
+    if "load" in t.columns:
+        t = t.filter(pl.col("load").is_null() | (pl.col("load") < BAR_MAX_LOAD))
+    return t.with_columns(
+        (pl.col("rel_error").abs() <= BAR_RELATIVE_ERROR).fill_null(False).alias("within_bar")
+    )
+
+
+def format_table(table: pl.DataFrame) -> str:
+    """Plain-text table for the terminal: predicted, measured, relative error per metric."""
+    lines = []
+    for (source, load, rate, cand), grp in table.group_by(
+        ["source", "load", "rate", "candidate"], maintain_order=True
+    ):
+        where = f"load {load:.0%} of capacity, " if load is not None else ""
+        lines.append(f"\n{cand} — {where}{rate:.3g} req/s ({source})")
+        lines.append(f"  {'metric':<27}{'predicted':>12}{'measured':>12}{'rel. error':>12}")
+        for r in grp.iter_rows(named=True):
+            p = "—" if r["predicted"] is None else f"{r['predicted']:.4g}"
+            m = "—" if r["measured"] is None else f"{r['measured']:.4g}"
+            e = "—" if r["rel_error"] is None else f"{r['rel_error']:+.1%}"
+            lines.append(f"  {r['metric']:<27}{p:>12}{m:>12}{e:>12}")
+    return "\n".join(lines)
+
+
+def format_bar(table: pl.DataFrame) -> str:
+    """One line per candidate: how many bar metrics are within 10 %, and the worst one."""
+    bar = bar_check(table)
+    if bar.height == 0:
+        return "bar: no rows below 85% load to check"
+    out = []
+    for (cand,), grp in bar.group_by(["candidate"], maintain_order=True):
+        ok = int(grp["within_bar"].sum())
+        worst = grp.sort(pl.col("rel_error").abs(), descending=True, nulls_last=True).row(0, named=True)
+        we = "n/a" if worst["rel_error"] is None else f"{worst['rel_error']:+.1%}"
+        wl = "" if worst["load"] is None else f" at load {worst['load']:.0%}"
+        out.append(
+            f"bar (|error| <= {BAR_RELATIVE_ERROR:.0%} for p50/p95 TTFT and E2EL below "
+            f"{BAR_MAX_LOAD:.0%} load) {cand}: {ok}/{grp.height} within; worst {worst['metric']} "
+            f"{we}{wl}"
+        )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# workloads at a load, capacity, prediction
+
+
+def scenario_at(scenario: Scenario, rate: float, n_requests: int, seed: int) -> Scenario:
+    """The scenario at ``rate`` req/s with arrivals over ``n_requests / rate`` seconds, no warm-up.
+
+    No warm-up: both sides serve the identical request list from an empty system, so the
+    comparison needs no steady state; every request is measured.
+    """
+    if scenario.workload.arrival not in ("poisson", "gamma"):
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: workload.arrival: validate sets the rate, so it "
+            f"needs 'poisson' or 'gamma', got {scenario.workload.arrival!r}"
+        )
+    if n_requests < 1:
+        raise SpecplanError(f"--requests: must be >= 1, got {n_requests}")
+    return scenario.with_overrides({
+        "workload.rate": float(rate),
+        "run.duration_s": float(n_requests) / float(rate),
+        "run.warmup_s": 0.0,
+        "run.seeds": [int(seed)],
+        "run.drain": True,
+        "fleet.replicas": 1,
+        "fleet.restart": None,
+    })
+
+
+def workload_requests(scenario: Scenario, seed: int) -> list[RequestSpec]:
+    """The requests ``simulate_once(scenario, ..., seed)`` would generate itself."""
+    from sim.workload import generate_requests
+
+    work_ss, _ = np.random.SeedSequence(seed).spawn(2)
+    return generate_requests(scenario, rng=work_ss)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityEstimate:
+    """The baseline's capacity that loads are fractions of, and how it was obtained."""
+
+    rate: float
+    method: str
+    """One line for the report: what this number is (simulated, from which profile)."""
+
+
+def baseline_capacity(scenario: Scenario, profile: Profile, seed: int) -> CapacityEstimate:
+    """Highest rate at which the simulated baseline holds the scenario's SLOs (sim/capacity.py).
+
+    This is the simulator's own capacity search on the measured profile (SLO percentile and
+    limits from the scenario). Without SLOs it falls back to the saturation rate estimated
+    from the profile: one request's batch-1 service time (prefill + decode steps at its mean
+    context), i.e. 1 / mean service time — conservative, since batching raises capacity.
+    """
+    from sim.capacity import SimulatedLoad, criteria_from_scenario, find_capacity
+
+    base = scenario.baseline.name
+    if scenario.slo.limits:
+        criteria = criteria_from_scenario(scenario)
+        load = SimulatedLoad(scenario, profile, criteria)
+        search = find_capacity(lambda r: load.probe(base, r, seed), float(scenario.workload.rate or 1.0),
+                               rel_tol=0.05, max_evals=12)
+        if search.rate > 0:
+            return CapacityEstimate(
+                search.rate,
+                f"simulated capacity of {base} (highest rate holding the scenario's SLOs at "
+                f"p{criteria.percentile:g}; sim/capacity.py on profile {profile.name}, seed {seed}, "
+                f"{search.status}, ±{search.relative_width:.0%})",
+            )
+    return _service_time_capacity(scenario, profile)
+
+
+def _service_time_capacity(scenario: Scenario, profile: Profile) -> CapacityEstimate:
+    from sim.step_time import ProfileStepTimer, StepShape
+
+    reqs = workload_requests(scenario.with_overrides({"run.duration_s": 200.0 / float(scenario.workload.rate or 1.0)}), 0)
+    timer = ProfileStepTimer(profile)
+    total = 0.0
+    for r in reqs:
+        t = timer(StepShape(0, 0.0, 0, None, r.prompt_tokens, 0.0))
+        t += (r.output_tokens - 1) * timer(StepShape(1, r.prompt_tokens + r.output_tokens / 2, 0, None))
+        total += t
+    mean = total / max(len(reqs), 1)
+    return CapacityEstimate(
+        1.0 / mean,
+        f"estimated: 1 / mean batch-1 service time ({mean * 1000:.0f} ms) from profile {profile.name} "
+        "(no SLOs in the scenario for a capacity search; batching makes the real capacity higher)",
+    )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The simulator's numbers for one candidate on one request list."""
+
+    values: dict[str, float | None]
+    """Mean over acceptance replications of the compared numbers."""
+    runs: tuple[Any, ...]
+    """``RunResult`` of each replication (frames for plots and Parquet)."""
+    notes: tuple[str, ...]
+    sources: tuple[str, ...]
+
+
+def predict(
+    scenario: Scenario,
+    profile: Profile,
+    candidate: str,
+    requests: Sequence[RequestSpec],
+    seed: int,
+    replications: int = 1,
+) -> Prediction:
+    """Simulate ``requests`` (the exact list the real side served) with the profile.
+
+    A speculative candidate is simulated ``replications`` times with different acceptance
+    streams (seeds ``seed, seed+1, …``; arrivals and lengths are the given ones every time)
+    and the numbers are averaged: the real run is one draw, the prediction should not be.
+    """
+    from sim.simulation import simulate_once
+
+    cand = scenario.candidate(candidate)
+    reps = 1 if cand.is_baseline else max(1, int(replications))
+    runs = [simulate_once(scenario, profile, cand, seed + i, requests=requests) for i in range(reps)]
+    vals = mean_values([values_from_run(r.summary, r.requests) for r in runs])
+    notes = tuple(dict.fromkeys(n for r in runs for n in r.notes))
+    sources = tuple(dict.fromkeys(s for r in runs for s in r.sources))
+    return Prediction(vals, tuple(runs), notes, sources)
+
+
+def measured_values(
+    requests: pl.DataFrame, steps: pl.DataFrame, itl: pl.DataFrame, scenario: Scenario
+) -> dict[str, float | None]:
+    """The compared numbers of a real run's frames, by the simulator's own summary function."""
+    from sim.metrics import summarize
+
+    summary = summarize(
+        requests, steps, itl, segments=scenario.workload.segment_names,
+        slo_ms=scenario.slo.limits, warmup_s=scenario.run.warmup_s,
+        duration_s=scenario.run.duration_s, replicas=1, cost_total_usd=None,
+        keys={mn.CANDIDATE: "measured", mn.SEED: 0},
+    )
+    return values_from_run(summary, requests)
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM benchmark results
+
+
+def vllm_measured_values(result: Any, slo_ms: Mapping[str, float] | None = None) -> dict[str, float | None]:
+    """The compared numbers of a `vllm bench serve` result, computed like the simulator's.
+
+    Latencies over successful requests; ITL samples are vLLM's inter-chunk gaps; a request's
+    pause is its longest gap; throughput is completions over vLLM's measured duration; goodput
+    uses the scenario's SLOs (TTFT, TPOT, E2EL and pause), not vLLM's ``--goodput`` flags.
+    """
+    f = result.requests_frame().filter(pl.col("success"))
+    out: dict[str, float | None] = {}
+    stats: dict[str, float | None] = {}
+    stats.update(latency_stats(f["ttft_s"].drop_nulls().to_numpy(), mn.TTFT))
+    stats.update(latency_stats(f["tpot_s"].drop_nulls().to_numpy(), mn.TPOT))
+    stats.update(latency_stats(f["e2el_s"].drop_nulls().to_numpy(), mn.E2EL))
+    stats.update(latency_stats(result.itl_values_s(), mn.ITL))
+    pauses = f.filter(pl.col("num_chunks") > 1)["max_pause_s"].drop_nulls().to_numpy()
+    stats.update(pause_stats(pauses))
+    stats["pause_ms_median"] = float(np.percentile(pauses * 1000.0, 50)) if pauses.size else None
+    dur = result.duration_s
+    stats[mn.REQUEST_THROUGHPUT] = f.height / dur if dur > 0 else None
+    stats[mn.OUTPUT_THROUGHPUT] = float(f["output_tokens"].sum()) / dur if dur > 0 else None
+    if slo_ms:
+        frame = f.with_columns(pl.lit(mn.COMPLETED).alias("outcome"),
+                               pl.col("output_tokens").alias("generated_tokens"))
+        good = good_mask(frame, slo_ms)
+        stats[mn.REQUEST_GOODPUT] = int(good.sum()) / dur if dur > 0 else None
+    else:
+        stats[mn.REQUEST_GOODPUT] = None
+    stats[mn.MEAN_ACCEPTANCE_LENGTH] = None  # not in vLLM's benchmark output
+    for _, col in COMPARED:
+        out[col] = stats.get(col)
+    return out
+
+
+def vllm_requests(result: Any, segment: str, timeout_s: float | None, rng: np.random.Generator) -> list[RequestSpec]:
+    """The vLLM run's requests for the simulator: its lengths in send order, arrivals drawn as
+    vLLM draws them (it saves none). Failed requests are left out (their output is unknown)."""
+    t = result.arrival_times(rng)
+    ok = result.succeeded
+    out = []
+    for i in range(result.num_requests):
+        if not ok[i] or result.output_lens[i] < 1:
+            continue
+        out.append(RequestSpec(len(out), float(t[i]), max(1, int(result.input_lens[i])),
+                               int(result.output_lens[i]), segment, timeout_s))
+    return out
+
+
+def simulate_vllm(
+    result: Any,
+    scenario: Scenario,
+    profile: Profile,
+    candidate: str,
+    seeds: Sequence[int],
+) -> Prediction:
+    """Simulate the vLLM run's load: same rate, burstiness and per-request lengths.
+
+    Each seed draws a new arrival sequence (vLLM keeps none) and a new acceptance stream;
+    numbers are averaged over seeds. Throughput uses the simulated span the same way vLLM's
+    ``duration`` does (first send to last completion).
+    """
+    from sim.simulation import simulate_once
+
+    seg = scenario.workload.segments[0]
+    runs, vals = [], []
+    for s in seeds:
+        rng = np.random.default_rng(np.random.SeedSequence(int(s)).spawn(3)[2])
+        reqs = vllm_requests(result, seg.name, scenario.workload.client_timeout_s, rng)
+        if not reqs:
+            raise SpecplanError(f"{result.source}: no successful requests to replay")
+        span = max(r.arrival_s for r in reqs)
+        sc = scenario.with_overrides({
+            "workload.arrival": "gamma" if result.burstiness != 1.0 else "poisson",
+            "workload.rate": float(result.request_rate) if math.isfinite(result.request_rate) else 1.0,
+            "workload.burstiness": float(result.burstiness),
+            "run.duration_s": max(span, 1e-3),
+            "run.warmup_s": 0.0,
+            "run.drain": True,
+            "fleet.replicas": 1,
+            "fleet.restart": None,
+        })
+        run = simulate_once(sc, profile, candidate, int(s), requests=reqs)
+        v = values_from_run(run.summary, run.requests)
+        done = run.requests.filter(pl.col("outcome") == mn.COMPLETED)
+        end = done["finish_s"].max()
+        if end is not None and end > 0:  # vLLM's duration: first send (t=0) to last completion
+            v[mn.REQUEST_THROUGHPUT] = done.height / float(end)
+            v[mn.OUTPUT_THROUGHPUT] = float(done["generated_tokens"].sum()) / float(end)
+            if sc.slo.limits:
+                good = good_mask(with_latencies(done), sc.slo.limits)
+                v[mn.REQUEST_GOODPUT] = int(good.sum()) / float(end)
+        runs.append(run)
+        vals.append(v)
+    notes = tuple(dict.fromkeys(n for r in runs for n in r.notes))
+    sources = tuple(dict.fromkeys(s for r in runs for s in r.sources))
+    return Prediction(mean_values(vals), tuple(runs), notes, sources)
+
+
+# ---------------------------------------------------------------------------------------------
+# plots
+
+
+def figures(table: pl.DataFrame) -> list[Any]:
+    """Plotly figures: predicted vs measured (one point per load × candidate × metric, with
+    the y = x line and ±10 % band), and per-metric error against load."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    figs = []
+    t = table.filter(pl.col("predicted").is_not_null() & pl.col("measured").is_not_null())
+    groups = [
+        ("Latency percentiles (ms)", [c for _, c in COMPARED if c.endswith(("_median", "_p95", "_p99"))]),
+        ("Throughput and goodput", [mn.REQUEST_THROUGHPUT, mn.OUTPUT_THROUGHPUT, mn.REQUEST_GOODPUT]),
+    ]
+    for title, cols in groups:
+        sub = t.filter(pl.col("column").is_in(cols))
+        if sub.height == 0:
+            continue
+        fig = go.Figure()
+        for (cand,), grp in sub.group_by(["candidate"], maintain_order=True):
+            loads = grp["load"].to_list()
+            fig.add_trace(go.Scatter(
+                x=grp["measured"].to_list(), y=grp["predicted"].to_list(), mode="markers",
+                name=str(cand),
+                text=[f"{m} @ {'' if ld is None else f'{ld:.0%} load'}" for m, ld in zip(grp["metric"].to_list(), loads, strict=True)],
+                hovertemplate="%{text}<br>measured %{x:.4g}<br>predicted %{y:.4g}<extra>%{fullData.name}</extra>",
+            ))
+        lo = float(min(sub["measured"].min(), sub["predicted"].min()))  # type: ignore[arg-type]
+        hi = float(max(sub["measured"].max(), sub["predicted"].max()))  # type: ignore[arg-type]
+        lo = max(lo, 1e-6)
+        xs = [lo, hi]
+        fig.add_trace(go.Scatter(x=xs, y=xs, mode="lines", name="predicted = measured",
+                                 line={"color": "black", "dash": "dash"}))
+        fig.add_trace(go.Scatter(x=xs, y=[x * 1.1 for x in xs], mode="lines", name="+10 %",
+                                 line={"color": "grey", "dash": "dot"}))
+        fig.add_trace(go.Scatter(x=xs, y=[x * 0.9 for x in xs], mode="lines", name="−10 %",
+                                 line={"color": "grey", "dash": "dot"}))
+        log = hi / lo > 50
+        fig.update_layout(title=f"{title}: predicted vs measured", xaxis_title="measured",
+                          yaxis_title="predicted (simulator)")
+        if log:
+            fig.update_xaxes(type="log")
+            fig.update_yaxes(type="log")
+        figs.append(fig)
+    with_load = t.filter(pl.col("load").is_not_null())
+    if with_load.height:
+        metrics = [c for c in BAR_COLUMNS + ("tpot_ms_median", "tpot_ms_p95", "pause_ms_p95", mn.REQUEST_THROUGHPUT)
+                   if with_load.filter(pl.col("column") == c).height]
+        cols = 2
+        rows = max(1, math.ceil(len(metrics) / cols))
+        labels = dict((c, lbl) for lbl, c in COMPARED)
+        fig = make_subplots(rows=rows, cols=cols, subplot_titles=[labels[c] for c in metrics])
+        for i, col in enumerate(metrics):
+            r, c = i // cols + 1, i % cols + 1
+            sub = with_load.filter(pl.col("column") == col).sort("load")
+            for j, ((cand,), grp) in enumerate(sub.group_by(["candidate"], maintain_order=True)):
+                color = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"][j % 4]
+                fig.add_trace(go.Scatter(x=grp["load"].to_list(), y=grp["predicted"].to_list(),
+                                         mode="lines+markers", name=f"{cand} predicted",
+                                         line={"color": color}, showlegend=i == 0), row=r, col=c)
+                fig.add_trace(go.Scatter(x=grp["load"].to_list(), y=grp["measured"].to_list(),
+                                         mode="markers", name=f"{cand} measured",
+                                         marker={"color": color, "symbol": "x", "size": 10},
+                                         showlegend=i == 0), row=r, col=c)
+        fig.update_layout(title="Predicted (lines) and measured (×) against load (fraction of capacity)",
+                          height=320 * rows)
+        figs.append(fig)
+    return figs
+
+
+def write_html(figs: Sequence[Any], path: Path, title: str, preamble: str = "") -> Path:
+    """One self-contained HTML file with every figure (plotly.js embedded once)."""
+    import html
+
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    if preamble:
+        parts.append(f"<pre>{html.escape(preamble)}</pre>")
+    for i, fig in enumerate(figs):
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))
+    parts.append("</body></html>")
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("\n".join(parts), encoding="utf-8")
+    tmp.replace(path)
+    return path

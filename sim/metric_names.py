@@ -1,0 +1,85 @@
+"""The one place metric and column names live (vLLM's names: ttft, tpot, itl, e2el, goodput).
+
+Everything that reads or writes a summary frame (report, dashboard, capacity search, sweeps)
+uses these constants, so a rename happens here or nowhere.
+"""
+
+from __future__ import annotations
+
+TTFT = "ttft"
+"""Time to first token: first burst minus arrival."""
+TPOT = "tpot"
+"""Time per output token after the first: (e2el - ttft) / (output tokens - 1)."""
+ITL = "itl"
+"""Inter-token latency as the user sees it: the gap between consecutive bursts."""
+E2EL = "e2el"
+"""End-to-end latency: finish minus arrival."""
+PAUSE = "pause"
+"""Stream pause: a request's longest gap between two bursts."""
+
+LATENCY_METRICS: tuple[str, ...] = (TTFT, TPOT, ITL, E2EL)
+LATENCY_STATS: tuple[str, ...] = ("mean", "median", "p95", "p99")
+PAUSE_STATS: tuple[str, ...] = ("p95", "p99", "max")
+
+CANDIDATE = "candidate"
+SEGMENT = "segment"
+SEED = "seed"
+N_SEEDS = "n_seeds"
+ALL_SEGMENTS = "all"
+
+COMPLETED = "completed"
+REJECTED = "rejected"
+TIMED_OUT = "timed_out"
+UNFINISHED = "unfinished"
+OUTCOMES: tuple[str, ...] = (COMPLETED, REJECTED, TIMED_OUT, UNFINISHED)
+
+REQUEST_THROUGHPUT = "request_throughput"
+OUTPUT_THROUGHPUT = "output_throughput"
+REQUEST_GOODPUT = "request_goodput"
+SLO_ATTAINMENT = "slo_attainment"
+MEAN_ACCEPTANCE_LENGTH = "mean_acceptance_length"
+PREEMPTIONS = "preemptions"
+QUEUE_LEN_TW = "queue_len_tw"
+KV_USE_TW = "kv_use_tw"
+COST_TOTAL_USD = "cost_total_usd"
+COST_PER_GOOD_ANSWER_USD = "cost_per_good_answer_usd"
+
+CI_SUFFIX = "_ci95"
+
+
+def latency_col(metric: str, stat: str) -> str:
+    """``ttft`` + ``p99`` -> ``ttft_ms_p99``."""
+    return f"{metric}_ms_{stat}"
+
+
+def pause_col(stat: str) -> str:
+    """``p99`` -> ``pause_ms_p99``."""
+    return f"{PAUSE}_ms_{stat}"
+
+
+def ci_col(col: str) -> str:
+    """Half-width of the 95% confidence interval of ``col`` over seeds."""
+    return f"{col}{CI_SUFFIX}"
+
+
+LATENCY_COLUMNS: tuple[str, ...] = tuple(
+    latency_col(m, s) for m in LATENCY_METRICS for s in LATENCY_STATS
+) + tuple(pause_col(s) for s in PAUSE_STATS)
+
+COUNT_COLUMNS: tuple[str, ...] = (COMPLETED, REJECTED, TIMED_OUT)
+
+RATE_COLUMNS: tuple[str, ...] = (
+    REQUEST_THROUGHPUT,
+    OUTPUT_THROUGHPUT,
+    REQUEST_GOODPUT,
+    SLO_ATTAINMENT,
+    MEAN_ACCEPTANCE_LENGTH,
+    PREEMPTIONS,
+    QUEUE_LEN_TW,
+    KV_USE_TW,
+    COST_TOTAL_USD,
+    COST_PER_GOOD_ANSWER_USD,
+)
+
+METRIC_COLUMNS: tuple[str, ...] = LATENCY_COLUMNS + COUNT_COLUMNS + RATE_COLUMNS
+"""Every numeric metric of a summary row, in column order."""

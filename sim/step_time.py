@@ -1,0 +1,201 @@
+"""How long one engine iteration takes: ``StepShape`` (what it computes) -> seconds.
+
+The engine is written against the plain callable ``step_timer(shape) -> float``, so the same
+engine runs on a measured profile (:class:`ProfileStepTimer`) or on the textbook service times
+of queueing-theory tests (:class:`FixedStepTimer` for M/D/1, :class:`RandomServiceTimer` for
+M/M/1 and other M/G/1 checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.grid import GridInterpolator
+from sim.profile import Profile, TimingGrid
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """What one engine iteration computes; the step timer turns it into seconds."""
+
+    decode_seqs: int
+    """Requests decoding in this step (each feeds ``k + 1`` tokens: last token + drafts)."""
+    decode_context: float
+    """Mean context (cached tokens) of those requests."""
+    k: int
+    """Draft tokens per decode request (0 = no speculation)."""
+    proposer: str | None
+    """Proposer drafting the ``k`` tokens; required when ``k > 0`` and requests decode."""
+    prefill_tokens: int = 0
+    """Prompt tokens computed in this step (all chunks summed)."""
+    prefill_context: float = 0.0
+    """Token-weighted mean start position of those chunks (0 = fresh prompts)."""
+
+    def __post_init__(self) -> None:
+        if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0:
+            raise ValueError(f"StepShape counts must be >= 0: {self}")
+        if self.decode_context < 0 or self.prefill_context < 0:
+            raise ValueError(f"StepShape contexts must be >= 0: {self}")
+        if self.decode_seqs == 0 and self.prefill_tokens == 0:
+            raise ValueError("StepShape with no decode and no prefill: an engine step must compute something")
+        if self.k > 0 and self.decode_seqs > 0 and self.proposer is None:
+            raise ValueError(f"StepShape with k={self.k} needs a proposer")
+
+
+StepTimer = Callable[[StepShape], float]
+"""What the engine calls once per step."""
+
+
+class ProfileStepTimer:
+    """Step time from a profile's grids, composed as docs/profile-format.md says.
+
+    decode part  ``target_forward(b, k+1, c̄)`` plus, when ``k > 0``, ``D(b, k, c̄) + H(b, k)``;
+    prefill part ``target_prefill(n, c₀)`` when ``n > 0``. A mixed step costs the sum (an
+    approximation: a fused pass is cheaper on GPUs). Lookups outside the grid are counted per
+    step so results can say how much of the run relied on extrapolation.
+    """
+
+    def __init__(self, profile: Profile, *, cache_size: int = 4096) -> None:
+        self.profile = profile
+        t = profile.timing
+        self._forward = _interp(t.target_forward, cache_size)
+        self._prefill = _interp(t.target_prefill, cache_size)
+        self._draft = {name: _interp(p.draft, cache_size) for name, p in t.proposers.items()}
+        self._overhead = {name: _interp(p.overhead, cache_size) for name, p in t.proposers.items()}
+        self.steps = 0
+
+    def check_proposer(self, proposer: str, k: int | None = None) -> None:
+        """Raise a one-line error if the profile cannot time ``proposer`` (at ``k``)."""
+        if proposer not in self._draft:
+            have = ", ".join(self._draft) or "none"
+            raise self.profile.error(
+                f"timing.proposers.{proposer}",
+                f"no draft/overhead timing for proposer {proposer!r} (timed proposers: {have})",
+            )
+        if k is not None and k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+
+    def __call__(self, shape: StepShape) -> float:
+        """Seconds one engine step of ``shape`` takes."""
+        self.steps += 1
+        total = 0.0
+        b = shape.decode_seqs
+        if b > 0:
+            k = shape.k
+            c = shape.decode_context
+            total = self._forward(b, k + 1, c)
+            if k > 0:
+                draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
+                if draft is None:
+                    self.check_proposer(shape.proposer)  # type: ignore[arg-type]
+                total += draft(b, k, c) + self._overhead[shape.proposer](b, k)  # type: ignore[index,misc]
+        if shape.prefill_tokens > 0:
+            total += self._prefill(shape.prefill_tokens, shape.prefill_context)
+        return total
+
+    def grids(self) -> list[GridInterpolator]:
+        """Every grid this timer looks up."""
+        return [self._forward, self._prefill, *self._draft.values(), *self._overhead.values()]
+
+    def extrapolations(self) -> dict[str, int]:
+        """Steps that extrapolated, keyed ``"<quantity>.<axis>"`` (e.g. ``target_forward.context``).
+
+        Each grid is looked up at most once per step, so the counts are step counts.
+        """
+        out: dict[str, int] = {}
+        for g in self.grids():
+            for axis, n in g.extrapolations_by_axis().items():
+                out[f"{_short(g.name)}.{axis}"] = n
+        return out
+
+    def describe_extrapolations(self) -> list[str]:
+        """Lines for results, e.g. ``extrapolated: target_forward.context above 2048 in 12.0% of steps``."""
+        lines = []
+        steps = max(self.steps, 1)
+        for g in self.grids():
+            for what, n in g.extrapolations().items():
+                lines.append(
+                    f"extrapolated: {_short(g.name)}.{what} in {100.0 * n / steps:.1f}% of steps ({n} of {self.steps})"
+                )
+        for g in self.grids():
+            if g.filled:
+                lines.append(
+                    f"filled: {_short(g.name)} has {g.filled} unmeasured (null) cells filled from the "
+                    "nearest measured neighbour"
+                )
+        return lines
+
+
+class FixedStepTimer:
+    """Every step takes ``seconds_per_step``: with batch 1 and 1-token outputs this is M/D/1."""
+
+    def __init__(self, seconds_per_step: float) -> None:
+        if not seconds_per_step > 0:
+            raise ValueError(f"seconds_per_step must be > 0, got {seconds_per_step}")
+        self.seconds_per_step = float(seconds_per_step)
+        self.steps = 0
+
+    def __call__(self, shape: StepShape) -> float:
+        self.steps += 1
+        return self.seconds_per_step
+
+    def extrapolations(self) -> dict[str, int]:
+        return {}
+
+    def describe_extrapolations(self) -> list[str]:
+        return []
+
+
+class RandomServiceTimer:
+    """Each step takes ``sampler()`` seconds, ignoring the shape (for M/M/1, M/G/1 tests).
+
+    With ``max_num_seqs = 1``, one-token outputs and no prefill cost of its own, one request is
+    one step, so a step's duration is that request's service time. The sampler owns its random
+    generator (passed in, never global): ``RandomServiceTimer.exponential(mean_s, rng)``.
+    """
+
+    def __init__(self, sampler: Callable[[], float]) -> None:
+        self.sampler = sampler
+        self.steps = 0
+
+    @classmethod
+    def exponential(cls, mean_s: float, rng: np.random.Generator) -> RandomServiceTimer:
+        """Exponential service with mean ``mean_s`` (rate ``1/mean_s``) drawn from ``rng``."""
+        if not mean_s > 0:
+            raise ValueError(f"mean_s must be > 0, got {mean_s}")
+        return cls(lambda: float(rng.exponential(mean_s)))
+
+    def __call__(self, shape: StepShape) -> float:
+        self.steps += 1
+        value = float(self.sampler())
+        if not value >= 0:
+            raise ValueError(f"service time sampler returned {value}; must be >= 0")
+        return value
+
+    def extrapolations(self) -> dict[str, int]:
+        return {}
+
+    def describe_extrapolations(self) -> list[str]:
+        return []
+
+
+def _interp(grid: TimingGrid, cache_size: int) -> GridInterpolator:
+    return GridInterpolator(
+        grid.axes, grid.median, name=grid.quantity, axis_names=grid.axis_names, cache_size=cache_size
+    )
+
+
+def _short(quantity: str) -> str:
+    return quantity.removeprefix("timing.")
+
+
+__all__ = [
+    "FixedStepTimer",
+    "ProfileStepTimer",
+    "RandomServiceTimer",
+    "StepShape",
+    "StepTimer",
+]

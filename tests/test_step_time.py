@@ -1,0 +1,149 @@
+"""Step-time composition from a profile, and the simple timers for queueing-theory tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.errors import SpecplanError
+from sim.profile import Profile
+from sim.step_time import FixedStepTimer, ProfileStepTimer, RandomServiceTimer, StepShape
+from sim.synthetic import synthetic_profile, synthetic_profile_dict
+
+P = dict(
+    base_step_s=0.010,
+    per_seq_s=0.0005,
+    per_token_s=0.0002,
+    per_context_token_s=1e-7,
+    prefill_base_s=0.005,
+    prefill_per_token_s=0.0001,
+    prefill_per_context_token_s=1e-8,
+    draft_base_s=0.0002,
+    draft_per_token_s=0.00005,
+    overhead_base_s=0.0003,
+    overhead_per_seq_s=0.00002,
+)
+
+
+def fwd(b: int, s: int, c: float) -> float:
+    return P["base_step_s"] + P["per_seq_s"] * b + P["per_token_s"] * b * s + P["per_context_token_s"] * b * c
+
+
+def pre(n: int, c: float) -> float:
+    return P["prefill_base_s"] + P["prefill_per_token_s"] * n + P["prefill_per_context_token_s"] * n * c
+
+
+def draft(b: int, k: int) -> float:
+    return P["draft_base_s"] + P["draft_per_token_s"] * b * k
+
+
+def over(b: int) -> float:
+    return P["overhead_base_s"] + P["overhead_per_seq_s"] * b
+
+
+@pytest.fixture
+def timer() -> ProfileStepTimer:
+    return ProfileStepTimer(synthetic_profile(**P))
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        (StepShape(1, 100.0, 0, None), fwd(1, 1, 100.0)),
+        (StepShape(8, 1000.5, 0, None), fwd(8, 1, 1000.5)),
+        (StepShape(8, 1000.5, 3, "ngram"), fwd(8, 4, 1000.5) + draft(8, 3) + over(8)),
+        (StepShape(0, 0.0, 0, None, 300, 0.0), pre(300, 0.0)),
+        (StepShape(0, 0.0, 4, "ngram", 300, 700.0), pre(300, 700.0)),  # k ignored without decodes
+        (StepShape(5, 256.0, 2, "ngram", 64, 1024.0), fwd(5, 3, 256.0) + draft(5, 2) + over(5) + pre(64, 1024.0)),
+        (StepShape(3, 10.0, 5, "ngram"), fwd(3, 6, 10.0) + draft(3, 5) + over(3)),
+    ],
+)
+def test_profile_step_time_composes_the_documented_parts(
+    timer: ProfileStepTimer, shape: StepShape, expected: float
+) -> None:
+    assert timer(shape) == pytest.approx(expected, rel=1e-12)
+
+
+def test_speculation_costs_more_per_step_but_k0_is_plain_decode(timer: ProfileStepTimer) -> None:
+    plain = timer(StepShape(4, 512.0, 0, None))
+    spec = timer(StepShape(4, 512.0, 2, "ngram"))
+    assert spec - plain == pytest.approx(fwd(4, 3, 512) - fwd(4, 1, 512) + draft(4, 2) + over(4))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(decode_seqs=0, decode_context=0.0, k=0, proposer=None), "must compute something"),
+        (dict(decode_seqs=2, decode_context=5.0, k=2, proposer=None), "needs a proposer"),
+        (dict(decode_seqs=-1, decode_context=5.0, k=0, proposer=None), ">= 0"),
+        (dict(decode_seqs=1, decode_context=-5.0, k=0, proposer=None), ">= 0"),
+    ],
+)
+def test_step_shape_refuses_impossible_steps(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        StepShape(**kwargs)
+
+
+def test_step_shape_is_frozen_and_slotted() -> None:
+    s = StepShape(1, 1.0, 0, None)
+    with pytest.raises(AttributeError):
+        s.k = 3  # type: ignore[misc]
+    assert not hasattr(s, "__dict__")
+
+
+def test_unknown_proposer_is_a_specplan_error(timer: ProfileStepTimer) -> None:
+    with pytest.raises(SpecplanError, match=r"timing\.proposers\.eagle: no draft/overhead timing.*timed proposers: ngram"):
+        timer(StepShape(2, 10.0, 2, "eagle"))
+    with pytest.raises(SpecplanError):
+        timer.check_proposer("eagle")
+    timer.check_proposer("ngram")
+
+
+def test_extrapolation_counts_are_per_step_with_percentages(timer: ProfileStepTimer) -> None:
+    for _ in range(8):
+        timer(StepShape(4, 500.0, 2, "ngram"))
+    timer(StepShape(100, 500.0, 2, "ngram"))  # batch above 64 in forward, draft and overhead
+    timer(StepShape(4, 9000.0, 0, None, 4000, 0.0))  # context above 8192; prefill tokens above 2048
+    # linear grids extrapolate exactly above their edges
+    assert timer(StepShape(100, 500.0, 0, None)) == pytest.approx(fwd(100, 1, 500.0))
+    assert timer.steps == 11
+    ex = timer.extrapolations()
+    assert ex == {
+        "target_forward.batch": 2,
+        "target_forward.context": 1,
+        "target_prefill.tokens": 1,
+        "proposers.ngram.draft.batch": 1,
+        "proposers.ngram.overhead.batch": 1,
+    }
+    lines = timer.describe_extrapolations()
+    assert "extrapolated: target_forward.batch above 64 in 18.2% of steps (2 of 11)" in lines
+    assert "extrapolated: target_forward.context above 8192 in 9.1% of steps (1 of 11)" in lines
+
+
+def test_null_cells_are_reported_as_filled() -> None:
+    d = synthetic_profile_dict(**P)
+    d["timing"]["target_forward"]["median"][-1][-1][-1] = None
+    t = ProfileStepTimer(Profile.from_dict(d, "t"))
+    # the filled cell takes the value of its nearest measured neighbour along context
+    assert t(StepShape(64, 8192.0, 5, "ngram")) == pytest.approx(fwd(64, 6, 2048.0) + draft(64, 5) + over(64))
+    assert any(line.startswith("filled: target_forward has 1 unmeasured") for line in t.describe_extrapolations())
+
+
+def test_fixed_timer() -> None:
+    t = FixedStepTimer(0.25)
+    assert [t(StepShape(1, 0.0, 0, None)) for _ in range(3)] == [0.25] * 3
+    assert t.steps == 3 and t.extrapolations() == {} and t.describe_extrapolations() == []
+    with pytest.raises(ValueError):
+        FixedStepTimer(0.0)
+
+
+def test_random_service_timer_is_reproducible_and_has_the_right_mean() -> None:
+    shape = StepShape(1, 0.0, 0, None)
+    a = RandomServiceTimer.exponential(0.5, np.random.default_rng(7))
+    b = RandomServiceTimer.exponential(0.5, np.random.default_rng(7))
+    xs = [a(shape) for _ in range(20000)]
+    assert xs[:100] == [b(shape) for _ in range(100)]
+    # exponential: sd = mean, so the sample mean is within 5 standard errors of 0.5
+    assert abs(np.mean(xs) - 0.5) < 5 * 0.5 / np.sqrt(len(xs))
+    with pytest.raises(ValueError, match="must be >= 0"):
+        RandomServiceTimer(lambda: -1.0)(shape)
