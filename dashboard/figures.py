@@ -41,13 +41,15 @@ DEFAULT_STATS: dict[str, tuple[str, ...]] = {
 _TEMPLATE = "plotly_white"
 
 
-def _style(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 380) -> go.Figure:
+def _style(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 420,
+           subtitle: str | None = None) -> go.Figure:
+    text = title if not subtitle else f"{title}<br><sup>{subtitle}</sup>"
     fig.update_layout(
         template=_TEMPLATE,
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
+        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
         height=height,
-        margin={"l": 60, "r": 20, "t": 60, "b": 50},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0,
+        margin={"l": 64, "r": 20, "t": 64 if subtitle else 48, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0,
                 "font": {"size": 11}},
         hovermode="closest",
     )
@@ -132,24 +134,31 @@ def latency_vs_load(
     """
     long, short = METRIC_LABELS[metric]
     stats = tuple(stats or DEFAULT_STATS[metric])
+    styles = {"dot": "dotted", "solid": "solid", "dash": "dashed", "longdash": "long dashes", "dashdot": "dash-dot"}
+    key = " · ".join(f"{styles[STAT_DASH[st]]} {STAT_LABELS[st]}" for st in stats)
     fig = go.Figure()
-    _style(fig, f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)")
+    _style(fig, f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
     cols = [f"{metric}_ms_{s}" for s in stats]
     if sweep.height == 0 or not any(c in sweep.columns for c in cols):
         return _no_data(fig, "no load points yet")
     for cand in _order(sweep, colors):
         rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
+        # one legend entry per candidate (clicking it hides all its percentiles)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=cand, legendgroup=cand,
+                                 line={"color": color_for(colors, cand), "width": 2}, hoverinfo="skip"))
         for stat, col in zip(stats, cols, strict=True):
             if col not in rows.columns:
                 continue
             fig.add_trace(go.Scatter(
                 x=rows.get_column("offered_rate").to_list(), y=rows.get_column(col).to_list(),
                 mode="lines+markers", name=f"{cand} {STAT_LABELS[stat]}", legendgroup=cand,
+                showlegend=False,
                 line={"color": color_for(colors, cand), "dash": STAT_DASH[stat], "width": 2},
                 marker={"size": 6},
                 hovertemplate=f"{cand} {STAT_LABELS[stat]}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>",
             ))
     add_slo_line(fig, slo_ms, short)
+    crossings: list[str] = []
     if mark_crossover and f"{metric}_ms_{mark_crossover}" in sweep.columns:
         col = f"{metric}_ms_{mark_crossover}"
         for cand, rate in crossover_rates(sweep, col).items():
@@ -157,9 +166,11 @@ def latency_vs_load(
                 continue
             fig.add_vline(x=rate, line_dash="dash", line_color=color_for(colors, cand), line_width=1,
                           opacity=0.6)
-            fig.add_annotation(x=rate, y=1.0, yref="paper", showarrow=False, textangle=-90,
-                               xanchor="right", yanchor="top", font={"size": 10, "color": color_for(colors, cand)},
-                               text=f"{cand}: {STAT_LABELS[mark_crossover]} meets baseline at {rate:.2f} req/s")
+            crossings.append(f"{cand} {rate:.2f}")
+        if crossings:
+            fig.update_layout(title_text=f"{long} vs offered load<br><sup>line style: {key}<br>"
+                              f"{STAT_LABELS[mark_crossover]} meets the baseline's (thin dashed line, req/s): "
+                              f"{', '.join(crossings)}</sup>", margin_t=84)
     return fig
 
 
@@ -262,8 +273,8 @@ def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.F
     in the legend, so a chosen number never passes for a measurement.
     """
     fig = go.Figure()
-    _style(fig, "Acceptance per draft position (from the profile)", "draft position",
-           "survival rate (fraction of drafts accepted up to here)")
+    _style(fig, "Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
+           "survival rate (share of drafts)", subtitle="share of drafts whose first i tokens were all accepted")
     if acc.height == 0:
         return _no_data(fig, "no speculative candidate")
     symbols = ["circle", "square", "diamond", "triangle-up", "x", "star"]
@@ -332,8 +343,10 @@ def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
     is faster per token; above it, slower.
     """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        "step parts: D(k) draft, V(k) verify, H(k) overhead", "time per committed token"))
-    _style(fig, "Break-even of speculation vs k (from the profile)", "", "", height=420)
+        "step parts: dotted D(k) draft · solid V(k) verify · dashed H(k) overhead",
+        "time per committed token (D+V+H)/M(k)"))
+    _style(fig, "Break-even of speculation vs k (from the profile)", "", "", height=440)
+    fig.update_annotations(font_size=12)
     fig.update_xaxes(title_text="draft length k (tokens)", dtick=1)
     fig.update_yaxes(title_text="time per step (ms)", row=1, col=1)
     fig.update_yaxes(title_text="time per committed token (ms)", row=1, col=2)
@@ -343,17 +356,21 @@ def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
     for cand in _order(be, colors):
         r = be.filter(pl.col("candidate") == cand).sort("k")
         ks = r.get_column("k").to_list()
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=cand, legendgroup=cand,
+                                 line={"color": color_for(colors, cand), "width": 3}, hoverinfo="skip"),
+                      row=1, col=2)
         for col, (label, dash) in dashes.items():
             if col not in r.columns:
                 continue
             fig.add_trace(go.Scatter(
                 x=ks, y=r.get_column(col).to_list(), mode="lines+markers", name=f"{cand} {label}",
                 legendgroup=cand, line={"color": color_for(colors, cand), "dash": dash, "width": 2},
+                showlegend=False,
                 hovertemplate=f"{cand} {label}: %{{y:.2f}} ms at k=%{{x}}<extra></extra>",
             ), row=1, col=1)
         fig.add_trace(go.Scatter(
             x=ks, y=r.get_column("per_token_ms").to_list(), mode="lines+markers",
-            name=f"{cand} per token", legendgroup=cand,
+            name=f"{cand} per token", legendgroup=cand, showlegend=False,
             line={"color": color_for(colors, cand), "width": 3},
             hovertemplate=f"{cand}: %{{y:.2f}} ms per committed token at k=%{{x}}<extra></extra>",
         ), row=1, col=2)

@@ -115,6 +115,14 @@ def run_controls() -> html.Div:
     ])
 
 
+def placeholder_figure() -> dict[str, Any]:
+    """What a chart shows before the first run: an empty frame that says so."""
+    return {"data": [], "layout": {
+        "template": "plotly_white", "height": 380, "xaxis": {"visible": False}, "yaxis": {"visible": False},
+        "annotations": [{"text": "waiting for the first run…", "showarrow": False, "xref": "paper",
+                         "yref": "paper", "x": 0.5, "y": 0.5, "font": {"size": 14, "color": "#888"}}]}}
+
+
 def results() -> html.Div:
     sections: dict[str, list[str]] = {}
     for fid, section in FIGURES:
@@ -124,7 +132,8 @@ def results() -> html.Div:
         charts.append(html.Section(className="sp-section", children=[
             html.H2(section),
             html.Div(className="sp-grid", children=[
-                dcc.Graph(id=f"fig-{fid}", config={"displaylogo": False}, className="sp-graph")
+                dcc.Graph(id=f"fig-{fid}", config={"displaylogo": False}, className="sp-graph",
+                          figure=placeholder_figure())
                 for fid in fids]),
         ]))
     return html.Div(className="sp-results", children=[

@@ -10,10 +10,14 @@ the decision rules (``sim.decisions``), and reshapes their frames for the figure
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import plotly.graph_objects as go
 import polars as pl
@@ -29,7 +33,7 @@ from sim.decisions import decision_table, decisions_frame
 from sim.errors import SpecplanError
 from sim.metrics import with_latencies
 from sim.profile import AcceptanceKey, Profile
-from sim.runner import ScenarioResult, run_scenario
+from sim.runner import ScenarioResult, aggregate, run_scenario
 from sim.scenario import Scenario
 
 Progress = Callable[[int, int, str], None]
@@ -102,28 +106,109 @@ def offered_rate(scenario: Scenario, result: ScenarioResult) -> float:
     return n / scenario.run.measured_s
 
 
+class RunCache(Protocol):
+    """Where finished runs are kept between what-ifs (a ``diskcache.Cache`` or a dict)."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+    def __setitem__(self, key: str, value: Any) -> None: ...
+
+
+def _digest(*parts: object) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _run_keys(scenario: Scenario, profile_key: str) -> dict[str, str]:
+    """One cache key per candidate: everything that decides its run except the other candidates
+    (runs are independent per candidate: the same seed gives the same workload and draws)."""
+    d = scenario.to_dict()
+    cands = d.pop("candidates", [])
+    base = _digest(d, str(scenario.trace_path), profile_key)
+    return {c.name: f"run:{_digest(base, cd)}" for c, cd in zip(scenario.candidates, cands, strict=True)}
+
+
+def _ipc(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_ipc(buf, compression="zstd")
+    return buf.getvalue()
+
+
+def _pack(result: ScenarioResult, name: str) -> tuple[bytes, bytes, bytes, list[str], list[str]]:
+    """One candidate's share of a result: its frames and the provenance/notes lines about it."""
+    def own(frame: pl.DataFrame) -> bytes:
+        return _ipc(frame.filter(pl.col(mn.CANDIDATE) == name))
+
+    others = [c for c in result.candidates if c != name]
+    sources = [ln for ln in result.sources if not any(ln.startswith(f"{o}:") for o in others)]
+    notes = [ln for ln in result.notes if not any(ln.startswith(f"{o} ") or ln.startswith(f"{o}:") for o in others)]
+    return own(result.per_seed), own(result.requests), own(result.steps), sources, notes
+
+
+def _assemble(scenario: Scenario, pieces: Mapping[str, tuple[bytes, bytes, bytes, list[str], list[str]]]) -> ScenarioResult:
+    names = [c.name for c in sorted(scenario.candidates, key=lambda c: not c.is_baseline)]
+    per_seed, requests, steps = ([pl.read_ipc(io.BytesIO(pieces[n][i])) for n in names] for i in range(3))
+    per_seed_df = pl.concat(per_seed, how="vertical")
+    return ScenarioResult(
+        scenario=scenario, summary=aggregate(per_seed_df), per_seed=per_seed_df,
+        requests=pl.concat(requests, how="vertical"), steps=pl.concat(steps, how="vertical"),
+        sources=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][3])),
+        notes=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][4])),
+        candidates=tuple(names), seeds=tuple(scenario.run.seeds),
+    )
+
+
 def compute_view(
     scenario: Scenario,
     profile: Profile,
     *,
     load_factors: tuple[float, ...] = DEFAULT_LOAD_FACTORS,
     progress: Progress | None = None,
+    cache: RunCache | None = None,
+    profile_key: str | None = None,
 ) -> View:
-    """Run the scenario at each load factor (1.0 always included) and assemble the view."""
+    """Run the scenario at each load factor (1.0 always included) and assemble the view.
+
+    With a ``cache`` (and a ``profile_key`` naming the profile's content), each candidate's run
+    at each load point is kept, so a what-if re-simulates only what it changed: another k
+    reruns one candidate, a new rate reuses the load points the old sweep already covered.
+    """
     factors = tuple(sorted({1.0, *load_factors}))
-    runs_per_point = len(scenario.candidates) * len(scenario.run.seeds)
-    total = runs_per_point * len(factors)
     t0 = time.perf_counter()
-    results: dict[float, tuple[Scenario, ScenarioResult]] = {}
     order = sorted(factors, key=lambda f: (f != 1.0, f))  # the detailed run first
-    for i, f in enumerate(order):
+    plan: list[tuple[float, Scenario, dict[str, str], dict[str, Any], list[str]]] = []
+    for f in order:
         s = scenario if f == 1.0 else scenario.with_load_scale(f)
-
-        def point_progress(done: int, _total: int, label: str, _i: int = i, _f: float = f) -> None:
+        keys = _run_keys(s, profile_key) if cache is not None and profile_key else {}
+        hits = {n: cache.get(k) for n, k in keys.items()} if cache is not None else {}
+        hits = {n: v for n, v in hits.items() if v is not None}
+        missing = [c.name for c in s.candidates if c.name not in hits]
+        plan.append((f, s, keys, hits, missing))
+    seeds = len(scenario.run.seeds)
+    total = max(1, sum(len(p[-1]) for p in plan) * seeds)
+    done_before = 0
+    results: dict[float, tuple[Scenario, ScenarioResult]] = {}
+    reused = 0
+    for f, s, keys, hits, missing in plan:
+        def point_progress(done: int, _total: int, label: str, _base: int = done_before, _f: float = f) -> None:
             if progress is not None:
-                progress(_i * runs_per_point + done, total, f"load ×{_f:g}: {label}")
+                progress(_base + done, total, f"load ×{_f:g}: {label}")
 
-        results[f] = (s, run_scenario(s, profile, progress=point_progress))
+        fresh = run_scenario(s, profile, candidates=missing, progress=point_progress) if missing else None
+        done_before += len(missing) * seeds
+        reused += len(s.candidates) - len(missing)
+        if not keys or cache is None:
+            assert fresh is not None
+            results[f] = (s, fresh)
+            continue
+        pieces = dict(hits)
+        for name in missing:
+            assert fresh is not None
+            pieces[name] = _pack(fresh, name)
+            cache[keys[name]] = pieces[name]
+        results[f] = (s, _assemble(s, pieces))
     t_sim = time.perf_counter() - t0
     base_s, base = results[1.0]
     parts = []
@@ -146,7 +231,8 @@ def compute_view(
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
         decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(notes)),
-        seconds={"simulate": t_sim},
+        seconds={"simulate": t_sim, "runs_reused": float(reused),
+                 "runs_simulated": float(sum(len(p[-1]) for p in plan))},
     )
 
 

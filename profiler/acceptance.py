@@ -25,14 +25,17 @@ from profiler.proposers import Proposer
 from profiler.speculative import SpecResult, speculative_generate
 from sim.errors import SpecplanError
 
-DEFAULT_K_MAX = 5
+DEFAULT_K_MAX = 6
 """Largest draft length measured; the simulator may ask for any k ≤ k_max."""
 DEFAULT_TEMPERATURES = (0.0, 0.7)
-DEFAULT_MAX_NEW_TOKENS = 48
-"""Tokens generated per prompt for the default profile (sized for ~8 min on 2 CPU cores)."""
-DEFAULT_PROMPTS_PER_SEGMENT = 4
-QUICK_MAX_NEW_TOKENS = 24
-QUICK_PROMPTS_PER_SEGMENT = 2
+# Sizing (SmolLM2-135M fp32, 2 shared CPU cores, k_max=6): one 32-token request takes ~1.5 s
+# with n-gram lookup and ~5 s with a 6-layer self-draft (its LM head alone reads 113 MB per
+# draft token), so 5 tasks x 3 languages x 2 temperatures x 3 prompts is ~8-10 min for both.
+DEFAULT_MAX_NEW_TOKENS = 32
+"""Tokens generated per prompt for the default profile."""
+DEFAULT_PROMPTS_PER_SEGMENT = 3
+QUICK_MAX_NEW_TOKENS = 16
+QUICK_PROMPTS_PER_SEGMENT = 1
 
 Progress = Callable[[int, int, str], None]
 """progress(done, total, label): called after each measured request."""

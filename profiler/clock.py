@@ -136,3 +136,40 @@ def time_steps(
                 row.append(time.perf_counter() - t0)
             samples.append(row)
     return [Timing.from_samples([s[i] for s in samples]) for i in range(steps)]
+
+
+class Timeline:
+    """Marks on one clock within a single piece of work (e.g. one speculative cycle).
+
+    Differences between marks partition the elapsed time exactly, so parts of one cycle can be
+    subtracted from the whole without adding overlapping spans. CUDA events on GPU (the marks are
+    when the stream reaches them, host gaps included), perf_counter on CPU.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._marks: list[object] = []
+
+    def start(self) -> None:
+        self._marks = []
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        self.mark()
+
+    def mark(self) -> None:
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self._marks.append(ev)
+        else:
+            self._marks.append(time.perf_counter())
+
+    def elapsed(self) -> list[float]:
+        """Seconds from the start to each later mark."""
+        if self.cuda:
+            self._marks[-1].synchronize()  # type: ignore[attr-defined]
+            first = self._marks[0]
+            return [first.elapsed_time(m) / 1000.0 for m in self._marks[1:]]  # type: ignore[attr-defined]
+        t0 = float(self._marks[0])  # type: ignore[arg-type]
+        return [float(m) - t0 for m in self._marks[1:]]  # type: ignore[arg-type]

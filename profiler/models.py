@@ -375,7 +375,9 @@ def _gguf_cached_folder(resolved: dict[str, Any]) -> Path:
 def load_model(spec: str, *, dtype: str = "auto", device: str = "auto") -> LoadedModel:
     """Load a model for timing and acceptance; any user-fixable problem is a SpecplanError."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # our own progress bar says what is happening
     spec = spec.strip()
     if not spec:
         raise SpecplanError("model spec is empty; expected smollm2, a .gguf file, a folder or config:NAME")

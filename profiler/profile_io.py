@@ -152,8 +152,8 @@ def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
     wanted = proposers or list(src_acc)
     if not wanted:
         raise SpecplanError(f"{acceptance_origin}: acceptance: no entries to merge")
-    tgt_a, tgt_b = timing_profile["target"], acceptance_profile["target"]
-    if tgt_a["architecture"]["vocab_size"] != tgt_b["architecture"]["vocab_size"]:
+    tgt_a, tgt_b = timing_profile["target"], acceptance_profile.get("target")
+    if tgt_b is not None and tgt_a["architecture"]["vocab_size"] != tgt_b["architecture"]["vocab_size"]:
         raise SpecplanError(
             f"{acceptance_origin}: target.architecture.vocab_size {tgt_b['architecture']['vocab_size']} "
             f"differs from {timing_origin}'s {tgt_a['architecture']['vocab_size']}: not the same model family"
@@ -168,7 +168,9 @@ def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
             out["proposers"][pname] = copy.deepcopy(ident)
         entry = copy.deepcopy(src_acc[pname])
         notes = entry["provenance"].get("notes") or ""
-        origin_note = f"merged from {os.path.basename(acceptance_origin)} (target {tgt_b['id']})"
+        origin_note = f"merged from {os.path.basename(acceptance_origin)}" + (
+            f" (target {tgt_b['id']})" if tgt_b is not None else ""
+        )
         entry["provenance"]["notes"] = f"{notes}; {origin_note}" if notes else origin_note
         out.setdefault("acceptance", {})[pname] = entry
     if name:

@@ -24,7 +24,14 @@ from profiler import device as devmod
 from profiler.memory import ProposerMemoryInput, measure_memory
 from profiler.models import LoadedModel, check_tokenizers_compatible, dtype_name, load_model
 from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
-from profiler.timing import DraftRuntime, Measured, TimingGrids, assemble_timing, default_grids, plan_tasks
+from profiler.timing import (
+    DraftRuntime,
+    Measured,
+    TimingGrids,
+    assemble_timing,
+    default_grids,
+    plan_tasks,
+)
 from sim.errors import SpecplanError
 
 _SELF_RE = re.compile(r"^selfdraft:(\d+)$")
@@ -366,8 +373,9 @@ def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Propose
         "forward passes under torch.inference_mode with a transformers DynamicCache prefilled to the "
         "context and cropped back before each repeat; random token ids; argmax of the logits included",
         "draft D(k): cumulative time after k sequential draft steps (one run gives every k)",
-        f"overhead H(k): median whole greedy cycle (draft k, verify k+1, accept, KV crop) minus median D "
-        f"and median V timed interleaved in the same configuration at context {g.overhead_context}, clamped at 0",
+        f"overhead H(k): per whole greedy cycle (draft k, verify k+1, accept, KV crop) its elapsed time "
+        f"minus the draft and verify parts of the same cycle (marks on one clock), median over cycles, "
+        f"at context {g.overhead_context}, clamped at 0",
     ]
     if any(p.request.kind == "ngram" for p in proposers):
         timing_notes.append("ngram D(k): host lookup over random-token contexts (no match: a full scan)")

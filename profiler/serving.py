@@ -99,6 +99,8 @@ class ServingResult:
     """Every streamed burst: ``id``, ``t_s`` (seconds from start), ``tokens``."""
     plans: tuple[PlanRecord, ...]
     """Every executed plan, in order."""
+    shapes: tuple[StepShape, ...]
+    """The step shape of every executed plan (what a step timer would be asked to time)."""
     outputs: dict[int, tuple[int, ...]]
     """Generated token ids of every request."""
     proposed_tokens: int
@@ -156,7 +158,7 @@ class _DecodeBatch:
         self.ids = ids
         self.row = {rid: i for i, rid in enumerate(ids)}
         self.cache = cache
-        self.mask = mask  # [b, L] long: 1 = a valid cached token
+        self.mask = mask  # [b, L] long on the host: 1 = a valid cached token
 
 
 class BatchExecutor:
@@ -204,7 +206,7 @@ class BatchExecutor:
             seq = self.seqs.get(rid)
             if seq is None or seq.done:
                 continue  # finished or expired while batched: its KV is simply dropped
-            valid = torch.nonzero(b.mask[i], as_tuple=False).flatten()
+            valid = torch.nonzero(b.mask[i], as_tuple=False).flatten().to(self.device)
             seq.cache = _cache_from(
                 self.config,
                 [(k[i : i + 1].index_select(2, valid), v[i : i + 1].index_select(2, valid)) for k, v in kvs],
@@ -228,7 +230,7 @@ class BatchExecutor:
                 kb[i, :, width - lens[i] :, :] = k[0]
                 vb[i, :, width - lens[i] :, :] = v[0]
             kvs.append((kb, vb))
-        mask = torch.zeros((b, width), dtype=torch.long, device=self.device)
+        mask = torch.zeros((b, width), dtype=torch.long)  # host copy; moved per forward
         for i, n in enumerate(lens):
             mask[i, width - n :] = 1
         for s in seqs:
@@ -339,7 +341,7 @@ class BatchExecutor:
             seq.tokens.extend(commit)
             seq.generated.extend(commit)
             accepted.append(a)
-        batch.mask = torch.cat([batch.mask, new_mask.to(batch.mask.device)], dim=1)
+        batch.mask = torch.cat([batch.mask, new_mask], dim=1)
         return accepted
 
 
@@ -369,17 +371,30 @@ class ArrivalFeeder(threading.Thread):
 # the loop
 
 
-def warm_up(model: torch.nn.Module, vocab: int, *, steps: int = 3) -> None:
-    """Untimed passes so first-call allocations and kernel selection stay out of the run."""
-    dev = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(0)
-    with torch.inference_mode():
-        for b in (1, 2):
-            ids = torch.randint(0, vocab, (b, 16), generator=gen)
-            cache = DynamicCache(config=model.config)
-            model(input_ids=ids.to(dev), cache=cache, use_cache=True, logits_to_keep=1)
-            for _ in range(steps):
-                model(input_ids=ids[:, :1].to(dev), cache=cache, use_cache=True)
+def warm_up(
+    model: torch.nn.Module,
+    vocab: int,
+    *,
+    policy: SpeculationPolicy | None = None,
+    proposer_factory: Callable[[], Any] | None = None,
+    proposer_name: str | None = None,
+    seed: int = 0,
+) -> None:
+    """Untimed passes through the real loop's own code paths (prefill, batched decode with
+    masks and positions, verification, repacking) so first-call allocations and kernel
+    selection stay out of the measured run: a few short requests on a virtual clock."""
+    from sim.speculation import OFF
+    from sim.step_time import FixedStepTimer
+
+    gen = torch.Generator().manual_seed(int(seed))
+    reqs = []
+    for i in range(4):
+        motif = torch.randint(0, vocab, (8,), generator=gen).tolist()
+        reqs.append(ServingRequest(i, 0.0005 * i, fit_prompt(motif, 24 + 12 * i), 8))
+    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=96, block_size=16, kv_blocks=64)
+    pol = policy or OFF
+    serve(reqs, cfg, model, policy=pol, proposer_factory=proposer_factory if pol.speculates else None,
+          proposer_name=proposer_name, step_timer=FixedStepTimer(0.001))
 
 
 def serve(
@@ -431,6 +446,7 @@ def serve(
     gap_s: array = array("d")
     bursts: list[tuple[int, float, int]] = []
     plans: list[PlanRecord] = []
+    shapes: list[StepShape] = []
     n = len(order)
     say = progress or (lambda _m: None)
     kv_total = config.kv_blocks
@@ -505,13 +521,14 @@ def serve(
             nd = len(plan.decode)
             qlen = len(sched.waiting)
             kv_used = kv_total - sched.free_blocks
+            shape = StepShape(nd, plan.decode_context, plan.k,
+                              proposer_name if plan.k else None,
+                              plan.prefill_tokens, plan.prefill_context)
+            shapes.append(shape)
             start = clock()
             accepted = execu.execute(plan)
             if virtual:
                 assert step_timer is not None
-                shape = StepShape(nd, plan.decode_context, plan.k,
-                                  proposer_name if plan.k else None,
-                                  plan.prefill_tokens, plan.prefill_context)
                 vnow = start + step_timer(shape)
             end = clock()
             done_before = len(sched.finished)
@@ -556,6 +573,7 @@ def serve(
             schema={"id": pl.Int64, "t_s": pl.Float64, "tokens": pl.Int64},
         ),
         plans=tuple(plans),
+        shapes=tuple(shapes),
         outputs={rid: outputs.get(rid, ()) for rid in ids},
         proposed_tokens=execu.proposed_tokens,
         threads=torch.get_num_threads(),

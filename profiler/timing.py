@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import DynamicCache
 
-from profiler.clock import Stopwatch, Timing, time_op, time_steps
+from profiler.clock import Timeline, Timing, time_op, time_steps
 from profiler.models import LoadedModel, dtype_bytes, max_positions
 from sim.errors import SpecplanError
 
@@ -418,7 +419,8 @@ class _Runner:
         return tasks
 
     def _overhead(self, p: DraftRuntime, todo: Sequence[Point], b: int) -> Iterator[Measured]:
-        """H(k) = median(whole cycle) - median(D) - median(V), all timed here, interleaved."""
+        """H(k): whole greedy cycles timed end to end, minus the draft and verify parts of the
+        same cycles (marks on one timeline, so the parts partition the cycle exactly)."""
         g = self.grids
         c = g.overhead_context
         if self.too_long(c + g.k_max + 1):
@@ -437,7 +439,7 @@ class _Runner:
             yield from (Measured.limited(pt, OOM_REASON) for pt in todo)
             return
         last = self.ids(b, 1)
-        watch = Stopwatch(self.device)
+        line = Timeline(self.device)
 
         def reset() -> None:
             crop_to(tcache, c)
@@ -459,13 +461,13 @@ class _Runner:
                 toks.append(x)
             return torch.cat(toks, dim=1)
 
-        def verify(drafts: torch.Tensor) -> torch.Tensor:
-            out = self.model(input_ids=torch.cat([last, drafts], dim=1), cache=tcache, use_cache=True)
-            return out.logits.argmax(-1)
-
-        def cycle(k: int) -> None:
+        def cycle(k: int) -> list[float]:
+            line.start()
             drafts = draft(k)
-            target_tokens = verify(drafts)
+            line.mark()
+            out = self.model(input_ids=torch.cat([last, drafts], dim=1), cache=tcache, use_cache=True)
+            target_tokens = out.logits.argmax(-1)
+            line.mark()
             # greedy acceptance bookkeeping: accepted prefix per sequence, bonus token, KV rollback
             matches = (target_tokens[:, :k] == drafts).to(torch.int64).cumprod(dim=1)
             accepted = matches.sum(dim=1)
@@ -475,35 +477,29 @@ class _Runner:
             if dcache is not None:
                 crop_to(dcache, c + n)
             bonus.tolist()
+            line.mark()
+            return line.elapsed()
 
         for pt in todo:
             k = pt.as_dict()["k"]
-            samples: dict[str, list[float]] = {"draft": [], "verify": [], "cycle": []}
+            parts: dict[str, list[float]] = {"cycle": [], "draft": [], "verify": [], "overhead": []}
             try:
-                dummy = draft(k)
                 for r in range(g.warmup + g.repeats):
-                    for what in ("draft", "verify", "cycle"):
-                        reset()
-                        t0 = watch.start()
-                        if what == "draft":
-                            draft(k)
-                        elif what == "verify":
-                            verify(dummy)
-                        else:
-                            cycle(k)
-                        dt = watch.stop(t0)
-                        if r >= g.warmup:
-                            samples[what].append(dt)
+                    reset()
+                    t_draft, t_verify, t_cycle = cycle(k)
+                    if r >= g.warmup:
+                        parts["cycle"].append(t_cycle)
+                        parts["draft"].append(t_draft)
+                        parts["verify"].append(t_verify - t_draft)
+                        parts["overhead"].append(max(0.0, t_cycle - t_draft - (t_verify - t_draft)))
             except Exception as exc:
                 if not is_oom(exc):
                     raise
                 _free_after_oom(self.device)
                 yield Measured.limited(pt, OOM_REASON)
                 continue
-            tc, td, tv = (Timing.from_samples(samples[w]) for w in ("cycle", "draft", "verify"))
-            h = max(0.0, tc.median - td.median - tv.median)
-            yield Measured(pt, h, None, None, tc.repeats, None,
-                           {"cycle": tc.median, "draft": td.median, "verify": tv.median})
+            h = Timing.from_samples(parts["overhead"])
+            yield Measured.of(pt, h, **{w: float(np.median(parts[w])) for w in ("cycle", "draft", "verify")})
 
 
 def plan_tasks(
@@ -563,7 +559,7 @@ def assemble_timing(grids: TimingGrids, proposer_names: Sequence[str],
             "draft": _grid(f"draft:{name}", {"batch": g.draft_batch, "k": g.draft_k, "context": g.draft_context},
                            results, g.repeats),
             "overhead": _grid(f"overhead:{name}", {"batch": g.overhead_batch, "k": g.overhead_k},
-                              results, g.repeats, spread=False),
+                              results, g.repeats),
         }
     limits = []
     for m in measured:

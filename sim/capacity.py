@@ -6,12 +6,13 @@ is a whole simulation, so the search brackets the boundary by doubling/halving a
 it on log-rate with a safeguarded secant step (interpolating the SLO margin, clamped inside the
 bracket so it never does worse than bisection by much) instead of a blind grid.
 
-**Sustains** (documented in docs/capacity.md terms, here): at a given rate, over the measured
+**Sustains**: at a given rate, over the measured
 window (after warm-up), for every metric the scenario puts an SLO on (ttft, tpot, e2el, pause)
 the chosen percentile (default the scenario's ``slo.percentile``) is at most its limit, *and*
 requests lost to admission rejection or client timeout are at most ``max_loss_fraction``
 (default 1 %) of the requests that arrived in the window. The margin of a probe is the largest
 of ``observed/limit`` over those checks (``loss/max_loss`` for losses), so margin ≤ 1 ⇔ sustained.
+Searches run with ``run.drain = true`` so an overloaded run's backlog is measured, not cut off.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ class SustainCriteria:
 def loss_fraction(row: Mapping[str, Any]) -> float:
     """Share of measured requests rejected or timed out (0 when none were measured)."""
     done = float(row.get("completed") or 0)
-    lost = float(row.get("rejected") or 0) + float(row.get("timed_out") or 0)
+    lost = sum(float(row.get(c) or 0) for c in ("rejected", "timed_out", "unfinished"))
     total = done + lost
     return lost / total if total > 0 else 1.0
 
@@ -259,9 +260,17 @@ class CandidateCapacity:
     replicas_status: str
     operating_row: Mapping[str, Any] | None = field(default=None, compare=False)
 
+    fleet_replicas: int = 1
+    """Replicas of the fleet the search ran on (the scenario's); capacities are per replica."""
+
     @property
     def capacities(self) -> list[float]:
-        return [s.rate for s in self.per_seed]
+        """Capacity per replica, one per seed (the fleet's divided by its replicas)."""
+        return [s.rate / self.fleet_replicas for s in self.per_seed]
+
+    @property
+    def fleet_mean(self) -> float:
+        return float(np.mean([s.rate for s in self.per_seed]))
 
     @property
     def mean(self) -> float:
@@ -290,12 +299,24 @@ class CapacityReport:
     scenario_name: str
     criteria: SustainCriteria
     candidates: tuple[CandidateCapacity, ...]
-    load_summary: Any  # pl.DataFrame: candidate, segment, rate, replicas=1, metrics (mean, ci95)
+    load_summary: Any  # pl.DataFrame: candidate, segment, rate (per replica), fleet_rate, replicas, k, metrics
     operating_summary: Any  # pl.DataFrame at the target rate with each candidate's replicas
     sources: tuple[str, ...]
     rel_tol: float
     max_evals: int
     duration_s: float
+    bottlenecks: tuple[Any, ...] = ()
+    notes: tuple[str, ...] = ()
+    baseline: str = "baseline"
+
+    def decisions(self, thresholds: Any = None) -> list[Any]:
+        """The decision table over the load levels (and the operating point's replicas)."""
+        from sim.decisions import Thresholds, decision_table
+
+        th = thresholds or Thresholds(min_slo_attainment=self.criteria.percentile / 100.0)
+        if self.load_summary.height == 0:
+            return []
+        return decision_table(self.load_summary, self.baseline, thresholds=th)
 
 
 def arrival_rate(scenario: Any) -> float:
@@ -307,6 +328,26 @@ def arrival_rate(scenario: Any) -> float:
                             f"arrival rate, so it needs poisson, gamma or piecewise arrivals with a "
                             f"rate > 0, got {w.arrival!r}")
     return float(rate)
+
+
+def with_duration(scenario: Any, duration_s: float) -> Any:
+    """The scenario with a shorter (or longer) run, warm-up scaled alike — refused when the
+    scenario's time structure (piecewise points, a restart) would fall outside the new run."""
+    if not duration_s > 0:
+        raise SpecplanError(f"--duration: must be > 0 s, got {duration_s}")
+    w, f = scenario.workload, scenario.fleet
+    if w.piecewise is not None and w.piecewise.shape != "daily":
+        last = max(t for t, _ in w.piecewise.points)
+        if duration_s < last:
+            raise SpecplanError(f"--duration: {duration_s:g} s would cut the piecewise arrival "
+                                f"profile (last point at {last:g} s); give ≥ {last:g} s")
+    if f.restart is not None and duration_s <= f.restart.at_s + f.restart.cold_start_s:
+        end = f.restart.at_s + f.restart.cold_start_s
+        raise SpecplanError(f"--duration: {duration_s:g} s would cut the restart (at {f.restart.at_s:g} s, "
+                            f"serving again at {end:g} s); give > {end:g} s")
+    run = scenario.run
+    warm = run.warmup_s * duration_s / run.duration_s
+    return scenario.with_overrides({"run.duration_s": float(duration_s), "run.warmup_s": warm})
 
 
 def at_load(scenario: Any, rate: float, replicas: int) -> Any:
@@ -337,14 +378,20 @@ class SimulatedLoad:
         self.criteria = criteria
         self.rows: list[dict[str, Any]] = []
         self.sources: set[str] = set()
+        self.notes: set[str] = set()
 
-    def summary(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
+    def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
+        """The full ``run_scenario`` result of one candidate at one load."""
         sc = at_load(self.scenario, rate, replicas)
         res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds))
         self.sources.update(res.sources)
-        return res.summary
+        self.notes.update(res.notes)
+        return res
 
-    def probe(self, candidate: str, rate: float, seed: int, replicas: int = 1) -> Probe:
+    def summary(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
+        return self.result(candidate, rate, replicas, seeds).summary
+
+    def probe(self, candidate: str, rate: float, seed: int, replicas: int) -> Probe:
         import polars as pl
 
         s = self.summary(candidate, rate, replicas, [seed])
@@ -376,8 +423,10 @@ def plan_capacity(
     Per seed: ``find_capacity`` starting at the scenario's rate. Then the fewest replicas that
     sustain ``target_rate`` (default: the scenario's rate) on every seed, starting from
     ``ceil(target / mean capacity)`` and walking up/down by one. Finally every candidate is
-    simulated at ``load_fractions`` × the baseline's mean capacity (one replica) so decisions
-    can compare candidates at equal load.
+    simulated at ``load_fractions`` × the baseline's mean capacity so decisions can compare
+    candidates at equal load. Searches and load levels use the scenario's replica count (a
+    restart scenario needs its second replica to reroute to); capacity is reported per replica
+    (the fleet's divided by its replicas).
     """
     import polars as pl
 
@@ -396,43 +445,62 @@ def plan_capacity(
         if c not in names:
             raise SpecplanError(f"--candidates: unknown candidate {c!r}; the scenario has "
                                 f"{', '.join(names)}")
+    if not scenario.run.drain:
+        # an undrained run drops its backlog unseen; capacity must see it
+        scenario = scenario.with_overrides({"run.drain": True})
     load = SimulatedLoad(scenario, profile, criteria)
     say = progress or (lambda _msg: None)
+    fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
 
     results: list[CandidateCapacity] = []
     op_rows: list[dict[str, Any]] = []
+    found: list[float] = []
     for name in chosen:
-        per_seed = []
+        per_seed: list[CapacitySearch] = []
         for seed in seeds:
+            # warm start: this candidate's earlier seeds (close: small steps), else the other
+            # candidates' capacities (same order of magnitude), else the scenario's rate
+            mine = [x.rate for x in per_seed if x.rate > 0]
+            start, growth = ((float(np.mean(mine)), 1.25) if mine else
+                             (float(np.mean(found)), 1.5) if found else (base_rate, 2.0))
             say(f"{name}: searching capacity, seed {seed}")
-            per_seed.append(find_capacity(lambda r, n=name, s=seed: load.probe(n, r, s), base_rate,
-                                          rel_tol=rel_tol, max_evals=max_evals))
-        cap = float(np.mean([s.rate for s in per_seed]))
+            per_seed.append(find_capacity(lambda r, n=name, s=seed: load.probe(n, r, s, fleet), start,
+                                          rel_tol=rel_tol, max_evals=max_evals, growth=growth))
+        found += [x.rate for x in per_seed if x.rate > 0]
+        cap = float(np.mean([s.rate for s in per_seed])) / fleet
         say(f"{name}: replicas for {target:g} req/s")
         n, status, row = _fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas)
         if row is not None:
             op_rows.append({**row, "replicas": n, "rate": target})
-        results.append(CandidateCapacity(name, tuple(per_seed), seeds, target, n, status, row))
+        results.append(CandidateCapacity(name, tuple(per_seed), seeds, target, n, status, row,
+                                         fleet_replicas=fleet))
 
-    base = next((r for r in results if r.candidate == names[0]), results[0])
-    ref = base.mean if base.mean > 0 else max(r.mean for r in results)
+    base = next((r for r in results if r.candidate == scenario.baseline.name), None)
+    ref = base.fleet_mean if base is not None and base.mean > 0 else max(r.fleet_mean for r in results)
+    from sim.bottleneck import attribute_result
+
     load_frames = []
+    attributions = []
     if ref > 0:
         for frac in load_fractions:
             rate = frac * ref
             for name in chosen:
                 say(f"{name}: load level {frac:g} × capacity")
-                s = load.summary(name, rate, 1, seeds)
-                load_frames.append(s.with_columns(pl.lit(rate).alias("rate"),
-                                                  pl.lit(frac).alias("load_fraction"),
-                                                  pl.lit(1).alias("replicas")))
+                res = load.result(name, rate, fleet, seeds)
+                attributions += attribute_result(res, profile, rate / fleet)
+                ks = {c.name: c.max_k for c in scenario.candidates}
+                load_frames.append(res.summary.with_columns(
+                    pl.lit(rate / fleet).alias("rate"), pl.lit(rate).alias("fleet_rate"),
+                    pl.lit(frac).alias("load_fraction"),
+                    pl.lit(fleet).alias("replicas"), pl.lit(ks.get(name, 0)).alias("k")))
     load_summary = pl.concat(load_frames, how="diagonal_relaxed") if load_frames else pl.DataFrame()
     operating = pl.from_dicts(op_rows, infer_schema_length=None) if op_rows else pl.DataFrame()
     return CapacityReport(
         scenario_name=scenario.name, criteria=criteria, candidates=tuple(results),
         load_summary=load_summary, operating_summary=operating,
         sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
-        duration_s=float(scenario.run.duration_s),
+        duration_s=float(scenario.run.duration_s), bottlenecks=tuple(attributions),
+        notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
     )
 
 

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", help="comma-separated candidate names (default: all)")
     parser.add_argument("--out", metavar="DIR", help="write requests/steps/summary Parquet and summary.json here")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    parser.add_argument("--by-segment", action="store_true", help="also print one table per workload segment")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -60,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:
-        print(render(result))
+        print(render(result, by_segment=args.by_segment))
     return 0

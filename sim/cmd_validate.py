@@ -256,6 +256,8 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
             kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
             cfg = scheduler_config(sc, kv.kv_blocks)
             factory = _proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
+            serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer,
+                            proposer_factory=_proposer_factory(profile, proposer, target.model, 4) if proposer else None)
             say(f"{name} at {load:.0%} load ({rate:.3g} req/s, {len(reqs)} requests over {span:.0f}s): serving for real …")
             real = serving.serve(reqs, cfg, target.model, policy=policy, proposer_factory=factory,
                                  proposer_name=proposer, candidate=name, seed=seed,
@@ -267,7 +269,9 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
             pred = fidelity.predict(sc, profile, name, specs, seed, reps)
             notes.extend(pred.notes)
             sources.update(pred.sources)
-            rows.extend(fidelity.error_rows("live", load, rate, name, pred.values, measured))
+            step_pred, step_meas = fidelity.step_time_values(real.steps["duration_s"].to_list(), real.shapes, profile)
+            rows.extend(fidelity.error_rows("live", load, rate, name, {**pred.values, **step_pred},
+                                            {**measured, **step_meas}))
             tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
             frames["measured_requests"].append(real.requests.with_columns(tag))
             frames["measured_steps"].append(real.steps.with_columns(tag))

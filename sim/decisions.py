@@ -106,7 +106,8 @@ def _ci(row: Mapping | None, col: str) -> float:
 
 
 def rule_canary(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[Decision]:
-    """Decode faster, goodput and SLO attainment within limits at every load → canary it."""
+    """Decode faster, goodput and SLO attainment within limits, and no more waiting (p95 TTFT),
+    at every simulated load → canary it as measured."""
     cols = ("tpot_ms_mean", "request_goodput", "slo_attainment")
     if not _need(df, cols, "canary"):
         return []
@@ -120,9 +121,12 @@ def rule_canary(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[Decisio
                 break
             gain = 1 - _num(c, "tpot_ms_mean") / _num(b, "tpot_ms_mean")
             gp_b, gp_c = _num(b, "request_goodput"), _num(c, "request_goodput")
+            wait = (_num(c, "ttft_ms_p95") / _num(b, "ttft_ms_p95") - 1
+                    if "ttft_ms_p95" in df.columns else 0.0)
             ok = (gain >= th.min_decode_gain
                   and gp_c + _ci(c, "request_goodput") >= gp_b * (1 - th.goodput_tolerance)
-                  and _num(c, "slo_attainment") >= th.min_slo_attainment)
+                  and _num(c, "slo_attainment") >= th.min_slo_attainment
+                  and not wait > th.waiting_tolerance)  # more waiting at some load: restrict-load
             per.append((r, ok, gain, gp_b, gp_c, _num(c, "slo_attainment")))
         if len(per) != len(rates) or not all(p[1] for p in per):
             continue
@@ -213,19 +217,22 @@ def rule_restrict_load(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[
         good = [lv for lv in levels if lv[1] >= th.min_decode_gain and lv[2] <= th.waiting_tolerance
                 and not lv[3]]
         cutoff = max((lv[0] for lv in good), default=None)
-        first_bad = min((lv[0] for lv in levels if lv[2] > th.waiting_tolerance or lv[3]))
+        first_bad = min(lv[0] for lv in levels if lv[2] > th.waiting_tolerance or lv[3])
         if cutoff is None or cutoff >= first_bad:
-            cutoff_txt = f"below {first_bad:.3g} req/s per replica (no simulated level was clean)"
+            decision = (f"keep {baseline}: no simulated load was clean (more waiting or less "
+                        f"goodput already at {first_bad:.3g} req/s per replica); test {cand} only "
+                        f"below that load")
         else:
-            cutoff_txt = (f"up to {cutoff:.3g} req/s per replica (worse from {first_bad:.3g}); "
-                          f"set the policy's batch cut-off to the batch size seen at that load")
+            decision = (f"restrict speculation to the proven load range: up to {cutoff:.3g} req/s "
+                        f"per replica (worse from {first_bad:.3g}); set the policy's batch cut-off "
+                        f"to the decode batch seen at that load")
         out.append(Decision(
             rule="restrict-load", candidate=cand, segment="all",
             load=f"{rates[0]:.3g}–{rates[-1]:.3g} req/s per replica",
             observation=(f"TPOT {low[1]:.0%} lower at {low[0]:.3g} req/s, but at {peak[0]:.3g} "
                          f"req/s p95 TTFT is {peak[2]:+.0%} vs {baseline}"
                          + (" and goodput is lower" if peak[3] else "")),
-            decision=f"restrict speculation to the proven load range: {cutoff_txt}",
+            decision=decision,
             risk=("the cut-off holds for this traffic mix; a burstier peak or longer prompts move it "
                   "— use hysteresis (adaptive policy) so speculation does not flap at the edge"),
             numbers={"tpot_gain_low": low[1], "ttft_p95_excess_peak": peak[2], "rate_low": low[0],

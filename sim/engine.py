@@ -102,6 +102,28 @@ class StepLog:
     def __len__(self) -> int:
         return len(self.t_start_s)
 
+    @classmethod
+    def from_flat(cls, flat: array) -> StepLog:
+        """Columns from ``(replica, t_start_s, duration_s, decode_seqs, prefill_tokens, k,
+        accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted)`` rows stored
+        back to back in one float array (one ``extend`` per step in the hot loop)."""
+        m = np.frombuffer(flat, dtype=np.float64).reshape(-1, 11) if len(flat) else np.empty((0, 11))
+        log = cls()
+        ints = m[:, [0, 3, 4, 5, 6, 7, 8, 9, 10]].astype(np.int64)
+        log.replica = array("q", ints[:, 0].tobytes())
+        log.t_start_s = array("d", np.ascontiguousarray(m[:, 1]).tobytes())
+        log.duration_s = array("d", np.ascontiguousarray(m[:, 2]).tobytes())
+        log.decode_seqs = array("q", ints[:, 1].tobytes())
+        log.prefill_tokens = array("q", ints[:, 2].tobytes())
+        log.k = array("q", ints[:, 3].tobytes())
+        log.draft_tokens = array("q", (ints[:, 1] * ints[:, 3]).tobytes())
+        log.accepted_tokens = array("q", ints[:, 4].tobytes())
+        log.queue_len = array("q", ints[:, 5].tobytes())
+        log.kv_used_blocks = array("q", ints[:, 6].tobytes())
+        log.kv_total_blocks = array("q", ints[:, 7].tobytes())
+        log.preempted = array("q", ints[:, 8].tobytes())
+        return log
+
 
 @dataclass
 class FleetRun:
@@ -127,8 +149,9 @@ class _Uniforms:
         self.buf: list[float] = []
         self.pos = 0
 
-    def refill(self) -> None:
-        self.buf = self.rng.random(_UNIFORM_CHUNK).tolist()
+    def refill_keep(self, pos: int) -> None:
+        """New buffer that starts with the unused tail ``buf[pos:]`` (sequence unchanged)."""
+        self.buf = self.buf[pos:] + self.rng.random(_UNIFORM_CHUNK).tolist()
         self.pos = 0
 
 
@@ -177,7 +200,7 @@ class Replica:
         env = fleet.env
         sched = self.scheduler
         timer = fleet.step_timer
-        log = fleet.steps
+        log_extend = fleet.step_rows.extend
         uni = fleet.uniforms
         gap_idx = fleet.gap_idx
         gap_s = fleet.gap_s
@@ -229,32 +252,24 @@ class Replica:
                 continue
             end = env.now
             if pk:
-                accepted = []
-                buf = uni.buf
                 pos = uni.pos
-                for req in plan.decode:
-                    if pos >= len(buf):
-                        uni.refill()
-                        buf = uni.buf
-                        pos = 0
-                    accepted.append(bisect_left(req.negrates, -buf[pos], 0, pk))
-                    pos += 1
-                uni.pos = pos
+                end_pos = pos + nd
+                if end_pos > len(uni.buf):
+                    uni.refill_keep(pos)
+                    pos = 0
+                    end_pos = nd
+                uni.pos = end_pos
+                accepted = [
+                    bisect_left(r.negrates, -u, 0, pk)
+                    for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
+                ]
                 total_acc = sched.update(plan, accepted, end, gap_idx, gap_s)
             else:
                 total_acc = sched.update(plan, None, end, gap_idx, gap_s)
-            log.replica.append(idx)
-            log.t_start_s.append(now)
-            log.duration_s.append(dt)
-            log.decode_seqs.append(nd)
-            log.prefill_tokens.append(plan.prefill_tokens)
-            log.k.append(pk)
-            log.draft_tokens.append(nd * pk)
-            log.accepted_tokens.append(total_acc)
-            log.queue_len.append(qlen)
-            log.kv_used_blocks.append(kv_used)
-            log.kv_total_blocks.append(kv_total)
-            log.preempted.append(len(plan.preempted))
+            log_extend(
+                (idx, now, dt, nd, plan.prefill_tokens, pk, total_acc, qlen, kv_used, kv_total,
+                 len(plan.preempted))
+            )
             if policy.name == "adaptive":
                 policy.observe(self.policy_state, end, dt, nd)
 
@@ -294,7 +309,7 @@ class Fleet:
         self.env = simpy.Environment()
         self.step_timer = step_timer
         self.k_max = spec.policy.k_max
-        self.steps = StepLog()
+        self.step_rows = array("d")
         self.gap_idx = array("q")
         self.gap_s = array("d")
         if spec.policy.speculates and accept_rng is None:
@@ -348,4 +363,6 @@ class Fleet:
             if req.status != DONE:
                 req.outcome = "unfinished"
                 req.finish_s = None
-        return FleetRun(list(requests), self.steps, self.gap_idx, self.gap_s, end)
+        steps = StepLog.from_flat(self.step_rows)
+        self.step_rows = array("d")
+        return FleetRun(list(requests), steps, self.gap_idx, self.gap_s, end)

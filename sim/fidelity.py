@@ -49,6 +49,8 @@ COMPARED: tuple[tuple[str, str], ...] = (
     ("output throughput (tok/s)", mn.OUTPUT_THROUGHPUT),
     ("goodput (req/s)", mn.REQUEST_GOODPUT),
     ("mean acceptance length", mn.MEAN_ACCEPTANCE_LENGTH),
+    ("step time p50 (ms)", "step_ms_median"),
+    ("step time p95 (ms)", "step_ms_p95"),
 )
 
 # The bar docs/fidelity.md reports against: these columns within 10 % below 85 % load.
@@ -319,6 +321,26 @@ def measured_values(
         keys={mn.CANDIDATE: "measured", mn.SEED: 0},
     )
     return values_from_run(summary, requests)
+
+
+def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any],
+                     profile: Profile) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """(predicted, measured) step-time percentiles over the *real* run's steps.
+
+    The profile times each step shape the real loop executed; comparing with the measured
+    wall time isolates the step-time model from queueing (which amplifies its errors).
+    """
+    from sim.step_time import ProfileStepTimer
+
+    if not shapes:
+        return {}, {}
+    timer = ProfileStepTimer(profile)
+    pred = np.array([timer(s) for s in shapes]) * 1000.0
+    real = np.asarray(real_durations_s, dtype=float) * 1000.0
+    q = [50, 95]
+    p, m = np.percentile(pred, q), np.percentile(real, q)
+    return ({"step_ms_median": float(p[0]), "step_ms_p95": float(p[1])},
+            {"step_ms_median": float(m[0]), "step_ms_p95": float(m[1])})
 
 
 # ---------------------------------------------------------------------------------------------

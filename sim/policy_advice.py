@@ -150,7 +150,15 @@ class PolicyAdvice:
         head = f"{'batch':>5}  {'k=0 ms/tok':>10}  " + "  ".join(f"{'k=' + str(k):>7}" for k in range(1, kmax + 1))
         lines = [f"policy advice for {self.proposer} on {self.profile} (context {self.context:.0f} "
                  f"tokens, acceptance {self.acceptance})", head + "  best  speedup"]
+        show = {1, *(2**i for i in range(12))}
+        if self.off_above_batch is not None:
+            show |= {self.off_above_batch, self.off_above_batch + 1}
+        for prev, b in zip((None, *self.batches), self.batches, strict=False):
+            if prev is None or prev.best_k != b.best_k:
+                show.add(b.batch)
         for b in self.batches:
+            if b.batch not in show and b is not self.batches[-1]:
+                continue
             lines.append(f"{b.batch:>5}  {b.baseline_s * 1e3:>10.3f}  "
                          + "  ".join(f"{t * 1e3:>7.3f}" for t in b.per_k_s)
                          + f"  {b.best_k:>4}  {b.speedup:>6.2f}x")

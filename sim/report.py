@@ -49,7 +49,7 @@ ROWS: tuple[Row, ...] = (
     Row("preemptions", mn.PREEMPTIONS, 1),
     Row("queue length (time-wt)", mn.QUEUE_LEN_TW, 2),
     Row("KV use (time-wt, %)", mn.KV_USE_TW, 1, 100.0),
-    Row("cost / good answer ($)", mn.COST_PER_GOOD_ANSWER_USD, 6),
+    Row("$ per 1,000 good answers", mn.COST_PER_GOOD_ANSWER_USD, 3, 1000.0),
 )
 
 
@@ -109,8 +109,8 @@ def _is_baseline(result: ScenarioResult, name: str) -> bool:
         return False
 
 
-def render(result: ScenarioResult) -> str:
-    """Header, table, SLOs, sources and notes as one printable text."""
+def render(result: ScenarioResult, by_segment: bool = False) -> str:
+    """Header, table (and one per segment), SLOs, sources and notes as one printable text."""
     sc = result.scenario
     seeds = ", ".join(str(s) for s in result.seeds)
     lines = [
@@ -122,6 +122,9 @@ def render(result: ScenarioResult) -> str:
         table(result),
         "",
     ]
+    if by_segment:
+        for seg in sc.workload.segment_names:
+            lines += [f"segment {seg}:", table(result, seg), ""]
     limits = sc.slo.limits
     if limits:
         slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items())
@@ -132,7 +135,7 @@ def render(result: ScenarioResult) -> str:
     if any(
         v is not None and math.isinf(v) for v in cost_rows[mn.COST_PER_GOOD_ANSWER_USD].to_list()
     ):
-        lines.append("cost / good answer ∞: no SLO-conformant answers at any price")
+        lines.append("cost per good answer ∞: no SLO-conformant answers at any price")
     if sc.fleet.price_per_gpu_hour is not None:
         lines.append(
             f"cost: {sc.fleet.replicas} replica(s) × ${sc.fleet.price_per_gpu_hour:g}/h over the "

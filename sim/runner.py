@@ -21,7 +21,7 @@ from sim.engine import StepTimer
 from sim.errors import SpecplanError
 from sim.profile import Profile, load_profile
 from sim.scenario import Candidate, Scenario
-from sim.simulation import RunResult, simulate_once
+from sim.simulation import RunResult, extrapolation_notes, simulate_once
 from sim.trace import read_trace
 from sim.workload import generate_requests
 
@@ -197,16 +197,24 @@ def run_scenario(
     summary = aggregate(per_seed)
     sources = list(prof.sources())
     notes: list[str] = []
+    extrap: dict[str, dict[str, int]] = {}
+    steps_by: dict[str, int] = {}
     for r in runs:
         for line in r.sources:
             if line not in sources:
                 sources.append(line)
+        counts = r.extra.get("extrapolations") or {}
+        per = extrap.setdefault(r.candidate, {})
+        for what, n in counts.items():
+            per[what] = per.get(what, 0) + n
+        steps_by[r.candidate] = steps_by.get(r.candidate, 0) + int(r.extra.get("timer_steps", 0))
         for line in r.notes:
-            tagged = line if line.startswith(r.candidate) or "approximation" in line else (
-                f"{r.candidate} seed {r.seed}: {line}"
-            )
-            if tagged not in notes:
-                notes.append(tagged)
+            if line not in notes:
+                notes.append(line)
+    for cand, counts in extrap.items():
+        notes.extend(
+            extrapolation_notes(counts, steps_by[cand], f"{cand}, {len(seed_list)} seed(s)")
+        )
     return ScenarioResult(
         scenario=scenario,
         summary=summary,

@@ -14,7 +14,6 @@ be parsed, tested and overridden before a profile has been measured.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import numbers
 import re
@@ -365,13 +364,22 @@ class WorkloadConfig:
         """Segment names in file order."""
         return tuple(s.name for s in self.segments)
 
-    def mean_rate(self, duration_s: float) -> float | None:
-        """Mean arrival rate over the run in req/s; None for a trace (known only once read)."""
+    def mean_rate(self, duration_s: float) -> float:
+        """Mean arrival rate over a run of ``duration_s`` seconds in req/s (a trace is read to
+        count the rows its window replays)."""
         if self.rate is not None:
             return self.rate
         if self.piecewise is not None:
             return self.piecewise.mean_rate(duration_s)
-        return None
+        assert self.trace is not None
+        from sim.trace import read_trace  # only trace scenarios pay for polars here
+
+        t = self.trace
+        off = read_trace(t.resolved_path).offsets_s
+        window = t.effective_window_s(duration_s)
+        lo, hi = np.searchsorted(off, [t.start_s, t.start_s + window], side="left")
+        times = (off[lo:hi] - t.start_s) / t.rate_scale
+        return float(np.count_nonzero(times < duration_s)) / duration_s
 
 
 # --------------------------------------------------------------------------------------------
@@ -845,8 +853,8 @@ class Scenario:
         """The same scenario with every arrival rate multiplied by ``factor`` (> 0).
 
         Works for every arrival kind: poisson/gamma scale ``rate``, piecewise scales every
-        point's rate, a trace scales ``rate_scale`` (its default window grows with it, so the
-        run stays filled). Used by capacity search.
+        point's rate, a trace scales ``rate_scale`` and its window (more trace rows replayed
+        over the same simulated span). Used by capacity search.
         """
         if not factor > 0 or not math.isfinite(factor):
             raise SpecplanError(f"load scale must be a finite number > 0, got {factor}")
@@ -857,7 +865,11 @@ class Scenario:
             pts = [[t, r * factor] for t, r in w.piecewise.points]
             return self.with_overrides({"workload.piecewise.points": pts})
         assert w.trace is not None
-        return self.with_overrides({"workload.trace.rate_scale": w.trace.rate_scale * factor})
+        over: dict[str, object] = {"workload.trace.rate_scale": w.trace.rate_scale * factor}
+        if w.trace.window_s is not None:
+            # keep the replayed span (window_s / rate_scale) so more rows fill the same run
+            over["workload.trace.window_s"] = w.trace.window_s * factor
+        return self.with_overrides(over)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -933,6 +945,9 @@ def _convert(hint: Any, value: Any, path: str, ctx: dict[str, Any]) -> Any:
             raise FieldError(path, f"expected true or false, got {_describe(value)}")
         return bool(value)
     if hint is int:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool | numbers.Integral):
+            if math.isfinite(float(value)) and float(value).is_integer():
+                return int(value)  # 2.0 from a numeric sweep grid means 2
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise FieldError(path, f"expected an integer, got {_describe(value)}")
         return int(value)
@@ -1105,8 +1120,24 @@ def _apply_override(
 # a minimal TOML writer (tomllib only reads)
 
 
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _toml_str(v: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    out = []
+    for ch in v:
+        if ch in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def _toml_key(k: str) -> str:
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else _toml_str(k)
 
 
 def _toml_value(v: Any) -> str:
@@ -1119,7 +1150,7 @@ def _toml_value(v: Any) -> str:
             return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+        return _toml_str(v)
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, Mapping):

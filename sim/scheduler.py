@@ -19,6 +19,7 @@ from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Literal
 
 WAITING = 0
@@ -142,7 +143,7 @@ class StepPlan:
     preempted: tuple[Request, ...]
     """Running requests preempted (KV freed, recompute later) to make room this step."""
     decode_context: float
-    """Mean cached context of the decoding requests."""
+    """Mean cached context of the decoding requests, rounded to whole KV blocks."""
     prefill_tokens: int
     """Prompt tokens computed this step, all chunks summed."""
     prefill_context: float
@@ -366,7 +367,9 @@ class Scheduler:
             k if nd else 0,
             tuple(prefill),
             tuple(preempted),
-            ctx_sum / nd if nd else 0.0,
+            # at KV-block resolution: paged attention reads whole blocks, and a step timer
+            # then sees repeating shapes it can cache (the mean moves every step otherwise)
+            float(round(ctx_sum / (nd * bs)) * bs) if nd else 0.0,
             pf_tokens,
             pf_ctx / pf_tokens if pf_tokens else 0.0,
         )
@@ -392,45 +395,52 @@ class Scheduler:
         k = plan.k
         bs = self.config.block_size
         free = self.free_blocks
+        finished = self.finished
+        record = gap_s is not None
+        if record:
+            idx_append = gap_idx.append  # type: ignore[union-attr]
+            gap_append = gap_s.append  # type: ignore[union-attr]
         any_done = False
         total_accepted = 0
-        for j, req in enumerate(plan.decode):
-            if req.status != RUNNING:
-                continue
-            a = accepted[j] if accepted is not None else 0
+        decode = plan.decode
+        if k and accepted is not None:
+            pairs = zip(decode, accepted, strict=True)
+        else:
+            pairs = zip(decode, repeat(0))  # noqa: B905 - repeat is endless
+        # requests in a plan are RUNNING until update: only schedule() ends or preempts them
+        for req, a in pairs:
             if k:
                 req.num_drafts += 1
                 req.accepted_tokens += a
                 total_accepted += a
-            req.computed += 1 + a
+            computed = req.computed + 1 + a
+            req.computed = computed
             gen = req.generated + 1 + a
-            if gen >= req.output_tokens:
-                gen = req.output_tokens
-            req.generated = gen
-            keep = -(-req.computed // bs)
-            if keep < req.blocks:
-                free += req.blocks - keep
-                req.blocks = keep
-            # one burst
             gap = now - req.last_burst_s
             if gap > req.max_pause_s:
                 req.max_pause_s = gap
-            if gap_s is not None:
-                gap_idx.append(req.idx)  # type: ignore[union-attr]
-                gap_s.append(gap)
+            if record:
+                idx_append(req.idx)
+                gap_append(gap)
             req.last_burst_s = now
             req.num_bursts += 1
             if gen >= req.output_tokens:
+                req.generated = req.output_tokens
                 free += req.blocks
                 req.blocks = 0
                 req.status = DONE
                 req.outcome = "completed"
                 req.finish_s = now
-                self.finished.append(req)
+                finished.append(req)
                 any_done = True
+            else:
+                req.generated = gen
+                keep = -(-computed // bs)
+                if keep < req.blocks:
+                    # rejected drafts rolled back: their lookahead blocks return
+                    free += req.blocks - keep
+                    req.blocks = keep
         for req, n in plan.prefill:
-            if req.status != RUNNING:
-                continue
             req.computed += n
             if req.computed >= req.prompt_tokens + req.generated:
                 req.generated += 1
@@ -440,9 +450,9 @@ class Scheduler:
                     gap = now - req.last_burst_s
                     if gap > req.max_pause_s:
                         req.max_pause_s = gap
-                    if gap_s is not None:
-                        gap_idx.append(req.idx)  # type: ignore[union-attr]
-                        gap_s.append(gap)
+                    if record:
+                        idx_append(req.idx)
+                        gap_append(gap)
                 req.last_burst_s = now
                 req.num_bursts += 1
                 if req.generated >= req.output_tokens:
@@ -451,7 +461,7 @@ class Scheduler:
                     req.status = DONE
                     req.outcome = "completed"
                     req.finish_s = now
-                    self.finished.append(req)
+                    finished.append(req)
                     any_done = True
         self.free_blocks = free
         if any_done:

@@ -165,7 +165,8 @@ def simulate_once(
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
     )
-    notes = list(_timer_notes(timer))
+    extrap, timer_steps = _extrapolations(timer)
+    notes = [] if extrap is not None else list(_timer_notes(timer))
     if step_df.height and (
         step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
     ):
@@ -190,6 +191,7 @@ def simulate_once(
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),
+        {"extrapolations": extrap or {}, "timer_steps": timer_steps},
     )
 
 
@@ -198,6 +200,28 @@ def _spread_known(model: AcceptanceModel, segment: str) -> bool:
         return model.spread_known(segment)
     except KeyError:
         return False
+
+
+def _extrapolations(timer: object) -> tuple[dict[str, int] | None, int]:
+    """Extrapolated lookups per ``quantity.axis side bound`` (None if the timer has no grids)."""
+    grids = getattr(timer, "grids", None)
+    if not callable(grids):
+        return None, 0
+    out: dict[str, int] = {}
+    for g in grids():
+        for what, n in g.extrapolations().items():
+            if n:
+                out[f"{g.name.removeprefix('timing.')}.{what}"] = n
+    return out, int(getattr(timer, "steps", 0))
+
+
+def extrapolation_notes(counts: dict[str, int], steps: int, who: str) -> list[str]:
+    """``extrapolated: target_forward.context above 2048 in 12.0% of steps (...)`` lines."""
+    return [
+        f"extrapolated ({who}): {what} in {100.0 * n / max(steps, 1):.1f}% of steps "
+        f"({n} of {steps})"
+        for what, n in sorted(counts.items())
+    ]
 
 
 def _timer_notes(timer: object) -> list[str]:

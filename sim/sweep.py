@@ -169,6 +169,7 @@ def run_cells(
     processes: bool = True,
     resume: bool = False,
     progress: bool = True,
+    connect_timeout_s: float = 10.0,
 ) -> tuple[int, int]:
     """Run every unfinished cell; write each result as it completes. Returns (computed, skipped).
 
@@ -217,7 +218,7 @@ def run_cells(
         elif engine == "processes":
             _run_process_pool(todo, fn, payload, workers, store)
         else:
-            _run_dask(todo, fn, payload, workers, cluster, processes, store)
+            _run_dask(todo, fn, payload, workers, cluster, processes, store, connect_timeout_s)
     finally:
         if bar is not None:
             bar.close()
@@ -256,7 +257,8 @@ def _run_process_pool(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, pay
 
 
 def _run_dask(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: Any, workers: int,
-              cluster: str | None, processes: bool, store: Callable[..., None]) -> None:
+              cluster: str | None, processes: bool, store: Callable[..., None],
+              connect_timeout_s: float = 10.0) -> None:
     import logging
 
     try:
@@ -268,7 +270,7 @@ def _run_dask(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: An
     local = None
     if cluster:
         try:
-            client = Client(cluster, timeout="10s")
+            client = Client(cluster, timeout=f"{connect_timeout_s}s")
         except OSError as exc:
             raise SpecplanError(f"--cluster {cluster}: no Dask scheduler answered ({exc}); "
                                 f"give tcp://HOST:PORT of a running dask scheduler") from exc
@@ -362,6 +364,7 @@ def sweep(
     resume: bool = False,
     all_segments: bool = False,
     progress: bool = True,
+    processes: bool = True,
     fn: CellFn = simulate_cell,
 ) -> SweepOutcome:
     """Run ``scenario`` over the grid of ``varies``; one row per cell × candidate in ``out``.
@@ -379,7 +382,8 @@ def sweep(
     cdir = cells_dir_for(out)
     computed, skipped = run_cells(cells, fn, (scenario, profile, all_segments), cells_dir=cdir,
                                   base_digest=digest, engine=engine, workers=workers,
-                                  cluster=cluster, resume=resume, progress=progress)
+                                  cluster=cluster, processes=processes, resume=resume,
+                                  progress=progress)
     frame = consolidate(cells, digest, cdir, out)
     return SweepOutcome(computed, skipped, frame, out)
 

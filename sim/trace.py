@@ -79,6 +79,9 @@ def read_trace(path: str | Path) -> Trace:
     except Exception:  # polars raises several types for ragged/garbled rows; find the line
         _raise_first_bad_line(p)
         raise  # only if the slow scan found nothing: a genuine bug, keep the traceback
+    # polars keeps a blank line as an all-null row, so the row index maps to the file line
+    df = df.with_row_index("_row")
+    df = df.filter(~pl.all_horizontal(pl.col(list(HEADER)).is_null()))
     if df.height == 0:
         raise SpecplanError(f"{p}:2: trace has a header but no rows")
 
@@ -94,11 +97,16 @@ def read_trace(path: str | Path) -> Trace:
     )
     if bad.any():
         _raise_first_bad_line(p)
+        line = int(df["_row"][int(bad.arg_max() or 0)]) + 2
+        raise SpecplanError(
+            f"{p}:{line}: bad row; valid: TIMESTAMP as YYYY-MM-DD HH:MM:SS[.fraction], "
+            "token counts as integers ≥ 0"
+        )
     ns = ts.dt.epoch("ns").to_numpy().astype(np.int64)
     diffs = np.diff(ns)
     if len(diffs) and (diffs < 0).any():
-        row = int(np.argmax(diffs < 0)) + 1  # 0-based data row that goes back in time
-        line = _line_of_row(p, row)
+        row = int(np.argmax(diffs < 0)) + 1  # data row that goes back in time
+        line = int(df["_row"][row]) + 2
         raise SpecplanError(
             f"{p}:{line}: TIMESTAMP {df['TIMESTAMP'][row]!r} is earlier than the previous row's "
             f"{df['TIMESTAMP'][row - 1]!r}; valid: rows sorted by time (non-decreasing)"
@@ -111,19 +119,6 @@ def read_trace(path: str | Path) -> Trace:
         output_tokens=gen.cast(pl.Int64).to_numpy().astype(np.int64),
         start=ts[0],
     )
-
-
-def _line_of_row(p: Path, row: int) -> int:
-    """1-based file line of 0-based data row ``row`` (blank lines are skipped like polars)."""
-    with p.open(encoding="utf-8-sig", errors="replace", newline="") as fh:
-        seen = -1
-        for lineno, line in enumerate(fh, start=1):
-            if lineno == 1 or not line.strip():
-                continue
-            seen += 1
-            if seen == row:
-                return lineno
-    return row + 2
 
 
 def _raise_first_bad_line(p: Path) -> None:

@@ -98,3 +98,80 @@ def test_ci95_student_t() -> None:
     assert ci95_halfwidth([5.0]) == 0.0
     # two values 1, 3: sd = sqrt(2), t(1) = 12.706 → 12.706 * sqrt(2)/sqrt(2)
     assert ci95_halfwidth([1.0, 3.0]) == pytest.approx(12.706)
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the simulator: D/D/1 has a closed-form capacity
+
+PREFILL_S, STEP_S, OUT = 0.05, 0.010, 22
+
+
+def dd1_profile():
+    from sim.synthetic import synthetic_profile
+
+    # every decode step costs STEP_S (no per-seq, per-token or context terms), a prefill PREFILL_S
+    return synthetic_profile(base_step_s=STEP_S, per_seq_s=0.0, per_token_s=0.0,
+                             per_context_token_s=0.0, prefill_base_s=PREFILL_S,
+                             prefill_per_token_s=0.0, prefill_per_context_token_s=0.0)
+
+
+def dd1_scenario(seeds=(1,)):
+    from sim.scenario import Scenario
+
+    return Scenario.from_dict({
+        "name": "dd1",
+        "run": {"duration_s": 200, "warmup_s": 20, "seeds": list(seeds)},
+        # gamma with burstiness 1e6: gaps with a coefficient of variation of 0.001 (deterministic)
+        "workload": {"arrival": "gamma", "rate": 1.0, "burstiness": 1e6, "segments": [
+            {"name": "chat", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 32},
+             "output_tokens": {"dist": "fixed", "value": OUT},
+             "acceptance": {"task": "chat", "language": "en"}}]},
+        "slo": {"ttft_ms": 1000},
+        "fleet": {"engine": {"max_num_seqs": 1}, "price_per_gpu_hour": 1.0},
+        "candidates": [
+            {"name": "baseline", "speculation": "off"},
+            # every draft accepted: each decode step commits exactly k + 1 = 3 tokens
+            {"name": "sure-k2", "proposer": "ngram", "k": 2, "assumed_acceptance": [1.0, 1.0]}],
+    }, "<dd1>")
+
+
+def test_capacity_matches_dd1_closed_form() -> None:
+    from sim.capacity import plan_capacity
+
+    # batch 1, deterministic service: a request takes S = prefill (first token) + decode steps;
+    # D/D/1 keeps up iff rate < 1/S, above it the wait grows without bound and p95 TTFT breaks
+    # the SLO. Speculative step: V(1, 3) + D(1, 2) + H(1, 2) with the synthetic formulas.
+    s_base = PREFILL_S + (OUT - 1) * STEP_S
+    spec_step = STEP_S + (0.0002 + 0.00005 * 2) + (0.0003 + 0.00002)
+    s_spec = PREFILL_S + (OUT - 1) / 3 * spec_step
+    rep = plan_capacity(dd1_scenario(), dd1_profile(), target_rate=10.0, rel_tol=0.01,
+                        max_evals=20, load_fractions=(0.5, 0.9))
+    got = {c.candidate: c for c in rep.candidates}
+    assert got["baseline"].mean == pytest.approx(1 / s_base, rel=0.03)
+    assert got["sure-k2"].mean == pytest.approx(1 / s_spec, rel=0.03)
+    for c in rep.candidates:
+        (search,) = c.per_seed
+        assert search.status == "bracketed" and search.relative_width <= 0.01
+        assert len(search.probes) <= 20
+    # fewest replicas for 10 req/s: ceil(10 · S)
+    assert got["baseline"].replicas == math.ceil(10 * s_base) == 3
+    assert got["sure-k2"].replicas == math.ceil(10 * s_spec) == 2
+    assert got["sure-k2"].operating_row["cost_per_good_answer_usd"] > 0
+    # the candidates were also compared at equal load, with bottlenecks attributed
+    assert sorted(set(rep.load_summary["load_fraction"].to_list())) == [0.5, 0.9]
+    assert {a.candidate for a in rep.bottlenecks} == {"baseline", "sure-k2"}
+    assert any(d.rule == "canary" and d.candidate == "sure-k2" for d in rep.decisions())
+
+
+def test_capacity_spread_over_seeds_and_bad_input() -> None:
+    from sim.capacity import plan_capacity
+
+    rep = plan_capacity(dd1_scenario(seeds=(1, 2)), dd1_profile(), candidates=["baseline"],
+                        rel_tol=0.05, max_evals=10, load_fractions=())
+    (c,) = rep.candidates
+    assert len(c.capacities) == 2 and c.ci95 >= 0
+    assert c.mean == pytest.approx(sum(c.capacities) / 2)
+    with pytest.raises(SpecplanError, match="unknown candidate"):
+        plan_capacity(dd1_scenario(), dd1_profile(), candidates=["nope"])
+    with pytest.raises(SpecplanError, match="target-rate"):
+        plan_capacity(dd1_scenario(), dd1_profile(), target_rate=-1.0)

@@ -165,3 +165,15 @@ def test_table_frame_and_text() -> None:
         decision_table(f, "nope")
     with pytest.raises(SpecplanError, match="must be in"):
         Thresholds(ttft_share=2.0)
+
+
+def test_restrict_load_without_a_clean_level_keeps_baseline() -> None:
+    f = _load_frame([900, 1000, 1500, 3000], [30, 35, 45, 60])
+    (d,) = rule_restrict_load(f, "baseline", TH)
+    assert d.decision.startswith("keep baseline") and d.numbers["first_bad_rate"] == 1.0
+
+
+def test_canary_and_restrict_are_exclusive() -> None:
+    f = _load_frame([700, 780, 1000, 3000], [30, 35, 45, 45])
+    assert rule_canary(f, "baseline", TH) == []  # goodput fine, but waiting grows at peak
+    assert len(rule_restrict_load(f, "baseline", TH)) == 1

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
-from sim.engine import Fleet, FleetSpec
+from sim.engine import Fleet, FleetSpec, RestartPlan
 from sim.records import REQUEST_SCHEMA, STEP_SCHEMA, requests_frame, steps_frame
 from sim.scheduler import Request, SchedulerConfig
 from sim.speculation import SpeculationPolicy
@@ -144,3 +145,71 @@ def test_trace_with_deterministic_speculation() -> None:
             }
         ),
     )
+
+
+def restart_run(on_restart: str, replicas: int = 1, extra: list[Request] | None = None):
+    a = Request(0, 0, 0.0, 4, 10, "chat", None, [-1.0, -1.0])
+    reqs = [a, *(extra or [])]
+    spec = FleetSpec(
+        SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100),
+        SpeculationPolicy("fixed", k=2),
+        proposer="p",
+        replicas=replicas,
+        restart=RestartPlan(at_s=0.25, replica=0, cold_start_s=1.0, on_restart=on_restart,
+                            fallback="baseline"),
+    )
+    fleet = Fleet(spec, FixedStepTimer(0.1), np.random.default_rng(0))
+    return fleet.run(reqs), a
+
+
+def test_restart_reroute_to_same_replica_recomputes_and_falls_back_to_baseline() -> None:
+    run, a = restart_run("reroute")
+    # 0.0 prefill (token 1) | 0.1 decode k=2, all accepted (tokens 2-4) | 0.2 step cut at 0.25
+    # down until 1.25 | recompute 4 + 4 tokens (token 5) | 5 plain decode steps (k=0: baseline)
+    assert a.outcome == "completed" and a.generated == 10
+    assert a.finish_s == pytest.approx(1.85)
+    assert a.max_pause_s == pytest.approx(1.15)
+    assert a.num_drafts == 1 and a.preemptions == 0
+    steps = steps_frame(run, "c", 0)
+    assert steps["t_start_s"].to_list() == pytest.approx([0.0, 0.1, 1.25, 1.35, 1.45, 1.55, 1.65, 1.75])
+    assert steps["prefill_tokens"].to_list() == [4, 0, 8, 0, 0, 0, 0, 0]
+    assert steps["k"].to_list() == [0, 2, 0, 0, 0, 0, 0, 0]
+
+
+def test_restart_drop_loses_in_flight_work_and_queues_new_arrivals() -> None:
+    b = Request(1, 1, 0.5, 4, 1, "chat", None, [-1.0, -1.0])
+    run, a = restart_run("drop", extra=[b])
+    assert a.outcome == "rejected" and a.finish_s == pytest.approx(0.25) and a.blocks == 0
+    # b arrives while the only replica is down: it waits for the cold start to end
+    assert b.outcome == "completed" and b.scheduled_s == pytest.approx(1.25)
+
+
+def test_restart_reroutes_to_another_replica() -> None:
+    run, a = restart_run("reroute", replicas=2)
+    assert a.replica == 1 and a.outcome == "completed"
+    steps = steps_frame(run, "c", 0)
+    on_1 = steps.filter(pl.col("replica") == 1)
+    assert on_1["t_start_s"][0] == pytest.approx(0.25) and on_1["prefill_tokens"][0] == 8
+    # replica 1 kept the candidate's speculation (only the restarted one falls back)
+    assert on_1["k"].to_list()[1:] == [2] * (on_1.height - 1)
+
+
+def test_without_drain_in_flight_requests_end_unfinished() -> None:
+    spec = FleetSpec(CFG, drain=False, duration_s=0.35)
+    run = Fleet(spec, FixedStepTimer(0.1)).run(three())
+    outcomes = [r.outcome for r in run.requests]
+    assert outcomes == ["completed", "unfinished", "unfinished"]  # A ends at 0.3 (see above)
+    assert run.requests[1].finish_s is None and run.end_s == pytest.approx(0.35)
+
+
+def test_routing_round_robin_and_least_outstanding() -> None:
+    def routed(routing: str) -> list[int]:
+        reqs = [Request(i, i, 0.15 * i, 4, 20 if i == 0 else 1) for i in range(5)]
+        spec = FleetSpec(CFG, replicas=2, routing=routing)
+        run = Fleet(spec, FixedStepTimer(0.1)).run(reqs)
+        return [r.replica for r in run.requests]
+
+    assert routed("round_robin") == [0, 1, 0, 1, 0]
+    # request 0 stays 2 s on replica 0; each one-token request is done (one 0.1 s step)
+    # before the next arrives, so replica 1 always has fewer outstanding
+    assert routed("least_outstanding") == [0, 1, 1, 1, 1]

@@ -55,8 +55,9 @@ def test_colors_stable_and_baseline_first():
 
 def test_latency_vs_load_traces_slo_units_and_colors():
     fig = figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0)
-    names = [t.name for t in fig.data]
-    assert len(fig.data) == 9  # 3 candidates x p50/p95/p99
+    names = [t.name for t in fig.data if t.x != (None,)]
+    assert len(names) == 9  # 3 candidates x p50/p95/p99
+    assert [t.name for t in fig.data if t.showlegend is not False] == CANDS  # one legend entry each
     assert "ngram-k3 p95" in names and "baseline p50" in names and "ngram-k5 p99" in names
     assert 250.0 in _hlines(fig)
     assert any("SLO TTFT 250 ms" in (a.text or "") for a in fig.layout.annotations)
@@ -77,6 +78,7 @@ def test_latency_vs_load_marks_where_speculation_stops_paying():
     assert _hlines(fig) == []  # no SLO given, no SLO line
     vlines = [s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert vlines == [pytest.approx(2.0 + 30 / 90)]
+    assert "ngram-k3 2.33" in fig.layout.title.text
 
 
 def test_pause_uses_pause_columns():
@@ -142,7 +144,9 @@ def test_breakeven_chart_has_parts_and_breakeven_line():
                        "overhead_ms": [0.3, 0.3, 0.3], "per_token_ms": [7.0, 6.0, 6.5],
                        "baseline_ms": [9.5] * 3})
     fig = figures.breakeven_chart(be, COLORS)
-    assert {t.name for t in fig.data} == {"ngram-k3 D(k)", "ngram-k3 V(k)", "ngram-k3 H(k)", "ngram-k3 per token"}
+    assert {t.name for t in fig.data if t.x != (None,)} == {"ngram-k3 D(k)", "ngram-k3 V(k)", "ngram-k3 H(k)",
+                                                             "ngram-k3 per token"}
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["ngram-k3"]
     assert 9.5 in [s.y0 for s in fig.layout.shapes]
     assert fig.layout.yaxis2.title.text == "time per committed token (ms)"
 

@@ -263,6 +263,33 @@ BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
     ("cand-baseline-k", None, '[[candidates]]\nname = "b"\nspeculation = "off"\nk = 2\n', "candidates[0].k: not used by the baseline"),
     ("cand-named-baseline", None, '[[candidates]]\nname = "baseline"\nproposer = "ngram"\nk = 2\n', 'candidates: a speculative candidate is named "baseline"'),
     ("cand-unknown", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nnum_speculative_tokens = 3\n', "candidates[0].num_speculative_tokens: unknown key; valid: name, speculation, proposer"),
+    ("pw-neg-time", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "step", points = [[-1, 1]]}'), "", "workload.piecewise.points[0]: time must be ≥ 0"),
+    ("pw-start-h-range", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "daily", points = [[0, 1]], start_h = 24}'), "", "workload.piecewise.start_h: must be in [0, 24)"),
+    ("trace-empty-path", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = ""}'), "", "workload.trace.path: must name a CSV file"),
+    ("trace-start", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", start_s = -1}'), "", "workload.trace.start_s: must be ≥ 0"),
+    ("trace-window", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", window_s = 0}'), "", "workload.trace.window_s: must be > 0"),
+    ("trace-scale", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", rate_scale = 0}'), "", "workload.trace.rate_scale: must be > 0"),
+    ("trace-unknown", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", scale = 2}'), "", "workload.trace.scale: unknown key; valid: path, start_s, window_s, rate_scale"),
+    ("trace-lengths-given", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv"}'), "", 'workload.segments[0].prompt_tokens: not used with arrival "trace"'),
+    ("trace-with-poisson", ("rate = 1.0", 'rate = 1.0\ntrace = {path = "t.csv"}'), "", 'workload.trace: only used by arrival "trace"'),
+    ("acc-empty-task", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "", language = "en"}'), "", "workload.segments[0].acceptance.task: must be a non-empty task name"),
+    ("acc-empty-lang", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "support", language = ""}'), "", "workload.segments[0].acceptance.language: must be an ISO 639-1 code"),
+    ("len-min-zero", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "lognormal", median = 10, sigma = 1, min = 0}'), "", "workload.segments[0].prompt_tokens.min: must be ≥ 1 token"),
+    ("len-max-zero", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "lognormal", median = 10, sigma = 1, max = 0}'), "", "workload.segments[0].prompt_tokens.max: must be ≥ 1 token"),
+    ("table-expected", ("[run]\nduration_s = 100\n", "run = 3\n"), "", "run: expected a table, got int 3"),
+    ("array-expected", ("duration_s = 100", "duration_s = 100\nseeds = 3"), "", "run.seeds: expected an array, got int 3"),
+    ("string-expected", ('name = "a"', "name = 5"), "", "workload.segments[0].name: expected a string, got int 5"),
+    ("restart-at-neg", None, "[fleet.restart]\nat_s = -1\ncold_start_s = 5\n", "fleet.restart.at_s: must be ≥ 0"),
+    ("restart-replica-neg", None, "[fleet.restart]\nat_s = 1\ncold_start_s = 5\nreplica = -1\n", "fleet.restart.replica: must be ≥ 0"),
+    ("fleet-profile-empty", None, '[fleet]\nprofile = ""\n', "fleet.profile: must name a profile JSON file"),
+    ("engine-chunk-unbounded", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "lognormal", median = 10, sigma = 1}'), "[fleet.engine]\nchunked_prefill = false\n", "workload.segments[0].prompt_tokens: longest prompt (unbounded: set max) must fit"),
+    ("cand-name", None, '[[candidates]]\nname = "a/b"\nproposer = "ngram"\nk = 2\n', "candidates[0].name: must match [A-Za-z0-9._+-]+"),
+    ("cand-baseline-policy", None, '[[candidates]]\nname = "b"\nspeculation = "off"\npolicy = "adaptive"\n', "candidates[0].policy: not used by the baseline"),
+    ("cand-max-batch", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\npolicy = "off_above_batch"\nmax_batch = 0\n', "candidates[0].max_batch: must be ≥ 1"),
+    ("cand-kbb-empty", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = []\n', "candidates[0].k_by_batch: must hold at least one"),
+    ("cand-kbb-all-zero", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = [[1, 0]]\n', "candidates[0].k_by_batch: at least one k must be ≥ 1"),
+    ("cand-adaptive-neg", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "adaptive"\nk = 2\nadaptive = {on_below_batch = -1, off_above_batch = 4}\n', "candidates[0].adaptive.on_below_batch: must be ≥ 0"),
+    ("cand-speculation", None, '[[candidates]]\nname = "x"\nspeculation = "maybe"\n', "candidates[0].speculation: must be one of 'on', 'off'"),
     ("cand-needs-acceptance", ('acceptance = {task = "support", language = "en"}\n', ""), '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\n', "workload.segments[0].acceptance: required by candidate 'x'"),
 ]
 
@@ -271,6 +298,7 @@ BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
 def test_validation_names_the_field(
     tmp_path: Path, replace: tuple[str, str] | None, append: str, expected: str
 ) -> None:
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,1,1\n")
     text = MINIMAL
     if replace is not None:
         assert replace[0] in text, f"test table out of date: {replace[0]!r}"
@@ -434,3 +462,48 @@ def test_documented_example_loads(tmp_path: Path) -> None:
     assert s.candidate("ngram-by-batch").max_k == 5
     assert s.candidate("ngram-assumed").assumed_acceptance == (0.7, 0.5, 0.35)
     assert s.fleet.restart is not None and s.fleet.restart.at_s == 300.0
+
+
+def test_integral_floats_accepted_for_ints(default: Scenario) -> None:
+    assert default.with_overrides({"fleet.replicas": 2.0}).fleet.replicas == 2
+    with pytest.raises(SpecplanError, match=r"fleet\.replicas: expected an integer, got float 2\.5"):
+        default.with_overrides({"fleet.replicas": 2.5})
+
+
+def test_scenario_pickles_and_hashes(default: Scenario) -> None:
+    import pickle
+
+    again = pickle.loads(pickle.dumps(default))
+    assert again == default and hash(again) == hash(default)
+    assert again.profile_path == default.profile_path
+
+
+def test_dumps_toml_round_trips_arbitrary_documents() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
+    scalars = (
+        st.booleans()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+    )
+    values = st.recursive(
+        scalars, lambda inner: st.lists(inner, max_size=4), max_leaves=8
+    )
+    leaf_table = st.dictionaries(keys, values, max_size=4)
+    tables = st.recursive(
+        leaf_table,
+        lambda inner: st.dictionaries(
+            keys, values | inner | st.lists(leaf_table, min_size=1, max_size=3), max_size=4
+        ),
+        max_leaves=6,
+    )
+
+    @settings(max_examples=150, deadline=None)
+    @given(tables)
+    def check(doc: dict) -> None:
+        assert tomllib.loads(dumps_toml(doc)) == doc
+
+    check()

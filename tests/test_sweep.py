@@ -154,4 +154,13 @@ def test_bad_engine_and_cluster_address(tmp_path: Path) -> None:
         _run(tmp_path, toy_cell, engine="threads")
     pytest.importorskip("distributed")
     with pytest.raises(SpecplanError, match="--cluster"):
-        _run(tmp_path, toy_cell, engine="dask", cluster="tcp://127.0.0.1:1")
+        _run(tmp_path, toy_cell, engine="dask", cluster="tcp://127.0.0.1:1", connect_timeout_s=1.0)
+
+
+def test_dask_existing_scheduler_by_address(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as lc:
+        assert _run(tmp_path, toy_cell, engine="dask", cluster=lc.scheduler_address) == (9, 0)
+        assert lc.scheduler_address  # the cluster outlives the sweep: it is not ours to close
+    assert _consolidated(tmp_path).drop("cell").equals(_expected())

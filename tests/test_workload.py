@@ -301,3 +301,28 @@ def test_shipped_default_rates() -> None:
     expected = s.workload.rate * s.run.duration_s  # type: ignore[operator]
     assert all(abs(k - expected) < 4 * np.sqrt(expected) for k in n)
     assert RunConfig(10.0).seeds == (0,)
+
+
+def test_trace_mean_rate_and_load_scale(tmp_path: Path) -> None:
+    _tiny_trace(tmp_path)
+    s = _scenario(
+        {"arrival": "trace", "segments": [{"name": "x", "share": 1}],
+         "trace": {"path": "tiny.csv", "window_s": 4.0}},
+        duration_s=8, base_dir=tmp_path,
+    )
+    # rows at offsets 0..3 in 8 s of run
+    assert s.workload.mean_rate(8) == pytest.approx(4 / 8)
+    double = s.with_load_scale(2.0)
+    assert double.workload.trace is not None and double.workload.trace.window_s == 8.0
+    times = [r.arrival_s for r in generate_requests(double, rng=0)]
+    assert times == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]  # twice the rows over the same span
+    assert double.workload.mean_rate(8) == pytest.approx(2 * s.workload.mean_rate(8))
+
+
+def test_piecewise_load_scale_scales_counts() -> None:
+    s = _scenario({"arrival": "piecewise",
+                   "piecewise": {"shape": "linear", "points": [[0, 5.0], [100, 15.0]]}}, 100)
+    assert s.workload.mean_rate(100) == pytest.approx(10.0)
+    assert s.with_load_scale(3.0).workload.mean_rate(100) == pytest.approx(30.0)
+    n = len(generate_requests(s.with_load_scale(3.0), rng=4))
+    assert abs(n - 3000) < 4 * np.sqrt(3000)

@@ -1,0 +1,166 @@
+"""The error table, and `specplan validate` end to end (live on a tiny model, and vLLM results)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import polars as pl
+import pytest
+
+from sim import fidelity
+from sim.cli import main
+from sim.synthetic import synthetic_profile_dict
+
+EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
+                    "measured", "abs_error", "rel_error"]
+
+
+def test_error_rows_compute_relative_error_against_the_measurement():
+    pred = {"ttft_ms_median": 110.0, "ttft_ms_p95": 90.0, "request_goodput": 0.5, "itl_ms_median": None}
+    meas = {"ttft_ms_median": 100.0, "ttft_ms_p95": 100.0, "request_goodput": 0.0, "itl_ms_median": 20.0}
+    table = fidelity.error_table(fidelity.error_rows("live", 0.3, 1.5, "baseline", pred, meas))
+    assert table.columns == EXPECTED_COLUMNS
+    by = {r["column"]: r for r in table.to_dicts()}
+    assert by["ttft_ms_median"]["rel_error"] == pytest.approx(0.10)
+    assert by["ttft_ms_p95"]["rel_error"] == pytest.approx(-0.10)
+    assert by["request_goodput"]["rel_error"] is None  # measured 0: no relative error
+    assert by["itl_ms_median"]["predicted"] is None and by["itl_ms_median"]["rel_error"] is None
+    assert "tpot_ms_p99" not in by  # neither side had it
+    bar = fidelity.bar_check(table)
+    assert set(bar["column"]) == {"ttft_ms_median", "ttft_ms_p95"}
+    assert bar["within_bar"].all()
+    text = fidelity.format_table(table)
+    assert "+10.0%" in text and "-10.0%" in text
+
+
+def test_bar_ignores_loads_at_or_above_85_percent():
+    rows = fidelity.error_rows("live", 0.85, 3.0, "b", {"e2el_ms_p95": 200.0}, {"e2el_ms_p95": 100.0})
+    rows += fidelity.error_rows("live", 0.6, 2.0, "b", {"e2el_ms_p95": 100.0}, {"e2el_ms_p95": 100.0})
+    bar = fidelity.bar_check(fidelity.error_table(rows))
+    assert bar["load"].to_list() == [0.6]
+    assert "1/1 within" in fidelity.format_bar(fidelity.error_table(rows))
+
+
+def _write_inputs(tmp_path, rates=(0.7, 0.5, 0.35)):
+    prof = synthetic_profile_dict(name="tiny-synthetic", acceptance_rates=rates,
+                                  base_step_s=0.004, per_seq_s=0.0005, prefill_base_s=0.003)
+    (tmp_path / "p.json").write_text(json.dumps(prof), encoding="utf-8")
+    (tmp_path / "s.toml").write_text(
+        """
+name = "tiny-validate"
+[run]
+duration_s = 20
+seeds = [0]
+[workload]
+arrival = "poisson"
+rate = 2.0
+[[workload.segments]]
+name = "chat"
+share = 1.0
+prompt_tokens = {dist = "uniform", min = 12, max = 40}
+output_tokens = {dist = "uniform", min = 4, max = 12}
+acceptance = {task = "chat", language = "en"}
+[slo]
+ttft_ms = 500
+e2el_ms = 3000
+[fleet]
+profile = "p.json"
+[fleet.engine]
+max_num_seqs = 4
+max_num_batched_tokens = 64
+block_size = 16
+[[candidates]]
+name = "baseline"
+speculation = "off"
+[[candidates]]
+name = "ngram-k2"
+proposer = "ngram"
+k = 2
+policy = "fixed"
+""",
+        encoding="utf-8",
+    )
+    return tmp_path / "s.toml", tmp_path / "p.json"
+
+
+def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
+    pytest.importorskip("torch")
+    scenario, _ = _write_inputs(tmp_path)
+    out = tmp_path / "out"
+    rc = main(["validate", str(scenario), "--model", "config:tiny-llama", "--capacity", "20",
+               "--loads", "0.25,0.5", "--requests", "5", "--sim-reps", "2", "--out", str(out)])
+    assert rc == 0
+    table = pl.read_csv(out / "fidelity.csv")
+    assert table.columns == EXPECTED_COLUMNS
+    assert sorted(set(table["candidate"])) == ["baseline", "ngram-k2"]
+    assert sorted(set(table["load"])) == [0.25, 0.5]
+    assert set(table["rate"]) == {5.0, 10.0}
+    expected_metrics = {col for _, col in fidelity.COMPARED} - {"mean_acceptance_length"}
+    for (cand, load), grp in table.group_by(["candidate", "load"]):
+        missing = expected_metrics - set(grp["column"])
+        assert not missing, (cand, load, missing)
+        both = grp.filter(pl.col("predicted").is_not_null() & pl.col("measured").is_not_null())
+        assert both.height >= 12
+        r = both.to_dicts()[0]
+        assert r["rel_error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
+    spec = table.filter((pl.col("candidate") == "ngram-k2") & (pl.col("column") == "mean_acceptance_length"))
+    assert spec.height == 2 and spec["predicted"].min() > 1.0  # profile's (assumed) acceptance
+    meta = json.loads((out / "fidelity.json").read_text(encoding="utf-8"))
+    assert meta["threads"] >= 1 and meta["capacity_method"] == "given with --capacity"
+    assert any("random token ids" in line for line in meta["header"])
+    measured = pl.read_parquet(out / "measured_requests.parquet")
+    predicted = pl.read_parquet(out / "predicted_requests.parquet")
+    # both sides served the identical requests
+    key = ["candidate", "load", "id", "arrival_s", "prompt_tokens", "output_tokens"]
+    assert measured.select(key).sort(key).equals(predicted.select(key).sort(key))
+    html = (out / "fidelity.html").read_text(encoding="utf-8")
+    assert "predicted vs measured" in html
+    printed = capsys.readouterr().out
+    assert "rel. error" in printed and "bar (" in printed
+
+
+def _vllm_file(tmp_path):
+    n = 30
+    ttfts = [0.05 + 0.002 * i for i in range(n)]
+    itls = [[0.02] * (5 + i % 4) for i in range(n)]
+    obj = {
+        "date": "20261129-120000", "backend": "vllm", "model_id": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "num_prompts": n, "request_rate": 2.0, "burstiness": 1.0, "max_concurrency": None,
+        "duration": 15.3, "completed": n, "failed": 0,
+        "input_lens": [20 + i for i in range(n)], "output_lens": [len(x) + 1 for x in itls],
+        "ttfts": ttfts, "itls": itls, "generated_texts": ["x"] * n, "errors": [""] * n,
+        "mean_ttft_ms": 1000 * sum(ttfts) / n,
+    }
+    path = tmp_path / "vllm-2.0qps.json"
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path, ttfts
+
+
+def test_vllm_results_are_compared_with_a_simulation_of_the_same_load(tmp_path, capsys):
+    scenario, _ = _write_inputs(tmp_path)
+    path, ttfts = _vllm_file(tmp_path)
+    out = tmp_path / "vout"
+    rc = main(["validate", "--vllm-results", str(path), "--scenario", str(scenario),
+               "--seeds", "0,1", "--out", str(out)])
+    assert rc == 0
+    table = pl.read_csv(out / "fidelity.csv")
+    assert table.columns == EXPECTED_COLUMNS
+    assert set(table["candidate"]) == {"baseline"} and table["load"].is_null().all()
+    by = {r["column"]: r for r in table.to_dicts()}
+    ordered = sorted(ttfts)
+    assert by["ttft_ms_median"]["measured"] == pytest.approx(1000 * (ordered[14] + ordered[15]) / 2)
+    assert by["itl_ms_median"]["measured"] == pytest.approx(20.0)
+    assert by["request_throughput"]["measured"] == pytest.approx(30 / 15.3)
+    for col in ("ttft_ms_median", "e2el_ms_p95", "request_throughput"):
+        assert by[col]["predicted"] is not None and math.isfinite(by[col]["predicted"])
+
+
+def test_bad_arguments_exit_2(tmp_path, capsys):
+    scenario, _ = _write_inputs(tmp_path)
+    assert main(["validate", str(scenario), "--loads", "0.3,abc"]) == 2
+    assert "--loads" in capsys.readouterr().err
+    assert main(["validate", str(scenario), "--candidates", "nope", "--capacity", "1"]) == 2
+    assert "unknown candidate" in capsys.readouterr().err
+    assert main(["validate"]) == 2
+    assert "SCENARIO" in capsys.readouterr().err

@@ -1,0 +1,160 @@
+"""The real serving loop: exact greedy output, the simulator's plans, open-loop recording.
+
+Uses the config-only tiny-llama (random weights, CPU, milliseconds a pass): its greedy output
+is deterministic, which is all these checks need.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from profiler.models import load_model  # noqa: E402
+from profiler.proposers import NgramProposer  # noqa: E402
+from profiler.serving import (  # noqa: E402
+    PlanRecord,
+    ServingRequest,
+    fit_prompt,
+    segment_prompts,
+    serve,
+)
+from sim.engine import Fleet, FleetSpec  # noqa: E402
+from sim.records import requests_frame, steps_frame  # noqa: E402
+from sim.scheduler import Request, SchedulerConfig  # noqa: E402
+from sim.speculation import OFF, SpeculationPolicy  # noqa: E402
+from sim.step_time import FixedStepTimer, StepShape  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("config:tiny-llama", device="cpu").model
+
+
+def _requests(n: int = 4, gap: float = 0.004) -> list[ServingRequest]:
+    gen = torch.Generator().manual_seed(3)
+    out = []
+    for i in range(n):
+        motif = torch.randint(3, 60, (6,), generator=gen).tolist()
+        prompt = fit_prompt(motif, 18 + 9 * i)  # repetitive: n-gram lookup finds matches
+        out.append(ServingRequest(i, gap * i, prompt, 10 + 3 * i))
+    return out
+
+
+def _greedy(model, prompt, n):
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    out = []
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([list(prompt)]), cache=cache, use_cache=True).logits[0, -1]
+        for _ in range(n):
+            tok = int(logits.argmax())
+            out.append(tok)
+            logits = model(input_ids=torch.tensor([[tok]]), cache=cache, use_cache=True).logits[0, -1]
+    return tuple(out)
+
+
+# small budget and blocks so plans chunk prompts, batch decodes and (below) preempt
+CFG = SchedulerConfig(max_num_seqs=3, max_num_batched_tokens=24, block_size=4, kv_blocks=120)
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_outputs_equal_plain_greedy_generation(tiny, speculate):
+    reqs = _requests()
+    policy = SpeculationPolicy("fixed", k=3) if speculate else OFF
+    res = serve(reqs, CFG, tiny, policy=policy,
+                proposer_factory=(lambda: NgramProposer()) if speculate else None,
+                proposer_name="ngram", step_timer=FixedStepTimer(0.01))
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens), r.id
+    assert (res.requests["outcome"] == "completed").all()
+    assert res.requests["generated_tokens"].to_list() == [r.output_tokens for r in reqs]
+    # every generated token reached the client in some burst
+    sums = {rid: 0 for rid in res.outputs}
+    for rid, tok in zip(res.bursts["id"].to_list(), res.bursts["tokens"].to_list(), strict=True):
+        sums[rid] += tok
+    assert sums == {r.id: r.output_tokens for r in reqs}
+    if speculate:
+        assert res.steps["k"].max() == 3
+        assert res.steps["accepted_tokens"].sum() > 0  # repetitive prompts: n-gram hits
+        assert res.requests["num_drafts"].sum() > 0
+
+
+def test_preemption_recomputes_and_stays_exact(tiny):
+    reqs = _requests(n=3, gap=0.0)
+    tight = SchedulerConfig(max_num_seqs=3, max_num_batched_tokens=64, block_size=4, kv_blocks=20)
+    res = serve(reqs, tight, tiny, policy=OFF, step_timer=FixedStepTimer(0.01))
+    assert res.requests["preemptions"].sum() > 0
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens)
+
+
+def test_plans_match_the_simulator_when_step_times_are_the_same(tiny):
+    """A three-request trace: the real loop on a virtual clock executes the simulator's plans."""
+    reqs = _requests(n=3, gap=0.015)
+    timer_real, timer_sim = FixedStepTimer(0.01), FixedStepTimer(0.01)
+    real = serve(reqs, CFG, tiny, policy=OFF, step_timer=timer_real)
+
+    sim_reqs = [Request(i, r.id, r.arrival_s, len(r.prompt_ids), r.output_tokens) for i, r in enumerate(reqs)]
+    plans: list[PlanRecord] = []
+    fleet = Fleet(FleetSpec(scheduler=CFG), _Recording(timer_sim, plans))
+    run = fleet.run(sim_reqs)
+    sim_steps = steps_frame(run, "baseline", 0)
+    cols = ["t_start_s", "decode_seqs", "prefill_tokens", "k", "queue_len", "kv_used_blocks"]
+    assert real.steps.select(cols).to_dicts() == sim_steps.select(cols).to_dicts()
+    sim_req = requests_frame(run, "baseline", 0, 0.0)
+    rcols = ["id", "scheduled_s", "first_token_s", "finish_s", "num_bursts", "max_pause_s"]
+    assert real.requests.select(rcols).to_dicts() == sim_req.select(rcols).to_dicts()
+    assert len(real.plans) == len(plans) == sim_steps.height
+    assert [(len(p.decode), sum(n for _, n in p.prefill)) for p in real.plans] == plans
+    assert {rid for p in real.plans for rid in p.decode} == {0, 1, 2}
+
+
+class _Recording:
+    """Step timer wrapper that also notes each plan's shape the engine hands it."""
+
+    def __init__(self, timer, out):
+        self.timer, self.out = timer, out
+
+    def __call__(self, shape: StepShape) -> float:
+        self.out.append((shape.decode_seqs, shape.prefill_tokens))
+        return self.timer(shape)
+
+
+def test_wall_clock_run_is_open_loop_and_causal(tiny):
+    reqs = _requests(n=4, gap=0.02)
+    res = serve(reqs, CFG, tiny, policy=SpeculationPolicy("fixed", k=2),
+                proposer_factory=lambda: NgramProposer(), proposer_name="ngram", max_wall_s=60)
+    assert res.clock == "wall" and not res.aborted and res.threads >= 1
+    df = res.requests
+    assert (df["outcome"] == "completed").all()
+    assert (df["scheduled_s"] >= df["arrival_s"]).all()
+    assert (df["first_token_s"] > df["scheduled_s"]).all()
+    assert (df["finish_s"] >= df["first_token_s"]).all()
+    # bursts are recorded at step ends, in time order, never before the request arrived
+    arrival = dict(zip(df["id"].to_list(), df["arrival_s"].to_list(), strict=True))
+    assert all(t > arrival[i] for i, t in zip(res.bursts["id"].to_list(), res.bursts["t_s"].to_list(), strict=True))
+    assert res.bursts["t_s"].is_sorted()
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens)
+
+
+def test_fit_prompt_and_random_prompts_have_exact_lengths():
+    assert fit_prompt([1, 2, 3], 7) == (1, 2, 3, 1, 2, 3, 1)
+    assert fit_prompt(list(range(10)), 4) == (0, 1, 2, 3)
+    with pytest.raises(ValueError):
+        fit_prompt([], 3)
+
+    class Spec:
+        def __init__(self, i, n):
+            self.id, self.prompt_tokens, self.segment = i, n, "s"
+
+    specs = [Spec(i, n) for i, n in enumerate([5, 40, 1])]
+    ids, notes = segment_prompts(specs, {"s": ("support", "en")}, None, 512, seed=1)
+    assert [len(ids[s.id]) for s in specs] == [5, 40, 1]
+    assert all(0 <= t < 512 for v in ids.values() for t in v)
+    assert "random token ids" in notes[0]
+    again, _ = segment_prompts(specs, {"s": ("support", "en")}, None, 512, seed=1)
+    assert again == ids and np.all([a == b for a, b in zip(again.values(), ids.values(), strict=True)])
