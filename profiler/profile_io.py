@@ -104,6 +104,9 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
     """Temp file in the same folder, fsync, then ``os.replace``: readers never see half a file."""
     out = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or Path("."))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a profile is meant to be shared
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1, allow_nan=False)

@@ -308,6 +308,7 @@ class CapacityReport:
     bottlenecks: tuple[Any, ...] = ()
     notes: tuple[str, ...] = ()
     baseline: str = "baseline"
+    price_source: str = ""
 
     def decisions(self, thresholds: Any = None) -> list[Any]:
         """The decision table over the load levels (and the operating point's replicas)."""
@@ -501,6 +502,9 @@ def plan_capacity(
         sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
         duration_s=float(scenario.run.duration_s), bottlenecks=tuple(attributions),
         notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
+        price_source=(f"cost: scenario fleet.price_per_gpu_hour = {scenario.fleet.price_per_gpu_hour} $/h "
+                      f"per replica, draft_price_per_hour = {scenario.fleet.draft_price_per_hour} $/h "
+                      f"(prices as the scenario states them)"),
     )
 
 

@@ -144,7 +144,7 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
              "vllm_speculative_config": a.vllm_speculative_config(), "vllm_notes": a.vllm_notes(),
              "sources": list(a.sources), "notes": list(a.notes)} for a in advice
         ],
-        "sources": list(report.sources),
+        "sources": [*report.sources, *([report.price_source] if report.price_source else [])],
         "notes": list(report.notes),
     }
 
@@ -205,7 +205,8 @@ def format_report(report: Any, advice: list[Any]) -> list[str]:
         lines += ["", "bottlenecks (measure that shows it):", *format_attributions(list(report.bottlenecks))]
     for a in advice:
         lines += ["", *a.format_table(), "vLLM speculative_config:", a.vllm_snippet()]
-    lines += ["", "sources:", *(f"  {s}" for s in report.sources)]
+    lines += ["", "sources:", *(f"  {s}" for s in report.sources),
+              *([f"  {report.price_source}"] if report.price_source else [])]
     if report.notes:
         lines += ["notes:", *(f"  {n}" for n in report.notes)]
     return lines

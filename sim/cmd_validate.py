@@ -291,7 +291,7 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
         "both sides: the same requests, the same scheduler (sim/scheduler.py); real step times and real "
         "acceptance vs the profile's step-time and acceptance models",
         *[f"source: {s}" for s in sorted(sources)],
-        *[f"note: {n}" for n in dict.fromkeys(notes)],
+        *[f"note: {n}" for n in fidelity.compact_notes(notes)],
     ]
     _write(out, table, frames, header, {
         "command": " ".join(["specplan", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else None,
@@ -363,7 +363,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
         "measured: vLLM's per-request ttfts/itls; E2EL = ttft + sum(itls); arrivals re-drawn at vLLM's "
         "rate/burstiness (vLLM saves none), lengths replayed in order",
         *[f"source: {s}" for s in sorted(sources)],
-        *[f"note: {n}" for n in dict.fromkeys(notes)],
+        *[f"note: {n}" for n in fidelity.compact_notes(notes)],
     ]
     out = Path(args.out)
     _write(out, table, {}, header, {"vllm_results": str(args.vllm_results),

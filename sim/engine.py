@@ -218,6 +218,8 @@ class Replica:
             now = env.now
             plan = sched.schedule(now, k)
             if not plan.decode and not plan.prefill:
+                if plan.preempted:
+                    continue  # everything running was preempted: admit from the queue now
                 if sched.running or sched.waiting:
                     raise RuntimeError(
                         f"replica {idx}: work queued but nothing schedulable at t={now} "

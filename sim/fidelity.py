@@ -182,6 +182,27 @@ def format_bar(table: pl.DataFrame) -> str:
     return "\n".join(out)
 
 
+def compact_notes(notes: Sequence[str]) -> list[str]:
+    """Notes once each; repeated extrapolation notes (one per simulated run) folded into one
+    line per quantity with the largest share of steps seen."""
+    out: dict[str, str] = {}
+    worst: dict[str, float] = {}
+    for n in notes:
+        if n.startswith("extrapolated: ") and "% of steps" in n:
+            head, _, tail = n.partition(" in ")
+            try:
+                share = float(tail.split("%", 1)[0])
+            except ValueError:
+                out.setdefault(n, n)
+                continue
+            if share >= worst.get(head, -1.0):
+                worst[head] = share
+                out[head] = f"{head} in up to {share:.1f}% of steps of a simulated run"
+        else:
+            out.setdefault(n, n)
+    return list(out.values())
+
+
 # ---------------------------------------------------------------------------------------------
 # workloads at a load, capacity, prediction
 

@@ -164,3 +164,17 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "unknown candidate" in capsys.readouterr().err
     assert main(["validate"]) == 2
     assert "SCENARIO" in capsys.readouterr().err
+
+
+def test_repeated_extrapolation_notes_fold_into_one_line_per_quantity():
+    notes = [
+        "extrapolated: target_forward.batch above 4 in 4.8% of steps (16 of 331)",
+        "prompts: built-in prompt sets",
+        "extrapolated: target_forward.batch above 4 in 11.3% of steps (28 of 248)",
+        "extrapolated: target_forward.batch above 4 in 3.8% of steps (13 of 342)",
+        "prompts: built-in prompt sets",
+    ]
+    assert fidelity.compact_notes(notes) == [
+        "extrapolated: target_forward.batch above 4 in up to 11.3% of steps of a simulated run",
+        "prompts: built-in prompt sets",
+    ]

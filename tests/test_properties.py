@@ -28,7 +28,7 @@ def shape_timer(shape: StepShape) -> float:
 @st.composite
 def fleets(draw):
     n = draw(st.integers(1, 25))
-    gaps = draw(st.lists(st.floats(0.0, 0.5), min_size=n, max_size=n))
+    gaps = draw(st.lists(st.floats(0.0, 0.2), min_size=n, max_size=n))
     times = np.cumsum(gaps).tolist()
     k = draw(st.integers(0, 3))
     timeout = draw(st.one_of(st.none(), st.floats(0.05, 3.0)))
@@ -41,13 +41,18 @@ def fleets(draw):
                 timeout, [-r for r in rates],
             )
         )
+    block_size = draw(st.integers(1, 8))
+    # KV sized around the largest request (a few too-big ones get rejected) so that several
+    # running requests compete for blocks and preemption happens
+    longest = max(r.prompt_tokens + r.output_tokens for r in reqs) + k
+    kv_blocks = max(1, -(-longest // block_size) * draw(st.integers(1, 3)) + draw(st.integers(-2, 4)))
     cfg = SchedulerConfig(
-        max_num_seqs=draw(st.integers(1, 4)),
+        max_num_seqs=draw(st.integers(1, 6)),
         max_num_batched_tokens=draw(st.integers(4, 48)),
-        block_size=draw(st.integers(1, 8)),
-        kv_blocks=draw(st.integers(3, 40)),
+        block_size=block_size,
+        kv_blocks=kv_blocks,
         chunked_prefill=draw(st.booleans()),
-        queue_limit=draw(st.one_of(st.none(), st.integers(0, 5))),
+        queue_limit=draw(st.one_of(st.none(), st.integers(0, 12))),
         max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 2.0))),
     )
     replicas = draw(st.integers(1, 2))
@@ -68,7 +73,7 @@ def fleets(draw):
     return spec, reqs
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets())
 def test_engine_invariants(case) -> None:
     spec, reqs = case

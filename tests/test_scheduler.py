@@ -259,3 +259,26 @@ def test_policy_validation_messages() -> None:
         SpeculationPolicy("adaptive", k=3, on_below_batch=5, off_above_batch=5, window_s=1)
     with pytest.raises(ValueError, match="starting at batch 1"):
         SpeculationPolicy("k_by_batch", k_by_batch=((2, 3),))
+
+
+def test_engine_draws_match_sim_acceptance_draw_accepted() -> None:
+    """The engine's chunked inverse-CDF draw is sim.acceptance.draw_accepted, draw for draw."""
+    from bisect import bisect_left
+
+    import numpy as np
+
+    from sim.acceptance import draw_accepted
+    from sim.engine import _Uniforms
+
+    rates = [0.9, 0.6, 0.6, 0.2]
+    neg = [-r for r in rates]
+    uni = _Uniforms(np.random.default_rng(42))
+    uni.refill_keep(0)
+    ref = np.random.default_rng(42)
+    for i in range(10_000):
+        k = i % 5
+        if uni.pos >= len(uni.buf):
+            uni.refill_keep(uni.pos)
+        u = uni.buf[uni.pos]
+        uni.pos += 1
+        assert bisect_left(neg, -u, 0, k) == draw_accepted(rates, k, ref)
