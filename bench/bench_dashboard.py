@@ -157,9 +157,21 @@ def browser_round_trip(roots: Roots, scenario: str, profile: str, repeats: int) 
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     js = ("return Array.from(document.querySelectorAll('.js-plotly-plot')).filter(g => g.data && g.data.length)"
           ".map(g => JSON.stringify(g.data[g.data.length - 1].x)).join('|');")
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     try:
         driver.get(f"http://127.0.0.1:{port}/?scenario={scenario}&profile={profile}")
-        WebDriverWait(driver, 300).until(lambda d: d.execute_script(js).count("|") >= len(FIGURE_IDS) - 1)
+        try:
+            WebDriverWait(driver, 300).until(lambda d: d.execute_script(js).count("|") >= len(FIGURE_IDS) - 1)
+        except Exception:
+            shots = REPO / "artifacts" / "screenshots"
+            shots.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(shots / "bench-browser-timeout.png"))
+            print("browser round trip: first view did not finish; error box:",
+                  driver.execute_script("return document.getElementById('error').innerText"),
+                  "| charts drawn:", driver.execute_script(js).count("|") + 1)
+            raise
         times = []
         for i in range(repeats):
             before = driver.execute_script("return document.getElementById('status').innerText")

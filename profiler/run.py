@@ -251,6 +251,7 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
     bar = tqdm(total=total_points + 1, desc="timing", unit="pt", disable=not req.progress, dynamic_ncols=True)
     bar.update(sum(1 for t in tasks for p in t.points if p.key(fp) in ckpt))
     t0 = time.perf_counter()
+    load = [_load_average()]
     with torch.inference_mode():
         for task in tasks:
             todo = [p for p in task.points if p.key(fp) not in ckpt]
@@ -264,6 +265,7 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
                 if on_point is not None:
                     on_point(measured_now)
         phase_s["timing"] = time.perf_counter() - t0
+        load.append(_load_average())
         t0 = time.perf_counter()
         bar.set_description("memory")
         act_tokens = max(grids.prefill_tokens)
@@ -282,7 +284,7 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
     phase_s["acceptance"] = acc_s
     wall = time.perf_counter() - t_start
     profile = _assemble(req, target, proposers, grids, measured, ckpt.records["memory"], acceptance,
-                        wall, phase_s, ckpt.reused)
+                        wall, phase_s, ckpt.reused, load)
     write_profile(out, profile)
     ckpt.remove()
     return profile
@@ -298,6 +300,14 @@ def _load_prompts(req: ProfileRequest) -> list[Any]:
     if req.target.startswith("config:"):
         return []  # random weights: acceptance is not measured, built-in prompts not needed
     return builtin_prompts()
+
+
+def _load_average() -> float | None:
+    """The host's 1-minute load average: how busy the CPU was while we timed it."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
 
 
 def _free_bytes(target: LoadedModel) -> int | None:
@@ -365,7 +375,7 @@ def _provenance(method: str, req: ProfileRequest, target: LoadedModel, proposers
 
 def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Proposer], grids: TimingGrids,
               measured: list[Measured], mem: dict[str, Any], acceptance: dict[str, Any], wall: float,
-              phase_s: dict[str, float], reused: int) -> dict[str, Any]:
+              phase_s: dict[str, float], reused: int, load: list[float | None]) -> dict[str, Any]:
     timing = assemble_timing(grids, [p.name for p in proposers], measured)
     g = grids
     timing_notes = [
@@ -379,6 +389,9 @@ def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Propose
     ]
     if any(p.request.kind == "ngram" for p in proposers):
         timing_notes.append("ngram D(k): host lookup over random-token contexts (no match: a full scan)")
+    if target.device.type == "cpu" and None not in load:
+        timing_notes.append(f"1-min load average {load[0]:.1f} before and {load[1]:.1f} after timing "
+                            f"(other processes competing for the CPU inflate and scatter the times)")
     timing_notes.append(f"run wall time {wall:.0f} s (timing {phase_s.get('timing', 0):.0f} s, "
                         f"acceptance {phase_s.get('acceptance', 0):.0f} s)"
                         + (f"; {reused} checkpointed records reused (--resume)" if reused else ""))

@@ -42,6 +42,7 @@ def test_tiny_profile_end_to_end(tmp_path: Path, capsys):
     assert command.startswith("specplan profile ") and "--target config:tiny-llama" in command
     assert "--quick" in command and str(tmp_path) not in command  # no machine paths
     assert "wrote" in stdout and "[measured]" in stdout
+    assert "load average" in raw["timing"]["provenance"]["notes"]
 
 
 def test_draft_model_proposer_profile(tmp_path: Path, capsys):
