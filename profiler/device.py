@@ -77,6 +77,19 @@ def system_memory_bytes() -> int:
     return total
 
 
+def _nvml_handle(pynvml: Any, index: int) -> Any:
+    """NVML numbers all GPUs, CUDA only the visible ones: match by PCI address when we can."""
+    props = torch.cuda.get_device_properties(index)
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is not None:
+        address = f"{getattr(props, 'pci_domain_id', 0):08X}:{bus:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
+        try:
+            return pynvml.nvmlDeviceGetHandleByPciBusId(address)
+        except Exception:
+            pass
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
 def _nvml_facts(index: int) -> dict[str, Any]:
     """Name, total memory and driver from NVML; empty when NVML is unavailable."""
     try:
@@ -84,7 +97,7 @@ def _nvml_facts(index: int) -> dict[str, Any]:
 
         pynvml.nvmlInit()
         try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            handle = _nvml_handle(pynvml, index)
             name = pynvml.nvmlDeviceGetName(handle)
             driver = pynvml.nvmlSystemGetDriverVersion()
             mem = pynvml.nvmlDeviceGetMemoryInfo(handle)

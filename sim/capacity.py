@@ -62,7 +62,7 @@ class Probe:
     reason: str = ""
 
 
-SearchStatus = Literal["bracketed", "below_min", "above_max"]
+SearchStatus = Literal["bracketed", "below_min", "above_max", "below_probes", "above_probes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,9 @@ class CapacitySearch:
 
     ``status``: ``bracketed`` (the boundary lies in ``(lower, upper]``), ``below_min`` (even
     ``min_rate`` failed: capacity < ``min_rate``, reported as 0), ``above_max`` (``max_rate``
-    still passed: capacity ≥ ``max_rate``, a lower bound).
+    still passed: capacity ≥ ``max_rate``, a lower bound), ``below_probes`` / ``above_probes``
+    (the evaluation budget ran out before a bracket: capacity < ``upper``, reported as 0, or
+    ≥ ``rate``).
     """
 
     rate: float
@@ -100,7 +102,8 @@ def find_capacity(
 ) -> CapacitySearch:
     """Highest rate where ``check`` passes, assuming pass below and fail above one boundary.
 
-    Bracket from ``start`` by multiplying/dividing by ``growth``; then shrink the bracket on
+    Bracket from ``start`` by multiplying/dividing by ``growth``, ``growth²``, … (at most 16×
+    a step, so a boundary far from the start costs few probes); then shrink the bracket on
     log-rate until ``upper/lower − 1 ≤ rel_tol`` or ``max_evals`` evaluations were spent.
     Each step interpolates log(margin) linearly in log(rate) when both ends have a margin,
     clamped to the middle 80 % of the bracket (so the bracket shrinks by ≥ 10 % per step and a
@@ -122,6 +125,7 @@ def find_capacity(
     p = ev(rate)
     lo: Probe | None = p if p.sustained else None
     hi: Probe | None = None if p.sustained else p
+    step = growth
     while lo is None or hi is None:
         if len(probes) >= max_evals:
             break
@@ -129,7 +133,7 @@ def find_capacity(
             assert hi is not None
             if hi.rate <= min_rate:
                 return CapacitySearch(0.0, 0.0, hi.rate, "below_min", tuple(probes))
-            q = ev(max(hi.rate / growth, min_rate))
+            q = ev(max(hi.rate / step, min_rate))
             if q.sustained:
                 lo = q
             else:
@@ -137,16 +141,17 @@ def find_capacity(
         else:  # everything so far passed: go up
             if lo.rate >= max_rate:
                 return CapacitySearch(lo.rate, lo.rate, math.inf, "above_max", tuple(probes))
-            q = ev(min(lo.rate * growth, max_rate))
+            q = ev(min(lo.rate * step, max_rate))
             if q.sustained:
                 lo = q
             else:
                 hi = q
+        step = min(step * growth, 16.0)  # accelerate: a far-off boundary is bracketed in few probes
     if lo is None:
         assert hi is not None
-        return CapacitySearch(0.0, 0.0, hi.rate, "below_min", tuple(probes))
+        return CapacitySearch(0.0, 0.0, hi.rate, "below_probes", tuple(probes))
     if hi is None:
-        return CapacitySearch(lo.rate, lo.rate, math.inf, "above_max", tuple(probes))
+        return CapacitySearch(lo.rate, lo.rate, math.inf, "above_probes", tuple(probes))
     last_side, streak = "", 0
     while hi.rate / lo.rate - 1.0 > rel_tol and len(probes) < max_evals:
         # interpolate, but bisect after the same end moved twice running (Illinois-style
@@ -478,6 +483,12 @@ def plan_capacity(
 
     base = next((r for r in results if r.candidate == scenario.baseline.name), None)
     ref = base.fleet_mean if base is not None and base.mean > 0 else max(r.fleet_mean for r in results)
+    if not ref > 0:
+        # nothing sustains the SLOs at any probed rate: still compare the candidates, at
+        # fractions of the scenario's own rate, so the decision table can say why
+        ref = base_rate
+        load.notes.add(f"no candidate sustains the SLOs at any probed rate; load levels are "
+                       f"fractions of the scenario's rate ({base_rate:g} req/s) instead")
     from sim.bottleneck import attribute_result
 
     load_frames = []
@@ -523,26 +534,51 @@ def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _fewest_replicas(load: SimulatedLoad, name: str, target: float, cap: float,
                      seeds: Sequence[int], criteria: SustainCriteria,
                      max_replicas: int) -> tuple[int | None, str, dict[str, Any] | None]:
-    """Smallest n whose fleet sustains ``target`` on every seed; (None, why, None) if > max."""
+    """Smallest n whose fleet sustains ``target`` on every seed; (None, why, None) if > max.
+
+    Starts at ``ceil(target / capacity per replica)``, gallops (1, 2, 4, … away) to a count
+    that passes and one that fails, then bisects: more replicas never serve a rate worse, so
+    this is the same monotone search as the rate's, on integers."""
 
     def ok(n: int) -> tuple[bool, dict[str, Any]]:
         start = len(load.rows)
         probes = [load.probe(name, target, sd, n) for sd in seeds]
         return all(p.sustained for p in probes), mean_row(load.rows[start:])
 
-    n = max(1, math.ceil(target / cap)) if cap > 0 else 1
-    n = min(n, max_replicas)
-    passed, row = ok(n)
-    if passed:
-        while n > 1:
-            p2, r2 = ok(n - 1)
-            if not p2:
+    if not cap > 0:
+        return None, "no capacity found: more replicas cannot help a per-request SLO", None
+    n = min(max(1, math.ceil(target / cap)), max_replicas)
+    cache: dict[int, tuple[bool, dict[str, Any]]] = {}
+
+    def check(m: int) -> bool:
+        if m not in cache:
+            cache[m] = ok(m)
+        return cache[m][0]
+
+    # gallop to a passing count, then bisect between the last failing and the first passing
+    if check(n):
+        good, bad = n, 0
+        step = 1
+        while good - step >= 1 and check(good - step):
+            good, step = good - step, step * 2
+        bad = max(bad, good - step) if good - step >= 1 else 0
+    else:
+        bad, step = n, 1
+        good = 0
+        while bad + step <= max_replicas:
+            if check(bad + step):
+                good = bad + step
                 break
-            n, row = n - 1, r2
-        return n, "sustained on every seed", row
-    while n < max_replicas:
-        n += 1
-        passed, row = ok(n)
-        if passed:
-            return n, "sustained on every seed", row
-    return None, f"not sustained with {max_replicas} replicas", None
+            bad, step = bad + step, step * 2
+        if not good:
+            if bad < max_replicas and check(max_replicas):
+                good = max_replicas
+            else:
+                return None, f"not sustained with {max_replicas} replicas", None
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if check(mid):
+            good = mid
+        else:
+            bad = mid
+    return good, "sustained on every seed", cache[good][1]

@@ -71,7 +71,12 @@ def test_limits_of_the_search() -> None:
     always = find_capacity(lambda r: Probe(r, True, 0.1), start=1.0, max_rate=64, max_evals=50)
     assert always.status == "above_max" and always.rate == 64 and math.isinf(always.upper)
     budget = find_capacity(lambda r: Probe(r, r <= 1000, None), start=1.0, max_evals=3)
-    assert budget.status == "above_max" and len(budget.probes) == 3  # says it is a lower bound
+    assert budget.status == "above_probes" and len(budget.probes) == 3  # a lower bound
+    assert budget.rate == 8.0  # steps accelerate: ×2, then ×4
+    low = find_capacity(lambda r: Probe(r, r <= 1e-3, None), start=1.0, max_evals=3)
+    assert low.status == "below_probes" and low.rate == 0.0 and low.upper == 1 / 8
+    far = find_capacity(lambda r: Probe(r, r <= 0.02, None), start=1.0, rel_tol=0.1, max_evals=12)
+    assert far.status == "bracketed" and far.lower <= 0.02 < far.upper  # 50× away, 12 probes
     with pytest.raises(SpecplanError):
         find_capacity(lambda r: Probe(r, True), start=0.0)
 
@@ -175,3 +180,28 @@ def test_capacity_spread_over_seeds_and_bad_input() -> None:
         plan_capacity(dd1_scenario(), dd1_profile(), candidates=["nope"])
     with pytest.raises(SpecplanError, match="target-rate"):
         plan_capacity(dd1_scenario(), dd1_profile(), target_rate=-1.0)
+
+
+def test_fewest_replicas_gallops_and_bisects() -> None:
+    from sim.capacity import _fewest_replicas
+
+    class FakeLoad:
+        """A fleet of n replicas sustains the target iff n ≥ 37 (each probe recorded)."""
+
+        def __init__(self) -> None:
+            self.rows: list[dict] = []
+            self.asked: list[int] = []
+
+        def probe(self, name: str, rate: float, seed: int, n: int) -> Probe:
+            self.asked.append(n)
+            self.rows.append({"replicas": n, "cost_per_good_answer_usd": float(n)})
+            return Probe(rate, n >= 37)
+
+    crit = SustainCriteria({"ttft": 1.0})
+    for cap in (10.0 / 37, 10.0 / 5, 10.0 / 60):  # first guess right, far too low, too high
+        fake = FakeLoad()
+        n, status, row = _fewest_replicas(fake, "c", 10.0, cap, [1], crit, 256)  # type: ignore[arg-type]
+        assert n == 37 and row["replicas"] == 37 and "every seed" in status
+        assert len(set(fake.asked)) <= 12  # not a walk over every count
+    none, why, _ = _fewest_replicas(FakeLoad(), "c", 10.0, 0.0, [1], crit, 256)  # type: ignore[arg-type]
+    assert none is None and "no capacity" in why

@@ -84,6 +84,7 @@ policy = "fixed"
     return tmp_path / "s.toml", tmp_path / "p.json"
 
 
+@pytest.mark.slow
 def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     pytest.importorskip("torch")
     scenario, _ = _write_inputs(tmp_path)
