@@ -10,9 +10,11 @@ bracket so it never does worse than bisection by much) instead of a blind grid.
 window (after warm-up), for every metric the scenario puts an SLO on (ttft, tpot, e2el, pause)
 the chosen percentile (default the scenario's ``slo.percentile``) is at most its limit, *and*
 requests lost to admission rejection or client timeout are at most ``max_loss_fraction``
-(default 1 %) of the requests that arrived in the window. The margin of a probe is the largest
+(default 1 %) of the requests that arrived in the window; a probe with fewer than two measured
+requests above the percentile (40 for p95) cannot show it and fails. The margin of a probe is the largest
 of ``observed/limit`` over those checks (``loss/max_loss`` for losses), so margin ≤ 1 ⇔ sustained.
-Searches run with ``run.drain = true`` so an overloaded run's backlog is measured, not cut off.
+Searches run with ``run.drain = true`` so an overloaded run's backlog is measured, not cut off,
+and (stationary arrivals) long enough for ``min_requests`` measured requests.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class Probe:
     sustained: bool
     margin: float | None = None
     reason: str = ""
+    conclusive: bool = True
+    """False when the run was too small to judge (too few requests for the percentile): the
+    search then treats this rate as a floor it cannot look below, not as a failure."""
 
 
 SearchStatus = Literal["bracketed", "below_min", "above_max", "below_probes", "above_probes"]
@@ -126,6 +131,7 @@ def find_capacity(
     lo: Probe | None = p if p.sustained else None
     hi: Probe | None = None if p.sustained else p
     step = growth
+    floor: float | None = None  # highest rate found too small to judge
     while lo is None or hi is None:
         if len(probes) >= max_evals:
             break
@@ -133,8 +139,15 @@ def find_capacity(
             assert hi is not None
             if hi.rate <= min_rate:
                 return CapacitySearch(0.0, 0.0, hi.rate, "below_min", tuple(probes))
-            q = ev(max(hi.rate / step, min_rate))
-            if q.sustained:
+            if floor is not None and hi.rate / floor - 1.0 <= rel_tol:
+                break  # cannot judge lower rates: capacity < hi.rate, below_probes
+            x = hi.rate / step
+            if floor is not None:
+                x = max(x, math.sqrt(floor * hi.rate))
+            q = ev(max(x, min_rate))
+            if not q.conclusive:
+                floor = q.rate if floor is None else max(floor, q.rate)
+            elif q.sustained:
                 lo = q
             else:
                 hi = q
@@ -191,6 +204,11 @@ class SustainCriteria:
     percentile: float = 95.0
     max_loss_fraction: float = 0.01
 
+    @property
+    def min_measured(self) -> int:
+        """Fewest measured requests a probe needs: two above the percentile (40 for p95)."""
+        return math.ceil(2.0 / (1.0 - self.percentile / 100.0) - 1e-9)
+
     def __post_init__(self) -> None:
         if not self.limits_ms:
             raise SpecplanError("slo: capacity needs at least one SLO limit (ttft_ms, tpot_ms, "
@@ -215,6 +233,11 @@ class SustainCriteria:
 
     def judge(self, row: Mapping[str, Any], rate: float) -> Probe:
         """Pass/fail and margin of one summary row (one candidate, segment ``all``)."""
+        measured = sum(float(row.get(c) or 0) for c in ("completed", "rejected", "timed_out", "unfinished"))
+        if measured < self.min_measured:
+            return Probe(rate, False, None, f"only {measured:.0f} measured requests; p{self.percentile:g} "
+                                           f"needs ≥ {self.min_measured} (lengthen the run)",
+                         conclusive=False)
         ratios: list[tuple[float, str]] = []
         for m, limit in self.limits_ms.items():
             col = self.column(m)
@@ -292,8 +315,23 @@ class CandidateCapacity:
     @property
     def bounded(self) -> str:
         """'' when every seed bracketed; else which seeds hit a search limit."""
-        odd = [f"seed {sd}: {s.status}" for sd, s in zip(self.seeds, self.per_seed, strict=True)
-               if s.status != "bracketed"]
+        odd = []
+        for sd, s in zip(self.seeds, self.per_seed, strict=True):
+            if s.status in ("below_min", "below_probes"):
+                judged = [p for p in s.probes if p.conclusive]
+                unjudged = [p for p in s.probes if not p.conclusive]
+                msg = f"seed {sd}: not sustained at any rate probed"
+                if judged:
+                    low = min(judged, key=lambda p: p.rate)
+                    msg += f", down to {low.rate:.3g} req/s ({low.reason})"
+                if unjudged:
+                    msg += (f"; at {max(p.rate for p in unjudged):.3g} req/s and below a run holds "
+                            f"too few requests to judge")
+                odd.append(msg)
+            elif s.status == "above_max":
+                odd.append(f"seed {sd}: sustained up to the search limit {s.rate:.3g} req/s")
+            elif s.status == "above_probes":
+                odd.append(f"seed {sd}: at least {s.rate:.3g} req/s (probe budget spent)")
         return "; ".join(odd)
 
 
@@ -356,16 +394,26 @@ def with_duration(scenario: Any, duration_s: float) -> Any:
     return scenario.with_overrides({"run.duration_s": float(duration_s), "run.warmup_s": warm})
 
 
-def at_load(scenario: Any, rate: float, replicas: int) -> Any:
+def at_load(scenario: Any, rate: float, replicas: int, min_requests: int = 0) -> Any:
     """The scenario with its mean arrival rate scaled to ``rate`` and ``replicas`` replicas.
 
     The traffic's shape (burstiness, piecewise profile, segment mix) is kept; only its level
-    changes (``Scenario.with_load_scale``).
+    changes (``Scenario.with_load_scale``). With stationary arrivals (poisson, gamma) and no
+    restart, the run is lengthened so that at least ``min_requests`` arrive after warm-up: a
+    percentile judged on a handful of requests is noise, and simulation cost grows with the
+    number of requests, not with simulated time, so this keeps every probe equally cheap.
     """
     sc = scenario.with_load_scale(rate / arrival_rate(scenario))
+    over: dict[str, Any] = {}
     if int(replicas) != int(scenario.fleet.replicas):
-        sc = sc.with_overrides({"fleet.replicas": int(replicas)})
-    return sc
+        over["fleet.replicas"] = int(replicas)
+    run = scenario.run
+    if (min_requests > 0 and scenario.workload.arrival in ("poisson", "gamma")
+            and scenario.fleet.restart is None):
+        need = run.warmup_s + min_requests / rate
+        if need > run.duration_s:
+            over["run.duration_s"] = float(need)
+    return sc.with_overrides(over) if over else sc
 
 
 class SimulatedLoad:
@@ -375,20 +423,22 @@ class SimulatedLoad:
     them without simulating again.
     """
 
-    def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria) -> None:
+    def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
+                 min_requests: int = 0) -> None:
         from sim.runner import run_scenario  # the simulator; imported late to keep this testable
 
         self._run = run_scenario
         self.scenario = scenario
         self.profile = profile
         self.criteria = criteria
+        self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
         self.sources: set[str] = set()
         self.notes: set[str] = set()
 
     def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
         """The full ``run_scenario`` result of one candidate at one load."""
-        sc = at_load(self.scenario, rate, replicas)
+        sc = at_load(self.scenario, rate, replicas, self.min_requests)
         res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds))
         self.sources.update(res.sources)
         self.notes.update(res.notes)
@@ -422,6 +472,7 @@ def plan_capacity(
     max_loss_fraction: float = 0.01,
     load_fractions: Sequence[float] = (0.25, 0.5, 0.8, 1.0),
     max_replicas: int = 256,
+    min_requests: int = 200,
     progress: Callable[[str], None] | None = None,
 ) -> CapacityReport:
     """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
@@ -454,8 +505,12 @@ def plan_capacity(
     if not scenario.run.drain:
         # an undrained run drops its backlog unseen; capacity must see it
         scenario = scenario.with_overrides({"run.drain": True})
-    load = SimulatedLoad(scenario, profile, criteria)
+    load = SimulatedLoad(scenario, profile, criteria, min_requests)
     say = progress or (lambda _msg: None)
+    pw = scenario.workload.piecewise
+    if pw is not None:
+        load.notes.add(f"rates are mean arrival rates over the run; the piecewise profile peaks at "
+                       f"{pw.max_rate() / base_rate:.2g}× its mean")
     fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
 
     results: list[CandidateCapacity] = []

@@ -192,7 +192,8 @@ def format_report(report: Any, advice: list[Any]) -> list[str]:
     for r in report.candidates:
         per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)
         reps = "-" if r.replicas is None else str(r.replicas)
-        lines.append(f"{r.candidate:<18} {r.mean:>18.3g} {r.ci95:>8.2g}  {per_seed:<22} "
+        cap = f"{r.mean:.3g}" if r.mean > 0 else "none"
+        lines.append(f"{r.candidate:<18} {cap:>18} {r.ci95:>8.2g}  {per_seed:<22} "
                      f"{r.evaluations:>6} {reps:>9} {r.target_rate:>8.3g}  "
                      f"{_money((r.operating_row or {}).get('cost_per_good_answer_usd'))}")
         if r.bounded:

@@ -245,7 +245,9 @@ def rule_restrict_load(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[
 def rule_segment_baseline(df: pl.DataFrame, baseline: str, th: Thresholds,
                           ks: Mapping[str, int] | None = None,
                           rate: float | None = None) -> list[Decision]:
-    """Many draft rejections in one task or language → keep the baseline for that segment."""
+    """Many draft rejections in one task or language, and no decode gain there (when the
+    baseline's segment row is known) → keep the baseline for those segments (one finding per
+    candidate, listing each segment with its numbers)."""
     if not _need(df, ("mean_acceptance_length",), "segment"):
         return []
     rate = rate if rate is not None else _rates(df)[-1]
@@ -258,6 +260,7 @@ def rule_segment_baseline(df: pl.DataFrame, baseline: str, th: Thresholds,
             k = int(row["k"]) if row is not None and row.get("k") is not None else None
         if not k:
             continue
+        bad: list[tuple[str, float, float, float]] = []
         for seg in segs:
             c = _at(df, cand, seg, rate)
             if c is None:
@@ -267,19 +270,29 @@ def rule_segment_baseline(df: pl.DataFrame, baseline: str, th: Thresholds,
             if not acc_rate < th.min_acceptance_rate:
                 continue
             b = _at(df, baseline, seg, rate)
-            tpot_ratio = _num(c, "tpot_ms_mean") / _num(b, "tpot_ms_mean") if "tpot_ms_mean" in df.columns else math.nan
-            extra = "" if math.isnan(tpot_ratio) else f"; TPOT {tpot_ratio - 1:+.0%} vs {baseline}"
-            out.append(Decision(
-                rule="segment-baseline", candidate=cand, segment=seg, load=_load_label(rate),
-                observation=(f"only {acc_rate:.0%} of the {k} proposed tokens accepted "
-                             f"(acceptance length {mal:.2f}){extra}"),
-                decision=f"keep {baseline} for segment {seg} (route it to a non-speculative pool "
-                         f"or disable speculation per request)",
-                risk=("acceptance for this segment rests on the profile's prompts for that task and "
-                      "language; measure it on real prompts before splitting traffic"),
-                numbers={"acceptance_rate": acc_rate, "acceptance_length": mal, "k": float(k),
-                         "tpot_ratio": tpot_ratio},
-            ))
+            tpot_ratio = (_num(c, "tpot_ms_mean") / _num(b, "tpot_ms_mean")
+                          if "tpot_ms_mean" in df.columns else math.nan)
+            if tpot_ratio < 1 - th.min_decode_gain:
+                continue  # rejections are many, but speculation still decodes this segment faster
+            bad.append((seg, acc_rate, mal, tpot_ratio))
+        if not bad or (len(segs) > 1 and len(bad) == len(segs)):
+            continue  # none, or every segment: a whole-candidate finding, not a segment one
+        parts = [f"{seg}: {a:.0%} of {k} accepted (length {m:.2f})"
+                 + ("" if math.isnan(t) else f", TPOT {t - 1:+.0%}") for seg, a, m, t in bad]
+        numbers: dict[str, float] = {"k": float(k)}
+        for seg, a, m, t in bad:
+            numbers |= {f"{seg}.acceptance_rate": a, f"{seg}.acceptance_length": m,
+                        f"{seg}.tpot_ratio": t}
+        names = ", ".join(seg for seg, *_ in bad)
+        out.append(Decision(
+            rule="segment-baseline", candidate=cand, segment=names, load=_load_label(rate),
+            observation="many draft tokens rejected, no decode gain: " + "; ".join(parts),
+            decision=(f"keep {baseline} for {names} (route to a non-speculative pool or disable "
+                      f"speculation per request)"),
+            risk=("acceptance for a segment rests on the profile's prompts for that task and "
+                  "language; measure it on real prompts before splitting traffic"),
+            numbers=numbers,
+        ))
     return out
 
 

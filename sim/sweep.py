@@ -152,6 +152,13 @@ def _call_with_worker_payload(fn: CellFn, cell: Mapping[str, Any]) -> pl.DataFra
     return fn(_WORKER_PAYLOAD, cell)
 
 
+def _lit(v: Any) -> pl.Expr:
+    """A cell value as a column literal: whole numbers as Int64 (polars would pick Int32)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return pl.lit(v, dtype=pl.Int64)
+    return pl.lit(v)
+
+
 def _describe(cell: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items())
 
@@ -199,7 +206,7 @@ def run_cells(
         bar = tqdm(total=len(cells), initial=len(cells) - len(todo), unit="cell", desc="sweep")
 
     def store(key: str, cell: Mapping[str, Any], df: pl.DataFrame) -> None:
-        lead = [pl.lit(v).alias(k) for k, v in cell.items()] + [pl.lit(key).alias("cell")]
+        lead = [_lit(v).alias(k) for k, v in cell.items()] + [pl.lit(key).alias("cell")]
         _write_atomic(df.select(lead + [pl.col(c) for c in df.columns if c not in cell]),
                       cells_dir / f"{key}.parquet")
         if bar is not None:

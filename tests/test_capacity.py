@@ -81,6 +81,23 @@ def test_limits_of_the_search() -> None:
         find_capacity(lambda r: Probe(r, True), start=0.0)
 
 
+def test_too_small_runs_are_a_floor_not_a_failure() -> None:
+    # below 0.05 req/s the runs hold too few requests to judge; the boundary is at 0.2
+    def check(rate: float) -> Probe:
+        if rate < 0.05:
+            return Probe(rate, False, None, "too few", conclusive=False)
+        return Probe(rate, rate <= 0.2, rate / 0.2)
+
+    res = find_capacity(check, start=5.0, rel_tol=0.05, max_evals=20)
+    assert res.status == "bracketed" and res.lower <= 0.2 < res.upper
+    # all judgeable rates fail: stops above the floor instead of diving to min_rate
+    never = find_capacity(lambda r: check(r) if r < 0.05 else Probe(r, False, 3.0), start=5.0,
+                          rel_tol=0.1, max_evals=30)
+    assert never.status == "below_probes" and never.rate == 0.0
+    assert 0.05 <= never.upper <= 0.05 * 1.1 + 1e-9
+    assert min(p.rate for p in never.probes) > 1e-3
+
+
 def test_sustain_rule_reads_percentile_columns_and_losses() -> None:
     c = SustainCriteria({"ttft": 2000.0, "tpot": 100.0}, percentile=95, max_loss_fraction=0.01)
     row = {"ttft_ms_p95": 1500.0, "tpot_ms_p95": 90.0, "ttft_ms_p99": 9000.0,
@@ -93,6 +110,9 @@ def test_sustain_rule_reads_percentile_columns_and_losses() -> None:
     assert not q.sustained and "lost" in q.reason
     assert loss_fraction(lossy) == pytest.approx(32 / 1027)
     assert loss_fraction({"completed": 0}) == 1.0  # nothing measured is not a pass
+    few = c.judge({**row, "completed": 30, "rejected": 0, "timed_out": 0}, 2.0)
+    assert not few.sustained and not few.conclusive and "needs ≥ 40" in few.reason  # 30 < 40
+    assert SustainCriteria({"ttft": 1.0}, percentile=99).min_measured == 200
     with pytest.raises(SpecplanError, match="percentile"):
         SustainCriteria({"ttft": 1.0}, percentile=90)
     with pytest.raises(SpecplanError, match="at least one"):
@@ -166,6 +186,16 @@ def test_capacity_matches_dd1_closed_form() -> None:
     assert sorted(set(rep.load_summary["load_fraction"].to_list())) == [0.5, 0.9]
     assert {a.candidate for a in rep.bottlenecks} == {"baseline", "sure-k2"}
     assert any(d.rule == "canary" and d.candidate == "sure-k2" for d in rep.decisions())
+
+
+def test_low_rate_probes_are_lengthened_to_enough_requests() -> None:
+    from sim.capacity import at_load
+
+    sc = dd1_scenario()
+    slow = at_load(sc, 0.1, 1, min_requests=200)
+    assert slow.run.duration_s == pytest.approx(20 + 200 / 0.1)
+    assert at_load(sc, 10.0, 1, min_requests=200).run.duration_s == 200  # already enough
+    assert at_load(sc, 0.1, 3).fleet.replicas == 3 and at_load(sc, 0.1, 3).run.duration_s == 200
 
 
 def test_capacity_spread_over_seeds_and_bad_input() -> None:

@@ -133,12 +133,28 @@ def test_segment_baseline() -> None:
               row("ngram", "chat-sv", mean_acceptance_length=1.4, tpot_ms_mean=55.0))
     got = rule_segment_baseline(f, "baseline", TH, ks={"ngram": 4})
     assert [(d.candidate, d.segment) for d in got] == [("ngram", "chat-sv")]
-    assert got[0].numbers["acceptance_rate"] == pytest.approx(0.1)
-    assert got[0].numbers["tpot_ratio"] == pytest.approx(1.1)
-    assert "keep baseline for segment chat-sv" in got[0].decision
+    assert got[0].numbers["chat-sv.acceptance_rate"] == pytest.approx(0.1)
+    assert got[0].numbers["chat-sv.tpot_ratio"] == pytest.approx(1.1)
+    assert "keep baseline for chat-sv" in got[0].decision
+    # two bad segments: one finding naming both ...
+    two = f.with_columns(pl.when((pl.col("segment") == "code-en") & (pl.col("candidate") == "ngram"))
+                         .then(pl.lit(1.2)).otherwise(pl.col("mean_acceptance_length"))
+                         .alias("mean_acceptance_length"))
+    # ... when every segment is bad it is a whole-candidate finding (other rules), not a segment one
+    assert rule_segment_baseline(two, "baseline", TH, ks={"ngram": 4}) == []
+    three = pl.concat([two, frame(row("baseline", "math-en"),
+                                  row("ngram", "math-en", mean_acceptance_length=3.5))],
+                      how="diagonal_relaxed")
+    (d,) = rule_segment_baseline(three, "baseline", TH, ks={"ngram": 4})
+    assert d.segment == "code-en, chat-sv" and "code-en.acceptance_length" in d.numbers
     # k from a column works too; without any k the rule cannot judge and stays silent
     assert len(rule_segment_baseline(f.with_columns(pl.lit(4).alias("k")), "baseline", TH)) == 1
     assert rule_segment_baseline(f, "baseline", TH) == []
+    # few accepted, yet still faster than the baseline there: speculation stays
+    faster = f.with_columns(pl.when((pl.col("segment") == "chat-sv") & (pl.col("candidate") == "ngram"))
+                            .then(pl.lit(40.0))
+                            .otherwise(pl.col("tpot_ms_mean")).alias("tpot_ms_mean"))
+    assert rule_segment_baseline(faster, "baseline", TH, ks={"ngram": 4}) == []
 
 
 def test_ttft_dominates() -> None:

@@ -164,3 +164,10 @@ def test_dask_existing_scheduler_by_address(tmp_path: Path) -> None:
         assert _run(tmp_path, toy_cell, engine="dask", cluster=lc.scheduler_address) == (9, 0)
         assert lc.scheduler_address  # the cluster outlives the sweep: it is not ours to close
     assert _consolidated(tmp_path).drop("cell").equals(_expected())
+
+
+def test_key_column_types(tmp_path: Path) -> None:
+    _run(tmp_path, toy_cell)
+    df = _consolidated(tmp_path)
+    assert df.schema["workload.rate"] == pl.Int64 and df.schema["k"] == pl.Int64
+    assert df.schema["cell"] == pl.String
