@@ -28,10 +28,11 @@ from sim.errors import SpecplanError
 DEFAULT_K_MAX = 6
 """Largest draft length measured; the simulator may ask for any k ≤ k_max."""
 DEFAULT_TEMPERATURES = (0.0, 0.7)
-# Sizing (SmolLM2-135M fp32, 2 shared CPU cores, k_max=6): one 32-token request takes ~1.5 s
-# with n-gram lookup and ~5 s with a 6-layer self-draft (its LM head alone reads 113 MB per
-# draft token), so 5 tasks x 3 languages x 2 temperatures x 3 prompts is ~8-10 min for both.
-DEFAULT_MAX_NEW_TOKENS = 32
+# Sizing (SmolLM2-135M fp32, torch 1 thread on this shared 2-core CPU, k_max=6), measured per
+# 32-token request: n-gram lookup 1.5 s, 6-layer self-draft 5.4 s (its LM head alone reads 113 MB
+# per draft token). 5 tasks x 3 languages x 2 temperatures x 3 prompts x 24 tokens is ~8 min for
+# both proposers. Use one torch thread on a shared machine: two threads were 5-20x slower here.
+DEFAULT_MAX_NEW_TOKENS = 24
 """Tokens generated per prompt for the default profile."""
 DEFAULT_PROMPTS_PER_SEGMENT = 3
 QUICK_MAX_NEW_TOKENS = 16

@@ -262,7 +262,7 @@ def baseline_capacity(scenario: Scenario, profile: Profile, seed: int) -> Capaci
     if scenario.slo.limits:
         criteria = criteria_from_scenario(scenario)
         load = SimulatedLoad(scenario, profile, criteria)
-        search = find_capacity(lambda r: load.probe(base, r, seed), float(scenario.workload.rate or 1.0),
+        search = find_capacity(lambda r: load.probe(base, r, seed, 1), float(scenario.workload.rate or 1.0),
                                rel_tol=0.05, max_evals=12)
         if search.rate > 0:
             return CapacityEstimate(

@@ -23,6 +23,15 @@ from sim.errors import SpecplanError  # noqa: E402
 VOCAB = 64
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models are overhead-bound: extra threads only spin on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 class CharTokenizer:
     """Characters to ids modulo the tiny vocabulary; id 0 is EOS."""
 

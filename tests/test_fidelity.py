@@ -179,3 +179,17 @@ def test_repeated_extrapolation_notes_fold_into_one_line_per_quantity():
         "extrapolated: target_forward.batch above 4 in up to 11.3% of steps of a simulated run",
         "prompts: built-in prompt sets",
     ]
+
+
+def test_baseline_capacity_comes_from_the_simulators_capacity_search(tmp_path):
+    from sim.profile import load_profile
+    from sim.scenario import load_scenario
+
+    scenario, prof = _write_inputs(tmp_path)
+    sc, p = load_scenario(scenario), load_profile(prof)
+    cap = fidelity.baseline_capacity(sc, p, 0)
+    assert cap.rate > 0 and "simulated capacity of baseline" in cap.method
+    # without SLOs: 1 / mean batch-1 service time, said to be an estimate
+    est = fidelity._service_time_capacity(sc, p)
+    assert est.rate > 0 and est.method.startswith("estimated")
+    assert est.rate < cap.rate  # batching makes the simulated capacity higher

@@ -17,6 +17,15 @@ from profiler.proposers import (  # noqa: E402
 from sim.errors import SpecplanError  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models are overhead-bound: extra threads only spin on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_llama(seed: int, layers: int = 4) -> torch.nn.Module:
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(

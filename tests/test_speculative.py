@@ -28,6 +28,15 @@ from profiler.speculative import (  # noqa: E402
 VOCAB = 48
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models are overhead-bound: extra threads only spin on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_llama(seed: int, layers: int = 4, hidden: int = 32) -> torch.nn.Module:
     torch.manual_seed(seed)  # model init only; decoding uses explicit generators
     cfg = transformers.LlamaConfig(
@@ -193,7 +202,7 @@ def test_rejection_rule_first_token_follows_target(deterministic):
     p = torch.softmax(p_logits, dim=-1).numpy()
     gen = _gen(3)
     counts = np.zeros(v)
-    n = 20000
+    n = 8000
     for _ in range(n):
         if deterministic:
             draft, qq = [2, 4], None
@@ -204,7 +213,7 @@ def test_rejection_rule_first_token_follows_target(deterministic):
         first = draft[0] if accepted >= 1 else nxt
         counts[first] += 1
     assert _chi_square_ok(counts, p[0])
-    assert np.abs(counts / n - p[0]).sum() / 2 < 0.02  # total variation distance
+    assert np.abs(counts / n - p[0]).sum() / 2 < 0.03  # total variation distance
 
 
 def test_rejection_rule_second_token_given_first():
@@ -216,13 +225,13 @@ def test_rejection_rule_second_token_given_first():
     p2 = torch.softmax(p_logits[1], dim=-1).numpy()
     gen = _gen(9)
     counts = np.zeros(v)
-    for _ in range(20000):
+    for _ in range(8000):
         draft = [int(torch.multinomial(q[i], 1, generator=gen)) for i in range(2)]
         accepted, nxt = verify(draft, q, p_logits, 1.0, gen)
         if accepted >= 1:
             second = draft[1] if accepted >= 2 else nxt
             counts[second] += 1
-    assert counts.sum() > 2000
+    assert counts.sum() > 1000
     assert _chi_square_ok(counts, p2)
 
 
@@ -236,7 +245,7 @@ def test_speculative_sampling_first_token_matches_target_softmax(target, draft_m
     proposer = DraftModelProposer(draft_model, name="d")
     gen = _gen(2024)
     counts = np.zeros(VOCAB)
-    for _ in range(1500):
+    for _ in range(800):
         res = speculative_generate(target, proposer, prompt, 1, 2, temp, gen)
         counts[res.tokens[0]] += 1
     assert _chi_square_ok(counts, p)
