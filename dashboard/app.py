@@ -21,14 +21,35 @@ from dashboard.files import Roots, list_profiles, list_scenarios
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 
+FORKSERVER_PRELOAD = ["dashboard.callbacks"]
+"""Imported once by the fork server, so each job starts with polars, Dash and sim loaded."""
+
+
 def background_manager(cache_dir: str | Path | None = None) -> Any:
-    """A ``DiskcacheManager`` (needs diskcache, multiprocess, psutil) over ``cache_dir`` or a
-    fresh temporary folder."""
+    """A Dash background-callback manager (needs diskcache, multiprocess, psutil) over
+    ``cache_dir`` or a fresh temporary folder, whose jobs start from a fork server.
+
+    Dash's ``DiskcacheManager`` forks the web server for each job. A fork copies a running
+    polars/rayon thread pool without its threads, and the child then waits on them forever (a
+    server that has run polars itself, as in tests or the benchmark, hangs every job). Forking
+    from a clean server process that has only imported the modules avoids that and keeps a
+    job's start-up short.
+    """
     import diskcache
     from dash import DiskcacheManager
 
+    class ForkserverDiskcacheManager(DiskcacheManager):
+        def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> int:
+            from multiprocess import get_context
+
+            mp = get_context("forkserver")
+            mp.set_forkserver_preload(FORKSERVER_PRELOAD)
+            process = mp.Process(target=job_fn, args=(key, self._make_progress_key(key), args, context))
+            process.start()
+            return process.pid
+
     folder = Path(cache_dir) if cache_dir is not None else Path(tempfile.mkdtemp(prefix="specplan-dash-"))
-    return DiskcacheManager(diskcache.Cache(str(folder)))
+    return ForkserverDiskcacheManager(diskcache.Cache(str(folder)))
 
 
 def create_app(roots: Roots, *, background: bool = True, cache_dir: str | Path | None = None) -> Dash:

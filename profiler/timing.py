@@ -106,9 +106,9 @@ def default_grids(
         draft_batch, draft_context, overhead_batch = (1, 4), (64, 512), (1, 4)
         warmup, repeats, prefill_repeats = 1, 3, 2
     else:
-        batch, context = (1, 2, 4, 8), (64, 256, 1024)
+        batch, context = (1, 2, 4, 8, 16), (64, 256, 1024)
         prefill_tokens, prefill_context = (16, 64, 256, 512), (0, 256, 1024)
-        draft_batch, draft_context, overhead_batch = (1, 2, 4, 8), (64, 256, 1024), (1, 2, 4, 8)
+        draft_batch, draft_context, overhead_batch = (1, 4, 16), (64, 256, 1024), (1, 4, 16)
         warmup, repeats, prefill_repeats = 1, 5, 3
     longest_new = max(k_max + 1, max(prefill_tokens))
     fits = [c for c in context if c + longest_new <= window] or [min(context[0], window // 2)]
