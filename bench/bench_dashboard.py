@@ -97,7 +97,7 @@ def main() -> int:
           f"target < 5 s: {'met' if med < 5 else 'NOT met'}")
     warm_what_ifs(roots, args.scenario, profile_value, base, args.load, rate)
     if args.browser:
-        browser_round_trip(roots, args.scenario, profile_value, args.repeats)
+        browser_round_trip(roots, args.scenario, profile_value, args.repeats, rate)
     return 0
 
 
@@ -124,7 +124,7 @@ def warm_what_ifs(roots: Roots, scenario: str, profile: str, base, load: str, ra
         print(f"  {label}: {time.perf_counter() - t0:.2f} s — {out.status}")
 
 
-def browser_round_trip(roots: Roots, scenario: str, profile: str, repeats: int) -> None:
+def browser_round_trip(roots: Roots, scenario: str, profile: str, repeats: int, rate: float) -> None:
     """Click Run after changing the rate; time until every chart shows the new load points."""
     import shutil
     import socket
@@ -177,7 +177,7 @@ def browser_round_trip(roots: Roots, scenario: str, profile: str, repeats: int) 
             before = driver.execute_script("return document.getElementById('status').innerText")
             el = driver.find_element(By.XPATH, "//input[contains(@id, '\"workload.rate\"')]")
             el.send_keys(Keys.CONTROL, "a")
-            el.send_keys(f"{1.0 + 0.07 * (i + 1):.2f}", Keys.ENTER)
+            el.send_keys(f"{rate * (1.0 + 0.05 * (i + 1)):.4g}", Keys.ENTER)
             t0 = time.perf_counter()
             driver.find_element(By.ID, "run-button").click()
             WebDriverWait(driver, 300, poll_frequency=0.05).until(
@@ -186,7 +186,12 @@ def browser_round_trip(roots: Roots, scenario: str, profile: str, repeats: int) 
             times.append(time.perf_counter() - t0)
             print(f"  browser repeat {i + 1}: {times[-1]:.2f} s click → charts redrawn")
         print(f"browser round trip (click Run → all charts redrawn): median {statistics.median(times):.2f} s "
-              f"(n={len(times)})")
+              f"(n={len(times)}; includes the job's process start and the 0.4 s result polling)")
+        shots = REPO / "artifacts" / "screenshots"
+        shots.mkdir(parents=True, exist_ok=True)
+        driver.set_window_size(1600, 5200)
+        time.sleep(1.0)
+        driver.save_screenshot(str(shots / f"bench-{Path(scenario).stem}-full-page.png"))
     finally:
         driver.quit()
         server.shutdown()

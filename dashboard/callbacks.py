@@ -361,7 +361,7 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
     if background:
         app.callback(
             *outputs, *inputs,
-            background=True, manager=manager, prevent_initial_call=True,
+            background=True, manager=manager, prevent_initial_call=True, interval=400,
             running=[(Output(ly.RUN, "disabled"), True, False), (Output(ly.CANCEL, "disabled"), False, True)],
             cancel=[Input(ly.CANCEL, "n_clicks")],
             progress=[Output(ly.PROGRESS, "value"), Output(ly.PROGRESS, "max"), Output(ly.PROGRESS_TEXT, "children")],

@@ -269,18 +269,27 @@ def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.F
     """Unconditional survival rate per draft position, per candidate and segment.
 
     ``acc`` columns: ``candidate``, ``segment``, ``position`` (1-based), ``rate`` in [0, 1],
-    ``method`` (provenance: measured, assumed, ...). Assumed rates are drawn dashed and say so
-    in the legend, so a chosen number never passes for a measurement.
+    ``method`` (provenance: measured, assumed, ...). Colour is the candidate, the marker the
+    segment. Assumed rates are drawn dashed and say so in the legend, so a chosen number never
+    passes for a measurement.
     """
+    symbols = [("circle", "●"), ("square", "■"), ("diamond", "◆"), ("triangle-up", "▲"), ("x", "✕"),
+               ("star", "★"), ("cross", "✚"), ("pentagon", "⬟")]
+    segments = list(dict.fromkeys(acc.get_column("segment").to_list())) if acc.height else []
+    key = " ".join(f"{symbols[i % len(symbols)][1]} {seg}" for i, seg in enumerate(segments))
     fig = go.Figure()
     _style(fig, "Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
-           "survival rate (share of drafts)", subtitle="share of drafts whose first i tokens were all accepted")
+           "survival rate (share of drafts)",
+           subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
     if acc.height == 0:
         return _no_data(fig, "no speculative candidate")
-    symbols = ["circle", "square", "diamond", "triangle-up", "x", "star"]
-    segments = list(dict.fromkeys(acc.get_column("segment").to_list()))
     for cand in _order(acc, colors):
         rows = acc.filter(pl.col("candidate") == cand)
+        methods = sorted(set(rows.get_column("method").to_list()))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", legendgroup=cand,
+                                 name=f"{cand} ({', '.join(methods)})", hoverinfo="skip",
+                                 line={"color": color_for(colors, cand), "width": 2,
+                                       "dash": "dash" if methods == ["assumed"] else "solid"}))
         for si, seg in enumerate(segments):
             r = rows.filter(pl.col("segment") == seg).sort("position")
             if r.height == 0:
@@ -289,11 +298,12 @@ def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.F
             assumed = method == "assumed"
             fig.add_trace(go.Scatter(
                 x=r.get_column("position").to_list(), y=r.get_column("rate").to_list(),
-                mode="lines+markers", legendgroup=cand,
+                mode="lines+markers", legendgroup=cand, showlegend=False,
                 name=f"{cand} · {seg}" + (" (assumed)" if assumed else f" ({method})"),
                 line={"color": color_for(colors, cand), "dash": "dash" if assumed else "solid", "width": 2},
-                marker={"symbol": symbols[si % len(symbols)], "size": 8},
-                hovertemplate=f"{cand} · {seg}: position %{{x}} accepted in %{{y:.1%}} of drafts<extra></extra>",
+                marker={"symbol": symbols[si % len(symbols)][0], "size": 8},
+                hovertemplate=f"{cand} · {seg} ({method}): position %{{x}} accepted in %{{y:.1%}} of drafts"
+                              "<extra></extra>",
             ))
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%")

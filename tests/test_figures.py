@@ -129,8 +129,10 @@ def test_acceptance_figures_label_assumed():
     fig = figures.acceptance_by_position(acc, COLORS)
     names = [t.name for t in fig.data]
     assert "ngram-k5 · chat (assumed)" in names and "ngram-k3 · chat (measured)" in names
-    assert next(t for t in fig.data if "assumed" in t.name).line.dash == "dash"
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["ngram-k3 (measured)", "ngram-k5 (assumed)"]
+    assert all(t.line.dash == "dash" for t in fig.data if "assumed" in t.name)
     assert _colors_of(fig) == {"ngram-k3": {COLORS["ngram-k3"]}, "ngram-k5": {COLORS["ngram-k5"]}}
+    assert "● chat" in fig.layout.title.text
     summ = pl.DataFrame({"candidate": ["baseline", "ngram-k3", "ngram-k3"], "segment": ["all", "chat", "code"],
                          "mean_acceptance_length": [None, 2.1, 1.6]})
     bars = figures.acceptance_by_segment(summ, COLORS)
