@@ -174,14 +174,15 @@ def browser_round_trip(roots: Roots, scenario: str, profile: str, repeats: int, 
             raise
         times = []
         for i in range(repeats):
-            before = driver.execute_script("return document.getElementById('status').innerText")
+            value = f"{rate * (1.0 + 0.05 * (i + 1)):.4g}"
             el = driver.find_element(By.XPATH, "//input[contains(@id, '\"workload.rate\"')]")
             el.send_keys(Keys.CONTROL, "a")
-            el.send_keys(f"{rate * (1.0 + 0.05 * (i + 1)):.4g}", Keys.ENTER)
+            el.send_keys(value, Keys.ENTER)
             t0 = time.perf_counter()
             driver.find_element(By.ID, "run-button").click()
+            # the run writes its settings into the URL together with the charts
             WebDriverWait(driver, 300, poll_frequency=0.05).until(
-                lambda d, b=before: d.execute_script("return document.getElementById('status').innerText") != b
+                lambda d, v=value: f"workload.rate={float(v)!r}" in d.current_url
                 and d.find_element(By.ID, "run-button").is_enabled())
             times.append(time.perf_counter() - t0)
             print(f"  browser repeat {i + 1}: {times[-1]:.2f} s click → charts redrawn")
