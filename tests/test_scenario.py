@@ -364,7 +364,7 @@ def test_overrides_apply_and_revalidate(default: Scenario) -> None:
     assert s.run.seeds == (7, 8) and s.candidate("ngram-k3").k == 2
     assert s.workload.segments[0].share == 0.9 and s.workload.segments[1].temperature == 0.7
     # the original is untouched, and unrelated fields are equal
-    assert default.workload.rate == 0.15 and default.candidate("ngram-k3").k == 3
+    assert default.workload.rate == 0.45 and default.candidate("ngram-k3").k == 3
     assert s.fleet.engine.block_size == default.fleet.engine.block_size
     assert s.origin == default.origin and s.profile_path == default.profile_path
 
