@@ -171,6 +171,24 @@ def _error(exc: Exception) -> html.Div:
 # registration
 
 
+def _accept_upload(contents: str | None, filename: str | None, listed: Callable[[], Sequence[str]],
+                   parse: Callable[[str], object], default_name: str) -> tuple:
+    """An upload callback's outputs (stored upload, dropdown options, dropdown value, error):
+    the file is decoded and validated by ``parse``; a bad one leaves all but the error as is.
+    The options are the ``listed`` folder's files plus the upload."""
+    if not contents:
+        raise PreventUpdate
+    options = [{"label": s, "value": s} for s in listed()]
+    try:
+        text = decode_upload(contents, filename)
+        parse(text)
+    except SpecplanError as exc:
+        return no_update, no_update, no_update, _error(exc)
+    name = upload_label(filename, default_name)
+    options.append({"label": f"⬆ {name} (uploaded)", "value": UPLOADED})
+    return {"name": name, "text": text}, options, UPLOADED, ""
+
+
 def open_run_cache(folder: str | None) -> RunCache | None:
     """The cache of finished runs shared by the app's worker processes (None: no reuse)."""
     if folder is None:
@@ -230,17 +248,8 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
         prevent_initial_call=True,
     )
     def upload_scenario(contents: str | None, filename: str | None) -> tuple:
-        if not contents:
-            raise PreventUpdate
-        options = [{"label": s, "value": s} for s in list_scenarios(roots)]
-        try:
-            text = decode_upload(contents, filename)
-            parse_scenario_upload(text, filename, roots)
-        except SpecplanError as exc:
-            return no_update, no_update, no_update, _error(exc)
-        name = upload_label(filename, "uploaded.toml")
-        options.append({"label": f"⬆ {name} (uploaded)", "value": UPLOADED})
-        return {"name": name, "text": text}, options, UPLOADED, ""
+        return _accept_upload(contents, filename, lambda: list_scenarios(roots),
+                              lambda text: parse_scenario_upload(text, filename, roots), "uploaded.toml")
 
     @app.callback(
         Output(ly.UPLOADED_PROFILE, "data"),
@@ -252,17 +261,8 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
         prevent_initial_call=True,
     )
     def upload_profile(contents: str | None, filename: str | None) -> tuple:
-        if not contents:
-            raise PreventUpdate
-        options = [{"label": p, "value": p} for p in list_profiles(roots)]
-        try:
-            text = decode_upload(contents, filename)
-            parse_profile_upload(text, filename)
-        except SpecplanError as exc:
-            return no_update, no_update, no_update, _error(exc)
-        name = upload_label(filename, "uploaded.json")
-        options.append({"label": f"⬆ {name} (uploaded)", "value": UPLOADED})
-        return {"name": name, "text": text}, options, UPLOADED, ""
+        return _accept_upload(contents, filename, lambda: list_profiles(roots),
+                              lambda text: parse_profile_upload(text, filename), "uploaded.json")
 
     @app.callback(
         Output(ly.WHATIF_PANEL, "children"),

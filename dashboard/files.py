@@ -14,7 +14,6 @@ import base64
 import binascii
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from sim.errors import SpecplanError
 from sim.profile import Profile, load_profile
-from sim.scenario import Scenario, load_scenario
+from sim.scenario import Scenario, load_scenario, parse_toml_text
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 """Largest upload accepted (profiles are well under 1 MB; scenarios a few kB)."""
@@ -138,21 +137,6 @@ def decode_upload(contents: str, filename: str | None, *, max_bytes: int = MAX_U
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecplanError(f"{label}: not UTF-8 text (byte {exc.start}); upload a .toml or .json file") from None
-
-
-def parse_toml_text(text: str, origin: str) -> dict[str, Any]:
-    """``tomllib.loads`` with the loader's error style: ``origin:line: TOML syntax error: …``."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        msg = getattr(exc, "msg", None) or str(exc)
-        if line is None:
-            m = re.search(r"at line (\d+)", str(exc))
-            line = int(m.group(1)) if m else None
-            msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
-        loc = f"{origin}:{line}" if line else origin
-        raise SpecplanError(f"{loc}: TOML syntax error: {msg}") from None
 
 
 def _check_upload_paths(data: Mapping[str, Any], origin: str, roots: Roots) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError, where
+from sim.errors import SpecplanError, read_text, where
 
 BUILTIN_TASKS = ("support", "summarization", "code", "creative", "translation")
 """Tasks shipped in profiler/prompts/<task>.jsonl."""
@@ -104,12 +104,7 @@ def parse_jsonl(lines: Iterable[str], source: str, *, require_id: bool) -> list[
 def load_prompts(path: str | Path) -> list[Prompt]:
     """A user's JSONL prompt file: fields task, language, prompt and optional id."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecplanError(f"{p}: prompt file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecplanError(f"{p}: cannot read prompt file ({exc})") from None
+    text = read_text(p, "prompt", "cannot read prompt file ({exc})")
     return parse_jsonl(text.splitlines(), str(p), require_id=False)
 
 

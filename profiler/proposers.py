@@ -241,7 +241,26 @@ def _default_draft_name(ident: dict[str, Any] | None, model: torch.nn.Module) ->
     return re.sub(r"[^A-Za-z0-9._-]+", "-", tail).strip("-") or "draft"
 
 
-class DraftModelProposer:
+class _ModelProposer:
+    """A proposer whose draft comes from a causal LM: subclasses set ``self.model`` and
+    ``self._drafter = _CachedDrafter(self.model)``; reset and propose go through the drafter."""
+
+    _drafter: _CachedDrafter
+
+    def reset(self) -> None:
+        self._drafter.reset()
+
+    def propose(
+        self,
+        context_ids: Sequence[int] | torch.Tensor,
+        k: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> tuple[list[int], torch.Tensor | None]:
+        return self._drafter.draft(as_id_list(context_ids), k, temperature, generator)
+
+
+class DraftModelProposer(_ModelProposer):
     """A separate (smaller) model drafts autoregressively: greedy at T=0, samples from q at T>0."""
 
     kind: ProposerKind = "draft_model"
@@ -260,18 +279,6 @@ class DraftModelProposer:
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "draft_model", "model": self.model_identity}
-
-    def reset(self) -> None:
-        self._drafter.reset()
-
-    def propose(
-        self,
-        context_ids: Sequence[int] | torch.Tensor,
-        k: int,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
-    ) -> tuple[list[int], torch.Tensor | None]:
-        return self._drafter.draft(as_id_list(context_ids), k, temperature, generator)
 
 
 def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -318,7 +325,7 @@ def early_exit_model(target: torch.nn.Module, layers: int) -> torch.nn.Module:
     return shallow.eval()
 
 
-class SelfDraftProposer:
+class SelfDraftProposer(_ModelProposer):
     """Early exit: the target's first L decoder layers, then its final norm and LM head.
 
     The target was not trained for early exit, so acceptance is usually low; the profile shows
@@ -344,15 +351,3 @@ class SelfDraftProposer:
                 "+ target final norm and LM head (early exit)"
             ),
         }
-
-    def reset(self) -> None:
-        self._drafter.reset()
-
-    def propose(
-        self,
-        context_ids: Sequence[int] | torch.Tensor,
-        k: int,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
-    ) -> tuple[list[int], torch.Tensor | None]:
-        return self._drafter.draft(as_id_list(context_ids), k, temperature, generator)

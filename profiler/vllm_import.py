@@ -22,11 +22,10 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sim.errors import SpecplanError
+from sim.errors import SpecplanError, read_text
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -114,13 +113,7 @@ def read_source(source: str, *, timeout_s: float = 10.0) -> str:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise SpecplanError(f"{source}: cannot read metrics ({reason})") from None
-    path = Path(source)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecplanError(f"{source}: metrics file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecplanError(f"{source}: cannot read metrics file ({exc})") from None
+    return read_text(source, "metrics", "cannot read metrics file ({exc})")
 
 
 @dataclass(frozen=True, slots=True)

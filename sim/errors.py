@@ -1,5 +1,7 @@
 """The one exception type that reaches users as a clean one-line error (exit code 2)."""
 
+from pathlib import Path
+
 
 class SpecplanError(Exception):
     """Bad input a user can fix: the message names the file, field or line and what is valid.
@@ -17,3 +19,14 @@ def where(path: object, field: str | None = None, line: int | None = None) -> st
     if field:
         loc += f": {field}"
     return loc
+
+
+def read_text(path: str | Path, what: str, unreadable: str = "cannot read {what}: {exc}") -> str:
+    """The UTF-8 text of a user's file, or a ``SpecplanError``: ``path: <what> file not found``
+    or ``path: `` + ``unreadable`` (formatted with ``what`` and the OS/decoding error ``exc``)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecplanError(f"{path}: {what} file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecplanError(f"{path}: " + unreadable.format(what=what, exc=exc)) from None

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.errors import SpecplanError, where
+from sim.errors import SpecplanError, read_text, where
 
 SCHEMA = "specplan.profile"
 SCHEMA_VERSION = 1
@@ -328,12 +328,7 @@ class Profile:
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile JSON file; any problem is one ``SpecplanError`` line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecplanError(f"{p}: profile file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecplanError(f"{p}: cannot read profile: {exc}") from None
+    text = read_text(p, "profile")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

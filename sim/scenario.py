@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.errors import SpecplanError
+from sim.errors import SpecplanError, read_text
 from sim.lengths import FieldError, LengthDist
 
 __all__ = [
@@ -872,18 +872,10 @@ class Scenario:
         return self.with_overrides(over)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario TOML file; SpecplanError (with file:line for syntax) on any
-    problem."""
-    p = Path(path)
+def parse_toml_text(text: str, origin: str) -> dict[str, Any]:
+    """``tomllib.loads`` with the loader's error style: ``origin:line: TOML syntax error: …``."""
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecplanError(f"{p}: scenario file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecplanError(f"{p}: cannot read scenario: {exc}") from None
-    try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None)
         msg = getattr(exc, "msg", None) or str(exc)
@@ -891,8 +883,15 @@ def load_scenario(path: str | Path) -> Scenario:
             m = re.search(r"at line (\d+)", str(exc))
             line = int(m.group(1)) if m else None
             msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
-        loc = f"{p}:{line}" if line else str(p)
+        loc = f"{origin}:{line}" if line else origin
         raise SpecplanError(f"{loc}: TOML syntax error: {msg}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario TOML file; SpecplanError (with file:line for syntax) on any
+    problem."""
+    p = Path(path)
+    data = parse_toml_text(read_text(p, "scenario"), str(p))
     return Scenario.from_dict(data, str(p), p.resolve().parent)
 
 

@@ -74,3 +74,20 @@ def serve_dash():
         thread.join(timeout=10)
 
 # ==== end of browser fixtures ================================================================
+
+
+# ==== torch fixtures (tiny-model profiler tests) =============================================
+
+
+@_sp_pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models are overhead-bound: extra threads only spin on a shared machine.
+
+    Use as ``pytestmark = pytest.mark.usefixtures("one_torch_thread")`` after importorskip.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -19,17 +19,12 @@ from profiler.acceptance import (  # noqa: E402
 from profiler.prompt_sets import Prompt, builtin_prompts  # noqa: E402
 from profiler.proposers import DraftModelProposer, NgramProposer  # noqa: E402
 from sim.errors import SpecplanError  # noqa: E402
+from tests.helpers import tiny_llama  # noqa: E402
 
 VOCAB = 64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models are overhead-bound: extra threads only spin on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class CharTokenizer:
@@ -43,13 +38,7 @@ class CharTokenizer:
 
 
 def tiny_target(seed: int = 0) -> SimpleNamespace:
-    torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        initializer_range=0.5,
-    )
-    model = transformers.LlamaForCausalLM(cfg).to(torch.float64).eval()
+    model = tiny_llama(seed, vocab=VOCAB, layers=2)
     identity = {"id": "tiny-random", "source": "local", "path": "tiny", "sha256": "0" * 64}
     return SimpleNamespace(model=model, tokenizer=CharTokenizer(), identity=identity)
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from sim.cli import main
-from sim.synthetic import synthetic_profile_dict
+from tests.helpers import write_scenario
 
 SCENARIO = """
 name = "tiny"
@@ -60,12 +60,9 @@ k = 3
 
 @pytest.fixture()
 def scenario_path(tmp_path: Path) -> Path:
-    prof = tmp_path / "synthetic.json"
-    prof.write_text(json.dumps(synthetic_profile_dict(
-        segments=(("chat", "en", 0.0), ("code", "sv", 0.0)))), encoding="utf-8")
-    sc = tmp_path / "tiny.toml"
-    sc.write_text(SCENARIO.format(profile=prof.name), encoding="utf-8")
-    return sc
+    return write_scenario(tmp_path, SCENARIO.format(profile="synthetic.json"),
+                          profile_file="synthetic.json", scenario_file="tiny.toml",
+                          segments=(("chat", "en", 0.0), ("code", "sv", 0.0)))
 
 
 def test_capacity_json_and_out(scenario_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from sim import metric_names as mn
 from sim.cost import cost_per_good_answer, describe_cost_per_good_answer, fleet_cost_usd
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
-from sim.synthetic import synthetic_profile_dict
+from tests.helpers import write_scenario
 
 
 def test_fleet_cost_is_hours_times_price_including_idle() -> None:
@@ -60,10 +60,7 @@ k = 2
 
 
 def scenario(tmp_path, ttft: float):
-    (tmp_path / "profile.json").write_text(json.dumps(synthetic_profile_dict()))
-    p = tmp_path / "s.toml"
-    p.write_text(SCENARIO.format(ttft=ttft))
-    return load_scenario(p)
+    return load_scenario(write_scenario(tmp_path, SCENARIO.format(ttft=ttft)))
 
 
 def test_simulated_cost_covers_the_window_and_divides_by_good_answers(tmp_path) -> None:

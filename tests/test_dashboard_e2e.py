@@ -93,7 +93,7 @@ def app_url(tmp_path, serve_dash):
     return serve_dash(app)
 
 
-def wait_for(driver, cond, timeout: float = 90.0, what: str = "condition"):
+def wait_for(driver, cond, timeout: float = 180.0, what: str = "condition"):
     from selenium.common.exceptions import JavascriptException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from sim.runner import run_scenario
 from sim.scenario import load_scenario
-from sim.synthetic import synthetic_profile_dict
+from tests.helpers import write_scenario
 
 SCENARIO = """
 name = "det"
@@ -48,9 +46,7 @@ adaptive = {on_below_batch = 2, off_above_batch = 6, window_s = 2.0}
 
 
 def write_all(tmp_path, name: str, seeds: list[int]) -> dict[str, bytes]:
-    (tmp_path / "profile.json").write_text(json.dumps(synthetic_profile_dict()))
-    p = tmp_path / "s.toml"
-    p.write_text(SCENARIO)
+    p = write_scenario(tmp_path, SCENARIO)
     res = run_scenario(load_scenario(p), seeds=seeds)
     out = tmp_path / name
     return {path.name: path.read_bytes() for path in res.write(out)}

@@ -10,7 +10,7 @@ import pytest
 
 from sim import fidelity
 from sim.cli import main
-from sim.synthetic import synthetic_profile_dict
+from tests.helpers import write_scenario
 
 EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
                     "measured", "abs_error", "rel_error"]
@@ -43,10 +43,8 @@ def test_bar_ignores_loads_at_or_above_85_percent():
 
 
 def _write_inputs(tmp_path, rates=(0.7, 0.5, 0.35)):
-    prof = synthetic_profile_dict(name="tiny-synthetic", acceptance_rates=rates,
-                                  base_step_s=0.004, per_seq_s=0.0005, prefill_base_s=0.003)
-    (tmp_path / "p.json").write_text(json.dumps(prof), encoding="utf-8")
-    (tmp_path / "s.toml").write_text(
+    scenario = write_scenario(
+        tmp_path,
         """
 name = "tiny-validate"
 [run]
@@ -79,9 +77,11 @@ proposer = "ngram"
 k = 2
 policy = "fixed"
 """,
-        encoding="utf-8",
+        profile_file="p.json",
+        name="tiny-synthetic", acceptance_rates=rates,
+        base_step_s=0.004, per_seq_s=0.0005, prefill_base_s=0.003,
     )
-    return tmp_path / "s.toml", tmp_path / "p.json"
+    return scenario, tmp_path / "p.json"
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,30 +17,10 @@ from profiler.proposers import (  # noqa: E402
     early_exit_model,
 )
 from sim.errors import SpecplanError  # noqa: E402
+from tests.helpers import tiny_llama as make_tiny_llama  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models are overhead-bound: extra threads only spin on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def tiny_llama(seed: int, layers: int = 4) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(
-        vocab_size=40,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        initializer_range=0.5,
-    )
-    return transformers.LlamaForCausalLM(cfg).to(torch.float64).eval()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+tiny_llama = partial(make_tiny_llama, vocab=40, max_positions=256)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from dashboard.report import (
 )
 from sim.cli import main
 from sim.synthetic import synthetic_profile_dict
+from tests.helpers import write_scenario
 
 
 def _content() -> ReportContent:
@@ -101,9 +102,7 @@ k = 3
 
 
 def test_cli_report_end_to_end(tmp_path: Path, capsys):
-    (tmp_path / "syn.json").write_text(json.dumps(synthetic_profile_dict(name="syn")), encoding="utf-8")
-    scen = tmp_path / "tiny.toml"
-    scen.write_text(SCENARIO, encoding="utf-8")
+    scen = write_scenario(tmp_path, SCENARIO, profile_file="syn.json", scenario_file="tiny.toml", name="syn")
     out = tmp_path / "report.html"
     rc = main(["report", str(scen), "-o", str(out), "--load", "0.5,1", "--seeds", "1",
                "--set", "candidates[ngram-k3].k=2"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from sim.cli import main
-from sim.synthetic import synthetic_profile_dict
+from tests.helpers import write_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,10 +43,7 @@ k = 3
 
 
 def files(tmp_path: Path) -> Path:
-    (tmp_path / "profile.json").write_text(json.dumps(synthetic_profile_dict()))
-    p = tmp_path / "s.toml"
-    p.write_text(SCENARIO)
-    return p
+    return write_scenario(tmp_path, SCENARIO)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

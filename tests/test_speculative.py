@@ -6,6 +6,8 @@ argmax never flips on rounding) stand in for real ones: the properties tested ho
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -24,33 +26,13 @@ from profiler.speculative import (  # noqa: E402
     target_generate,
     verify,
 )
+from tests.helpers import tiny_llama as make_tiny_llama  # noqa: E402
 
 VOCAB = 48
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models are overhead-bound: extra threads only spin on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def tiny_llama(seed: int, layers: int = 4, hidden: int = 32) -> torch.nn.Module:
-    torch.manual_seed(seed)  # model init only; decoding uses explicit generators
-    cfg = transformers.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        initializer_range=0.5,  # sharper distributions than the default 0.02
-    )
-    model = transformers.LlamaForCausalLM(cfg).to(torch.float64).eval()
-    return model
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+tiny_llama = partial(make_tiny_llama, vocab=VOCAB)
 
 
 @pytest.fixture(scope="module")
