@@ -30,6 +30,10 @@ def report(profile: dict, source: str) -> None:
     print(f"  command: {prov.get('command')}")
     print(f"  device: {prov['device']['name']} ({prov.get('notes', '').split(';')[0]})")
     print(f"  wall time: {run.get('wall_s', float('nan')):.0f} s  phases: {run.get('phases_s')}")
+    acc_run = run.get("acceptance_run")
+    if acc_run:  # a merged profile: acceptance came from another run
+        print(f"  acceptance merged from a run of {acc_run.get('wall_s', float('nan')):.0f} s, "
+              f"phases: {acc_run.get('phases_s')}")
     tf = profile["timing"]["target_forward"]
     cells = sum(1 for a in tf["median"] for b in a for c in b if c is not None)
     print(f"  target_forward cells: {cells}, acceptance entries: {len(profile.get('acceptance', {}))}")

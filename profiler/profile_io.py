@@ -176,6 +176,8 @@ def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
         )
         entry["provenance"]["notes"] = f"{notes}; {origin_note}" if notes else origin_note
         out.setdefault("acceptance", {})[pname] = entry
+    if "x-run" in acceptance_profile:  # keep the record of the run that measured acceptance
+        out.setdefault("x-run", {})["acceptance_run"] = copy.deepcopy(acceptance_profile["x-run"])
     if name:
         out["name"] = safe_name(name)
     out["description"] = (

@@ -80,6 +80,7 @@ def test_merge_keeps_each_sections_provenance(tmp_path: Path, capsys):
         "proposers": {"selfdraft-l8": {"kind": "self_draft", "layers": list(range(8))}},
         "acceptance": {"selfdraft-l8": {"provenance": {"method": "published", "citation": "a paper, table 2"},
                                         "k_max": 2, "segments": [seg]}},
+        "x-run": {"wall_s": 123.0, "phases_s": {"acceptance": 120.0}},
     }))
     out = tmp_path / "merged.json"
     code, _, err = run_cli(["profile", "merge", "--timing", str(timing), "--acceptance", str(acc), "-o", str(out)], capsys)
@@ -88,6 +89,8 @@ def test_merge_keeps_each_sections_provenance(tmp_path: Path, capsys):
     assert prof.timing.provenance.method == "estimated"
     assert prof.acceptance["selfdraft-l8"].provenance.method == "published"
     assert "merged from acc.json" in prof.acceptance["selfdraft-l8"].provenance.notes
+    # the record of the run that measured acceptance travels with it
+    assert json.loads(out.read_text())["x-run"]["acceptance_run"]["wall_s"] == 123.0
 
 
 @pytest.mark.parametrize(
