@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt for acceptance")
     m.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadier on a busy machine)")
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--rounds", type=int, default=1,
+                   help="measure the whole timing grid this many times, spread over the run, and keep per cell "
+                        "the median of the rounds (default 1; 3 on a shared machine whose speed drifts)")
     m.add_argument("--no-acceptance", action="store_true", help="timing and memory only")
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -145,7 +148,7 @@ def _run_measure(args: argparse.Namespace) -> int:
         from profiler.prompt_sets import load_prompts
 
         load_prompts(args.prompts)
-    for flag in ("prompts_per_segment", "max_new_tokens"):
+    for flag in ("prompts_per_segment", "max_new_tokens", "rounds"):
         val = getattr(args, flag)
         if val is not None and val < 1:
             raise SpecplanError(f"--{flag.replace('_', '-')} {val}: must be at least 1")
@@ -167,6 +170,7 @@ def _run_measure(args: argparse.Namespace) -> int:
         prompts_per_segment=args.prompts_per_segment,
         max_new_tokens=args.max_new_tokens,
         progress=not args.no_progress,
+        rounds=args.rounds,
     )
     profile = run_profile(req)
     _summary(profile, args.out)

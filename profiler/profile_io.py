@@ -177,7 +177,11 @@ def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
         entry["provenance"]["notes"] = f"{notes}; {origin_note}" if notes else origin_note
         out.setdefault("acceptance", {})[pname] = entry
     if "x-run" in acceptance_profile:  # keep the record of the run that measured acceptance
-        out.setdefault("x-run", {})["acceptance_run"] = copy.deepcopy(acceptance_profile["x-run"])
+        run = acceptance_profile["x-run"]
+        # a merged source got its acceptance from its own acceptance run: that is the one to keep
+        run = run.get("acceptance_run", run)
+        out.setdefault("x-run", {})["acceptance_run"] = copy.deepcopy(
+            {k: v for k, v in run.items() if k != "acceptance_run"})
     if name:
         out["name"] = safe_name(name)
     out["description"] = (

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from profiler import device as devmod
@@ -27,6 +28,7 @@ from profiler.profile_io import assemble, check_writable, provenance, safe_name,
 from profiler.timing import (
     DraftRuntime,
     Measured,
+    Point,
     TimingGrids,
     assemble_timing,
     default_grids,
@@ -86,8 +88,12 @@ class ProfileRequest:
     prompts_per_segment: int | None = None
     max_new_tokens: int | None = None
     progress: bool = True
+    rounds: int = 1
+    """Passes over the whole timing grid; a cell's value is the median of its rounds' medians."""
 
     def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise SpecplanError(f"--rounds {self.rounds}: must be at least 1")
         if self.k_max < 1:
             raise SpecplanError(f"--k-max {self.k_max}: must be at least 1")
         if not self.temperatures or any(t < 0 for t in self.temperatures):
@@ -224,6 +230,32 @@ def fingerprint(target: LoadedModel, proposers: list[_Proposer], grids: TimingGr
 # the run
 
 
+def round_key(pt: Point, fp: str, rnd: int) -> str:
+    """Checkpoint key of a point in round ``rnd`` (round 0 keeps the plain key)."""
+    return pt.key(fp) if rnd == 0 else f"{pt.key(fp)}@{rnd}"
+
+
+def combine_rounds(rounds: list[Measured]) -> Measured:
+    """One cell from its rounds: the median of the round medians, the p10/p90 envelope.
+
+    Why rounds: on a shared machine the speed drifts over minutes, so one burst of repeats per
+    cell catches each cell at a different moment (a grid that is not even monotone). Rounds
+    spread over the whole run give every cell the machine's typical speed. A cell any round
+    could not measure keeps that round's limit.
+    """
+    if len(rounds) == 1:
+        return rounds[0]
+    limited = next((m for m in rounds if m.limit is not None), None)
+    if limited is not None:
+        return limited
+    meds = [m.median for m in rounds if m.median is not None]
+    p10s = [m.p10 for m in rounds if m.p10 is not None]
+    p90s = [m.p90 for m in rounds if m.p90 is not None]
+    extra = {k: float(np.median([m.extra[k] for m in rounds if k in m.extra])) for k in rounds[0].extra}
+    return Measured(rounds[0].point, float(np.median(meds)), min(p10s) if p10s else None,
+                    max(p90s) if p90s else None, sum(m.repeats or 0 for m in rounds), None, extra)
+
+
 PointHook = Callable[[int], None]
 """Called with the number of points measured so far (this run) after each checkpointed point."""
 
@@ -248,22 +280,25 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
     total_points = sum(len(t.points) for t in tasks)
     measured_now = 0
     phase_s: dict[str, float] = {}
-    bar = tqdm(total=total_points + 1, desc="timing", unit="pt", disable=not req.progress, dynamic_ncols=True)
-    bar.update(sum(1 for t in tasks for p in t.points if p.key(fp) in ckpt))
+    rounds = range(req.rounds)
+    bar = tqdm(total=total_points * req.rounds + 1, desc="timing", unit="pt", disable=not req.progress,
+               dynamic_ncols=True)
+    bar.update(sum(1 for r in rounds for t in tasks for p in t.points if round_key(p, fp, r) in ckpt))
     t0 = time.perf_counter()
     load = [_load_average()]
     with torch.inference_mode():
-        for task in tasks:
-            todo = [p for p in task.points if p.key(fp) not in ckpt]
-            if not todo:
-                continue
-            bar.set_description(task.label)
-            for m in task.run(todo):
-                ckpt.add(m.point.key(fp), m.to_json())
-                measured_now += 1
-                bar.update(1)
-                if on_point is not None:
-                    on_point(measured_now)
+        for r in rounds:
+            for task in tasks:
+                todo = [p for p in task.points if round_key(p, fp, r) not in ckpt]
+                if not todo:
+                    continue
+                bar.set_description(task.label + (f" (round {r + 1}/{req.rounds})" if req.rounds > 1 else ""))
+                for m in task.run(todo):
+                    ckpt.add(round_key(m.point, fp, r), m.to_json())
+                    measured_now += 1
+                    bar.update(1)
+                    if on_point is not None:
+                        on_point(measured_now)
         phase_s["timing"] = time.perf_counter() - t0
         load.append(_load_average())
         t0 = time.perf_counter()
@@ -279,7 +314,8 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
         bar.update(1)
         bar.close()
         phase_s["memory"] = time.perf_counter() - t0
-    measured = [Measured.from_json(ckpt.records[p.key(fp)]) for t in tasks for p in t.points]
+    measured = [combine_rounds([Measured.from_json(ckpt.records[round_key(p, fp, r)]) for r in rounds])
+                for t in tasks for p in t.points]
     acceptance, acc_s = _acceptance(req, target, proposers, prompts, ckpt, on_point, measured_now)
     phase_s["acceptance"] = acc_s
     wall = time.perf_counter() - t_start
@@ -376,10 +412,14 @@ def _provenance(method: str, req: ProfileRequest, target: LoadedModel, proposers
 def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Proposer], grids: TimingGrids,
               measured: list[Measured], mem: dict[str, Any], acceptance: dict[str, Any], wall: float,
               phase_s: dict[str, float], reused: int, load: list[float | None]) -> dict[str, Any]:
-    timing = assemble_timing(grids, [p.name for p in proposers], measured)
+    timing = assemble_timing(grids, [p.name for p in proposers], measured, rounds=req.rounds)
     g = grids
     timing_notes = [
-        f"warmup {g.warmup}, repeats {g.repeats} (prefill {g.prefill_repeats}), median and p10/p90 per cell",
+        f"warmup {g.warmup}, repeats {g.repeats} (prefill {g.prefill_repeats}), median and p10/p90 per cell"
+        if req.rounds == 1 else
+        f"{req.rounds} rounds over the whole grid, each with warmup {g.warmup} and repeats {g.repeats} "
+        f"(prefill {g.prefill_repeats}) per cell; a cell's median is the median of its round medians, "
+        f"p10/p90 the lowest p10 and highest p90 of its rounds",
         "forward passes under torch.inference_mode with a transformers DynamicCache prefilled to the "
         "context and cropped back before each repeat; random token ids; argmax of the logits included",
         "draft D(k): cumulative time after k sequential draft steps (one run gives every k)",

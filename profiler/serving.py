@@ -3,8 +3,8 @@
 Why it exists: to measure how far the simulator is from reality, something must serve the
 same open-loop arrivals for real. This loop asks ``sim.scheduler.Scheduler`` for a plan each
 step — exactly the planner the simulator runs — and *executes* it: the plan's prefill chunks
-as target forward passes over each request's KV cache, its decoding requests as one batched
-target pass over ``1 + k`` tokens each (the last token plus ``k`` drafts from a real proposer),
+as one packed target pass (each chunk over its own request's KV cache), its decoding requests
+as one batched target pass over ``1 + k`` tokens each (the last token plus ``k`` drafts from a real proposer),
 verified greedily. The wall clock takes the place of the profile's step times, and the real
 proposer's acceptance takes the place of the profile's acceptance draws; everything else
 (admission, batching, chunking, preemption, token counting) is shared code, so a difference
@@ -14,7 +14,8 @@ Arrivals are fed on the wall clock by a thread (open loop: it never waits for co
 the loop admits what has arrived at every step boundary, as an engine would. Tokens stream at
 the end of the step that produced them; the loop records every burst.
 
-KV layout: a prefilling request owns a batch-1 ``DynamicCache``. Decoding requests share one
+KV layout: a prefilling request owns a batch-1 ``DynamicCache``; a step's chunks are packed
+into one sequence over the concatenation of their caches with a block-diagonal mask. Decoding requests share one
 left-padded batched cache that persists across steps while the decode set is unchanged; drafts
 the target rejects stay in it as masked holes (an attention mask and explicit positions keep
 the computation exact), and the batch is repacked — holes dropped — whenever the decode set
@@ -30,6 +31,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import polars as pl
@@ -252,8 +254,8 @@ class BatchExecutor:
         for r in plan.preempted:
             self._drop_kv(r.id)
         accepted = self._decode(plan) if plan.decode else []
-        for r, n in plan.prefill:
-            self._prefill(r, n)
+        if plan.prefill:
+            self._prefill(plan.prefill)
         return accepted
 
     def _drop_kv(self, rid: int) -> None:
@@ -263,26 +265,73 @@ class BatchExecutor:
             self._unpack()
             self.seqs[rid].cache = None
 
-    def _prefill(self, r: Request, n: int) -> None:
-        seq = self.seqs[r.id]
-        if self.batch is not None and r.id in self.batch.row:
-            self._unpack()
-        start = r.computed
-        if start == 0:
-            seq.cache = DynamicCache(config=self.config)
-        have = _cache_len(seq.cache)
-        if have != start:
-            raise RuntimeError(f"request {r.id}: KV holds {have} tokens, scheduler says {start} computed")
-        chunk = seq.tokens[start : start + n]
-        if len(chunk) != n:
-            raise RuntimeError(f"request {r.id}: asked to prefill {n} tokens from {start}, has {len(seq.tokens)}")
-        ids = torch.tensor([chunk], dtype=torch.long, device=self.device)
-        pos = torch.arange(start, start + n, device=self.device).unsqueeze(0)
-        out = self.model(input_ids=ids, position_ids=pos, cache=seq.cache, use_cache=True, logits_to_keep=1)
-        if start + n >= len(seq.tokens):  # prompt (or recompute) complete: sample one token
-            tok = int(out.logits[0, -1].argmax())
-            seq.tokens.append(tok)
-            seq.generated.append(tok)
+    def _prefill(self, chunks: Sequence[tuple[Request, int]]) -> None:
+        """All of a step's prefill chunks as **one** forward pass, as vLLM packs them.
+
+        Why one pass: the profile times ``target_prefill(n, c₀)`` as a single pass over all the
+        step's prompt tokens; a pass per chunk would pay the per-pass cost once per request and
+        make the real loop slower than the engine it stands for. The chunks are concatenated
+        into one batch-1 sequence over the concatenation of their caches; a block-diagonal
+        mask lets each chunk see only its own cached tokens and, causally, its own new ones, so
+        the result is what separate passes compute. The new KV is split back per request.
+        """
+        seqs, starts = [], []
+        for r, n in chunks:
+            seq = self.seqs[r.id]
+            if self.batch is not None and r.id in self.batch.row:
+                self._unpack()
+            start = r.computed
+            if start == 0:
+                seq.cache = None
+            have = _cache_len(seq.cache)
+            if have != start:
+                raise RuntimeError(f"request {r.id}: KV holds {have} tokens, scheduler says {start} computed")
+            if len(seq.tokens[start : start + n]) != n:
+                raise RuntimeError(f"request {r.id}: asked to prefill {n} tokens from {start}, has {len(seq.tokens)}")
+            seqs.append(seq)
+            starts.append(start)
+        sizes = [n for _, n in chunks]
+        total_new, total_old = sum(sizes), sum(starts)
+        ids = torch.tensor([[t for s, st, n in zip(seqs, starts, sizes, strict=True) for t in s.tokens[st : st + n]]],
+                           dtype=torch.long, device=self.device)
+        pos = torch.cat([torch.arange(st, st + n) for st, n in zip(starts, sizes, strict=True)]).unsqueeze(0).to(self.device)
+        old = [s for s, st in zip(seqs, starts, strict=True) if st > 0]
+        if old:
+            layers = len(old[0].cache.layers)  # type: ignore[union-attr]
+            cache = _cache_from(self.config, [
+                (torch.cat([s.cache.layers[i].keys for s in old], dim=2),  # type: ignore[union-attr]
+                 torch.cat([s.cache.layers[i].values for s in old], dim=2))  # type: ignore[union-attr]
+                for i in range(layers)
+            ])
+        else:
+            cache = DynamicCache(config=self.config)
+        mask = None
+        if len(chunks) > 1:
+            dtype = next(self.model.parameters()).dtype
+            allow = torch.zeros((total_new, total_old + total_new), dtype=torch.bool)
+            q = c = 0
+            for st, n in zip(starts, sizes, strict=True):
+                allow[q : q + n, c : c + st] = True
+                allow[q : q + n, total_old + q : total_old + q + n] = torch.ones((n, n), dtype=torch.bool).tril()
+                q, c = q + n, c + st
+            mask = torch.zeros(allow.shape, dtype=dtype).masked_fill_(~allow, torch.finfo(dtype).min)
+            mask = mask[None, None].to(self.device)
+        ends = torch.tensor(list(accumulate(sizes)), device=self.device) - 1
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache,
+                         use_cache=True, logits_to_keep=ends)
+        kvs = _kv_of(cache)
+        q = c = 0
+        for j, (seq, st, n) in enumerate(zip(seqs, starts, sizes, strict=True)):
+            seq.cache = _cache_from(self.config, [
+                (torch.cat([k[:, :, c : c + st], k[:, :, total_old + q : total_old + q + n]], dim=2),
+                 torch.cat([v[:, :, c : c + st], v[:, :, total_old + q : total_old + q + n]], dim=2))
+                for k, v in kvs
+            ])
+            q, c = q + n, c + st
+            if st + n >= len(seq.tokens):  # prompt (or recompute) complete: sample one token
+                tok = int(out.logits[0, j].argmax())
+                seq.tokens.append(tok)
+                seq.generated.append(tok)
 
     def _decode(self, plan: StepPlan) -> list[int]:
         ids = [r.id for r in plan.decode]
@@ -371,6 +420,75 @@ class ArrivalFeeder(threading.Thread):
 # the loop
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory in the process instead of returning it to the OS.
+
+    Why: on a VM, touching memory the process gave back costs a page fault per 4 KiB page, and
+    on this class of machine that was measured to make a batch-8 verification pass 6× slower
+    the first time its footprint is reached (1.2 s against 0.18 s once warm). The profile
+    times warm passes; the real loop must run warm too, or first-touch costs are blamed on the
+    step-time model. Returns False where there is no glibc (then nothing changes).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_trim_threshold, 2**62) and mallopt(m_mmap_threshold, 32 * 2**20))
+
+
+@dataclass(frozen=True, slots=True)
+class PeakShape:
+    """The largest passes a run can ask for: warming up at them touches its peak memory once."""
+
+    decode_seqs: int
+    context: int
+    """Longest sequence (prompt + output) of the run."""
+    tokens_per_seq: int
+    """``1 + k_max``."""
+    prefill_tokens: int
+    """The engine's token budget per step."""
+
+
+@torch.inference_mode()
+def touch_peak(model: torch.nn.Module, peak: PeakShape, seed: int = 0) -> None:
+    """One decode pass and one prefill pass at ``peak``, over a KV cache of random values (no
+    prefill compute needed to build it), so the run never first-touches memory mid-measurement."""
+    cfg = model.config
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    heads = int(cfg.num_attention_heads)
+    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+    layers = int(cfg.num_hidden_layers)
+    gen = torch.Generator().manual_seed(int(seed))
+    vocab = int(cfg.vocab_size)
+
+    def cache(b: int, c: int) -> DynamicCache:
+        shape = (b, kv_heads, c, head_dim)
+        return _cache_from(cfg, [(torch.randn(shape, generator=gen).to(device, dtype),
+                                  torch.randn(shape, generator=gen).to(device, dtype)) for _ in range(layers)])
+
+    b, s = peak.decode_seqs, peak.tokens_per_seq
+    c = max(1, peak.context - s)
+    ids = torch.randint(0, vocab, (b, s), generator=gen).to(device)
+    mask = torch.ones((b, c + s), dtype=torch.long, device=device)
+    pos = torch.arange(c, c + s, device=device).expand(b, s)
+    model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache(b, c), use_cache=True)
+    n = peak.prefill_tokens
+    c = max(1, peak.context - n)
+    ids = torch.randint(0, vocab, (1, n), generator=gen).to(device)
+    pos = torch.arange(c, c + n, device=device).unsqueeze(0)
+    model(input_ids=ids, position_ids=pos, cache=cache(1, c), use_cache=True, logits_to_keep=1)
+
+
 def warm_up(
     model: torch.nn.Module,
     vocab: int,
@@ -378,11 +496,13 @@ def warm_up(
     policy: SpeculationPolicy | None = None,
     proposer_factory: Callable[[], Any] | None = None,
     proposer_name: str | None = None,
+    peak: PeakShape | None = None,
     seed: int = 0,
 ) -> None:
     """Untimed passes through the real loop's own code paths (prefill, batched decode with
     masks and positions, verification, repacking) so first-call allocations and kernel
-    selection stay out of the measured run: a few short requests on a virtual clock."""
+    selection stay out of the measured run: a few short requests on a virtual clock; with
+    ``peak``, also the largest passes the run can reach (``touch_peak``)."""
     from sim.speculation import OFF
     from sim.step_time import FixedStepTimer
 
@@ -395,6 +515,8 @@ def warm_up(
     pol = policy or OFF
     serve(reqs, cfg, model, policy=pol, proposer_factory=proposer_factory if pol.speculates else None,
           proposer_name=proposer_name, step_timer=FixedStepTimer(0.001))
+    if peak is not None:
+        touch_peak(model, peak, seed)
 
 
 def serve(
@@ -651,6 +773,6 @@ def segment_prompts(
 
 
 __all__ = [
-    "ArrivalFeeder", "BatchExecutor", "PlanRecord", "ServingRequest", "ServingResult",
-    "fit_prompt", "segment_prompts", "serve", "warm_up",
+    "ArrivalFeeder", "BatchExecutor", "PeakShape", "PlanRecord", "ServingRequest", "ServingResult",
+    "fit_prompt", "keep_freed_memory", "segment_prompts", "serve", "touch_peak", "warm_up",
 ]

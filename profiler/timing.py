@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -106,7 +106,10 @@ def default_grids(
         draft_batch, draft_context, overhead_batch = (1, 4), (64, 512), (1, 4)
         warmup, repeats, prefill_repeats = 1, 3, 2
     else:
-        batch, context = (1, 2, 4, 8, 16), (64, 256, 1024)
+        # Every batch to 8: a CPU GEMM's kernel choice depends on its row count (batch × tokens),
+        # so time is not smooth in batch either (measured: batch 3 takes 84 ms, batch 2 65 ms,
+        # batch 4 53 ms; interpolating 2..4 gave 60 ms for batch 3, 28 % short).
+        batch, context = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16), (64, 256, 1024)
         prefill_tokens, prefill_context = (16, 64, 256, 512), (0, 256, 1024)
         draft_batch, draft_context, overhead_batch = (1, 4, 16), (64, 256, 1024), (1, 4, 16)
         warmup, repeats, prefill_repeats = 1, 5, 3
@@ -505,6 +508,30 @@ def plan_tasks(
     return tasks
 
 
+def remeasure(target: LoadedModel, points: Sequence[Point], *, warmup: int = 1, repeats: int = 5,
+              seed: int = 0) -> list[Measured]:
+    """Time target_forward and target_prefill cells again, by the profile run's own code.
+
+    Why: a profile is one moment of a machine; before trusting a comparison with it (``specplan
+    validate``) one wants to know how far this machine's speed has drifted since, cell by cell.
+    """
+    one = (1,)
+    grids = TimingGrids(batch=one, tokens_per_seq=one, context=(0,), prefill_tokens=one, prefill_context=(0,),
+                        draft_batch=one, k_max=1, draft_context=(0,), overhead_batch=one, overhead_k=one,
+                        overhead_context=0, warmup=warmup, repeats=repeats, prefill_repeats=repeats)
+    runner = _Runner(target, grids, seed, None)
+    out: list[Measured] = []
+    for pt in points:
+        d = pt.as_dict()
+        if pt.quantity == "target_forward":
+            out.extend(runner._passes_on_context([pt], d["batch"], d["context"], "tokens_per_seq", repeats))
+        elif pt.quantity == "target_prefill":
+            out.extend(runner._passes_on_context([pt], 1, d["context"], "tokens", repeats, logits_to_keep=1))
+        else:
+            raise ValueError(f"remeasure: only target_forward and target_prefill cells, got {pt.quantity}")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # assembling the section
 
@@ -530,10 +557,11 @@ def _grid(quantity: str, axes: dict[str, Sequence[int]], results: dict[Point, Me
 
 
 def assemble_timing(grids: TimingGrids, proposer_names: Sequence[str],
-                    measured: Sequence[Measured]) -> dict[str, Any]:
-    """The ``timing`` section (without provenance) from every measured point."""
+                    measured: Sequence[Measured], rounds: int = 1) -> dict[str, Any]:
+    """The ``timing`` section (without provenance) from every measured point; ``repeats`` of a
+    grid counts every timed pass of a cell over all ``rounds``."""
     results = {m.point: m for m in measured}
-    g = grids
+    g = replace(grids, repeats=grids.repeats * rounds, prefill_repeats=grids.prefill_repeats * rounds)
     section: dict[str, Any] = {
         "target_forward": _grid("target_forward", {"batch": g.batch, "tokens_per_seq": g.tokens_per_seq,
                                                    "context": g.context}, results, g.repeats),

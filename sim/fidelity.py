@@ -51,6 +51,8 @@ COMPARED: tuple[tuple[str, str], ...] = (
     ("mean acceptance length", mn.MEAN_ACCEPTANCE_LENGTH),
     ("step time p50 (ms)", "step_ms_median"),
     ("step time p95 (ms)", "step_ms_p95"),
+    ("decode-only step p50 (ms)", "decode_step_ms_median"),
+    ("step with prefill p50 (ms)", "prefill_step_ms_median"),
 )
 
 # The bar docs/fidelity.md reports against: these columns within 10 % below 85 % load.
@@ -67,6 +69,9 @@ TABLE_SCHEMA: dict[str, pl.DataType] = {
     "column": pl.String(),
     "predicted": pl.Float64(),
     "measured": pl.Float64(),
+    "measured_min": pl.Float64(),
+    "measured_max": pl.Float64(),
+    "real_runs": pl.Int64(),
     "abs_error": pl.Float64(),
     "rel_error": pl.Float64(),
 }
@@ -98,13 +103,23 @@ def values_from_run(summary: pl.DataFrame, requests: pl.DataFrame) -> dict[str, 
     return out
 
 
+def _finite(runs: Sequence[Mapping[str, float | None]], col: str) -> list[float]:
+    return [float(v) for r in runs if (v := r.get(col)) is not None and math.isfinite(float(v))]
+
+
 def mean_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
     """Mean of each compared number over replications (None where every replication had none)."""
-    out: dict[str, float | None] = {}
-    for _, col in COMPARED:
-        vals = [float(v) for r in runs if (v := r.get(col)) is not None and math.isfinite(float(v))]
-        out[col] = float(np.mean(vals)) if vals else None
-    return out
+    return {col: float(np.mean(v)) if (v := _finite(runs, col)) else None for _, col in COMPARED}
+
+
+def median_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """Median of each compared number over repeated real runs: robust to one disturbed run."""
+    return {col: float(np.median(v)) if (v := _finite(runs, col)) else None for _, col in COMPARED}
+
+
+def spread_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, tuple[float, float]]:
+    """(min, max) of each compared number over repeated real runs."""
+    return {col: (min(v), max(v)) for _, col in COMPARED if (v := _finite(runs, col))}
 
 
 def error_rows(
@@ -114,8 +129,14 @@ def error_rows(
     candidate: str,
     predicted: Mapping[str, float | None],
     measured: Mapping[str, float | None],
+    spread: Mapping[str, tuple[float, float]] | None = None,
+    runs: int = 1,
 ) -> list[dict[str, Any]]:
-    """One row per compared metric; relative error is null when the measurement is 0 or absent."""
+    """One row per compared metric; relative error is null when the measurement is 0 or absent.
+
+    ``measured`` is one run's number or the median of ``runs`` repeated runs, ``spread`` their
+    (min, max).
+    """
     rows = []
     for label, col in COMPARED:
         p, m = predicted.get(col), measured.get(col)
@@ -123,9 +144,11 @@ def error_rows(
             continue
         abs_err = None if p is None or m is None else p - m
         rel = None if abs_err is None or not m else abs_err / m
+        lo, hi = (spread or {}).get(col, (m, m))
         rows.append({
             "source": source, "load": load, "rate": rate, "candidate": candidate,
             "metric": label, "column": col, "predicted": p, "measured": m,
+            "measured_min": lo, "measured_max": hi, "real_runs": runs,
             "abs_error": abs_err, "rel_error": rel,
         })
     return rows
@@ -154,12 +177,17 @@ def format_table(table: pl.DataFrame) -> str:
     ):
         where = f"load {load:.0%} of capacity, " if load is not None else ""
         lines.append(f"\n{cand} — {where}{rate:.3g} req/s ({source})")
-        lines.append(f"  {'metric':<27}{'predicted':>12}{'measured':>12}{'rel. error':>12}")
+        runs = int(grp["real_runs"].max() or 1)
+        span = f"  range of {runs} real runs" if runs > 1 else ""
+        lines.append(f"  {'metric':<27}{'predicted':>12}{'measured':>12}{'rel. error':>12}{span}")
         for r in grp.iter_rows(named=True):
             p = "—" if r["predicted"] is None else f"{r['predicted']:.4g}"
             m = "—" if r["measured"] is None else f"{r['measured']:.4g}"
             e = "—" if r["rel_error"] is None else f"{r['rel_error']:+.1%}"
-            lines.append(f"  {r['metric']:<27}{p:>12}{m:>12}{e:>12}")
+            rng = ""
+            if runs > 1 and r["measured_min"] is not None:
+                rng = f"  {r['measured_min']:.4g}–{r['measured_max']:.4g}"
+            lines.append(f"  {r['metric']:<27}{p:>12}{m:>12}{e:>12}{rng}")
     return "\n".join(lines)
 
 
@@ -344,24 +372,109 @@ def measured_values(
     return values_from_run(summary, requests)
 
 
+def profile_step_times(shapes: Sequence[Any], profile: Profile) -> np.ndarray:
+    """The profile's time (seconds) for each step shape: what the simulator charges for it."""
+    from sim.step_time import ProfileStepTimer
+
+    timer = ProfileStepTimer(profile)
+    return np.array([timer(s) for s in shapes], dtype=float)
+
+
 def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any],
                      profile: Profile) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """(predicted, measured) step-time percentiles over the *real* run's steps.
 
     The profile times each step shape the real loop executed; comparing with the measured
-    wall time isolates the step-time model from queueing (which amplifies its errors).
+    wall time isolates the step-time model from queueing (which amplifies its errors). Split
+    by kind too — decode-only steps (T, V(k), D(k), H(k)) and steps with prefill (plus P(n)) —
+    so an error points at the grid it comes from.
     """
-    from sim.step_time import ProfileStepTimer
-
     if not shapes:
         return {}, {}
-    timer = ProfileStepTimer(profile)
-    pred = np.array([timer(s) for s in shapes]) * 1000.0
+    pred = profile_step_times(shapes, profile) * 1000.0
     real = np.asarray(real_durations_s, dtype=float) * 1000.0
-    q = [50, 95]
-    p, m = np.percentile(pred, q), np.percentile(real, q)
-    return ({"step_ms_median": float(p[0]), "step_ms_p95": float(p[1])},
-            {"step_ms_median": float(m[0]), "step_ms_p95": float(m[1])})
+    has_prefill = np.array([s.prefill_tokens > 0 for s in shapes])
+    p_out: dict[str, float | None] = {}
+    m_out: dict[str, float | None] = {}
+    for col, sel in (("step_ms", slice(None)), ("decode_step_ms", ~has_prefill), ("prefill_step_ms", has_prefill)):
+        ps, ms = pred[sel], real[sel]
+        if ps.size == 0:
+            continue
+        for suffix, q in (("median", 50), ("p95", 95)):
+            if col != "step_ms" and suffix == "p95":
+                continue
+            p_out[f"{col}_{suffix}"] = float(np.percentile(ps, q))
+            m_out[f"{col}_{suffix}"] = float(np.percentile(ms, q))
+    return p_out, m_out
+
+
+# ---------------------------------------------------------------------------------------------
+# drift: how far this machine's speed is from the profile's, now
+
+
+@dataclass(frozen=True)
+class DriftCell:
+    """A profile grid cell to time again: ``quantity`` target_forward or target_prefill."""
+
+    quantity: str
+    coords: tuple[tuple[str, int], ...]
+    profile_s: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.quantity}(" + ", ".join(f"{k}={v}" for k, v in self.coords) + ")"
+
+
+def _nearest(axis: Sequence[float], x: float) -> int:
+    return int(min(axis, key=lambda a: (abs(a - x), a)))
+
+
+def drift_cells(profile: Profile, *, decode_seqs: int, context: float, tokens_per_seq: int,
+                prompt_tokens: float) -> list[DriftCell]:
+    """Measured profile cells nearest a run's typical shapes: batch 1 and ``decode_seqs``, one
+    and ``tokens_per_seq`` tokens, at ``context``; and a fresh prefill of ``prompt_tokens``.
+
+    Why these: a handful of cells (seconds to time) that the run's steps actually lean on, so
+    their ratio now/profile says how much of an error is the machine having changed.
+    """
+    out: list[DriftCell] = []
+    tf = profile.timing.target_forward
+    ax = dict(zip(tf.axis_names, tf.axes, strict=True))
+    c = _nearest(ax["context"], context)
+    for b in sorted({_nearest(ax["batch"], 1), _nearest(ax["batch"], decode_seqs)}):
+        for t in sorted({_nearest(ax["tokens_per_seq"], 1), _nearest(ax["tokens_per_seq"], tokens_per_seq)}):
+            coords = {"batch": b, "tokens_per_seq": t, "context": c}
+            idx = tuple(ax[n].index(coords[n]) for n in tf.axis_names)
+            v = float(tf.median[idx])
+            if math.isfinite(v):
+                out.append(DriftCell("target_forward", tuple(coords.items()), v))
+    tp = profile.timing.target_prefill
+    ax = dict(zip(tp.axis_names, tp.axes, strict=True))
+    coords = {"tokens": _nearest(ax["tokens"], prompt_tokens), "context": _nearest(ax["context"], 0)}
+    v = float(tp.median[tuple(ax[n].index(coords[n]) for n in tp.axis_names)])
+    if math.isfinite(v):
+        out.append(DriftCell("target_prefill", tuple(coords.items()), v))
+    return out
+
+
+def drift_summary(cells: Sequence[DriftCell], measured_s: Sequence[float | None], when: str) -> dict[str, Any]:
+    """Per-cell and median ratio of the time measured now to the profile's (>1: slower now)."""
+    per = [{"cell": c.label, "profile_ms": c.profile_s * 1e3, "now_ms": m * 1e3, "ratio": m / c.profile_s}
+           for c, m in zip(cells, measured_s, strict=True) if m is not None and c.profile_s > 0]
+    ratios = [p["ratio"] for p in per]
+    return {
+        "when": when, "cells": per,
+        "median_ratio": float(np.median(ratios)) if ratios else None,
+        "min_ratio": min(ratios) if ratios else None, "max_ratio": max(ratios) if ratios else None,
+    }
+
+
+def format_drift(d: Mapping[str, Any]) -> str:
+    """One line: how this machine compares with the profile now."""
+    if d.get("median_ratio") is None:
+        return f"drift {d['when']}: no cell could be timed"
+    return (f"drift {d['when']}: {len(d['cells'])} profile cells re-timed, now/profile median "
+            f"{d['median_ratio']:.2f} (range {d['min_ratio']:.2f}–{d['max_ratio']:.2f}; >1 = slower now)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from sim.cli import main
 from tests.helpers import write_scenario
 
 EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
-                    "measured", "abs_error", "rel_error"]
+                    "measured", "measured_min", "measured_max", "real_runs", "abs_error", "rel_error"]
 
 
 def test_error_rows_compute_relative_error_against_the_measurement():
@@ -40,6 +40,34 @@ def test_bar_ignores_loads_at_or_above_85_percent():
     bar = fidelity.bar_check(fidelity.error_table(rows))
     assert bar["load"].to_list() == [0.6]
     assert "1/1 within" in fidelity.format_bar(fidelity.error_table(rows))
+
+
+def test_repeated_runs_give_the_median_and_its_range():
+    runs = [{"ttft_ms_median": 100.0, "e2el_ms_p95": None}, {"ttft_ms_median": 130.0},
+            {"ttft_ms_median": 90.0, "e2el_ms_p95": 50.0}]
+    med, spread = fidelity.median_values(runs), fidelity.spread_values(runs)
+    assert med["ttft_ms_median"] == 100.0 and med["e2el_ms_p95"] == 50.0 and med["tpot_ms_p95"] is None
+    assert spread["ttft_ms_median"] == (90.0, 130.0) and "tpot_ms_p95" not in spread
+    rows = fidelity.error_rows("live", 0.3, 1.0, "b", {"ttft_ms_median": 110.0}, med, spread, len(runs))
+    r = fidelity.error_table(rows).row(0, named=True)
+    assert (r["measured"], r["measured_min"], r["measured_max"], r["real_runs"]) == (100.0, 90.0, 130.0, 3)
+    assert "90–130" in fidelity.format_table(fidelity.error_table(rows))
+
+
+def test_drift_cells_are_measured_profile_cells_near_the_runs_shapes(tmp_path):
+    from sim.profile import load_profile
+
+    _, path = _write_inputs(tmp_path)
+    prof = load_profile(path)
+    cells = fidelity.drift_cells(prof, decode_seqs=4, context=100, tokens_per_seq=3, prompt_tokens=30)
+    tf = prof.timing.target_forward
+    ax = dict(zip(tf.axis_names, tf.axes, strict=True))
+    fwd = [dict(c.coords) for c in cells if c.quantity == "target_forward"]
+    assert {c["batch"] for c in fwd} <= set(ax["batch"]) and len(fwd) == 4
+    assert all(c.profile_s > 0 for c in cells) and cells[-1].quantity == "target_prefill"
+    d = fidelity.drift_summary(cells, [c.profile_s * 1.1 for c in cells], "before")
+    assert d["median_ratio"] == pytest.approx(1.1) and len(d["cells"]) == len(cells)
+    assert "median 1.10" in fidelity.format_drift(d)
 
 
 def _write_inputs(tmp_path, rates=(0.7, 0.5, 0.35)):
@@ -90,7 +118,8 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     scenario, _ = _write_inputs(tmp_path)
     out = tmp_path / "out"
     rc = main(["validate", str(scenario), "--model", "config:tiny-llama", "--capacity", "20",
-               "--loads", "0.25,0.5", "--requests", "5", "--sim-reps", "2", "--out", str(out)])
+               "--loads", "0.25,0.5", "--requests", "5", "--sim-reps", "2", "--reps", "2",
+               "--out", str(out)])
     assert rc == 0
     table = pl.read_csv(out / "fidelity.csv")
     assert table.columns == EXPECTED_COLUMNS
@@ -109,8 +138,22 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     assert spec.height == 2 and spec["predicted"].min() > 1.0  # profile's (assumed) acceptance
     meta = json.loads((out / "fidelity.json").read_text(encoding="utf-8"))
     assert meta["threads"] >= 1 and meta["capacity_method"] == "given with --capacity"
+    assert meta["complete"] is True and meta["real_runs"] == 2
+    # two real runs per point: the measured number is their median, inside their range
+    assert set(table["real_runs"]) == {2}
+    ok = table.filter(pl.col("measured").is_not_null())
+    assert ((ok["measured_min"] <= ok["measured"] + 1e-9) & (ok["measured"] <= ok["measured_max"] + 1e-9)).all()
+    # the machine's speed was re-timed against the profile before each real run and after the last
+    assert [d["when"] for d in meta["drift"]] == ["before real run 1", "before real run 2", "after the last real run"]
+    assert all(d["median_ratio"] > 0 and d["cells"] for d in meta["drift"])
+    assert sum(line.startswith("drift ") for line in meta["header"]) == 3
+    assert any("warmed up to their peak shapes" in line for line in meta["header"])
     assert any("random token ids" in line for line in meta["header"])
+    steps = pl.read_parquet(out / "measured_steps.parquet")
+    assert (steps["profile_duration_s"] > 0).all() and steps["real_run"].n_unique() == 2
     measured = pl.read_parquet(out / "measured_requests.parquet")
+    assert sorted(set(measured["real_run"])) == [0, 1]
+    measured = measured.filter(pl.col("real_run") == 0)
     predicted = pl.read_parquet(out / "predicted_requests.parquet")
     # both sides served the identical requests
     key = ["candidate", "load", "id", "arrival_s", "prompt_tokens", "output_tokens"]

@@ -91,6 +91,13 @@ def test_merge_keeps_each_sections_provenance(tmp_path: Path, capsys):
     assert "merged from acc.json" in prof.acceptance["selfdraft-l8"].provenance.notes
     # the record of the run that measured acceptance travels with it
     assert json.loads(out.read_text())["x-run"]["acceptance_run"]["wall_s"] == 123.0
+    # merging new timing with a merged profile keeps the run that measured acceptance, not a chain
+    again = tmp_path / "again.json"
+    code, _, err = run_cli(["profile", "merge", "--timing", str(timing), "--acceptance", str(out), "-o", str(again)],
+                           capsys)
+    assert code == 0, err
+    run = json.loads(again.read_text())["x-run"]["acceptance_run"]
+    assert run["wall_s"] == 123.0 and "acceptance_run" not in run
 
 
 @pytest.mark.parametrize(

@@ -77,3 +77,33 @@ def test_unwritable_output_fails_before_measuring(tmp_path: Path):
     with pytest.raises(SpecplanError, match="does not exist"):
         run_profile(request(tmp_path / "missing" / "x.json"), on_point=calls.append)
     assert calls == []
+
+
+def test_rounds_measure_every_cell_again_and_keep_the_median_of_rounds(tmp_path: Path):
+    from dataclasses import replace
+
+    out = tmp_path / "tiny.json"
+    calls: list[int] = []
+    req = replace(request(out), rounds=3, measure_acceptance=False)
+    profile = run_profile(req, on_point=calls.append)
+    assert len(calls) == 3 * 20 + 1  # every timing point three times, memory once
+    tf = profile["timing"]["target_forward"]
+    assert tf["repeats"] == 3 * 2 and profile["timing"]["target_prefill"]["repeats"] == 3 * 1
+    assert "3 rounds over the whole grid" in profile["timing"]["provenance"]["notes"]
+    flat = [v for plane in tf["median"] for row in plane for v in row]
+    assert all(v > 0 for v in flat)
+    with pytest.raises(SpecplanError, match="--rounds 0"):
+        replace(request(out), rounds=0)
+
+
+def test_combine_rounds_takes_the_median_and_the_envelope():
+    from profiler.run import combine_rounds
+    from profiler.timing import Measured, point
+
+    pt = point("target_forward", batch=1, tokens_per_seq=1, context=8)
+    rounds = [Measured(pt, 0.040, 0.039, 0.045, 5), Measured(pt, 0.050, 0.048, 0.060, 5),
+              Measured(pt, 0.042, 0.041, 0.044, 5)]
+    m = combine_rounds(rounds)
+    assert (m.median, m.p10, m.p90, m.repeats, m.limit) == (0.042, 0.039, 0.060, 15, None)
+    lim = combine_rounds([rounds[0], Measured.limited(pt, "out of memory")])
+    assert lim.median is None and lim.limit == "out of memory"

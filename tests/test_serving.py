@@ -91,6 +91,41 @@ def test_preemption_recomputes_and_stays_exact(tiny):
         assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens)
 
 
+@pytest.mark.parametrize("speculate", [False, True])
+def test_a_steps_prefill_chunks_run_as_one_exact_pass(tiny, speculate):
+    """Several chunks in one step (fresh prompts and continuations) are one forward pass, as the
+    profile's target_prefill(n, c0) times them, and the output stays plain greedy."""
+    reqs = [ServingRequest(r.id, 0.0, r.prompt_ids, r.output_tokens) for r in _requests(n=4)]
+    passes: list[int] = []
+    per_step: list[tuple[int, int]] = []
+    handle = tiny.register_forward_hook(lambda *_: passes.append(1))
+
+    def timer(shape: StepShape) -> float:
+        want = int(shape.decode_seqs > 0) + int(shape.prefill_tokens > 0)
+        per_step.append((len(passes), want))
+        passes.clear()
+        return 0.01
+
+    wide = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=40, block_size=4, kv_blocks=200)
+    policy = SpeculationPolicy("fixed", k=2) if speculate else OFF
+    try:
+        res = serve(reqs, wide, tiny, policy=policy, proposer_name="ngram", step_timer=timer,
+                    proposer_factory=(lambda: NgramProposer()) if speculate else None)
+    finally:
+        handle.remove()
+    assert all(got == want for got, want in per_step), per_step
+    done: dict[int, int] = {}
+    multi = continued = 0
+    for p in res.plans:
+        multi += len(p.prefill) > 1
+        continued += len(p.prefill) > 1 and any(done.get(rid, 0) > 0 for rid, _ in p.prefill)
+        for rid, n in p.prefill:
+            done[rid] = done.get(rid, 0) + n
+    assert multi > 0 and continued > 0
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens), r.id
+
+
 def test_plans_match_the_simulator_when_step_times_are_the_same(tiny):
     """A three-request trace: the real loop on a virtual clock executes the simulator's plans."""
     reqs = _requests(n=3, gap=0.015)
