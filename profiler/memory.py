@@ -20,7 +20,7 @@ import torch
 from transformers import DynamicCache
 
 from profiler.device import device_memory_bytes
-from profiler.models import LoadedModel, dtype_bytes
+from profiler.models import LoadedModel, architecture, count_parameters, dtype_bytes
 
 UTILIZATIONS = (0.8, 0.9)
 
@@ -176,11 +176,7 @@ def measure_memory(target: LoadedModel, proposers: Sequence[ProposerMemoryInput]
             notes.append(f"{p.name}: shares target weights; keeps its own KV for {p.layers} layers")
         else:
             pw = weight_bytes(p.model)
-            cfg = p.model.config
-            heads = cfg.num_attention_heads
-            parch = {"num_layers": cfg.num_hidden_layers,
-                     "num_kv_heads": getattr(cfg, "num_key_value_heads", None) or heads,
-                     "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // heads}
+            parch = architecture(p.model.config, count_parameters(p.model))
             pkv = kv_bytes_per_token(parch, next(p.model.parameters()).dtype)
         pact, _ = activation_peak_bytes(p.model, dev, vocab, act_batch, 1)
         pm[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pkv, "activation_peak_bytes": pact}

@@ -38,6 +38,7 @@ import polars as pl
 import torch
 from transformers import DynamicCache
 
+from profiler.models import architecture, count_parameters
 from sim import records
 from sim.engine import FleetRun, StepLog
 from sim.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
@@ -464,12 +465,9 @@ def touch_peak(model: torch.nn.Module, peak: PeakShape, seed: int = 0) -> None:
     cfg = model.config
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
-    heads = int(cfg.num_attention_heads)
-    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
-    layers = int(cfg.num_hidden_layers)
+    arch = architecture(cfg, count_parameters(model))
+    kv_heads, head_dim, layers, vocab = arch["num_kv_heads"], arch["head_dim"], arch["num_layers"], arch["vocab_size"]
     gen = torch.Generator().manual_seed(int(seed))
-    vocab = int(cfg.vocab_size)
 
     def cache(b: int, c: int) -> DynamicCache:
         shape = (b, kv_heads, c, head_dim)

@@ -524,9 +524,9 @@ def remeasure(target: LoadedModel, points: Sequence[Point], *, warmup: int = 1, 
     for pt in points:
         d = pt.as_dict()
         if pt.quantity == "target_forward":
-            out.extend(runner._passes_on_context([pt], d["batch"], d["context"], "tokens_per_seq", repeats))
+            out.extend(runner._forward([pt], d["batch"], d["context"]))
         elif pt.quantity == "target_prefill":
-            out.extend(runner._passes_on_context([pt], 1, d["context"], "tokens", repeats, logits_to_keep=1))
+            out.extend(runner._prefill([pt], d["context"]))
         else:
             raise ValueError(f"remeasure: only target_forward and target_prefill cells, got {pt.quantity}")
     return out

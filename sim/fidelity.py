@@ -396,13 +396,16 @@ def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any],
     has_prefill = np.array([s.prefill_tokens > 0 for s in shapes])
     p_out: dict[str, float | None] = {}
     m_out: dict[str, float | None] = {}
-    for col, sel in (("step_ms", slice(None)), ("decode_step_ms", ~has_prefill), ("prefill_step_ms", has_prefill)):
+    wanted = (  # (column prefix, steps, percentiles): the COMPARED step-time rows
+        ("step_ms", slice(None), (("median", 50), ("p95", 95))),
+        ("decode_step_ms", ~has_prefill, (("median", 50),)),
+        ("prefill_step_ms", has_prefill, (("median", 50),)),
+    )
+    for col, sel, quantiles in wanted:
         ps, ms = pred[sel], real[sel]
         if ps.size == 0:
             continue
-        for suffix, q in (("median", 50), ("p95", 95)):
-            if col != "step_ms" and suffix == "p95":
-                continue
+        for suffix, q in quantiles:
             p_out[f"{col}_{suffix}"] = float(np.percentile(ps, q))
             m_out[f"{col}_{suffix}"] = float(np.percentile(ms, q))
     return p_out, m_out
