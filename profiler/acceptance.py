@@ -23,6 +23,7 @@ import torch
 from profiler.prompt_sets import Prompt, by_segment, encode_prompt
 from profiler.proposers import Proposer
 from profiler.speculative import SpecResult, speculative_generate
+from sim.acceptance import FEW_REQUESTS, mean_length_interval
 from sim.errors import SpecplanError
 
 DEFAULT_K_MAX = 6
@@ -30,11 +31,15 @@ DEFAULT_K_MAX = 6
 DEFAULT_TEMPERATURES = (0.0, 0.7)
 # Sizing (SmolLM2-135M fp32, torch 1 thread on this shared 2-core CPU, k_max=6), measured per
 # 32-token request: n-gram lookup 1.5 s, 6-layer self-draft 5.4 s (its LM head alone reads 113 MB
-# per draft token). 5 tasks x 3 languages x 2 temperatures x 3 prompts x 24 tokens is ~8 min for
-# both proposers. Use one torch thread on a shared machine: two threads were 5-20x slower here.
+# per draft token). Use one torch thread on a shared machine: two threads were 5-20x slower here.
+# Prompts per segment: 3 was the first default and too few to trust: on support/en its 3 prompts
+# gave n-gram a mean acceptance length of 1.00 where 10 gave 1.07, and a validate run served
+# 8 % more tokens per step than that profile predicted. 10 keeps the segment's 95 % interval
+# visible (sim/acceptance.FEW_REQUESTS) at ~8 min for n-gram and ~27 min for the self-draft over
+# 5 tasks x 3 languages x 2 temperatures; --quick measures 1 for a first look.
 DEFAULT_MAX_NEW_TOKENS = 24
 """Tokens generated per prompt for the default profile."""
-DEFAULT_PROMPTS_PER_SEGMENT = 3
+DEFAULT_PROMPTS_PER_SEGMENT = 10
 QUICK_MAX_NEW_TOKENS = 16
 QUICK_PROMPTS_PER_SEGMENT = 1
 
@@ -116,18 +121,53 @@ def mean_acceptance_length(segment: dict[str, Any]) -> float:
 
 
 def describe(entry: dict[str, Any]) -> list[str]:
-    """One line per segment: key, drafts, mean acceptance length, survival rates."""
+    """One line per segment: key, drafts, mean acceptance length (± its 95 % half-width across
+    requests, so a thin segment shows as one), survival rates, requests."""
     lines = []
     for seg in entry["segments"]:
         key = seg["segment"]
         d = seg["num_drafts"]
         rates = ", ".join(f"{a / d:.2f}" for a in seg["accepted_per_pos"]) if d else "-"
+        rows = seg.get("per_request", [])
+        half = ""
+        if rows:
+            _, h, _ = mean_length_interval(
+                [r["num_drafts"] for r in rows], np.array([r["accepted_per_pos"] for r in rows]),
+                len(seg["accepted_per_pos"]),
+            )
+            half = f" ± {h:.2f}"
         lines.append(
             f"{key['task']}/{key['language']}/T={key['temperature']:g}: "
-            f"{d} drafts, mean acceptance length {mean_acceptance_length(seg):.2f}, "
-            f"survival [{rates}], {len(seg.get('per_request', []))} requests"
+            f"{d} drafts, mean acceptance length {mean_acceptance_length(seg):.2f}{half}, "
+            f"survival [{rates}], {len(rows)} requests"
         )
     return lines
+
+
+def precision_summary(entry: dict[str, Any]) -> str | None:
+    """One line on how much data is behind the entry: fewest requests in a segment and the
+    segment whose mean acceptance length (at k_max) is least certain; None without rows."""
+    worst: tuple[float, str] | None = None
+    fewest: int | None = None
+    for seg in entry["segments"]:
+        rows = seg.get("per_request", [])
+        if not rows:
+            continue
+        _, h, n = mean_length_interval(
+            [r["num_drafts"] for r in rows], np.array([r["accepted_per_pos"] for r in rows]),
+            len(seg["accepted_per_pos"]),
+        )
+        key = seg["segment"]
+        label = f"{key['task']}/{key['language']}/T={key['temperature']:g}"
+        fewest = n if fewest is None else min(fewest, n)
+        if worst is None or h > worst[0]:
+            worst = (h, label)
+    if worst is None:
+        return None
+    thin = "" if fewest is None or fewest >= FEW_REQUESTS else (
+        f" (under {FEW_REQUESTS}: raise --prompts-per-segment)")
+    return (f"fewest requests in a segment {fewest}{thin}; least certain mean acceptance length "
+            f"± {worst[0]:.2f} (95%, {worst[1]})")
 
 
 def check_entry(entry: dict[str, Any], source: str = "acceptance") -> None:

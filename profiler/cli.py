@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--prompts", help="JSONL prompt file (task, language, prompt[, id]); default: built-in sets")
     m.add_argument("--temperatures", default="0,0.7", help="comma-separated sampling temperatures")
     m.add_argument("--k-max", type=int, default=6, help="largest draft length measured (default 6)")
-    m.add_argument("--prompts-per-segment", type=int, help="prompts per (task, language) for acceptance")
+    m.add_argument("--prompts-per-segment", type=int, help="prompts per (task, language) for acceptance (default 10, --quick 1)")
     m.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt for acceptance")
     m.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadier on a busy machine)")
     m.add_argument("--seed", type=int, default=0)
@@ -195,6 +195,11 @@ def _summary(profile: dict[str, Any], out: str) -> None:
         mal = 1 + acc / drafts if drafts else float("nan")
         print(f"  acceptance {name}: {len(segs)} segments, mean acceptance length {mal:.2f} "
               f"[{entry['provenance']['method']}]")
+        from profiler.acceptance import precision_summary
+
+        thin = precision_summary(entry)
+        if thin:
+            print(f"    {thin}")
     limits = profile["timing"].get("limits") or []
     if limits:
         print(f"  {len(limits)} grid cells not measured (see timing.limits)")

@@ -9,6 +9,7 @@ across requests that drives p99 TPOT and stream pauses is kept. Counting follows
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +59,42 @@ def mean_acceptance_length(rates: Sequence[float] | np.ndarray, k: int) -> float
     return 1.0 + float(sum(float(r) for r in rates[:k]))
 
 
+OUTPUT_LENGTH_RATIO = 1.5
+"""A workload segment whose median output is this many times longer (or shorter) than the
+answers its acceptance was measured on gets a note (see measured_output_tokens)."""
+
+FEW_REQUESTS = 10
+"""Below this many measured requests a segment's mean and spread are too uncertain to trust
+silently: results carry a note (3 built-in prompts gave 1.00 for support/en where 10 gave 1.07)."""
+
+
+def mean_length_interval(
+    drafts: Sequence[float] | np.ndarray, accepted: np.ndarray, k: int
+) -> tuple[float, float, int]:
+    """Mean acceptance length at ``k`` over measured requests, its 95 % half-width, and n.
+
+    Why: a segment's acceptance is a ratio over a handful of requests (accepted tokens / drafts),
+    and how few shows only in its spread. The half-width is the ratio estimator's normal
+    interval, ``1.96 · sqrt(n/(n-1) · Σ(a_i − R·d_i)²) / Σd_i`` with ``a_i`` request i's accepted
+    tokens within the first ``k`` positions and ``d_i`` its drafts; ``inf`` below 2 requests.
+    ``accepted`` is (requests, positions) accepted counts per position.
+    """
+    d = np.asarray(drafts, dtype=float)
+    acc = np.asarray(accepted, dtype=float).reshape(len(d), -1)
+    if k > acc.shape[1]:
+        raise ValueError(f"k={k} exceeds the {acc.shape[1]} positions with acceptance counts (k_max)")
+    n, total = len(d), float(d.sum())
+    if n == 0 or total <= 0:
+        return math.nan, math.inf, n
+    a = acc[:, :k].sum(axis=1)
+    ratio = float(a.sum()) / total
+    if n < 2:
+        return 1.0 + ratio, math.inf, n
+    resid = a - ratio * d
+    half = 1.96 * math.sqrt(n / (n - 1) * float((resid**2).sum())) / total
+    return 1.0 + ratio, half, n
+
+
 @dataclass
 class SpecDecodeCounters:
     """vLLM's speculative-decoding counters, accumulated one draft (request-step) at a time."""
@@ -105,6 +142,8 @@ class SegmentAcceptance:
     rows: np.ndarray
     """(requests, k_max) survival rates of measured requests; 0 rows = spread unknown."""
     num_drafts: int
+    row_drafts: np.ndarray | None = None
+    """Drafts of each row of ``rows`` (how much each measured request weighs); None if unknown."""
 
 
 class AcceptanceModel:
@@ -227,6 +266,29 @@ class AcceptanceModel:
         """Expected tokens per step at ``k`` for the segment's aggregate rates."""
         return mean_acceptance_length(self.segment(segment).aggregate, k)
 
+    def precision(self, segment: str, k: int) -> tuple[float, float, int]:
+        """(mean acceptance length at ``k``, 95 % half-width, measured requests) of a segment;
+        (aggregate value, nan, 0) when per-request rows or their drafts are unknown."""
+        seg = self.segment(segment)
+        if seg.row_drafts is None or seg.rows.shape[0] == 0:
+            return mean_acceptance_length(seg.aggregate, k), math.nan, 0
+        return mean_length_interval(seg.row_drafts, seg.rows * seg.row_drafts[:, None], k)
+
+    def measured_output_tokens(self, segment: str) -> float:
+        """Median tokens generated per measured request of a segment (nan when unknown).
+
+        Why: acceptance depends on how far into an answer a step is (a small model repeats
+        itself more the longer it writes, so n-gram lookup finds more to copy), so a profile
+        measured on much shorter or longer answers than the workload's misleads. Each
+        verification step emits its accepted tokens plus one (the last step may overshoot the
+        request's length by up to k_max: the count is approximate).
+        """
+        seg = self.segment(segment)
+        if seg.row_drafts is None or seg.rows.shape[0] == 0:
+            return math.nan
+        per_request = seg.row_drafts * (1.0 + seg.rows.sum(axis=1))
+        return float(np.median(per_request))
+
     def describe(self) -> list[str]:
         """Which profile segment each scenario segment uses, and how much data is behind it."""
         lines = [self.source]
@@ -249,10 +311,11 @@ def match_segment(segments: Sequence[AcceptanceSegment], key: AcceptanceKey) -> 
 
 def _segment_from_profile(name: str, seg: AcceptanceSegment) -> SegmentAcceptance:
     agg = np.array(seg.survival, dtype=float)
+    kept = [r for r in seg.per_request if r.num_drafts > 0]
     rows = np.array(
-        [[a / r.num_drafts for a in r.accepted_per_pos] for r in seg.per_request if r.num_drafts > 0],
-        dtype=float,
+        [[a / r.num_drafts for a in r.accepted_per_pos] for r in kept], dtype=float
     ).reshape(-1, len(seg.accepted_per_pos))
-    agg.setflags(write=False)
-    rows.setflags(write=False)
-    return SegmentAcceptance(name, seg.key, agg, rows, seg.num_drafts)
+    drafts = np.array([r.num_drafts for r in kept], dtype=float)
+    for arr in (agg, rows, drafts):
+        arr.setflags(write=False)
+    return SegmentAcceptance(name, seg.key, agg, rows, seg.num_drafts, drafts)

@@ -472,12 +472,24 @@ def drift_summary(cells: Sequence[DriftCell], measured_s: Sequence[float | None]
     }
 
 
+DRIFT_WARN = 0.15
+"""A machine this much slower or faster than at profiling time is, for the step-time model, a
+different machine: validating against it measures the drift, not the simulator (this VM ran
+1.65x slower two days after its profile was measured)."""
+
+
 def format_drift(d: Mapping[str, Any]) -> str:
-    """One line: how this machine compares with the profile now."""
+    """One line: how this machine compares with the profile now, and what to do if it moved."""
     if d.get("median_ratio") is None:
         return f"drift {d['when']}: no cell could be timed"
-    return (f"drift {d['when']}: {len(d['cells'])} profile cells re-timed, now/profile median "
+    line = (f"drift {d['when']}: {len(d['cells'])} profile cells re-timed, now/profile median "
             f"{d['median_ratio']:.2f} (range {d['min_ratio']:.2f}–{d['max_ratio']:.2f}; >1 = slower now)")
+    if abs(d["median_ratio"] - 1.0) > DRIFT_WARN:
+        way = "slower" if d["median_ratio"] > 1 else "faster"
+        line += (f"; WARNING: the machine is {abs(d['median_ratio'] - 1):.0%} {way} than when the profile "
+                 "was measured, so step-time errors mostly measure that: re-measure the timing "
+                 "(specplan profile --no-acceptance --rounds 3) and merge it (specplan profile merge)")
+    return line
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ once at admission, and every step's accepted count).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from sim import metric_names as mn
-from sim.acceptance import AcceptanceModel
+from sim.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
 from sim.cost import fleet_cost_usd
 from sim.engine import Fleet, FleetSpec, RestartPlan, StepTimer
 from sim.errors import SpecplanError
@@ -181,18 +182,68 @@ def simulate_once(
     sources: list[str] = []
     if model is not None and cand.assumed_acceptance is not None:
         sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
-        unknown = [s for s in scenario.workload.segment_names if not _spread_known(model, s)]
-        if unknown and cand.assumed_acceptance is None:
-            notes.append(
-                f"{cand.name}: acceptance spread across requests unknown for segment(s) "
-                f"{', '.join(unknown)}; every request gets the aggregate rates (tails may be "
-                "understated)"
-            )
+    elif model is not None:
+        outputs = {
+            str(seg): float(med)
+            for seg, med in req_df.group_by("segment").agg(pl.col("output_tokens").median()).iter_rows()
+        }
+        notes.extend(
+            acceptance_notes(model, scenario.workload.segment_names, cand.name, policy.k_max, outputs)
+        )
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),
         {"extrapolations": extrap or {}, "timer_steps": timer_steps},
     )
+
+
+def acceptance_notes(
+    model: AcceptanceModel,
+    segments: Sequence[str],
+    who: str,
+    k: int,
+    output_medians: Mapping[str, float] | None = None,
+) -> list[str]:
+    """Say when a segment's measured acceptance is thin or off-target: no per-request spread,
+    so few requests that its mean is uncertain, or answers much shorter or longer than the
+    workload's (``output_medians``: segment -> median output tokens simulated). A wrong mean
+    shifts every step count, so every latency."""
+    unknown = [s for s in segments if not _spread_known(model, s)]
+    notes = []
+    if unknown:
+        notes.append(
+            f"{who}: acceptance spread across requests unknown for segment(s) "
+            f"{', '.join(unknown)}; every request gets the aggregate rates (tails may be "
+            "understated)"
+        )
+    thin: list[str] = []
+    off: dict[str, list[str]] = {"shorter": [], "longer": []}
+    for name in segments:
+        if name in unknown:
+            continue
+        mal, half, n = model.precision(name, k)
+        if 0 < n < FEW_REQUESTS:
+            thin.append(f"{name} ({n} requests: {mal:.2f} ± {half:.2f})")
+        want = (output_medians or {}).get(name, math.nan)
+        had = model.measured_output_tokens(name)
+        if want > 0 and had > 0 and max(want / had, had / want) > OUTPUT_LENGTH_RATIO:
+            # No simulated number in the text: the note must read the same for every seed.
+            off["shorter" if want > had else "longer"].append(f"{name} (~{had:.0f} tokens)")
+    if thin:
+        notes.append(
+            f"{who}: acceptance rests on few measured requests for segment(s) {', '.join(thin)} "
+            f"(mean acceptance length at k={k} ± the 95% interval of the mean); measure more "
+            "prompts per segment (specplan profile --prompts-per-segment)"
+        )
+    for side, names in off.items():
+        if names:
+            notes.append(
+                f"{who}: acceptance was measured on answers over {OUTPUT_LENGTH_RATIO:g}x {side} "
+                f"than the simulated outputs for segment(s) {', '.join(names)}; acceptance "
+                "changes with answer length (measure with specplan profile --max-new-tokens near "
+                "the outputs' lengths)"
+            )
+    return notes
 
 
 def _spread_known(model: AcceptanceModel, segment: str) -> bool:

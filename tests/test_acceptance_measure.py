@@ -15,6 +15,7 @@ from profiler.acceptance import (  # noqa: E402
     describe,
     mean_acceptance_length,
     measure_acceptance,
+    precision_summary,
 )
 from profiler.prompt_sets import Prompt, builtin_prompts  # noqa: E402
 from profiler.proposers import DraftModelProposer, NgramProposer  # noqa: E402
@@ -130,7 +131,8 @@ def test_identical_draft_is_accepted_everywhere(target):
         assert mean_acceptance_length(seg) == 5.0
         # 15 tokens in steps of 5 per prompt, two prompts (fewer if EOS comes early)
         assert 2 <= seg["num_drafts"] <= 2 * 3
-    assert "mean acceptance length 5.00" in describe(entry)[0]
+    # every request accepts everything: no spread, so the interval of the mean is zero wide
+    assert "mean acceptance length 5.00 ± 0.00" in describe(entry)[0]
 
 
 def test_progress_is_reported(target):
@@ -238,3 +240,21 @@ def test_smollm2_ngram_summarization_acceptance_is_substantial():
     # per target pass (measured 1.6-1.8 on this model; a broken verifier gives 1.0).
     assert mean_acceptance_length(seg) > 1.25, describe(entry)
     assert seg["accepted_per_pos"][-1] > 0
+
+
+def _rows_segment(task: str, rows: list[tuple[int, list[int]]]) -> dict:
+    return {"segment": {"task": task, "language": "en", "temperature": 0.0},
+            "num_drafts": sum(d for d, _ in rows),
+            "accepted_per_pos": [sum(a[i] for _, a in rows) for i in range(2)],
+            "per_request": [{"num_drafts": d, "accepted_per_pos": a} for d, a in rows]}
+
+
+def test_precision_summary_names_the_thinnest_and_least_certain_segment():
+    steady = _rows_segment("code", [(10, [2, 1])] * 12)  # 12 identical requests: ± 0
+    thin = _rows_segment("chat", [(10, [5, 4]), (10, [0, 0]), (10, [2, 0])])
+    line = precision_summary({"segments": [steady, thin]})
+    assert line.startswith("fewest requests in a segment 3 (under 10: raise --prompts-per-segment)")
+    assert "(95%, chat/en/T=0)" in line
+    assert precision_summary({"segments": [steady]}) == (
+        "fewest requests in a segment 12; least certain mean acceptance length ± 0.00 (95%, code/en/T=0)")
+    assert precision_summary({"segments": [{**steady, "per_request": []}]}) is None

@@ -11,6 +11,7 @@ from sim.acceptance import (
     draw_accepted,
     draw_accepted_many,
     mean_acceptance_length,
+    mean_length_interval,
 )
 from sim.errors import SpecplanError
 from sim.profile import Profile
@@ -155,3 +156,129 @@ def test_assumed_rates_validate_and_serve_any_segment() -> None:
         AcceptanceModel.from_assumed([1.5])
     with pytest.raises(SpecplanError, match="k=4 exceeds k_max=3"):
         m.check_k(4)
+
+
+# ---------------------------------------------------------------------------------------------
+# how certain a segment's mean acceptance length is
+
+
+def test_mean_length_interval_exact_on_a_tiny_example() -> None:
+    # requests: (drafts, accepted per position); k=2 counts the first two positions
+    drafts = [10, 10, 20]
+    accepted = np.array([[4, 2, 1], [2, 0, 0], [6, 4, 2]])
+    mal, half, n = mean_length_interval(drafts, accepted, 2)
+    a = np.array([6, 2, 10])  # accepted within k=2
+    ratio = a.sum() / 40
+    resid = a - ratio * np.array(drafts)
+    assert (mal, n) == (pytest.approx(1 + ratio), 3)
+    assert half == pytest.approx(1.96 * np.sqrt(3 / 2 * (resid**2).sum()) / 40)
+    assert mean_length_interval(drafts, accepted, 3)[0] == pytest.approx(1 + 21 / 40)
+
+
+def test_mean_length_interval_shrinks_with_more_requests_and_is_unbounded_for_one() -> None:
+    rows = np.array([[3, 1], [0, 0], [2, 2], [1, 0]])
+    few = mean_length_interval([5] * 4, rows, 2)
+    many = mean_length_interval([5] * 40, np.tile(rows, (10, 1)), 2)
+    assert few[0] == pytest.approx(many[0])
+    assert many[1] < few[1] / 3  # ~ 1/sqrt(10) narrower
+    assert mean_length_interval([5], rows[:1], 2)[1] == np.inf
+    with pytest.raises(ValueError, match="k_max"):
+        mean_length_interval([5], rows[:1], 3)
+
+
+def test_model_precision_uses_each_requests_drafts() -> None:
+    d = synthetic_profile_dict(per_request_rows=0)
+    seg = d["acceptance"]["ngram"]["segments"][0]
+    seg["per_request"] = [{"num_drafts": 10, "accepted_per_pos": [4, 2, 1, 0, 0]},
+                          {"num_drafts": 30, "accepted_per_pos": [3, 0, 0, 0, 0]}]
+    seg.update(num_drafts=40, num_draft_tokens=200, num_accepted_tokens=10, accepted_per_pos=[7, 2, 1, 0, 0])
+    m = AcceptanceModel.from_profile(Profile.from_dict(d, "t"), "ngram", {"s": ("chat", "en", 0.0)})
+    mal, half, n = m.precision("s", 2)
+    assert (mal, n) == (pytest.approx(1 + 9 / 40), 2)  # weighted by drafts, not 1 + mean of rates
+    assert half > 0
+    assert m.precision("s", 2)[:2] == mean_length_interval([10, 30], np.array([[4, 2], [3, 0]]), 2)[:2]
+    no_rows = AcceptanceModel.from_profile(synthetic_profile(per_request_rows=0), "ngram", {"s": ("chat", "en", 0.0)})
+    assert no_rows.precision("s", 2)[2] == 0
+
+
+THIN_SCENARIO = """
+name = "thin"
+[run]
+duration_s = 20
+warmup_s = 0
+seeds = [1]
+[workload]
+arrival = "poisson"
+rate = 1.0
+[[workload.segments]]
+name = "chat"
+share = 1.0
+prompt_tokens = {dist = "fixed", value = 64}
+output_tokens = {dist = "fixed", value = 16}
+acceptance = {task = "chat", language = "en"}
+[fleet]
+profile = "profile.json"
+[[candidates]]
+name = "ngram-k2"
+proposer = "ngram"
+k = 2
+"""
+
+
+@pytest.mark.parametrize(
+    ("rows", "expect"),
+    [(3, "acceptance rests on few measured requests for segment(s) chat (3 requests: "),
+     (0, "acceptance spread across requests unknown for segment(s) chat"),
+     (21, None)],
+)
+def test_simulate_says_when_measured_acceptance_is_thin(tmp_path, rows: int, expect: str | None) -> None:
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+    from tests.helpers import write_scenario
+
+    # 6 drafts per request at these rates are ~16-18 tokens, the scenario's output length
+    sc = load_scenario(write_scenario(tmp_path, THIN_SCENARIO, per_request_rows=rows, drafts_per_request=6))
+    notes = run_scenario(sc).notes
+    thin = [n for n in notes if "acceptance" in n]
+    if expect is None:
+        assert thin == []
+    else:
+        assert any(expect in n for n in thin), notes
+
+
+def test_measured_output_tokens_counts_each_steps_tokens() -> None:
+    d = synthetic_profile_dict(per_request_rows=0)
+    seg = d["acceptance"]["ngram"]["segments"][0]
+    # 10 steps emitting 1 + (4+2+1)/10 tokens each = 17; 30 steps with 3 accepted = 33; 20 steps = 20
+    seg["per_request"] = [{"num_drafts": 10, "accepted_per_pos": [4, 2, 1, 0, 0]},
+                          {"num_drafts": 30, "accepted_per_pos": [3, 0, 0, 0, 0]},
+                          {"num_drafts": 20, "accepted_per_pos": [0, 0, 0, 0, 0]}]
+    seg.update(num_drafts=60, num_draft_tokens=300, num_accepted_tokens=10, accepted_per_pos=[7, 2, 1, 0, 0])
+    m = AcceptanceModel.from_profile(Profile.from_dict(d, "t"), "ngram", {"s": ("chat", "en", 0.0)})
+    assert m.measured_output_tokens("s") == pytest.approx(20.0)  # median of 17, 33, 20
+    no_rows = AcceptanceModel.from_profile(synthetic_profile(per_request_rows=0), "ngram", {"s": ("chat", "en", 0.0)})
+    assert np.isnan(no_rows.measured_output_tokens("s"))
+
+
+@pytest.mark.parametrize(
+    ("drafts", "output", "expect"),
+    [(6, 16, None),  # ~17 tokens measured, 16 simulated
+     (100, 16, "over 1.5x longer"),  # ~300 tokens measured
+     (2, 16, "over 1.5x shorter")],  # ~6 tokens measured
+)
+def test_simulate_says_when_acceptance_was_measured_on_other_answer_lengths(
+    tmp_path, drafts: int, output: int, expect: str | None
+) -> None:
+    from sim.runner import run_scenario
+    from sim.scenario import load_scenario
+    from tests.helpers import write_scenario
+
+    text = THIN_SCENARIO.replace('value = 16', f'value = {output}')
+    sc = load_scenario(write_scenario(tmp_path, text, drafts_per_request=drafts))
+    notes = [n for n in run_scenario(sc).notes if "answer length" in n]
+    if expect is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and expect in notes[0], notes
+        assert notes[0].startswith("ngram-k2: acceptance was measured on answers over 1.5x")
+        assert "than the simulated outputs for segment(s) chat (~" in notes[0]

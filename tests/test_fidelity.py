@@ -67,7 +67,11 @@ def test_drift_cells_are_measured_profile_cells_near_the_runs_shapes(tmp_path):
     assert all(c.profile_s > 0 for c in cells) and cells[-1].quantity == "target_prefill"
     d = fidelity.drift_summary(cells, [c.profile_s * 1.1 for c in cells], "before")
     assert d["median_ratio"] == pytest.approx(1.1) and len(d["cells"]) == len(cells)
-    assert "median 1.10" in fidelity.format_drift(d)
+    assert "median 1.10" in fidelity.format_drift(d) and "WARNING" not in fidelity.format_drift(d)
+    slow = fidelity.format_drift(fidelity.drift_summary(cells, [c.profile_s * 1.65 for c in cells], "now"))
+    assert "median 1.65" in slow and "WARNING: the machine is 65% slower" in slow
+    fast = fidelity.format_drift(fidelity.drift_summary(cells, [c.profile_s * 0.8 for c in cells], "now"))
+    assert "20% faster" in fast and "specplan profile --no-acceptance --rounds 3" in fast
 
 
 def _write_inputs(tmp_path, rates=(0.7, 0.5, 0.35)):
