@@ -128,20 +128,28 @@ def describe(entry: dict[str, Any]) -> list[str]:
         key = seg["segment"]
         d = seg["num_drafts"]
         rates = ", ".join(f"{a / d:.2f}" for a in seg["accepted_per_pos"]) if d else "-"
-        rows = seg.get("per_request", [])
-        half = ""
-        if rows:
-            _, h, _ = mean_length_interval(
-                [r["num_drafts"] for r in rows], np.array([r["accepted_per_pos"] for r in rows]),
-                len(seg["accepted_per_pos"]),
-            )
-            half = f" ± {h:.2f}"
+        interval = _segment_interval(seg)
+        half = "" if interval is None else f" ± {interval[1]:.2f}"
         lines.append(
-            f"{key['task']}/{key['language']}/T={key['temperature']:g}: "
-            f"{d} drafts, mean acceptance length {mean_acceptance_length(seg):.2f}{half}, "
-            f"survival [{rates}], {len(rows)} requests"
+            f"{_label(key)}: {d} drafts, mean acceptance length {mean_acceptance_length(seg):.2f}{half}, "
+            f"survival [{rates}], {len(seg.get('per_request', []))} requests"
         )
     return lines
+
+
+def _label(key: dict[str, Any]) -> str:
+    return f"{key['task']}/{key['language']}/T={key['temperature']:g}"
+
+
+def _segment_interval(seg: dict[str, Any]) -> tuple[float, float, int] | None:
+    """mean_length_interval at k_max over a segment's per-request rows; None without rows."""
+    rows = seg.get("per_request", [])
+    if not rows:
+        return None
+    return mean_length_interval(
+        [r["num_drafts"] for r in rows], np.array([r["accepted_per_pos"] for r in rows]),
+        len(seg["accepted_per_pos"]),
+    )
 
 
 def precision_summary(entry: dict[str, Any]) -> str | None:
@@ -150,18 +158,13 @@ def precision_summary(entry: dict[str, Any]) -> str | None:
     worst: tuple[float, str] | None = None
     fewest: int | None = None
     for seg in entry["segments"]:
-        rows = seg.get("per_request", [])
-        if not rows:
+        interval = _segment_interval(seg)
+        if interval is None:
             continue
-        _, h, n = mean_length_interval(
-            [r["num_drafts"] for r in rows], np.array([r["accepted_per_pos"] for r in rows]),
-            len(seg["accepted_per_pos"]),
-        )
-        key = seg["segment"]
-        label = f"{key['task']}/{key['language']}/T={key['temperature']:g}"
+        _, h, n = interval
         fewest = n if fewest is None else min(fewest, n)
         if worst is None or h > worst[0]:
-            worst = (h, label)
+            worst = (h, _label(seg["segment"]))
     if worst is None:
         return None
     thin = "" if fewest is None or fewest >= FEW_REQUESTS else (

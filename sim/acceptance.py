@@ -142,8 +142,8 @@ class SegmentAcceptance:
     rows: np.ndarray
     """(requests, k_max) survival rates of measured requests; 0 rows = spread unknown."""
     num_drafts: int
-    row_drafts: np.ndarray | None = None
-    """Drafts of each row of ``rows`` (how much each measured request weighs); None if unknown."""
+    row_drafts: np.ndarray
+    """Drafts of each row of ``rows`` (how much each measured request weighs)."""
 
 
 class AcceptanceModel:
@@ -220,7 +220,7 @@ class AcceptanceModel:
         empty = np.empty((0, len(vals)))
 
         def seg(name: str) -> SegmentAcceptance:
-            return SegmentAcceptance(name, None, agg, empty, 0)
+            return SegmentAcceptance(name, None, agg, empty, 0, np.zeros(0))
 
         names = list(segments) if segments is not None else []
         source = f"acceptance[{proposer}]: assumed survival rates " + ", ".join(f"{r:g}" for r in vals)
@@ -270,7 +270,7 @@ class AcceptanceModel:
         """(mean acceptance length at ``k``, 95 % half-width, measured requests) of a segment;
         (aggregate value, nan, 0) when per-request rows or their drafts are unknown."""
         seg = self.segment(segment)
-        if seg.row_drafts is None or seg.rows.shape[0] == 0:
+        if seg.rows.shape[0] == 0:
             return mean_acceptance_length(seg.aggregate, k), math.nan, 0
         return mean_length_interval(seg.row_drafts, seg.rows * seg.row_drafts[:, None], k)
 
@@ -284,7 +284,7 @@ class AcceptanceModel:
         request's length by up to k_max: the count is approximate).
         """
         seg = self.segment(segment)
-        if seg.row_drafts is None or seg.rows.shape[0] == 0:
+        if seg.rows.shape[0] == 0:
             return math.nan
         per_request = seg.row_drafts * (1.0 + seg.rows.sum(axis=1))
         return float(np.median(per_request))
