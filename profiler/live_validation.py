@@ -40,7 +40,10 @@ class LiveValidation:
     profile: Profile
     loads: tuple[float, ...]
     candidates: tuple[str, ...]
-    capacity: fidelity.CapacityEstimate
+    capacities: dict[str, fidelity.CapacityEstimate]
+    """Per candidate, the capacity its loads are fractions of."""
+    load_basis: str = "own"
+    """``own``, ``baseline`` (see ``sim.fidelity.LOAD_BASES``) or ``given`` (--capacity)."""
     requests: int = 60
     seed: int = 0
     sim_reps: int = 5
@@ -52,6 +55,12 @@ class LiveValidation:
     max_wall_s: float | None = None
     """Abort a real run after this long; None: 4 × its arrival span + 120 s."""
     command: str | None = None
+    notes: tuple[str, ...] = ()
+    """Notes for the report from the caller (e.g. the KV layout the scenario was run with)."""
+    drift_correct: bool = False
+    """Scale each real run's prediction by the drift re-timed just before it: decode by the
+    decode cells', prefill by the prefill cells' now/profile ratio (the raw profile's bar is
+    reported beside it)."""
 
 
 @dataclass
@@ -118,11 +127,24 @@ def threads_note(profile: Profile, threads: int) -> str | None:
 # the run
 
 
+def capacity_lines(caps: dict[str, fidelity.CapacityEstimate], basis: str) -> list[str]:
+    """Report lines saying what each candidate's loads are fractions of."""
+    rates = {c: cap.rate for c, cap in caps.items()}
+    if basis == "own":
+        return ["loads: fractions of each candidate's own capacity (--load-basis own)",
+                *[f"capacity of {c}: {cap.rate:.3g} req/s ({cap.method})" for c, cap in caps.items()]]
+    first = next(iter(caps.values()))
+    assert len(set(rates.values())) == 1, rates
+    what = "the baseline's capacity for every candidate (--load-basis baseline)" if basis == "baseline" else \
+        "the capacity given with --capacity, for every candidate"
+    return [f"loads: fractions of {what}: {first.rate:.3g} req/s ({first.method})"]
+
+
 def run_live(v: LiveValidation, *, say: Callable[[str], None],
              on_progress: Callable[[LiveResult], None] | None = None) -> LiveResult:
     """Run the validation; ``on_progress`` gets the result so far after every real run (so a
     caller can write it: nothing measured is lost if a later run fails or is interrupted)."""
-    scenario, profile, cap = v.scenario, v.profile, v.capacity
+    scenario, profile, caps = v.scenario, v.profile, v.capacities
     scenario_path, cands, seed, n_req = v.scenario_path, list(v.candidates), v.seed, v.requests
     reps, real_reps = v.sim_reps, v.real_reps
     kept = serving.keep_freed_memory()
@@ -143,13 +165,14 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         s.name: ((s.acceptance.task, s.acceptance.language) if s.acceptance else ("support", "en"))
         for s in scenario.workload.segments
     }
-    notes: list[str] = []
+    notes: list[str] = list(v.notes)
     sources: set[str] = set(profile.sources())
+    layout = scenario.fleet.engine.kv_layout
     frames: dict[str, list[pl.DataFrame]] = {"measured_requests": [], "predicted_requests": [],
                                               "measured_steps": [], "predicted_steps": []}
-    points = []
-    for load in v.loads:
-        rate = load * cap.rate
+    points = []  # one per (load, candidate): a candidate's loads are fractions of its capacity
+    for load, name in ((ld, c) for ld in v.loads for c in cands):
+        rate = load * caps[name].rate
         sc = fidelity.scenario_at(scenario, rate, n_req, seed)
         specs = fidelity.workload_requests(sc, seed)
         if not specs:
@@ -167,13 +190,13 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 for s in specs]
         span = max(s.arrival_s for s in specs)
         max_wall = v.max_wall_s or 4 * span + 120
-        points.append((load, rate, sc, specs, reqs, span, max_wall))
+        points.append((load, name, rate, sc, specs, reqs, span, max_wall))
 
     engine = scenario.fleet.engine
-    all_specs = [s for p in points for s in p[3]]
+    all_specs = [s for p in points for s in p[4]]
     k_max = max(policy_from_candidate(scenario.candidate(c)).k_max for c in cands)
     peak = serving.PeakShape(
-        decode_seqs=min(engine.max_num_seqs, max(len(p[3]) for p in points)),
+        decode_seqs=min(engine.max_num_seqs, max(len(p[4]) for p in points)),
         context=max(s.prompt_tokens + s.output_tokens for s in all_specs),
         tokens_per_seq=1 + k_max, prefill_tokens=engine.max_num_batched_tokens)
     notes.append("real runs warmed up to their peak shapes (batch "
@@ -187,33 +210,73 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         prompt_tokens=float(np.median([s.prompt_tokens for s in all_specs])))
     drifts: list[dict[str, Any]] = []
 
-    def check_drift(when: str) -> None:
-        got = remeasure(target, [Point(c.quantity, c.coords) for c in cells], warmup=1, repeats=5)
+    def check_drift(when: str) -> tuple[float, float]:
+        got = remeasure(target, [Point(c.quantity, c.coords) for c in cells], warmup=1, repeats=3)
         d = fidelity.drift_summary(cells, [m.median for m in got], when)
         drifts.append(d)
         say(fidelity.format_drift(d))
+        return fidelity.drift_scales(d)
 
     measured_runs: dict[tuple[float, str], list[dict[str, float | None]]] = {}
     step_preds: dict[tuple[float, str], list[dict[str, float | None]]] = {}
     preds: dict[tuple[float, str], Any] = {}
+    # --drift-correct: per real run, the prediction (and step-time prediction) at that run's drift
+    scaled_preds: dict[tuple[float, str], list[dict[str, float | None]]] = {}
+    scaled_steps: dict[tuple[float, str], list[dict[str, float | None]]] = {}
+    corrections: list[dict[str, Any]] = []
+    pending: list[tuple[Any, ...]] = []  # the last real run, waiting for the drift check after it
     started = time.time()
 
-    def table_and_header() -> tuple[pl.DataFrame, list[str]]:
+    def settle(after: tuple[float, float]) -> None:
+        """--drift-correct: predict the last real run at the mean of the drift checks before and
+        after it (the machine's speed during the run, bracketed)."""
+        if not pending:
+            return
+        key, sc_, specs_, durations, shapes, before, label = pending.pop()
+        scales = ((before[0] + after[0]) / 2, (before[1] + after[1]) / 2)
+        corrections.append({"run": label, "decode": scales[0], "prefill": scales[1]})
+        say(f"{label}: simulating again at the drift around it (decode ×{scales[0]:.2f}, prefill ×{scales[1]:.2f}) …")
+        scaled_preds.setdefault(key, []).append(
+            fidelity.predict(sc_, profile, key[1], specs_, seed, reps, scales=scales).values)
+        scaled_steps.setdefault(key, []).append(fidelity.step_time_values(durations, shapes, profile, layout, scales)[0])
+
+    def rows_of(corrected: bool) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for (load, name), runs in measured_runs.items():
-            rate = next(p[1] for p in points if p[0] == load)
-            step = {k: v for k, v in fidelity.median_values(step_preds[(load, name)]).items() if v is not None}
-            pred = {**preds[(load, name)].values, **step}
+            rate = next(p[2] for p in points if p[:2] == (load, name))
+            key = (load, name)
+            if corrected and key not in scaled_preds:
+                continue  # its only run is still waiting for the drift check after it
+            steps = scaled_steps[key] if corrected else step_preds[key]
+            step = {k: v for k, v in fidelity.median_values(steps).items() if v is not None}
+            base = fidelity.median_values(scaled_preds[key]) if corrected else preds[key].values
+            pred = {**{k: v for k, v in base.items() if v is not None}, **step}
             rows.extend(fidelity.error_rows("live", load, rate, name, pred, fidelity.median_values(runs),
                                             fidelity.spread_values(runs), len(runs)))
+        return rows
+
+    def table_and_header() -> tuple[pl.DataFrame, list[str]]:
+        rows = rows_of(v.drift_correct)
+        correction = []
+        if v.drift_correct:
+            correction = [
+                "drift-corrected: each real run's prediction uses the profile's step times × the machine's "
+                "drift around that run (decode parts × the decode cells', prefill parts × the prefill cells' "
+                "now/profile ratio, the mean of the checks just before and just after it); predicted = "
+                "median over the runs",
+                *[f"without drift correction: {line}" for line in
+                  fidelity.format_bar(fidelity.error_table(rows_of(False))).splitlines()],
+            ]
         header = [
             f"specplan validate {scenario_path}: real serving vs simulator, {n_req} requests per load, "
             f"seed {seed}, {real_reps} real run(s) per load (measured = median)",
             f"real: {target.label} on {v.device}, torch threads={threads}, {time.time() - started:.0f}s wall",
-            f"simulated: profile {profile.name}; capacity {cap.rate:.3g} req/s ({cap.method})",
+            f"simulated: profile {profile.name}, kv_layout {layout}",
+            *capacity_lines(caps, v.load_basis),
             "both sides: the same requests, the same scheduler (sim/scheduler.py); real step times and real "
             "acceptance vs the profile's step-time and acceptance models",
-            *[fidelity.format_drift(d) for d in drifts],
+            *fidelity.drift_lines(drifts),
+            *correction,
             *[f"source: {s}" for s in sorted(sources)],
             *[f"note: {n}" for n in fidelity.compact_notes(notes)],
         ]
@@ -223,60 +286,72 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         "command": v.command,
         "scenario": scenario_path, "profile": profile.origin, "model": target.label, "device": v.device,
         "threads": threads, "requests_per_load": n_req, "seed": seed, "loads": list(v.loads), "real_runs": real_reps,
-        "capacity_req_s": cap.rate, "capacity_method": cap.method, "sim_replications": reps, "drift": drifts,
+        "load_basis": v.load_basis,
+        "capacity": {c: {"req_s": cap.rate, "method": cap.method} for c, cap in caps.items()},
+        "sim_replications": reps, "drift": drifts, "drift_correct": v.drift_correct,
+        "drift_corrections": corrections,
     }
     serving.touch_peak(target.model, peak)  # the drift check must not pay first-touch costs either
     for rep in range(real_reps):
-        check_drift(f"before real run {rep + 1}")
-        for load, rate, sc, specs, reqs, span, max_wall in points:
-            for name in cands:
-                cand = sc.candidate(name)
-                policy = policy_from_candidate(cand)
-                proposer = cand.proposer if policy.speculates else None
-                kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
-                cfg = scheduler_config(sc, kv.kv_blocks)
-                factory = proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
-                serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
-                                proposer_factory=proposer_factory(profile, proposer, target.model, 4) if proposer else None)
-                say(f"{name} at {load:.0%} load ({rate:.3g} req/s, {len(reqs)} requests over {span:.0f}s), "
-                    f"real run {rep + 1}/{real_reps}: serving for real …")
-                real = serving.serve(reqs, cfg, target.model, policy=policy, proposer_factory=factory,
-                                     proposer_name=proposer, candidate=name, seed=seed,
-                                     max_wall_s=max_wall, progress=say)
-                if real.aborted:
-                    notes.append(f"{name} at {load:.0%}: real run {rep + 1} stopped at {max_wall:.0f}s; "
-                                 "unfinished requests count as not completed")
-                measured = fidelity.measured_values(real.requests, real.steps, real.itl, sc)
-                step_pred, step_meas = fidelity.step_time_values(real.steps["duration_s"].to_list(), real.shapes, profile)
-                key = (load, name)
-                measured_runs.setdefault(key, []).append({**measured, **step_meas})
-                step_preds.setdefault(key, []).append(step_pred)
-                tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
-                frames["measured_requests"].append(real.requests.with_columns(*tag, pl.lit(rep).alias("real_run")))
-                frames["measured_steps"].append(real.steps.with_columns(
-                    *tag, pl.lit(rep).alias("real_run"),
-                    pl.Series("profile_duration_s", fidelity.profile_step_times(real.shapes, profile)),
-                    pl.Series("decode_context", [sh.decode_context for sh in real.shapes], dtype=pl.Float64),
-                    pl.Series("prefill_context", [sh.prefill_context for sh in real.shapes], dtype=pl.Float64)))
-                if key not in preds:
-                    say(f"{name} at {load:.0%} load: simulating the same {len(specs)} requests …")
-                    pred = fidelity.predict(sc, profile, name, specs, seed, reps)
-                    preds[key] = pred
-                    notes.extend(pred.notes)
-                    sources.update(pred.sources)
-                    frames["predicted_requests"].append(pred.runs[0].requests.with_columns(tag))
-                    frames["predicted_steps"].append(pred.runs[0].steps.with_columns(tag))
-                if policy.speculates:
-                    notes.append(
-                        f"{name} at {load:.0%}: acceptance measured = what the real {proposer} proposer achieved "
-                        f"on these prompts (mean acceptance length "
-                        f"{measured.get('mean_acceptance_length') or float('nan'):.2f}); predicted = the "
-                        f"profile's acceptance ({preds[key].values.get('mean_acceptance_length') or float('nan'):.2f})"
-                    )
-                if on_progress is not None:  # after every run: nothing measured is lost
-                    table, header = table_and_header()
-                    on_progress(LiveResult(table, header, frames, {**meta, "complete": False}))
-    check_drift("after the last real run")
+        for load, name, rate, sc, specs, reqs, span, max_wall in points:
+            cand = sc.candidate(name)
+            policy = policy_from_candidate(cand)
+            proposer = cand.proposer if policy.speculates else None
+            kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
+            cfg = scheduler_config(sc, kv.kv_blocks)
+            factory = proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
+            serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
+                            proposer_factory=proposer_factory(profile, proposer, target.model, 4) if proposer else None)
+            # re-timed before every real run: this VM's speed moves within minutes
+            drift = check_drift(f"before real run {rep + 1} of {name} at {load:.0%}")
+            settle(drift)
+            say(f"{name} at {load:.0%} load ({rate:.3g} req/s, {len(reqs)} requests over {span:.0f}s), "
+                f"real run {rep + 1}/{real_reps}: serving for real …")
+            real = serving.serve(reqs, cfg, target.model, policy=policy, proposer_factory=factory,
+                                 proposer_name=proposer, candidate=name, seed=seed,
+                                 max_wall_s=max_wall, progress=say)
+            if real.aborted:
+                notes.append(f"{name} at {load:.0%}: real run {rep + 1} stopped at {max_wall:.0f}s; "
+                             "unfinished requests count as not completed")
+            measured = fidelity.measured_values(real.requests, real.steps, real.itl, sc)
+            step_pred, step_meas = fidelity.step_time_values(real.steps["duration_s"].to_list(), real.shapes,
+                                                              profile, layout)
+            key = (load, name)
+            measured_runs.setdefault(key, []).append({**measured, **step_meas})
+            step_preds.setdefault(key, []).append(step_pred)
+            tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
+            frames["measured_requests"].append(real.requests.with_columns(*tag, pl.lit(rep).alias("real_run")))
+            frames["measured_steps"].append(real.steps.with_columns(
+                *tag, pl.lit(rep).alias("real_run"),
+                pl.Series("profile_duration_s", fidelity.profile_step_times(real.shapes, profile, layout)),
+                pl.lit(drift[0]).alias("drift_decode_before"), pl.lit(drift[1]).alias("drift_prefill_before"),
+                pl.Series("decode_context", [sh.decode_context for sh in real.shapes], dtype=pl.Float64),
+                pl.Series("decode_context_max", [sh.decode_context_max or 0.0 for sh in real.shapes],
+                          dtype=pl.Float64),
+                pl.Series("kv_width", real.kv_widths, dtype=pl.Int64),
+                pl.Series("prefill_context", [sh.prefill_context for sh in real.shapes], dtype=pl.Float64)))
+            if key not in preds:
+                say(f"{name} at {load:.0%} load: simulating the same {len(specs)} requests …")
+                pred = fidelity.predict(sc, profile, name, specs, seed, reps)
+                preds[key] = pred
+                notes.extend(pred.notes)
+                sources.update(pred.sources)
+                frames["predicted_requests"].append(pred.runs[0].requests.with_columns(tag))
+                frames["predicted_steps"].append(pred.runs[0].steps.with_columns(tag))
+            if v.drift_correct:
+                pending.append((key, sc, specs, real.steps["duration_s"].to_list(), real.shapes, drift,
+                                f"{name} at {load:.0%}, real run {rep + 1}"))
+            if policy.speculates:
+                notes.append(
+                    f"{name} at {load:.0%}: acceptance measured = what the real {proposer} proposer achieved "
+                    f"on these prompts (mean acceptance length "
+                    f"{measured.get('mean_acceptance_length') or float('nan'):.2f}); predicted = the "
+                    f"profile's acceptance ({preds[key].values.get('mean_acceptance_length') or float('nan'):.2f})"
+                )
+            if on_progress is not None:  # after every run: nothing measured is lost
+                table, header = table_and_header()
+                on_progress(LiveResult(table, header, frames, {**meta, "complete": False}))
+    settle(check_drift("after the last real run"))
     table, header = table_and_header()
     return LiveResult(table, header, frames, {**meta, "complete": True})
 

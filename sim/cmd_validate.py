@@ -33,18 +33,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scenario TOML (same as the positional; for --vllm-results)")
     parser.add_argument("--profile", metavar="PATH", help="calibration profile (default: the scenario's fleet.profile)")
     parser.add_argument("--loads", default="0.3,0.6,0.85", metavar="F,F,…",
-                        help="loads as fractions of the baseline's capacity (default 0.3,0.6,0.85)")
+                        help="loads as fractions of capacity (default 0.3,0.6,0.85; see --load-basis)")
+    parser.add_argument("--load-basis", default="own", choices=fidelity.LOAD_BASES,
+                        help="own: each candidate's loads are fractions of its own simulated capacity "
+                             "(default); baseline: every candidate gets the baseline's rates (the same traffic)")
     parser.add_argument("--candidates", metavar="A,B", help="candidates to validate (default: baseline and the "
                         "scenario's first speculative candidate)")
     parser.add_argument("--requests", default="60", metavar="N", help="requests per load point (default 60)")
     parser.add_argument("--out", default="validate-out", metavar="DIR", help="output folder (default validate-out)")
     parser.add_argument("--seed", default="0", metavar="N", help="seed of the arrival schedule (default 0)")
+    parser.add_argument("--drift-correct", action="store_true",
+                        help="scale each real run's prediction by the machine's speed drift re-timed just "
+                             "before it (for machines whose speed moves: shared VMs, thermal limits); "
+                             "the uncorrected bar is printed too")
     parser.add_argument("--reps", default="1", metavar="N",
                         help="real runs per load point; the measured number is their median (default 1)")
     parser.add_argument("--sim-reps", default="5", metavar="N",
                         help="acceptance replications averaged for a speculative prediction (default 5)")
     parser.add_argument("--capacity", metavar="REQ_S",
-                        help="baseline capacity in req/s (default: the simulator's capacity search on the profile)")
+                        help="capacity in req/s that every candidate's loads are fractions of "
+                             "(default: the simulator's capacity search on the profile, per --load-basis)")
     live = parser.add_argument_group("real serving")
     live.add_argument("--model", metavar="SPEC", help="target model (default: the profile's target, e.g. smollm2)")
     live.add_argument("--device", default="cpu", metavar="DEV", help="cpu, cuda or auto (default cpu)")
@@ -135,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
-    scenario = load_scenario(scenario_path)
+    scenario, layout_note = fidelity.live_scenario(load_scenario(scenario_path))
     profile = _profile(args, scenario)
     loads = _loads(args.loads)
     cands = _candidates(args, scenario)
@@ -150,18 +158,28 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
         raise SpecplanError(f"{scenario_path}: workload.arrival: validate needs poisson or gamma arrivals")
 
     if args.capacity:
-        cap = fidelity.CapacityEstimate(_float("--capacity", args.capacity), "given with --capacity")
-    else:
+        given = fidelity.CapacityEstimate(_float("--capacity", args.capacity), "given with --capacity")
+        caps = {c: given for c in cands}
+    elif args.load_basis == "baseline":
         _say("searching the baseline's capacity in the simulator …")
-        cap = fidelity.baseline_capacity(scenario, profile, seed)
-    _say(f"capacity {cap.rate:.3g} req/s — {cap.method}")
+        base = fidelity.capacity_of(scenario, profile, seed)
+        caps = {c: base for c in cands}
+    else:
+        caps = {}
+        for c in cands:
+            _say(f"searching {c}'s capacity in the simulator …")
+            caps[c] = fidelity.capacity_of(scenario, profile, seed, c)
+    for c, cap in caps.items():
+        _say(f"{c}: loads are fractions of {cap.rate:.3g} req/s — {cap.method}")
 
     from profiler.live_validation import LiveValidation, run_live  # torch: the live path only
 
     command = " ".join(["specplan", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else None
-    v = LiveValidation(scenario_path, scenario, profile, tuple(loads), tuple(cands), cap, requests=n_req,
+    basis = "given" if args.capacity else args.load_basis
+    v = LiveValidation(scenario_path, scenario, profile, tuple(loads), tuple(cands), caps, basis, requests=n_req,
                        seed=seed, sim_reps=sim_reps, real_reps=real_reps, model=args.model, device=args.device,
-                       threads=threads, max_wall_s=max_wall, command=command)
+                       threads=threads, max_wall_s=max_wall, command=command,
+                       notes=(layout_note,) if layout_note else (), drift_correct=args.drift_correct)
     res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
     _write(out, res.table, res.frames, res.header, res.meta)
     _print(args, res.table, res.header, out)

@@ -245,6 +245,7 @@ class Replica:
                     proposer if pk else None,
                     plan.prefill_tokens,
                     plan.prefill_context,
+                    plan.decode_context_max,
                 )
             )
             try:

@@ -269,24 +269,48 @@ def workload_requests(scenario: Scenario, seed: int) -> list[RequestSpec]:
 
 @dataclass(frozen=True, slots=True)
 class CapacityEstimate:
-    """The baseline's capacity that loads are fractions of, and how it was obtained."""
+    """A candidate's capacity that loads are fractions of, and how it was obtained."""
 
     rate: float
     method: str
     """One line for the report: what this number is (simulated, from which profile)."""
 
 
-def baseline_capacity(scenario: Scenario, profile: Profile, seed: int) -> CapacityEstimate:
-    """Highest rate at which the simulated baseline holds the scenario's SLOs (sim/capacity.py).
+LIVE_KV_LAYOUT = "padded"
+"""validate's real loop (profiler/serving.py) batches decode rows left-padded, without paged
+attention; the simulator must be told so, or it compares a paged prediction with a padded run."""
+
+
+def live_scenario(scenario: Scenario) -> tuple[Scenario, str | None]:
+    """The scenario as validate's real loop runs it (a padded engine), and a note if that changed it."""
+    have = scenario.fleet.engine.kv_layout
+    if have == LIVE_KV_LAYOUT:
+        return scenario, None
+    return scenario.with_overrides({"fleet.engine.kv_layout": LIVE_KV_LAYOUT}), (
+        f"fleet.engine.kv_layout: the scenario says {have!r}, but the real loop pads every decode row to the "
+        f"longest one, so both sides ran {LIVE_KV_LAYOUT!r}"
+    )
+
+
+LOAD_BASES = ("own", "baseline")
+"""What validate's loads are fractions of: each candidate's ``own`` capacity (85 % load then
+means 85 % of what that configuration can carry, the load a team would run it at), or the
+``baseline``'s for every candidate (the same traffic for all: a speculative candidate whose
+capacity is lower is then run closer to, or past, its own saturation)."""
+
+
+def capacity_of(scenario: Scenario, profile: Profile, seed: int, candidate: str | None = None) -> CapacityEstimate:
+    """Highest rate at which the simulated candidate (default: the baseline) holds the
+    scenario's SLOs (sim/capacity.py).
 
     This is the simulator's own capacity search on the measured profile (SLO percentile and
     limits from the scenario). Without SLOs it falls back to the saturation rate estimated
-    from the profile: one request's batch-1 service time (prefill + decode steps at its mean
-    context), i.e. 1 / mean service time — conservative, since batching raises capacity.
+    from the profile: the baseline's batch-1 service time per request (prefill + decode steps
+    at its mean context), i.e. 1 / mean service time — conservative, since batching raises capacity.
     """
     from sim.capacity import SimulatedLoad, criteria_from_scenario, find_capacity
 
-    base = scenario.baseline.name
+    base = candidate or scenario.baseline.name
     if scenario.slo.limits:
         criteria = criteria_from_scenario(scenario)
         load = SimulatedLoad(scenario, profile, criteria)
@@ -339,18 +363,29 @@ def predict(
     requests: Sequence[RequestSpec],
     seed: int,
     replications: int = 1,
+    scales: tuple[float, float] = (1.0, 1.0),
 ) -> Prediction:
     """Simulate ``requests`` (the exact list the real side served) with the profile.
 
     A speculative candidate is simulated ``replications`` times with different acceptance
     streams (seeds ``seed, seed+1, …``; arrivals and lengths are the given ones every time)
     and the numbers are averaged: the real run is one draw, the prediction should not be.
+    ``scales`` multiply the decode and the prefill part of every step time (``--drift-correct``:
+    the machine's speed now relative to the profile, re-timed just before the real run).
     """
     from sim.simulation import simulate_once
+    from sim.step_time import ProfileStepTimer
 
     cand = scenario.candidate(candidate)
     reps = 1 if cand.is_baseline else max(1, int(replications))
-    runs = [simulate_once(scenario, profile, cand, seed + i, requests=requests) for i in range(reps)]
+    layout = scenario.fleet.engine.kv_layout
+
+    def timer() -> ProfileStepTimer | None:
+        if scales == (1.0, 1.0):
+            return None
+        return ProfileStepTimer(profile, kv_layout=layout, scale=scales[0], prefill_scale=scales[1])
+
+    runs = [simulate_once(scenario, profile, cand, seed + i, timer(), requests=requests) for i in range(reps)]
     vals = mean_values([values_from_run(r.summary, r.requests) for r in runs])
     notes = tuple(dict.fromkeys(n for r in runs for n in r.notes))
     sources = tuple(dict.fromkeys(s for r in runs for s in r.sources))
@@ -372,16 +407,18 @@ def measured_values(
     return values_from_run(summary, requests)
 
 
-def profile_step_times(shapes: Sequence[Any], profile: Profile) -> np.ndarray:
+def profile_step_times(shapes: Sequence[Any], profile: Profile, kv_layout: str = "paged",
+                       scales: tuple[float, float] = (1.0, 1.0)) -> np.ndarray:
     """The profile's time (seconds) for each step shape: what the simulator charges for it."""
     from sim.step_time import ProfileStepTimer
 
-    timer = ProfileStepTimer(profile)
+    timer = ProfileStepTimer(profile, kv_layout=kv_layout, scale=scales[0], prefill_scale=scales[1])
     return np.array([timer(s) for s in shapes], dtype=float)
 
 
-def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any],
-                     profile: Profile) -> tuple[dict[str, float | None], dict[str, float | None]]:
+def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any], profile: Profile,
+                     kv_layout: str = "paged", scales: tuple[float, float] = (1.0, 1.0),
+                     ) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """(predicted, measured) step-time percentiles over the *real* run's steps.
 
     The profile times each step shape the real loop executed; comparing with the measured
@@ -391,7 +428,7 @@ def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any],
     """
     if not shapes:
         return {}, {}
-    pred = profile_step_times(shapes, profile) * 1000.0
+    pred = profile_step_times(shapes, profile, kv_layout, scales) * 1000.0
     real = np.asarray(real_durations_s, dtype=float) * 1000.0
     has_prefill = np.array([s.prefill_tokens > 0 for s in shapes])
     p_out: dict[str, float | None] = {}
@@ -432,31 +469,45 @@ def _nearest(axis: Sequence[float], x: float) -> int:
     return int(min(axis, key=lambda a: (abs(a - x), a)))
 
 
+def _bracket(axis: Sequence[float], x: float) -> list[int]:
+    """The grid points just below and just above ``x`` (one when ``x`` is on or outside the grid)."""
+    below = [int(a) for a in axis if a <= x] or [int(axis[0])]
+    above = [int(a) for a in axis if a >= x] or [int(axis[-1])]
+    return sorted({below[-1], above[0]})
+
+
 def drift_cells(profile: Profile, *, decode_seqs: int, context: float, tokens_per_seq: int,
                 prompt_tokens: float) -> list[DriftCell]:
-    """Measured profile cells nearest a run's typical shapes: batch 1 and ``decode_seqs``, one
-    and ``tokens_per_seq`` tokens, at ``context``; and a fresh prefill of ``prompt_tokens``.
+    """Measured profile cells around a run's typical shapes: batches 1, 2, 4, … up to
+    ``decode_seqs``, one and ``tokens_per_seq`` tokens, at the grid contexts bracketing
+    ``context``; and fresh prefills at the grid sizes bracketing ``prompt_tokens``.
 
-    Why these: a handful of cells (seconds to time) that the run's steps actually lean on, so
-    their ratio now/profile says how much of an error is the machine having changed.
+    Why these: cells the run's steps actually lean on, so their ratio now/profile says how much
+    of an error is the machine having changed; and a dozen or more of them, because each cell's
+    own profile value and re-timing carry ±5–10 % of noise on a shared VM (measured: one cell
+    re-timed 1.01–1.39 within 40 minutes) that a median over few cells does not average out.
     """
     out: list[DriftCell] = []
     tf = profile.timing.target_forward
     ax = dict(zip(tf.axis_names, tf.axes, strict=True))
-    c = _nearest(ax["context"], context)
-    for b in sorted({_nearest(ax["batch"], 1), _nearest(ax["batch"], decode_seqs)}):
-        for t in sorted({_nearest(ax["tokens_per_seq"], 1), _nearest(ax["tokens_per_seq"], tokens_per_seq)}):
-            coords = {"batch": b, "tokens_per_seq": t, "context": c}
-            idx = tuple(ax[n].index(coords[n]) for n in tf.axis_names)
-            v = float(tf.median[idx])
-            if math.isfinite(v):
-                out.append(DriftCell("target_forward", tuple(coords.items()), v))
+    batches = sorted({_nearest(ax["batch"], 2**i) for i in range(max(1, int(decode_seqs)).bit_length())})
+    for b in batches:
+        for c in _bracket(ax["context"], context):
+            for t in sorted({_nearest(ax["tokens_per_seq"], 1), _nearest(ax["tokens_per_seq"], tokens_per_seq)}):
+                coords = {"batch": b, "tokens_per_seq": t, "context": c}
+                idx = tuple(ax[n].index(coords[n]) for n in tf.axis_names)
+                v = float(tf.median[idx])
+                if math.isfinite(v):
+                    out.append(DriftCell("target_forward", tuple(coords.items()), v))
     tp = profile.timing.target_prefill
     ax = dict(zip(tp.axis_names, tp.axes, strict=True))
-    coords = {"tokens": _nearest(ax["tokens"], prompt_tokens), "context": _nearest(ax["context"], 0)}
-    v = float(tp.median[tuple(ax[n].index(coords[n]) for n in tp.axis_names)])
-    if math.isfinite(v):
-        out.append(DriftCell("target_prefill", tuple(coords.items()), v))
+    # prefill drifts apart from decode on a CPU (compute-bound GEMMs against memory-bound
+    # ones), so it gets cells, and a scale, of its own
+    for tokens in _bracket(ax["tokens"], prompt_tokens):
+        coords = {"tokens": tokens, "context": _nearest(ax["context"], 0)}
+        v = float(tp.median[tuple(ax[n].index(coords[n]) for n in tp.axis_names)])
+        if math.isfinite(v):
+            out.append(DriftCell("target_prefill", tuple(coords.items()), v))
     return out
 
 
@@ -465,11 +516,41 @@ def drift_summary(cells: Sequence[DriftCell], measured_s: Sequence[float | None]
     per = [{"cell": c.label, "profile_ms": c.profile_s * 1e3, "now_ms": m * 1e3, "ratio": m / c.profile_s}
            for c, m in zip(cells, measured_s, strict=True) if m is not None and c.profile_s > 0]
     ratios = [p["ratio"] for p in per]
+
+    def part(prefix: str) -> float | None:
+        r = [p["ratio"] for p in per if p["cell"].startswith(prefix)]
+        return float(np.median(r)) if r else None
+
     return {
         "when": when, "cells": per,
         "median_ratio": float(np.median(ratios)) if ratios else None,
         "min_ratio": min(ratios) if ratios else None, "max_ratio": max(ratios) if ratios else None,
+        "decode_ratio": part("target_forward"), "prefill_ratio": part("target_prefill"),
     }
+
+
+def drift_scales(d: Mapping[str, Any]) -> tuple[float, float]:
+    """(decode, prefill) step-time multipliers for ``--drift-correct`` from one drift check."""
+    med = d.get("median_ratio") or 1.0
+    return float(d.get("decode_ratio") or med), float(d.get("prefill_ratio") or med)
+
+
+def drift_lines(drifts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Report lines for a run's drift checks: each one when there are few, else a summary and
+    the check furthest from the profile."""
+    done = [d for d in drifts if d.get("median_ratio") is not None]
+    if len(drifts) <= 3 or not done:
+        return [format_drift(d) for d in drifts]
+    dec = [d["decode_ratio"] for d in done if d.get("decode_ratio") is not None]
+    pre = [d["prefill_ratio"] for d in done if d.get("prefill_ratio") is not None]
+
+    def rng(v: list[float]) -> str:
+        return f"median {np.median(v):.2f} (range {min(v):.2f}–{max(v):.2f})" if v else "n/a"
+
+    worst = max(done, key=lambda d: abs(d["median_ratio"] - 1.0))
+    return [f"drift: {len(drifts)} checks (before every real run and after the last), now/profile "
+            f"decode cells {rng(dec)}, prefill cells {rng(pre)}; >1 = slower now",
+            f"furthest from the profile: {format_drift(worst)}"]
 
 
 DRIFT_WARN = 0.15

@@ -57,6 +57,7 @@ RoutingName = Literal["round_robin", "least_outstanding"]
 OnRestart = Literal["reroute", "drop"]
 Fallback = Literal["baseline", "same"]
 Speculation = Literal["on", "off"]
+KvLayout = Literal["paged", "padded"]
 PolicyName = Literal["fixed", "off_above_batch", "k_by_batch", "adaptive"]
 SloName = Literal["ttft", "tpot", "e2el", "pause"]
 
@@ -438,6 +439,10 @@ class EngineConfig:
     """Fraction of device memory the engine may use, in (0, 1] (vLLM gpu_memory_utilization)."""
     chunked_prefill: bool = True
     """Split long prompts over several steps; when false a prompt must fit one step's budget."""
+    kv_layout: KvLayout = "paged"
+    """``paged``: a decode step costs the batch's mean context (vLLM's paged attention);
+    ``padded``: every row is padded to the longest context (Hugging Face ``generate``-style
+    batching, and ``specplan validate``'s own real serving loop)."""
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):

@@ -148,6 +148,9 @@ class StepPlan:
     """Prompt tokens computed this step, all chunks summed."""
     prefill_context: float
     """Token-weighted mean start position of the prefill chunks."""
+    decode_context_max: float = 0.0
+    """Longest cached context among the decoding requests, rounded to whole KV blocks: what
+    an engine without paged attention pads every decoding row to."""
 
     @property
     def empty(self) -> bool:
@@ -280,6 +283,7 @@ class Scheduler:
         running = self.running
         free = self.free_blocks
         ctx_sum = 0
+        ctx_max = 0
         pf_tokens = 0
         pf_ctx = 0
         i = 0
@@ -318,6 +322,8 @@ class Scheduler:
             if is_decode:
                 decode.append(req)
                 ctx_sum += computed
+                if computed > ctx_max:
+                    ctx_max = computed
             else:
                 prefill.append((req, n))
                 pf_tokens += n
@@ -372,6 +378,7 @@ class Scheduler:
             float(round(ctx_sum / (nd * bs)) * bs) if nd else 0.0,
             pf_tokens,
             pf_ctx / pf_tokens if pf_tokens else 0.0,
+            float(round(ctx_max / bs) * bs) if nd else 0.0,
         )
 
     # ------------------------------------------------------------------ applying

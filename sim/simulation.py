@@ -123,7 +123,7 @@ def simulate_once(
     kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
     timer = step_timer
     if timer is None:
-        timer = ProfileStepTimer(profile)
+        timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
     if proposer is not None and isinstance(timer, ProfileStepTimer):
         timer.check_proposer(proposer, policy.k_max)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None

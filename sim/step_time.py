@@ -33,10 +33,14 @@ class StepShape:
     """Prompt tokens computed in this step (all chunks summed)."""
     prefill_context: float = 0.0
     """Token-weighted mean start position of those chunks (0 = fresh prompts)."""
+    decode_context_max: float | None = None
+    """Longest context among the decoding requests (None: not known, taken as the mean)."""
 
     def __post_init__(self) -> None:
         if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0:
             raise ValueError(f"StepShape counts must be >= 0: {self}")
+        if self.decode_context_max is not None and self.decode_context_max < self.decode_context - 1e-9:
+            raise ValueError(f"StepShape decode_context_max below the mean context: {self}")
         if self.decode_context < 0 or self.prefill_context < 0:
             raise ValueError(f"StepShape contexts must be >= 0: {self}")
         if self.decode_seqs == 0 and self.prefill_tokens == 0:
@@ -48,18 +52,42 @@ class StepShape:
 StepTimer = Callable[[StepShape], float]
 """What the engine calls once per step."""
 
+KV_LAYOUTS = ("paged", "padded")
+"""How an engine lays out the KV cache of a decode batch (scenario ``fleet.engine.kv_layout``).
+
+``paged`` (vLLM, SGLang, TensorRT-LLM): each row attends over its own context, so a decode
+step costs what a batch at the *mean* context costs. ``padded`` (a batch of left-padded rows,
+as Hugging Face ``generate`` and servers built on it run): every row attends over the
+*longest* row's context, so the step costs what a batch at the maximum context costs.
+"""
+
 
 class ProfileStepTimer:
     """Step time from a profile's grids, composed as docs/profile-format.md says.
 
-    decode part  ``target_forward(b, k+1, c̄)`` plus, when ``k > 0``, ``D(b, k, c̄) + H(b, k)``;
-    prefill part ``target_prefill(n, c₀)`` when ``n > 0``. A mixed step costs the sum (an
-    approximation: a fused pass is cheaper on GPUs). Lookups outside the grid are counted per
-    step so results can say how much of the run relied on extrapolation.
+    decode part  ``target_forward(b, k+1, c)`` plus, when ``k > 0``, ``D(b, k, c) + H(b, k)``,
+    where ``c`` is the mean context ``c̄`` for a ``paged`` KV layout and the longest context
+    for a ``padded`` one (see ``KV_LAYOUTS``); prefill part ``target_prefill(n, c₀)`` when
+    ``n > 0``. A mixed step costs the sum (an approximation: a fused pass is cheaper on GPUs).
+    Lookups outside the grid are counted per step so results can say how much of the run
+    relied on extrapolation.
     """
 
-    def __init__(self, profile: Profile, *, cache_size: int = 4096) -> None:
+    def __init__(self, profile: Profile, *, kv_layout: str = "paged", scale: float = 1.0,
+                 prefill_scale: float | None = None, cache_size: int = 4096) -> None:
+        if kv_layout not in KV_LAYOUTS:
+            raise ValueError(f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got {kv_layout!r}")
+        prefill_scale = scale if prefill_scale is None else prefill_scale
+        for name, v in (("scale", scale), ("prefill_scale", prefill_scale)):
+            if not (v > 0 and np.isfinite(v)):
+                raise ValueError(f"{name} must be a finite number > 0, got {v}")
         self.profile = profile
+        self.padded = kv_layout == "padded"
+        self.scale = float(scale)
+        """The decode part of every step is multiplied by this (and the prefill part by
+        ``prefill_scale``): 1 normally; ``specplan validate --drift-correct`` passes the
+        machine's measured now/profile speed ratios."""
+        self.prefill_scale = float(prefill_scale)
         t = profile.timing
         self._forward = _interp(t.target_forward, cache_size)
         self._prefill = _interp(t.target_prefill, cache_size)
@@ -86,14 +114,17 @@ class ProfileStepTimer:
         if b > 0:
             k = shape.k
             c = shape.decode_context
+            if self.padded and shape.decode_context_max is not None:
+                c = shape.decode_context_max
             total = self._forward(b, k + 1, c)
             if k > 0:
                 draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
                 if draft is None:
                     self.check_proposer(shape.proposer)  # type: ignore[arg-type]
                 total += draft(b, k, c) + self._overhead[shape.proposer](b, k)  # type: ignore[index,misc]
+            total *= self.scale
         if shape.prefill_tokens > 0:
-            total += self._prefill(shape.prefill_tokens, shape.prefill_context)
+            total += self._prefill(shape.prefill_tokens, shape.prefill_context) * self.prefill_scale
         return total
 
     def grids(self) -> list[GridInterpolator]:
@@ -193,6 +224,7 @@ def _short(quantity: str) -> str:
 
 
 __all__ = [
+    "KV_LAYOUTS",
     "FixedStepTimer",
     "ProfileStepTimer",
     "RandomServiceTimer",

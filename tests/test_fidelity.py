@@ -63,10 +63,22 @@ def test_drift_cells_are_measured_profile_cells_near_the_runs_shapes(tmp_path):
     tf = prof.timing.target_forward
     ax = dict(zip(tf.axis_names, tf.axes, strict=True))
     fwd = [dict(c.coords) for c in cells if c.quantity == "target_forward"]
-    assert {c["batch"] for c in fwd} <= set(ax["batch"]) and len(fwd) == 4
+    assert {c["batch"] for c in fwd} <= set(ax["batch"])
+    # batches 1, 2, 4 × tokens 1 and 3 × the grid contexts bracketing 100
+    below, above = max(c for c in ax["context"] if c <= 100), min(c for c in ax["context"] if c >= 100)
+    assert sorted({(c["batch"], c["tokens_per_seq"], c["context"]) for c in fwd}) == sorted(
+        {(b, t, int(c)) for b in (1, 2, 4) for t in (1, 3) for c in (below, above)})
     assert all(c.profile_s > 0 for c in cells) and cells[-1].quantity == "target_prefill"
     d = fidelity.drift_summary(cells, [c.profile_s * 1.1 for c in cells], "before")
     assert d["median_ratio"] == pytest.approx(1.1) and len(d["cells"]) == len(cells)
+    # decode and prefill drift apart on a CPU: each gets its own ratio and its own scale
+    two = fidelity.drift_summary(
+        cells, [c.profile_s * (1.2 if c.quantity == "target_prefill" else 0.8) for c in cells], "x")
+    assert fidelity.drift_scales(two) == pytest.approx((0.8, 1.2))
+    lines = fidelity.drift_lines([d, two, d, two])
+    assert lines[0].startswith("drift: 4 checks") and "decode cells median 0.95 (range 0.80–1.10)" in lines[0]
+    assert "prefill cells median 1.15 (range 1.10–1.20)" in lines[0]
+    assert lines[1].startswith("furthest from the profile: drift x:")
     assert "median 1.10" in fidelity.format_drift(d) and "WARNING" not in fidelity.format_drift(d)
     slow = fidelity.format_drift(fidelity.drift_summary(cells, [c.profile_s * 1.65 for c in cells], "now"))
     assert "median 1.65" in slow and "WARNING: the machine is 65% slower" in slow
@@ -123,7 +135,7 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     out = tmp_path / "out"
     rc = main(["validate", str(scenario), "--model", "config:tiny-llama", "--capacity", "20",
                "--loads", "0.25,0.5", "--requests", "5", "--sim-reps", "2", "--reps", "2",
-               "--out", str(out)])
+               "--drift-correct", "--out", str(out)])
     assert rc == 0
     table = pl.read_csv(out / "fidelity.csv")
     assert table.columns == EXPECTED_COLUMNS
@@ -141,20 +153,37 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     spec = table.filter((pl.col("candidate") == "ngram-k2") & (pl.col("column") == "mean_acceptance_length"))
     assert spec.height == 2 and spec["predicted"].min() > 1.0  # profile's (assumed) acceptance
     meta = json.loads((out / "fidelity.json").read_text(encoding="utf-8"))
-    assert meta["threads"] >= 1 and meta["capacity_method"] == "given with --capacity"
+    assert meta["threads"] >= 1 and meta["load_basis"] == "given"
+    assert meta["capacity"] == {c: {"req_s": 20.0, "method": "given with --capacity"} for c in ("baseline", "ngram-k2")}
     assert meta["complete"] is True and meta["real_runs"] == 2
     # two real runs per point: the measured number is their median, inside their range
     assert set(table["real_runs"]) == {2}
     ok = table.filter(pl.col("measured").is_not_null())
     assert ((ok["measured_min"] <= ok["measured"] + 1e-9) & (ok["measured"] <= ok["measured_max"] + 1e-9)).all()
     # the machine's speed was re-timed against the profile before each real run and after the last
-    assert [d["when"] for d in meta["drift"]] == ["before real run 1", "before real run 2", "after the last real run"]
-    assert all(d["median_ratio"] > 0 and d["cells"] for d in meta["drift"])
-    assert sum(line.startswith("drift ") for line in meta["header"]) == 3
+    # (before every real run of every point: 2 runs × 2 loads × 2 candidates, and after the last)
+    whens = [d["when"] for d in meta["drift"]]
+    assert len(whens) == 9 and whens[0] == "before real run 1 of baseline at 25%"
+    assert whens[-1] == "after the last real run"
+    assert all(d["median_ratio"] > 0 and d["decode_ratio"] > 0 and d["prefill_ratio"] > 0 for d in meta["drift"])
+    assert sum(line.startswith("drift: 9 checks") for line in meta["header"]) == 1
+    # --drift-correct: each run's prediction at that run's drift, the uncorrected bar beside it
+    assert meta["drift_correct"] is True
+    assert any(line.startswith("drift-corrected: ") for line in meta["header"])
+    assert sum(line.startswith("without drift correction: bar (") for line in meta["header"]) == 2
     assert any("warmed up to their peak shapes" in line for line in meta["header"])
     assert any("random token ids" in line for line in meta["header"])
     steps = pl.read_parquet(out / "measured_steps.parquet")
     assert (steps["profile_duration_s"] > 0).all() and steps["real_run"].n_unique() == 2
+    used = set(steps.select("drift_decode_before", "drift_prefill_before").unique().iter_rows())
+    assert used == {(d["decode_ratio"], d["prefill_ratio"]) for d in meta["drift"][:-1]}
+    # each run was predicted at the mean of the checks around it
+    corr = meta["drift_corrections"]
+    assert len(corr) == 8 and corr[0]["run"] == "baseline at 25%, real run 1"
+    for i, c in enumerate(corr):
+        before, after = meta["drift"][i], meta["drift"][i + 1]
+        assert c["decode"] == pytest.approx((before["decode_ratio"] + after["decode_ratio"]) / 2)
+        assert c["prefill"] == pytest.approx((before["prefill_ratio"] + after["prefill_ratio"]) / 2)
     measured = pl.read_parquet(out / "measured_requests.parquet")
     assert sorted(set(measured["real_run"])) == [0, 1]
     measured = measured.filter(pl.col("real_run") == 0)
@@ -166,6 +195,51 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     assert "predicted vs measured" in html
     printed = capsys.readouterr().out
     assert "rel. error" in printed and "bar (" in printed
+
+
+@pytest.mark.slow
+def test_own_load_basis_runs_each_candidate_at_fractions_of_its_own_capacity(tmp_path):
+    pytest.importorskip("torch")
+    from sim.profile import load_profile
+    from sim.scenario import load_scenario
+
+    scenario, prof = _write_inputs(tmp_path)
+    sc = fidelity.live_scenario(load_scenario(scenario))[0]
+    own = {c: fidelity.capacity_of(sc, load_profile(prof), 0, c).rate for c in ("baseline", "ngram-k2")}
+    assert own["baseline"] != own["ngram-k2"]
+    out = tmp_path / "out"
+    rc = main(["validate", str(scenario), "--model", "config:tiny-llama", "--loads", "0.5",
+               "--requests", "4", "--sim-reps", "1", "--out", str(out)])
+    assert rc == 0
+    table = pl.read_csv(out / "fidelity.csv")
+    rates = dict(table.select("candidate", "rate").unique().iter_rows())
+    assert rates == pytest.approx({c: 0.5 * r for c, r in own.items()})
+    meta = json.loads((out / "fidelity.json").read_text(encoding="utf-8"))
+    assert meta["load_basis"] == "own"
+    assert "loads: fractions of each candidate's own capacity (--load-basis own)" in meta["header"]
+    assert any(line.startswith("capacity of ngram-k2: ") for line in meta["header"])
+    # the scenario said nothing about the KV layout: validate ran (and simulated) a padded engine
+    assert any("kv_layout" in line and "'padded'" in line for line in meta["header"])
+    steps = pl.read_parquet(out / "measured_steps.parquet")
+    dec = steps.filter(pl.col("decode_seqs") > 0)
+    assert (dec["kv_width"] >= dec["decode_context_max"] + dec["k"] + 1 - 8).all()
+
+
+def test_drift_scaled_prediction_multiplies_every_step_time(tmp_path):
+    """--drift-correct's prediction: the same simulation with every step time × the drift."""
+    from sim.profile import load_profile
+    from sim.scenario import load_scenario
+
+    scenario, prof = _write_inputs(tmp_path)
+    sc, p = fidelity.scenario_at(load_scenario(scenario), 1.0, 5, 0), load_profile(prof)
+    one = fidelity.workload_requests(sc, 0)[:1]  # one request: no queueing
+    assert len(one) == 1
+    for cand in ("baseline", "ngram-k2"):
+        plain = fidelity.predict(sc, p, cand, one, 0, 1)
+        slow = fidelity.predict(sc, p, cand, one, 0, 1, scales=(1.3, 1.3))
+        a, b = plain.runs[0].steps["duration_s"].to_numpy(), slow.runs[0].steps["duration_s"].to_numpy()
+        assert len(a) == len(b) and b == pytest.approx(1.3 * a, rel=1e-12)
+        assert slow.values["e2el_ms_median"] == pytest.approx(1.3 * plain.values["e2el_ms_median"], rel=1e-9)
 
 
 def _vllm_file(tmp_path):
@@ -228,14 +302,18 @@ def test_repeated_extrapolation_notes_fold_into_one_line_per_quantity():
     ]
 
 
-def test_baseline_capacity_comes_from_the_simulators_capacity_search(tmp_path):
+def test_capacity_comes_from_the_simulators_capacity_search(tmp_path):
     from sim.profile import load_profile
     from sim.scenario import load_scenario
 
     scenario, prof = _write_inputs(tmp_path)
     sc, p = load_scenario(scenario), load_profile(prof)
-    cap = fidelity.baseline_capacity(sc, p, 0)
+    cap = fidelity.capacity_of(sc, p, 0)
     assert cap.rate > 0 and "simulated capacity of baseline" in cap.method
+    # a candidate's own capacity is its own search (a different number here: k=2 drafting
+    # with acceptance 0.7/0.5 changes the service time)
+    own = fidelity.capacity_of(sc, p, 0, "ngram-k2")
+    assert own.rate > 0 and "simulated capacity of ngram-k2" in own.method and own.rate != cap.rate
     # without SLOs: 1 / mean batch-1 service time, said to be an estimate
     est = fidelity._service_time_capacity(sc, p)
     assert est.rate > 0 and est.method.startswith("estimated")

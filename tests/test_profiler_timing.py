@@ -134,3 +134,21 @@ def test_measured_roundtrips_through_json():
 
     m = Measured(point("target_forward", batch=1, tokens_per_seq=1, context=8), 0.5, 0.4, 0.6, 3, None, {"a": 1.0})
     assert Measured.from_json(m.to_json()) == m
+
+
+def test_remeasure_times_cells_as_the_profile_run_does_without_autograd():
+    """validate's drift check re-times cells with ``remeasure``: it must run under inference
+    mode as the grid run does, or autograd bookkeeping reads as machine drift."""
+    from profiler.timing import Point, remeasure
+
+    tiny = load_model("config:tiny-llama", device="cpu")
+    seen: list[bool] = []
+    hook = tiny.model.register_forward_hook(lambda *_: seen.append(torch.is_inference_mode_enabled()))
+    try:
+        pts = [Point("target_forward", (("batch", 2), ("tokens_per_seq", 3), ("context", 8))),
+               Point("target_prefill", (("tokens", 4), ("context", 0)))]
+        got = remeasure(tiny, pts, warmup=1, repeats=2)
+    finally:
+        hook.remove()
+    assert [m.point for m in got] == pts and all(m.median > 0 for m in got)
+    assert seen and all(seen)

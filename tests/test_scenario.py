@@ -230,6 +230,7 @@ BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
     ("slo-unknown", None, "[slo]\nttft = 5\n", "slo.ttft: unknown key; valid: ttft_ms, tpot_ms, e2el_ms, pause_ms, percentile"),
     ("fleet-replicas", None, "[fleet]\nreplicas = 0\n", "fleet.replicas: must be ≥ 1"),
     ("fleet-routing", None, '[fleet]\nrouting = "random"\n', "fleet.routing: must be one of 'round_robin', 'least_outstanding'"),
+    ("kv-layout", None, '[fleet.engine]\nkv_layout = "ragged"\n', "fleet.engine.kv_layout: must be one of 'paged', 'padded'; got string 'ragged'"),
     ("fleet-price", None, "[fleet]\nprice_per_gpu_hour = -1\n", "fleet.price_per_gpu_hour: must be ≥ 0"),
     ("fleet-draft-price", None, "[fleet]\ndraft_price_per_hour = -1\n", "fleet.draft_price_per_hour: must be ≥ 0"),
     ("engine-seqs", None, "[fleet.engine]\nmax_num_seqs = 0\n", "fleet.engine.max_num_seqs: must be ≥ 1"),

@@ -282,3 +282,18 @@ def test_engine_draws_match_sim_acceptance_draw_accepted() -> None:
         u = uni.buf[uni.pos]
         uni.pos += 1
         assert bisect_left(neg, -u, 0, k) == draw_accepted(rates, k, ref)
+
+
+def test_decode_context_mean_and_longest_at_block_resolution() -> None:
+    """A padded engine pays the longest decoding row; the plan carries it beside the mean."""
+    sched = Scheduler(cfg(block_size=4))
+    reqs = [Request(i, i, 0.0, p, 20) for i, p in enumerate((8, 16, 40))]
+    for r in reqs:
+        prefilled(sched, r)
+    ctx = [r.computed for r in reqs]
+    assert ctx == [10, 17, 40]  # the first two decoded while the others were prefilled
+    plan = sched.schedule(2.0)
+    assert plan.decode == tuple(reqs)
+    # mean 22.3 -> 24 and longest 40, both at block (4-token) resolution
+    assert plan.decode_context == 24.0
+    assert plan.decode_context_max == 40.0

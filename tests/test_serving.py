@@ -126,6 +126,35 @@ def test_a_steps_prefill_chunks_run_as_one_exact_pass(tiny, speculate):
         assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens), r.id
 
 
+@pytest.mark.parametrize("hole_limit", [1, 2, 10_000])
+def test_cropped_and_compacted_kv_stays_exact_and_as_wide_as_the_longest_row(tiny, monkeypatch, hole_limit):
+    """Rejected drafts are cropped or compacted away, so a decode pass attends over the longest
+    row's context (what the simulator charges a padded engine) — and the output stays greedy."""
+    from profiler import serving
+
+    compactions = []
+    real_compact = serving.BatchExecutor._compact
+    monkeypatch.setattr(serving, "HOLE_LIMIT", hole_limit)
+    monkeypatch.setattr(serving.BatchExecutor, "_compact", lambda self: (compactions.append(1), real_compact(self)))
+    reqs = _requests(n=4, gap=0.0)
+    k = 3
+    res = serve(reqs, CFG, tiny, policy=SpeculationPolicy("fixed", k=k),
+                proposer_factory=lambda: NgramProposer(), proposer_name="ngram", step_timer=FixedStepTimer(0.01))
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens), r.id
+    assert len(res.kv_widths) == len(res.shapes)
+    decode = [(w, s) for w, s in zip(res.kv_widths, res.shapes, strict=True) if s.decode_seqs]
+    assert decode and all(w == 0 for w, s in zip(res.kv_widths, res.shapes, strict=True) if not s.decode_seqs)
+    # decode_context_max is rounded to the block (4): the true longest row is within 2 of it
+    holes = [w - (k + 1) - s.decode_context_max for w, s in decode]
+    assert min(holes) >= -2
+    if hole_limit < 10:
+        assert compactions, "holes never reached the limit: the test does not exercise compaction"
+        assert max(holes) <= hole_limit - 1 + 2
+    else:
+        assert not compactions
+
+
 def test_plans_match_the_simulator_when_step_times_are_the_same(tiny):
     """A three-request trace: the real loop on a virtual clock executes the simulator's plans."""
     reqs = _requests(n=3, gap=0.015)

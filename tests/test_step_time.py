@@ -64,6 +64,38 @@ def test_profile_step_time_composes_the_documented_parts(
     assert timer(shape) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("k", [0, 3])
+def test_padded_kv_layout_charges_the_longest_row(k: int) -> None:
+    """paged: a decode step costs the mean context; padded: every row attends over the longest."""
+    prof = synthetic_profile(**P)
+    shape = StepShape(6, 200.0, k, "ngram" if k else None, 0, 0.0, 900.0)
+    paged, padded = ProfileStepTimer(prof), ProfileStepTimer(prof, kv_layout="padded")
+    extra = (draft(6, k) + over(6)) if k else 0.0
+    assert paged(shape) == pytest.approx(fwd(6, k + 1, 200.0) + extra, rel=1e-12)
+    assert padded(shape) == pytest.approx(fwd(6, k + 1, 900.0) + extra, rel=1e-12)
+    # a shape that does not know its longest row is timed at the mean either way
+    unknown = StepShape(6, 200.0, k, "ngram" if k else None)
+    assert padded(unknown) == paged(unknown)
+
+
+def test_kv_layout_and_longest_context_are_checked() -> None:
+    with pytest.raises(ValueError, match="kv_layout must be one of paged, padded"):
+        ProfileStepTimer(synthetic_profile(**P), kv_layout="ragged")
+    with pytest.raises(ValueError, match="below the mean"):
+        StepShape(2, 300.0, 0, None, 0, 0.0, 100.0)
+    with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+        ProfileStepTimer(synthetic_profile(**P), scale=0.0)
+
+
+def test_scales_multiply_the_decode_and_the_prefill_part() -> None:
+    prof = synthetic_profile(**P)
+    shape = StepShape(5, 256.0, 2, "ngram", 64, 1024.0)
+    dec, pre_ = fwd(5, 3, 256.0) + draft(5, 2) + over(5), pre(64, 1024.0)
+    assert ProfileStepTimer(prof, scale=1.25)(shape) == pytest.approx(1.25 * (dec + pre_), rel=1e-12)
+    assert ProfileStepTimer(prof, scale=1.25, prefill_scale=0.5)(shape) == pytest.approx(
+        1.25 * dec + 0.5 * pre_, rel=1e-12)
+
+
 def test_speculation_costs_more_per_step_but_k0_is_plain_decode(timer: ProfileStepTimer) -> None:
     plain = timer(StepShape(4, 512.0, 0, None))
     spec = timer(StepShape(4, 512.0, 2, "ngram"))
