@@ -20,11 +20,13 @@ import polars as pl
 import torch
 
 from profiler import serving
+from profiler.idle_probes import IdleProbes
 from profiler.models import load_model
-from profiler.timing import Point, remeasure
+from profiler.timing import Point, ReferencePasses, remeasure
 from sim import fidelity
 from sim.errors import SpecplanError
 from sim.kv_capacity import kv_capacity
+from sim.machine_speed import speed_timeline
 from sim.profile import Profile
 from sim.scenario import Scenario
 from sim.simulation import scheduler_config
@@ -58,9 +60,13 @@ class LiveValidation:
     notes: tuple[str, ...] = ()
     """Notes for the report from the caller (e.g. the KV layout the scenario was run with)."""
     drift_correct: bool = False
-    """Scale each real run's prediction by the drift re-timed just before it: decode by the
-    decode cells', prefill by the prefill cells' now/profile ratio (the raw profile's bar is
-    reported beside it)."""
+    """Predict each real run with the profile's step times × the machine's speed during it
+    (``sim/machine_speed.py``: decode parts by the decode cells', prefill parts by the prefill
+    cells' now/profile ratio, from the checks around the run and its idle-gap probes); the raw
+    profile's bar is reported beside it."""
+    idle_probes: bool = True
+    """Time one reference cell in the real runs' idle gaps (``profiler/idle_probes.py``): the
+    machine's speed during each run, the in-run knots of ``--drift-correct``'s timeline."""
 
 
 @dataclass
@@ -169,7 +175,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     sources: set[str] = set(profile.sources())
     layout = scenario.fleet.engine.kv_layout
     frames: dict[str, list[pl.DataFrame]] = {"measured_requests": [], "predicted_requests": [],
-                                              "measured_steps": [], "predicted_steps": []}
+                                              "measured_steps": [], "predicted_steps": [], "probes": []}
     points = []  # one per (load, candidate): a candidate's loads are fractions of its capacity
     for load, name in ((ld, c) for ld in v.loads for c in cands):
         rate = load * caps[name].rate
@@ -224,21 +230,30 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     scaled_preds: dict[tuple[float, str], list[dict[str, float | None]]] = {}
     scaled_steps: dict[tuple[float, str], list[dict[str, float | None]]] = {}
     corrections: list[dict[str, Any]] = []
-    pending: list[tuple[Any, ...]] = []  # the last real run, waiting for the drift check after it
+    pending: dict[str, Any] | None = None  # the last real run, waiting for the drift check after it
     started = time.time()
 
     def settle(after: tuple[float, float]) -> None:
-        """--drift-correct: predict the last real run at the mean of the drift checks before and
-        after it (the machine's speed during the run, bracketed)."""
-        if not pending:
+        """--drift-correct: predict the last real run with the machine's speed over it — a
+        timeline from the drift checks before and after it and the reference passes timed in
+        its idle gaps (``sim/machine_speed.py``)."""
+        nonlocal pending
+        if pending is None:
             return
-        key, sc_, specs_, durations, shapes, before, label = pending.pop()
-        scales = ((before[0] + after[0]) / 2, (before[1] + after[1]) / 2)
-        corrections.append({"run": label, "decode": scales[0], "prefill": scales[1]})
-        say(f"{label}: simulating again at the drift around it (decode ×{scales[0]:.2f}, prefill ×{scales[1]:.2f}) …")
+        run, pending = pending, None
+        key = run["key"]
+        speed = speed_timeline(run["before"], after, run["wall_s"], run["samples"])
+        avg = speed.mean(0.0, run["wall_s"])
+        corrections.append({"run": run["label"], "decode": avg[0], "prefill": avg[1],
+                            "probes": len(run["samples"]), "wall_s": run["wall_s"],
+                            "decode_knots": [list(k) for k in zip(speed.decode_t, speed.decode_ratio, strict=True)],
+                            "prefill_knots": [list(k) for k in zip(speed.prefill_t, speed.prefill_ratio, strict=True)]})
+        say(f"{run['label']}: simulating again at the machine's speed over it (decode ×{avg[0]:.2f}, "
+            f"prefill ×{avg[1]:.2f} on average; {len(speed.decode_t)} + {len(speed.prefill_t)} knots) …")
         scaled_preds.setdefault(key, []).append(
-            fidelity.predict(sc_, profile, key[1], specs_, seed, reps, scales=scales).values)
-        scaled_steps.setdefault(key, []).append(fidelity.step_time_values(durations, shapes, profile, layout, scales)[0])
+            fidelity.predict(run["scenario"], profile, key[1], run["specs"], seed, reps, speed=speed).values)
+        scaled_steps.setdefault(key, []).append(
+            fidelity.step_time_values(run["durations"], run["shapes"], profile, layout, speed=speed)[0])
 
     def rows_of(corrected: bool) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
@@ -261,9 +276,10 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         if v.drift_correct:
             correction = [
                 "drift-corrected: each real run's prediction uses the profile's step times × the machine's "
-                "drift around that run (decode parts × the decode cells', prefill parts × the prefill cells' "
-                "now/profile ratio, the mean of the checks just before and just after it); predicted = "
-                "median over the runs",
+                "speed at each step (decode parts × the decode cells', prefill parts × the prefill cells' "
+                "now/profile ratio; a timeline from the checks just before and just after the run"
+                + (" and the reference passes timed in its idle gaps" if v.idle_probes else "")
+                + "); predicted = median over the runs",
                 *[f"without drift correction: {line}" for line in
                   fidelity.format_bar(fidelity.error_table(rows_of(False))).splitlines()],
             ]
@@ -276,6 +292,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             "both sides: the same requests, the same scheduler (sim/scheduler.py); real step times and real "
             "acceptance vs the profile's step-time and acceptance models",
             *fidelity.drift_lines(drifts),
+            *probe_lines(frames["probes"]),
             *correction,
             *[f"source: {s}" for s in sorted(sources)],
             *[f"note: {n}" for n in fidelity.compact_notes(notes)],
@@ -289,9 +306,12 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         "load_basis": v.load_basis,
         "capacity": {c: {"req_s": cap.rate, "method": cap.method} for c, cap in caps.items()},
         "sim_replications": reps, "drift": drifts, "drift_correct": v.drift_correct,
-        "drift_corrections": corrections,
+        "drift_corrections": corrections, "idle_probes": v.idle_probes,
     }
     serving.touch_peak(target.model, peak)  # the drift check must not pay first-touch costs either
+    probes = None
+    if v.idle_probes:
+        probes = IdleProbes(ReferencePasses(target, [Point(c.quantity, c.coords) for c in cells], seed=seed), cells)
     for rep in range(real_reps):
         for load, name, rate, sc, specs, reqs, span, max_wall in points:
             cand = sc.candidate(name)
@@ -305,11 +325,13 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             # re-timed before every real run: this VM's speed moves within minutes
             drift = check_drift(f"before real run {rep + 1} of {name} at {load:.0%}")
             settle(drift)
+            if probes is not None:
+                probes.start_run(max(drift))
             say(f"{name} at {load:.0%} load ({rate:.3g} req/s, {len(reqs)} requests over {span:.0f}s), "
                 f"real run {rep + 1}/{real_reps}: serving for real …")
             real = serving.serve(reqs, cfg, target.model, policy=policy, proposer_factory=factory,
                                  proposer_name=proposer, candidate=name, seed=seed,
-                                 max_wall_s=max_wall, progress=say)
+                                 max_wall_s=max_wall, progress=say, idle_work=probes)
             if real.aborted:
                 notes.append(f"{name} at {load:.0%}: real run {rep + 1} stopped at {max_wall:.0f}s; "
                              "unfinished requests count as not completed")
@@ -338,9 +360,14 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 sources.update(pred.sources)
                 frames["predicted_requests"].append(pred.runs[0].requests.with_columns(tag))
                 frames["predicted_steps"].append(pred.runs[0].steps.with_columns(tag))
+            samples = probes.samples() if probes is not None else []
+            if probes is not None:
+                frames["probes"].append(probes.frame().with_columns(
+                    *tag, pl.lit(name).alias("candidate"), pl.lit(rep).alias("real_run")))
             if v.drift_correct:
-                pending.append((key, sc, specs, real.steps["duration_s"].to_list(), real.shapes, drift,
-                                f"{name} at {load:.0%}, real run {rep + 1}"))
+                pending = {"key": key, "scenario": sc, "specs": specs, "durations": real.steps["duration_s"].to_list(),
+                           "shapes": real.shapes, "before": drift, "wall_s": real.wall_s, "samples": samples,
+                           "label": f"{name} at {load:.0%}, real run {rep + 1}"}
             if policy.speculates:
                 notes.append(
                     f"{name} at {load:.0%}: acceptance measured = what the real {proposer} proposer achieved "
@@ -354,6 +381,20 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     settle(check_drift("after the last real run"))
     table, header = table_and_header()
     return LiveResult(table, header, frames, {**meta, "complete": True})
+
+
+def probe_lines(parts: list[pl.DataFrame]) -> list[str]:
+    """One report line on the reference passes timed in the real runs' idle gaps."""
+    probes = pl.concat(parts) if parts else None
+    if probes is None or probes.is_empty():
+        return []
+
+    def med(kind: str) -> str:
+        r = probes.filter(pl.col("kind") == kind)["ratio"]
+        return f"{r.median():.2f} ({r.min():.2f}–{r.max():.2f}, {r.len()} passes)" if r.len() else "none"
+
+    return [f"in-run probes (one reference pass in an idle gap, never delaying a request): now/profile "
+            f"decode {med('decode')}, prefill {med('prefill')}"]
 
 
 __all__ = ["LiveResult", "LiveValidation", "model_spec", "proposer_factory", "run_live", "threads_note"]

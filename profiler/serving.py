@@ -27,6 +27,8 @@ batch is compacted. The batch is repacked whenever the decode set changes. Greed
 
 from __future__ import annotations
 
+import bisect
+import math
 import queue
 import threading
 import time
@@ -576,6 +578,7 @@ def serve(
     step_timer: Callable[[StepShape], float] | None = None,
     progress: Callable[[str], None] | None = None,
     max_wall_s: float | None = None,
+    idle_work: Callable[[float, float], bool] | None = None,
 ) -> ServingResult:
     """Serve ``requests`` for real on ``model`` and record what a client would see.
 
@@ -589,6 +592,10 @@ def serve(
     which makes the plan sequence deterministic (tests compare it with the simulator's).
     ``max_wall_s`` aborts a wall-clock run that cannot keep up; requests not ended by then are
     recorded as ``unfinished``.
+
+    ``idle_work(now, until_next_arrival_s)`` is called (wall clock only) whenever the system is
+    empty — every request due so far admitted and ended — and returns whether it did something;
+    it must finish before the next arrival (``specplan validate`` times reference passes there).
     """
     if policy.speculates and proposer_factory is None:
         raise ValueError("a speculating policy needs a proposer_factory")
@@ -627,7 +634,12 @@ def serve(
     def clock() -> float:
         return vnow if virtual else time.perf_counter() - t0
 
+    arrival_times = [r.arrival_s for r in order]
+    admitted = 0
+
     def admit(spec: ServingRequest, at: float) -> None:
+        nonlocal admitted
+        admitted += 1
         req = by_id[spec.id]
         req.replica = 0
         execu.admit(spec)
@@ -675,6 +687,11 @@ def serve(
                         raise RuntimeError("work queued but nothing schedulable and no arrivals left")
                     vnow = max(vnow, pending[0].arrival_s)
                     continue
+                if idle_work is not None and not sched.has_work:
+                    t = clock()
+                    due = bisect.bisect_right(arrival_times, t)
+                    if admitted == due and idle_work(t, arrival_times[due] - t if due < n else math.inf):
+                        continue
                 try:
                     nxt = arrivals.get(timeout=0.05 if sched.has_work else 1.0)
                 except queue.Empty:
@@ -687,11 +704,11 @@ def serve(
             nd = len(plan.decode)
             qlen = len(sched.waiting)
             kv_used = kv_total - sched.free_blocks
+            start = clock()
             shape = StepShape(nd, plan.decode_context, plan.k,
                               proposer_name if plan.k else None,
-                              plan.prefill_tokens, plan.prefill_context, plan.decode_context_max)
+                              plan.prefill_tokens, plan.prefill_context, plan.decode_context_max, start)
             shapes.append(shape)
-            start = clock()
             execu.last_width = 0
             accepted = execu.execute(plan)
             widths.append(execu.last_width)

@@ -43,9 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="validate-out", metavar="DIR", help="output folder (default validate-out)")
     parser.add_argument("--seed", default="0", metavar="N", help="seed of the arrival schedule (default 0)")
     parser.add_argument("--drift-correct", action="store_true",
-                        help="scale each real run's prediction by the machine's speed drift re-timed just "
-                             "before it (for machines whose speed moves: shared VMs, thermal limits); "
-                             "the uncorrected bar is printed too")
+                        help="predict each real run with the profile's step times × the machine's speed "
+                             "during it (re-timed reference cells before and after it and in its idle gaps; "
+                             "for machines whose speed moves: shared VMs, thermal limits); the uncorrected "
+                             "bar is printed too")
+    parser.add_argument("--no-idle-probes", action="store_true",
+                        help="do not time reference passes in the real runs' idle gaps (they never delay "
+                             "a request; off, --drift-correct interpolates between the checks around a run)")
     parser.add_argument("--reps", default="1", metavar="N",
                         help="real runs per load point; the measured number is their median (default 1)")
     parser.add_argument("--sim-reps", default="5", metavar="N",
@@ -179,7 +183,8 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     v = LiveValidation(scenario_path, scenario, profile, tuple(loads), tuple(cands), caps, basis, requests=n_req,
                        seed=seed, sim_reps=sim_reps, real_reps=real_reps, model=args.model, device=args.device,
                        threads=threads, max_wall_s=max_wall, command=command,
-                       notes=(layout_note,) if layout_note else (), drift_correct=args.drift_correct)
+                       notes=(layout_note,) if layout_note else (), drift_correct=args.drift_correct,
+                       idle_probes=not args.no_idle_probes)
     res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
     _write(out, res.table, res.frames, res.header, res.meta)
     _print(args, res.table, res.header, out)

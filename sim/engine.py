@@ -246,6 +246,7 @@ class Replica:
                     plan.prefill_tokens,
                     plan.prefill_context,
                     plan.decode_context_max,
+                    now,
                 )
             )
             try:

@@ -23,6 +23,7 @@ import polars as pl
 
 from sim import metric_names as mn
 from sim.errors import SpecplanError
+from sim.machine_speed import SpeedTimeline
 from sim.metrics import good_mask, latency_stats, pause_stats, with_latencies
 from sim.profile import Profile
 from sim.scenario import Scenario
@@ -364,6 +365,7 @@ def predict(
     seed: int,
     replications: int = 1,
     scales: tuple[float, float] = (1.0, 1.0),
+    speed: SpeedTimeline | None = None,
 ) -> Prediction:
     """Simulate ``requests`` (the exact list the real side served) with the profile.
 
@@ -371,7 +373,8 @@ def predict(
     streams (seeds ``seed, seed+1, …``; arrivals and lengths are the given ones every time)
     and the numbers are averaged: the real run is one draw, the prediction should not be.
     ``scales`` multiply the decode and the prefill part of every step time (``--drift-correct``:
-    the machine's speed now relative to the profile, re-timed just before the real run).
+    the machine's speed now relative to the profile, re-timed just before the real run);
+    ``speed`` multiplies them further by the machine's speed at each step's start time.
     """
     from sim.simulation import simulate_once
     from sim.step_time import ProfileStepTimer
@@ -381,9 +384,9 @@ def predict(
     layout = scenario.fleet.engine.kv_layout
 
     def timer() -> ProfileStepTimer | None:
-        if scales == (1.0, 1.0):
+        if scales == (1.0, 1.0) and speed is None:
             return None
-        return ProfileStepTimer(profile, kv_layout=layout, scale=scales[0], prefill_scale=scales[1])
+        return ProfileStepTimer(profile, kv_layout=layout, scale=scales[0], prefill_scale=scales[1], speed=speed)
 
     runs = [simulate_once(scenario, profile, cand, seed + i, timer(), requests=requests) for i in range(reps)]
     vals = mean_values([values_from_run(r.summary, r.requests) for r in runs])
@@ -408,16 +411,18 @@ def measured_values(
 
 
 def profile_step_times(shapes: Sequence[Any], profile: Profile, kv_layout: str = "paged",
-                       scales: tuple[float, float] = (1.0, 1.0)) -> np.ndarray:
+                       scales: tuple[float, float] = (1.0, 1.0), speed: SpeedTimeline | None = None,
+                       ) -> np.ndarray:
     """The profile's time (seconds) for each step shape: what the simulator charges for it."""
     from sim.step_time import ProfileStepTimer
 
-    timer = ProfileStepTimer(profile, kv_layout=kv_layout, scale=scales[0], prefill_scale=scales[1])
+    timer = ProfileStepTimer(profile, kv_layout=kv_layout, scale=scales[0], prefill_scale=scales[1], speed=speed)
     return np.array([timer(s) for s in shapes], dtype=float)
 
 
 def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any], profile: Profile,
                      kv_layout: str = "paged", scales: tuple[float, float] = (1.0, 1.0),
+                     speed: SpeedTimeline | None = None,
                      ) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """(predicted, measured) step-time percentiles over the *real* run's steps.
 
@@ -428,7 +433,7 @@ def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any], p
     """
     if not shapes:
         return {}, {}
-    pred = profile_step_times(shapes, profile, kv_layout, scales) * 1000.0
+    pred = profile_step_times(shapes, profile, kv_layout, scales, speed) * 1000.0
     real = np.asarray(real_durations_s, dtype=float) * 1000.0
     has_prefill = np.array([s.prefill_tokens > 0 for s in shapes])
     p_out: dict[str, float | None] = {}
@@ -463,6 +468,11 @@ class DriftCell:
     @property
     def label(self) -> str:
         return f"{self.quantity}(" + ", ".join(f"{k}={v}" for k, v in self.coords) + ")"
+
+    @property
+    def kind(self) -> str:
+        """``decode`` (a target_forward cell) or ``prefill``: the step part it speaks for."""
+        return "decode" if self.quantity == "target_forward" else "prefill"
 
 
 def _nearest(axis: Sequence[float], x: float) -> int:

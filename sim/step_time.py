@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.grid import GridInterpolator
+from sim.machine_speed import SpeedTimeline
 from sim.profile import Profile, TimingGrid
 
 
@@ -35,6 +36,9 @@ class StepShape:
     """Token-weighted mean start position of those chunks (0 = fresh prompts)."""
     decode_context_max: float | None = None
     """Longest context among the decoding requests (None: not known, taken as the mean)."""
+    start_s: float = 0.0
+    """When the step starts, seconds from the run's start (read only by a timer with a
+    ``SpeedTimeline``: the machine's speed at that moment)."""
 
     def __post_init__(self) -> None:
         if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0:
@@ -74,7 +78,8 @@ class ProfileStepTimer:
     """
 
     def __init__(self, profile: Profile, *, kv_layout: str = "paged", scale: float = 1.0,
-                 prefill_scale: float | None = None, cache_size: int = 4096) -> None:
+                 prefill_scale: float | None = None, speed: SpeedTimeline | None = None,
+                 cache_size: int = 4096) -> None:
         if kv_layout not in KV_LAYOUTS:
             raise ValueError(f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got {kv_layout!r}")
         prefill_scale = scale if prefill_scale is None else prefill_scale
@@ -88,6 +93,9 @@ class ProfileStepTimer:
         ``prefill_scale``): 1 normally; ``specplan validate --drift-correct`` passes the
         machine's measured now/profile speed ratios."""
         self.prefill_scale = float(prefill_scale)
+        self.speed = speed
+        """Optional: the machine's speed over time (``--drift-correct``); each step's decode and
+        prefill parts are multiplied by its ratios at the step's ``start_s`` (on top of ``scale``)."""
         t = profile.timing
         self._forward = _interp(t.target_forward, cache_size)
         self._prefill = _interp(t.target_prefill, cache_size)
@@ -110,6 +118,12 @@ class ProfileStepTimer:
         """Seconds one engine step of ``shape`` takes."""
         self.steps += 1
         total = 0.0
+        if self.speed is not None:
+            sd, sp = self.speed.at(shape.start_s)
+            sd *= self.scale
+            sp *= self.prefill_scale
+        else:
+            sd, sp = self.scale, self.prefill_scale
         b = shape.decode_seqs
         if b > 0:
             k = shape.k
@@ -122,9 +136,9 @@ class ProfileStepTimer:
                 if draft is None:
                     self.check_proposer(shape.proposer)  # type: ignore[arg-type]
                 total += draft(b, k, c) + self._overhead[shape.proposer](b, k)  # type: ignore[index,misc]
-            total *= self.scale
+            total *= sd
         if shape.prefill_tokens > 0:
-            total += self._prefill(shape.prefill_tokens, shape.prefill_context) * self.prefill_scale
+            total += self._prefill(shape.prefill_tokens, shape.prefill_context) * sp
         return total
 
     def grids(self) -> list[GridInterpolator]:

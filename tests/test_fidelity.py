@@ -10,6 +10,7 @@ import pytest
 
 from sim import fidelity
 from sim.cli import main
+from sim.machine_speed import SpeedTimeline
 from tests.helpers import write_scenario
 
 EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
@@ -177,13 +178,26 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     assert (steps["profile_duration_s"] > 0).all() and steps["real_run"].n_unique() == 2
     used = set(steps.select("drift_decode_before", "drift_prefill_before").unique().iter_rows())
     assert used == {(d["decode_ratio"], d["prefill_ratio"]) for d in meta["drift"][:-1]}
-    # each run was predicted at the mean of the checks around it
+    # each run was predicted with a speed timeline from the checks around it (its first and last
+    # knots) and the reference passes timed in its idle gaps (knots between, when there were enough)
     corr = meta["drift_corrections"]
     assert len(corr) == 8 and corr[0]["run"] == "baseline at 25%, real run 1"
+    assert meta["idle_probes"] is True
     for i, c in enumerate(corr):
         before, after = meta["drift"][i], meta["drift"][i + 1]
-        assert c["decode"] == pytest.approx((before["decode_ratio"] + after["decode_ratio"]) / 2)
-        assert c["prefill"] == pytest.approx((before["prefill_ratio"] + after["prefill_ratio"]) / 2)
+        for part in ("decode", "prefill"):
+            knots = c[f"{part}_knots"]
+            assert knots[0] == [0.0, pytest.approx(before[f"{part}_ratio"])]
+            assert knots[-1] == [pytest.approx(c["wall_s"]), pytest.approx(after[f"{part}_ratio"])]
+            lo, hi = sorted((before[f"{part}_ratio"], after[f"{part}_ratio"]))
+            if len(knots) == 2:  # no in-run knot: the average is the bracket mean
+                assert c[part] == pytest.approx((lo + hi) / 2)
+    probes_file = out / "probes.parquet"
+    if probes_file.exists():  # idle gaps long enough for a pass: how many is up to the machine
+        probes = pl.read_parquet(probes_file)
+        assert set(probes["kind"]) <= {"decode", "prefill"} and (probes["ratio"] > 0).all()
+        assert sum(c["probes"] for c in corr) == probes.height
+        assert any(line.startswith("in-run probes") for line in meta["header"])
     measured = pl.read_parquet(out / "measured_requests.parquet")
     assert sorted(set(measured["real_run"])) == [0, 1]
     measured = measured.filter(pl.col("real_run") == 0)
@@ -240,6 +254,16 @@ def test_drift_scaled_prediction_multiplies_every_step_time(tmp_path):
         a, b = plain.runs[0].steps["duration_s"].to_numpy(), slow.runs[0].steps["duration_s"].to_numpy()
         assert len(a) == len(b) and b == pytest.approx(1.3 * a, rel=1e-12)
         assert slow.values["e2el_ms_median"] == pytest.approx(1.3 * plain.values["e2el_ms_median"], rel=1e-9)
+        # a constant speed timeline is the same as the scales; a step after a slowdown costs more
+        const = fidelity.predict(sc, p, cand, one, 0, 1, speed=SpeedTimeline.constant(1.3, 1.3))
+        assert const.runs[0].steps["duration_s"].to_numpy() == pytest.approx(b, rel=1e-12)
+        t = plain.runs[0].steps["t_start_s"].to_numpy()
+        cut = float(t[len(t) // 2])
+        step = SpeedTimeline((cut - 1e-9, cut), (1.0, 2.0), (0.0,), (1.0,))
+        varied = fidelity.predict(sc, p, cand, one, 0, 1, speed=step).runs[0].steps
+        d, ts = varied["duration_s"].to_numpy(), varied["t_start_s"].to_numpy()
+        assert d[ts < cut - 1e-9] == pytest.approx(a[: int((ts < cut - 1e-9).sum())], rel=1e-12)
+        assert (d[ts >= cut] > a[: len(d)][ts >= cut] * 1.5).any()
 
 
 def _vllm_file(tmp_path):

@@ -6,6 +6,8 @@ is deterministic, which is all these checks need.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -201,6 +203,31 @@ def test_wall_clock_run_is_open_loop_and_causal(tiny):
     arrival = dict(zip(df["id"].to_list(), df["arrival_s"].to_list(), strict=True))
     assert all(t > arrival[i] for i, t in zip(res.bursts["id"].to_list(), res.bursts["t_s"].to_list(), strict=True))
     assert res.bursts["t_s"].is_sorted()
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens)
+
+
+def test_idle_work_runs_only_when_the_system_is_empty_and_knows_the_next_arrival(tiny):
+    """validate times reference passes in idle gaps: never while a request is in the system."""
+    reqs = [ServingRequest(i, 0.4 * i, fit_prompt([5, 6, 7], 12), 4) for i in range(3)]
+    calls: list[tuple[float, float]] = []
+
+    def idle(now: float, until: float) -> bool:
+        calls.append((now, until))
+        time.sleep(0.02)
+        return True
+
+    res = serve(reqs, CFG, tiny, policy=OFF, max_wall_s=30, idle_work=idle)
+    assert not res.aborted and (res.requests["outcome"] == "completed").all()
+    df = res.requests
+    busy = list(zip(df["arrival_s"].to_list(), df["finish_s"].to_list(), strict=True))
+    assert calls and all(not (a <= t <= f) for t, _ in calls for a, f in busy)
+    arrivals = [r.arrival_s for r in reqs]
+    for t, until in calls:
+        later = [a for a in arrivals if a > t]
+        assert until == pytest.approx(later[0] - t) if later else until == float("inf")
+    # both gaps between requests were used
+    assert {sum(a < t for a in arrivals) for t, _ in calls} >= {1, 2}
     for r in reqs:
         assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens)
 

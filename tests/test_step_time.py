@@ -96,6 +96,41 @@ def test_scales_multiply_the_decode_and_the_prefill_part() -> None:
         1.25 * dec + 0.5 * pre_, rel=1e-12)
 
 
+def test_a_speed_timeline_scales_each_step_at_its_start_time() -> None:
+    from sim.machine_speed import SpeedTimeline
+
+    prof = synthetic_profile(**P)
+    dec, pre_ = fwd(5, 3, 256.0) + draft(5, 2) + over(5), pre(64, 1024.0)
+    speed = SpeedTimeline((0.0, 10.0), (1.0, 2.0), (0.0, 10.0), (1.0, 0.5))
+    timer = ProfileStepTimer(prof, scale=1.1, speed=speed)
+    for t, sd, sp in ((0.0, 1.0, 1.0), (5.0, 1.5, 0.75), (10.0, 2.0, 0.5), (60.0, 2.0, 0.5)):
+        shape = StepShape(5, 256.0, 2, "ngram", 64, 1024.0, None, t)
+        assert timer(shape) == pytest.approx(1.1 * (sd * dec + sp * pre_), rel=1e-12), t
+    # without a timeline the start time changes nothing
+    plain = ProfileStepTimer(prof)
+    assert plain(StepShape(5, 256.0, 2, "ngram", 64, 1024.0, None, 0.0)) == plain(
+        StepShape(5, 256.0, 2, "ngram", 64, 1024.0, None, 99.0))
+
+
+def test_engine_steps_carry_their_start_time() -> None:
+    """A time-varying timer needs each step's start: the engine passes its clock."""
+    from sim.engine import Fleet, FleetSpec
+    from sim.records import steps_frame
+    from sim.scheduler import Request, SchedulerConfig
+
+    seen: list[float] = []
+
+    def timer(shape: StepShape) -> float:
+        seen.append(shape.start_s)
+        return 0.1
+
+    reqs = [Request(i, i, t, 6, 3, "chat", None, None) for i, t in enumerate((0.0, 0.05, 1.0))]
+    run = Fleet(FleetSpec(SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=8, block_size=4,
+                                          kv_blocks=100)), timer).run(reqs)
+    starts = steps_frame(run, "c", 0)["t_start_s"].to_list()
+    assert seen == pytest.approx(starts) and seen[0] == 0.0 and max(seen) >= 1.0
+
+
 def test_speculation_costs_more_per_step_but_k0_is_plain_decode(timer: ProfileStepTimer) -> None:
     plain = timer(StepShape(4, 512.0, 0, None))
     spec = timer(StepShape(4, 512.0, 2, "ngram"))
