@@ -59,8 +59,7 @@ class IdleProbes:
         self.slow = max(1.0, float(slow))
 
     def _fits(self, i: int, until_s: float) -> bool:
-        passes = 1 + getattr(self.passes, "WARMUP", 0)
-        return passes * self.cells[i].profile_s * self.slow * self.safety + self.margin_s < until_s
+        return (1 + self.passes.WARMUP) * self.cells[i].profile_s * self.slow * self.safety + self.margin_s < until_s
 
     def __call__(self, now: float, until_next_arrival_s: float) -> bool:
         if now - self._last < self.min_interval_s:

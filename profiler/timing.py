@@ -508,6 +508,15 @@ def plan_tasks(
     return tasks
 
 
+def _cell_grids(warmup: int, repeats: int) -> TimingGrids:
+    """Placeholder grids for a ``_Runner`` that times given cells, not a grid: only the warm-up
+    and repeat counts are read."""
+    one = (1,)
+    return TimingGrids(batch=one, tokens_per_seq=one, context=(0,), prefill_tokens=one, prefill_context=(0,),
+                       draft_batch=one, k_max=1, draft_context=(0,), overhead_batch=one, overhead_k=one,
+                       overhead_context=0, warmup=warmup, repeats=repeats, prefill_repeats=repeats)
+
+
 @torch.inference_mode()
 def remeasure(target: LoadedModel, points: Sequence[Point], *, warmup: int = 1, repeats: int = 5,
               seed: int = 0) -> list[Measured]:
@@ -518,11 +527,7 @@ def remeasure(target: LoadedModel, points: Sequence[Point], *, warmup: int = 1, 
     Under ``inference_mode`` as the profile run is: with autograd recording, the same cells
     re-timed 1.1–2.6× slower on this CPU and read as drift that was not there.
     """
-    one = (1,)
-    grids = TimingGrids(batch=one, tokens_per_seq=one, context=(0,), prefill_tokens=one, prefill_context=(0,),
-                        draft_batch=one, k_max=1, draft_context=(0,), overhead_batch=one, overhead_k=one,
-                        overhead_context=0, warmup=warmup, repeats=repeats, prefill_repeats=repeats)
-    runner = _Runner(target, grids, seed, None)
+    runner = _Runner(target, _cell_grids(warmup, repeats), seed, None)
     # points sharing a (batch, context) share one prefilled cache, as in the grid run
     groups: dict[tuple[str, int, int], list[Point]] = {}
     for pt in points:
@@ -550,13 +555,13 @@ class ReferencePasses:
     profile run's own code, under ``inference_mode``.
     """
 
+    WARMUP = 1
+    """Untimed passes before the timed one, as the profile and the drift checks do: measured on
+    2026-12-01, single cold passes read 5–25 % slower than the checks (batch-1 cells most)."""
+
     @torch.inference_mode()
     def __init__(self, target: LoadedModel, points: Sequence[Point], *, seed: int = 0) -> None:
-        one = (1,)
-        grids = TimingGrids(batch=one, tokens_per_seq=one, context=(0,), prefill_tokens=one, prefill_context=(0,),
-                            draft_batch=one, k_max=1, draft_context=(0,), overhead_batch=one, overhead_k=one,
-                            overhead_context=0, warmup=1, repeats=1, prefill_repeats=1)
-        self._runner = runner = _Runner(target, grids, seed, None)
+        self._runner = runner = _Runner(target, _cell_grids(self.WARMUP, 1), seed, None)
         self.points = tuple(points)
         caches: dict[tuple[int, int], DynamicCache] = {}
         self._cells: list[tuple[int, DynamicCache | None, torch.Tensor, dict[str, Any]]] = []
@@ -573,10 +578,6 @@ class ReferencePasses:
             self._cells.append((c, caches.get((b, c)), runner.ids(b, n), kw))
         for i in range(len(self._cells)):  # warm: the first pass of a shape pays allocation
             self.time(i)
-
-    WARMUP = 1
-    """Untimed passes before the timed one, as the profile and the drift checks do: measured on
-    2026-12-01, single cold passes read 5–25 % slower than the checks (batch-1 cells most)."""
 
     @torch.inference_mode()
     def time(self, i: int) -> float:
