@@ -249,3 +249,42 @@ def test_fit_prompt_and_random_prompts_have_exact_lengths():
     assert "random token ids" in notes[0]
     again, _ = segment_prompts(specs, {"s": ("support", "en")}, None, 512, seed=1)
     assert again == ids and np.all([a == b for a, b in zip(again.values(), ids.values(), strict=True)])
+
+
+def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tiny):
+    """Decode-set changes edit the batch in place (swap-remove, append): every row's valid KV
+    columns stay its own, a live leaver gets its compact cache back, padding nobody needs goes."""
+    from profiler.serving import BatchExecutor, _cache_from, _Seq
+
+    cfg = tiny.config
+    heads, dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
+    gen = torch.Generator().manual_seed(0)
+    ex = BatchExecutor(tiny)
+    original = {}
+    for rid, n in enumerate([7, 12, 5, 9, 15]):
+        seq = _Seq(ServingRequest(rid, 0.0, tuple([1] * n), 4), None)
+        kv = [(torch.randn(1, heads, n, dim, generator=gen), torch.randn(1, heads, n, dim, generator=gen))
+              for _ in range(cfg.num_hidden_layers)]
+        seq.cache = _cache_from(cfg, kv)
+        original[rid] = kv
+        ex.seqs[rid] = seq
+
+    def check(batch):
+        assert sorted(batch.row) == sorted(batch.ids)
+        for rid, i in batch.row.items():
+            valid = torch.nonzero(batch.mask[i]).flatten()
+            assert len(valid) == original[rid][0][0].shape[2]
+            for layer, (k, v) in zip(batch.cache.layers, original[rid], strict=True):
+                assert torch.equal(layer.keys[i][:, valid], k[0]) and torch.equal(layer.values[i][:, valid], v[0])
+        assert batch.mask[:, 0].any(), "a leading column no row needs was kept"
+        assert batch.cache.layers[0].keys.shape[0] == len(batch.ids) == batch.mask.shape[0]
+
+    check(ex._ensure_batch([0, 1, 2, 3]))
+    storage = ex.batch.cache.layers[0].keys.untyped_storage().data_ptr()
+    ex.seqs[0].done = True  # finished: its KV is dropped; 1 (the longest) leaves alive
+    check(ex._ensure_batch([2, 3]))
+    assert ex.seqs[1].cache is not None and ex.seqs[0].cache is None
+    assert ex.batch.mask.shape[1] == 9, "padding only the longest leaver needed must be trimmed"
+    assert ex.batch.cache.layers[0].keys.untyped_storage().data_ptr() == storage, "rows left by a copy"
+    check(ex._ensure_batch([3, 2, 4, 1]))  # two join, one wider than the batch
+    assert ex.batch.mask.shape[1] == 15 and ex.seqs[4].cache is None
