@@ -5,7 +5,9 @@
 - ``estimate``    roofline estimate for a datasheet GPU (no acceptance section);
 - ``merge``       timing + memory from one profile, acceptance from another;
 - ``import-vllm`` acceptance counters from a running vLLM's Prometheus ``/metrics``;
-- ``published``   acceptance typed in from a paper or blog, with its citation.
+- ``published``   acceptance typed in from a paper or blog, with its citation;
+- ``padded-batch`` add ``timing.padded_batch`` (a padded engine's batch join/leave cost),
+  measured now, to a copy of ``--profile BASE``.
 
 The CLI parses and calls the library; every user error is a SpecplanError (one line, exit 2).
 """
@@ -19,7 +21,7 @@ from typing import Any
 
 from sim.errors import SpecplanError
 
-ACTIONS = ("run", "estimate", "merge", "import-vllm", "published")
+ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_estimate(args)
     if action == "merge":
         return _run_merge(args)
+    if action == "padded-batch":
+        return _run_padded_batch(args)
     return _run_acceptance_source(args)
 
 
@@ -255,6 +259,34 @@ def _run_estimate(args: argparse.Namespace) -> int:
                                dtype=dtype, k_max=args.k_max, eff=eff, command=command_of(args), name=args.name)
     write_profile(args.out, profile)
     _summary(profile, args.out)
+    return 0
+
+
+def _run_padded_batch(args: argparse.Namespace) -> int:
+    from profiler.models import load_model
+    from profiler.padded_batch import add_to_profile
+    from profiler.profile_io import check_writable, read_profile_dict, write_profile
+
+    if not args.profile or not args.target:
+        raise SpecplanError("profile padded-batch: --profile BASE.json and --target SPEC (BASE's target) are required")
+    check_writable(args.out)
+    base = read_profile_dict(args.profile)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SpecplanError(f"--threads {args.threads}: must be at least 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    target = load_model(args.target, dtype=args.dtype, device=args.device)
+    if args.rounds < 1:
+        raise SpecplanError(f"--rounds {args.rounds}: must be at least 1")
+    out = add_to_profile(base, args.profile, target, command=command_of(args), seed=args.seed,
+                         repeats=15, rounds=args.rounds)
+    write_profile(args.out, out)
+    join = out["timing"]["padded_batch"]["join"]
+    print(f"wrote {args.out}: {args.profile} + timing.padded_batch measured on {target.device} "
+          f"(join at batch {join['axes']['batch'][0]}, context {join['axes']['context'][0]}: "
+          f"{(join['median'][0][0] or float('nan')) * 1e3:.2f} ms)")
     return 0
 
 

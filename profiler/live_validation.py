@@ -351,6 +351,8 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 pl.Series("decode_context_max", [sh.decode_context_max or 0.0 for sh in real.shapes],
                           dtype=pl.Float64),
                 pl.Series("kv_width", real.kv_widths, dtype=pl.Int64),
+                pl.Series("rows_joined", [sh.rows_joined for sh in real.shapes], dtype=pl.Int64),
+                pl.Series("rows_left", [sh.rows_left for sh in real.shapes], dtype=pl.Int64),
                 pl.Series("prefill_context", [sh.prefill_context for sh in real.shapes], dtype=pl.Float64)))
             if key not in preds:
                 say(f"{name} at {load:.0%} load: simulating the same {len(specs)} requests …")

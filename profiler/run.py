@@ -24,6 +24,8 @@ import torch
 from profiler import device as devmod
 from profiler.memory import ProposerMemoryInput, measure_memory
 from profiler.models import LoadedModel, check_tokenizers_compatible, dtype_name, load_model
+from profiler.padded_batch import NOTE as PADDED_NOTE
+from profiler.padded_batch import measure_padded_batch
 from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
 from profiler.timing import (
     DraftRuntime,
@@ -312,15 +314,20 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
             if on_point is not None:
                 on_point(measured_now)
         bar.update(1)
-        bar.close()
         phase_s["memory"] = time.perf_counter() - t0
+        if "padded_batch" not in ckpt:  # after memory: it changes how glibc keeps freed memory
+            bar.set_description("padded batch")
+            ckpt.add("padded_batch", measure_padded_batch(target, grids.batch, grids.context, warmup=grids.warmup,
+                                                          repeats=grids.repeats, rounds=req.rounds,
+                                                          seed=req.seed))
+        bar.close()
     measured = [combine_rounds([Measured.from_json(ckpt.records[round_key(p, fp, r)]) for r in rounds])
                 for t in tasks for p in t.points]
     acceptance, acc_s = _acceptance(req, target, proposers, prompts, ckpt, on_point, measured_now)
     phase_s["acceptance"] = acc_s
     wall = time.perf_counter() - t_start
     profile = _assemble(req, target, proposers, grids, measured, ckpt.records["memory"], acceptance,
-                        wall, phase_s, ckpt.reused, load)
+                        wall, phase_s, ckpt.reused, load, ckpt.records["padded_batch"])
     write_profile(out, profile)
     ckpt.remove()
     return profile
@@ -411,8 +418,11 @@ def _provenance(method: str, req: ProfileRequest, target: LoadedModel, proposers
 
 def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Proposer], grids: TimingGrids,
               measured: list[Measured], mem: dict[str, Any], acceptance: dict[str, Any], wall: float,
-              phase_s: dict[str, float], reused: int, load: list[float | None]) -> dict[str, Any]:
+              phase_s: dict[str, float], reused: int, load: list[float | None],
+              padded: dict[str, Any]) -> dict[str, Any]:
     timing = assemble_timing(grids, [p.name for p in proposers], measured, rounds=req.rounds)
+    timing["padded_batch"] = padded["section"]
+    timing["limits"] = [*timing["limits"], *padded["limits"]]
     g = grids
     timing_notes = [
         f"warmup {g.warmup}, repeats {g.repeats} (prefill {g.prefill_repeats}), median and p10/p90 per cell"
@@ -429,6 +439,8 @@ def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[_Propose
     ]
     if any(p.request.kind == "ngram" for p in proposers):
         timing_notes.append("ngram D(k): host lookup over random-token contexts (no match: a full scan)")
+    timing_notes.append(f"{PADDED_NOTE} (after the memory section; warmup {g.warmup}, repeats {g.repeats}, "
+                        f"{req.rounds} round(s))")
     if target.device.type == "cpu" and None not in load:
         timing_notes.append(f"1-min load average {load[0]:.1f} before and {load[1]:.1f} after timing "
                             f"(other processes competing for the CPU inflate and scatter the times)")

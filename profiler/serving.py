@@ -50,7 +50,7 @@ from sim import records
 from sim.engine import FleetRun, StepLog
 from sim.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
 from sim.speculation import PolicyState, SpeculationPolicy
-from sim.step_time import StepShape
+from sim.step_time import DecodeBatchRows, StepShape
 
 HOLE_LIMIT = 16
 """Rejected-draft columns (beyond the longest row) the batched KV may carry before it is
@@ -701,6 +701,7 @@ def serve(
     k_max = policy.k_max
     sched = Scheduler(config)
     execu = BatchExecutor(model, proposer_factory=proposer_factory)
+    batch_rows = DecodeBatchRows()
     pstate = PolicyState()
     sreqs = [
         Request(idx=i, id=spec.id, arrival_s=spec.arrival_s, prompt_tokens=len(spec.prompt_ids),
@@ -800,9 +801,11 @@ def serve(
             qlen = len(sched.waiting)
             kv_used = kv_total - sched.free_blocks
             start = clock()
+            joined, left = batch_rows.change([r.id for r in plan.decode])
             shape = StepShape(nd, plan.decode_context, plan.k,
                               proposer_name if plan.k else None,
-                              plan.prefill_tokens, plan.prefill_context, plan.decode_context_max, start)
+                              plan.prefill_tokens, plan.prefill_context, plan.decode_context_max, start,
+                              joined, left)
             shapes.append(shape)
             execu.last_width = 0
             accepted = execu.execute(plan)

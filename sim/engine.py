@@ -23,7 +23,7 @@ import simpy
 from sim.router import Router, Routing
 from sim.scheduler import DONE, Request, Scheduler, SchedulerConfig
 from sim.speculation import OFF, PolicyState, SpeculationPolicy
-from sim.step_time import StepShape
+from sim.step_time import DecodeBatchRows, StepShape
 
 StepTimer = Callable[[StepShape], float]
 
@@ -170,6 +170,7 @@ class Replica:
         self.scheduler = scheduler
         self.policy = policy
         self.policy_state = PolicyState()
+        self.batch_rows = DecodeBatchRows()
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
@@ -237,6 +238,7 @@ class Replica:
             pk = plan.k
             qlen = len(sched.waiting)
             kv_used = kv_total - sched.free_blocks
+            joined, left = self.batch_rows.change([r.id for r in plan.decode])
             dt = timer(
                 StepShape(
                     nd,
@@ -247,6 +249,8 @@ class Replica:
                     plan.prefill_context,
                     plan.decode_context_max,
                     now,
+                    joined,
+                    left,
                 )
             )
             try:
@@ -284,6 +288,7 @@ class Replica:
         plan = fleet.spec.restart
         assert plan is not None
         self.up = False
+        self.batch_rows = DecodeBatchRows()  # the batch's KV is gone with the process
         now = env.now
         if plan.on_restart == "drop":
             self.scheduler.drop_all(now)

@@ -38,6 +38,7 @@ TARGET_FORWARD_AXES = ("batch", "tokens_per_seq", "context")
 TARGET_PREFILL_AXES = ("tokens", "context")
 DRAFT_AXES = ("batch", "k", "context")
 OVERHEAD_AXES = ("batch", "k")
+PADDED_BATCH_AXES = ("batch", "context")
 # smallest valid value per axis name
 _AXIS_MIN = {"batch": 1, "tokens_per_seq": 1, "context": 0, "tokens": 1, "k": 1}
 
@@ -189,6 +190,16 @@ class Limit:
 
 
 @dataclass(frozen=True)
+class PaddedBatchTiming:
+    """What a padded engine pays when rows join or leave its batched KV (J(b, w), L(b, w))."""
+
+    join: TimingGrid
+    leave: TimingGrid
+    provenance: Provenance | None = None
+    """Where these two grids come from when not from the timing section's own run."""
+
+
+@dataclass(frozen=True)
 class Timing:
     """Step-time grids: target forward (T, V(k)), prefill P(n) and per-proposer D(k), H(k)."""
 
@@ -197,6 +208,8 @@ class Timing:
     target_prefill: TimingGrid
     proposers: Mapping[str, ProposerTiming]
     limits: tuple[Limit, ...] = ()
+    padded_batch: PaddedBatchTiming | None = None
+    """Optional: only a ``kv_layout = "padded"`` engine uses it."""
 
 
 @dataclass(frozen=True)
@@ -553,7 +566,8 @@ class _Parser:
 
     # -- timing
     def timing(self, v: Any, path: str, proposers: Mapping[str, ProposerIdentity]) -> Timing:
-        v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"), ("proposers", "limits"))
+        v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"),
+                     ("proposers", "limits", "padded_batch"))
         prov = self.provenance(v["provenance"], _join(path, "provenance"))
         tf = self.grid(v["target_forward"], _join(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], _join(path, "target_prefill"), TARGET_PREFILL_AXES)
@@ -590,7 +604,17 @@ class _Parser:
                     reason=self.str_(lim["reason"], _join(lp, "reason")),
                 )
             )
-        return Timing(prov, tf, tp, ptimes, tuple(limits))
+        padded = None
+        if "padded_batch" in v:
+            pb = _join(path, "padded_batch")
+            spec = self.obj(v["padded_batch"], pb, ("join", "leave"), ("provenance",))
+            padded = PaddedBatchTiming(
+                join=self.grid(spec["join"], _join(pb, "join"), PADDED_BATCH_AXES),
+                leave=self.grid(spec["leave"], _join(pb, "leave"), PADDED_BATCH_AXES),
+                provenance=(self.provenance(spec["provenance"], _join(pb, "provenance"))
+                            if "provenance" in spec else None),
+            )
+        return Timing(prov, tf, tp, ptimes, tuple(limits), padded)
 
     def grid(self, v: Any, path: str, expected: tuple[str, ...]) -> TimingGrid:
         v = self.obj(v, path, ("axes", "median"), ("p10", "p90", "repeats"))

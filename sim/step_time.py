@@ -8,7 +8,7 @@ M/M/1 and other M/G/1 checks).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +39,13 @@ class StepShape:
     start_s: float = 0.0
     """When the step starts, seconds from the run's start (read only by a timer with a
     ``SpeedTimeline``: the machine's speed at that moment)."""
+    rows_joined: int = 0
+    """Decoding requests that were not in the previous decode batch (``DecodeBatchRows``)."""
+    rows_left: int = 0
+    """Requests of the previous decode batch that are not in this one."""
 
     def __post_init__(self) -> None:
-        if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0:
+        if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0 or self.rows_joined < 0 or self.rows_left < 0:
             raise ValueError(f"StepShape counts must be >= 0: {self}")
         if self.decode_context_max is not None and self.decode_context_max < self.decode_context - 1e-9:
             raise ValueError(f"StepShape decode_context_max below the mean context: {self}")
@@ -55,6 +59,29 @@ class StepShape:
 
 StepTimer = Callable[[StepShape], float]
 """What the engine calls once per step."""
+
+
+class DecodeBatchRows:
+    """Rows joining and leaving the decode batch from one decoding step to the next.
+
+    Why: a padded engine keeps its decode batch's KV as one left-padded tensor and edits it
+    when the decode set changes (appends joiners, removes leavers) — work that step pays for
+    (``timing.padded_batch``). A step without decoding leaves the batch as it was, so changes
+    are counted against the last decode set. The simulator's engine and the real serving loop
+    both count with this, so they agree on every step.
+    """
+
+    def __init__(self) -> None:
+        self._rows: frozenset[int] = frozenset()
+
+    def change(self, ids: Sequence[int]) -> tuple[int, int]:
+        """``(joined, left)`` for a step decoding ``ids``; ``(0, 0)`` for one that decodes nothing."""
+        if not ids:
+            return 0, 0
+        now = frozenset(ids)
+        joined, left = len(now - self._rows), len(self._rows - now)
+        self._rows = now
+        return joined, left
 
 KV_LAYOUTS = ("paged", "padded")
 """How an engine lays out the KV cache of a decode batch (scenario ``fleet.engine.kv_layout``).
@@ -73,8 +100,11 @@ class ProfileStepTimer:
     where ``c`` is the mean context ``c̄`` for a ``paged`` KV layout and the longest context
     for a ``padded`` one (see ``KV_LAYOUTS``); prefill part ``target_prefill(n, c₀)`` when
     ``n > 0``. A mixed step costs the sum (an approximation: a fused pass is cheaper on GPUs).
-    Lookups outside the grid are counted per step so results can say how much of the run
-    relied on extrapolation.
+    A ``padded`` engine also pays, when the decode set changed, ``J(b, w)`` once if rows joined
+    (one concatenation per layer however many) and ``L(b, w)`` per row that left, from the
+    profile's ``timing.padded_batch`` (``w`` the longest context); without those grids it pays
+    nothing and ``describe_extrapolations`` says so. Lookups outside the grid are counted per step
+    so results can say how much of the run relied on extrapolation.
     """
 
     def __init__(self, profile: Profile, *, kv_layout: str = "paged", scale: float = 1.0,
@@ -101,6 +131,11 @@ class ProfileStepTimer:
         self._prefill = _interp(t.target_prefill, cache_size)
         self._draft = {name: _interp(p.draft, cache_size) for name, p in t.proposers.items()}
         self._overhead = {name: _interp(p.overhead, cache_size) for name, p in t.proposers.items()}
+        pb = t.padded_batch if self.padded else None
+        self._join = _interp(pb.join, cache_size) if pb is not None else None
+        self._leave = _interp(pb.leave, cache_size) if pb is not None else None
+        self.unpriced_changes = 0
+        """Padded-engine steps whose batch changed with no ``padded_batch`` grids to price it."""
         self.steps = 0
 
     def check_proposer(self, proposer: str, k: int | None = None) -> None:
@@ -136,6 +171,13 @@ class ProfileStepTimer:
                 if draft is None:
                     self.check_proposer(shape.proposer)  # type: ignore[arg-type]
                 total += draft(b, k, c) + self._overhead[shape.proposer](b, k)  # type: ignore[index,misc]
+            if self.padded and (shape.rows_joined or shape.rows_left):
+                if self._join is None or self._leave is None:
+                    self.unpriced_changes += 1
+                else:
+                    if shape.rows_joined:
+                        total += self._join(b, c)
+                    total += shape.rows_left * self._leave(b, c)
             total *= sd
         if shape.prefill_tokens > 0:
             total += self._prefill(shape.prefill_tokens, shape.prefill_context) * sp
@@ -143,7 +185,8 @@ class ProfileStepTimer:
 
     def grids(self) -> list[GridInterpolator]:
         """Every grid this timer looks up."""
-        return [self._forward, self._prefill, *self._draft.values(), *self._overhead.values()]
+        extra = [g for g in (self._join, self._leave) if g is not None]
+        return [self._forward, self._prefill, *self._draft.values(), *self._overhead.values(), *extra]
 
     def extrapolations(self) -> dict[str, int]:
         """Steps that extrapolated, keyed ``"<quantity>.<axis>"`` (e.g. ``target_forward.context``).
@@ -165,6 +208,12 @@ class ProfileStepTimer:
                 lines.append(
                     f"extrapolated: {_short(g.name)}.{what} in {100.0 * n / steps:.1f}% of steps ({n} of {self.steps})"
                 )
+        if self.unpriced_changes:
+            lines.append(
+                f"padded KV layout: {self.unpriced_changes} steps whose decode batch changed were charged "
+                "nothing for it (the profile has no timing.padded_batch grids; `specplan profile "
+                "padded-batch` measures them)"
+            )
         for g in self.grids():
             if g.filled:
                 lines.append(
@@ -239,6 +288,7 @@ def _short(quantity: str) -> str:
 
 __all__ = [
     "KV_LAYOUTS",
+    "DecodeBatchRows",
     "FixedStepTimer",
     "ProfileStepTimer",
     "RandomServiceTimer",

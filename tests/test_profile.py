@@ -109,6 +109,8 @@ def _seg(field: str) -> str:
     return f"acceptance.ngram.segments.0.{field}"
 
 
+_PB_GRID = {"axes": {"batch": [1, 4], "context": [64, 256]}, "median": [[0.001, 0.002], [0.003, 0.004]]}
+
 BAD: list[tuple[str, Callable[[dict], None], str]] = [
     ("schema", _set("schema", "other"), "schema: expected 'specplan.profile'"),
     ("version", _set("schema_version", 2), "schema_version: this reader understands version 1, got 2"),
@@ -147,6 +149,9 @@ BAD: list[tuple[str, Callable[[dict], None], str]] = [
     ("bool as int", _set("memory.device_memory_bytes", True), "memory.device_memory_bytes: expected an integer, got boolean true"),
     ("kv bytes zero", _set("memory.target_kv_bytes_per_token", 0), "memory.target_kv_bytes_per_token: must be >= 1"),
     ("proposer kind", _set("proposers.ngram.kind", "eagle"), "proposers.ngram.kind: expected one of draft_model, self_draft, ngram"),
+    ("padded_batch without leave", _set("timing.padded_batch", {"join": _PB_GRID}), "timing.padded_batch.leave: missing (required)"),
+    ("padded_batch axes", _set("timing.padded_batch", {"join": {**_PB_GRID, "axes": {"batch": [1], "tokens": [1]}}, "leave": _PB_GRID}),
+     "timing.padded_batch.join.axes: expected axes batch, context, got batch, tokens"),
 ]
 
 

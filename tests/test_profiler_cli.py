@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sim.cli import main
@@ -43,6 +44,35 @@ def test_tiny_profile_end_to_end(tmp_path: Path, capsys):
     assert "--quick" in command and str(tmp_path) not in command  # no machine paths
     assert "wrote" in stdout and "[measured]" in stdout
     assert "load average" in raw["timing"]["provenance"]["notes"]
+    # a padded engine's batch join/leave cost is measured in every run, on the forward grid's axes
+    pb = prof.timing.padded_batch
+    assert pb is not None and pb.join.axes[0] == prof.timing.target_forward.axes[0]
+    assert np.all(pb.join.median > 0) and np.all(pb.leave.median > 0)
+    assert "padded_batch: the serving loop's own BatchExecutor" in raw["timing"]["provenance"]["notes"]
+
+
+def test_padded_batch_action_adds_the_grids_with_their_own_provenance(tmp_path: Path, capsys):
+    base = tmp_path / "base.json"
+    code, _, err = run_cli(["profile", "--target", "config:tiny-llama", "--quick", "--device", "cpu",
+                            "--no-progress", "-o", str(base)], capsys)
+    assert code == 0, err
+    raw = json.loads(base.read_text())
+    del raw["timing"]["padded_batch"]  # as a profile measured before the grids existed
+    base.write_text(json.dumps(raw))
+    out = tmp_path / "with.json"
+    code, stdout, err = run_cli(["profile", "padded-batch", "--profile", str(base), "--target",
+                                 "config:tiny-llama", "--device", "cpu", "-o", str(out)], capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    pb = prof.timing.padded_batch
+    assert pb is not None and pb.provenance is not None and pb.provenance.method == "measured"
+    assert "specplan profile padded-batch" in (pb.provenance.command or "")
+    assert np.array_equal(prof.timing.target_forward.median, load_profile(base).timing.target_forward.median)
+    assert "timing.padded_batch measured on cpu" in stdout
+    # another model's profile is refused in one line
+    code, _, err = run_cli(["profile", "padded-batch", "--profile", str(base), "--target",
+                            "config:smollm2-135m", "--device", "cpu", "-o", str(tmp_path / "x.json")], capsys)
+    assert_one_line_error(code, err, "measure with the profile's own target")
 
 
 def test_draft_model_proposer_profile(tmp_path: Path, capsys):

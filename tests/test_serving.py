@@ -165,8 +165,13 @@ def test_plans_match_the_simulator_when_step_times_are_the_same(tiny):
 
     sim_reqs = [Request(i, r.id, r.arrival_s, len(r.prompt_ids), r.output_tokens) for i, r in enumerate(reqs)]
     plans: list[PlanRecord] = []
-    fleet = Fleet(FleetSpec(scheduler=CFG), _Recording(timer_sim, plans))
+    recording = _Recording(timer_sim, plans)
+    fleet = Fleet(FleetSpec(scheduler=CFG), recording)
     run = fleet.run(sim_reqs)
+    # both count the rows joining and leaving the decode batch the same way, step for step
+    changes = [(s.rows_joined, s.rows_left) for s in real.shapes]
+    assert changes == [(s.rows_joined, s.rows_left) for s in recording.shapes]
+    assert sum(j for j, _ in changes) == len(reqs) and sum(v for _, v in changes) >= len(reqs) - 1
     sim_steps = steps_frame(run, "baseline", 0)
     cols = ["t_start_s", "decode_seqs", "prefill_tokens", "k", "queue_len", "kv_used_blocks"]
     assert real.steps.select(cols).to_dicts() == sim_steps.select(cols).to_dicts()
@@ -182,10 +187,11 @@ class _Recording:
     """Step timer wrapper that also notes each plan's shape the engine hands it."""
 
     def __init__(self, timer, out):
-        self.timer, self.out = timer, out
+        self.timer, self.out, self.shapes = timer, out, []
 
     def __call__(self, shape: StepShape) -> float:
         self.out.append((shape.decode_seqs, shape.prefill_tokens))
+        self.shapes.append(shape)
         return self.timer(shape)
 
 

@@ -214,3 +214,55 @@ def test_random_service_timer_is_reproducible_and_has_the_right_mean() -> None:
     assert abs(np.mean(xs) - 0.5) < 5 * 0.5 / np.sqrt(len(xs))
     with pytest.raises(ValueError, match="must be >= 0"):
         RandomServiceTimer(lambda: -1.0)(shape)
+
+
+def _with_padded_batch(join_s: float = 0.004, leave_per_seq_s: float = 0.001) -> Profile:
+    """The synthetic profile plus ``timing.padded_batch``: J = join_s·b, L = leave_per_seq_s·b (flat in w)."""
+    d = synthetic_profile_dict(**P)
+    batches, contexts = [1, 2, 4, 8], [64, 1024]
+    d["timing"]["padded_batch"] = {
+        "join": {"axes": {"batch": batches, "context": contexts},
+                 "median": [[join_s * b] * len(contexts) for b in batches]},
+        "leave": {"axes": {"batch": batches, "context": contexts},
+                  "median": [[leave_per_seq_s * b] * len(contexts) for b in batches]},
+    }
+    return Profile.from_dict(d, "synthetic+padded_batch")
+
+
+def test_padded_engine_pays_one_join_per_changed_step_and_one_leave_per_leaver() -> None:
+    prof = _with_padded_batch()
+    base = StepShape(4, 200.0, 0, None, 0, 0.0, 300.0)
+    changed = StepShape(4, 200.0, 0, None, 0, 0.0, 300.0, 0.0, rows_joined=2, rows_left=3)
+    padded, paged = ProfileStepTimer(prof, kv_layout="padded"), ProfileStepTimer(prof)
+    assert padded(changed) == pytest.approx(padded(base) + 0.004 * 4 + 3 * 0.001 * 4, rel=1e-12)
+    assert paged(changed) == paged(base), "a paged engine has no batch to edit"
+    assert ProfileStepTimer(prof, kv_layout="padded", scale=2.0)(changed) == pytest.approx(
+        2.0 * padded(changed), rel=1e-12), "the edit is part of the decode part, scaled with it"
+
+
+def test_padded_engine_without_the_grids_says_its_batch_changes_went_unpriced() -> None:
+    timer = ProfileStepTimer(synthetic_profile(**P), kv_layout="padded")
+    base = StepShape(4, 200.0, 0, None, 0, 0.0, 300.0)
+    assert timer(StepShape(4, 200.0, 0, None, 0, 0.0, 300.0, 0.0, 1, 0)) == timer(base)
+    assert timer.unpriced_changes == 1
+    assert any("1 steps whose decode batch changed were charged nothing" in line
+               for line in timer.describe_extrapolations())
+
+
+def test_decode_batch_rows_counts_against_the_last_decoding_step() -> None:
+    from sim.step_time import DecodeBatchRows
+
+    rows = DecodeBatchRows()
+    assert rows.change([1]) == (1, 0)
+    assert rows.change([1, 2, 3]) == (2, 0)
+    assert rows.change([]) == (0, 0), "a prefill-only step leaves the batch as it is"
+    assert rows.change([3, 2, 4]) == (1, 1)
+    assert rows.change([4, 3, 2]) == (0, 0), "order does not matter"
+
+
+def test_a_profile_with_padded_batch_loads_its_grids_and_provenance() -> None:
+    prof = _with_padded_batch()
+    pb = prof.timing.padded_batch
+    assert pb is not None and pb.provenance is None
+    assert pb.join.axis_names == ("batch", "context") and pb.leave.median.shape == (4, 2)
+    assert synthetic_profile(**P).timing.padded_batch is None
