@@ -213,10 +213,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         profile, decode_seqs=max(2, engine.max_num_seqs // 4),
         context=float(np.median([s.prompt_tokens + s.output_tokens / 2 for s in all_specs])),
         tokens_per_seq=1 + max((policy_from_candidate(scenario.candidate(c)).k_max for c in cands[1:]), default=0),
-        prompt_tokens=float(np.median([s.prompt_tokens for s in all_specs])),
-        # and the larger batches busy stretches reach: their passes drift differently (rows_factors)
-        wide_batches=[b for b in (3 * max(2, engine.max_num_seqs // 4) // 2, 2 * max(2, engine.max_num_seqs // 4))
-                      if b <= engine.max_num_seqs])
+        prompt_tokens=float(np.median([s.prompt_tokens for s in all_specs])))
     drifts: list[dict[str, Any]] = []
 
     def check_drift(when: str) -> tuple[float, float]:
@@ -245,14 +242,12 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             return
         run, pending = pending, None
         key = run["key"]
-        speed = speed_timeline(run["before"], after, run["wall_s"], run["samples"],
-                               rows_factors=fidelity.rows_factors([run["before_check"], drifts[-1]]))
+        speed = speed_timeline(run["before"], after, run["wall_s"], run["samples"])
         avg = speed.mean(0.0, run["wall_s"])
         corrections.append({"run": run["label"], "decode": avg[0], "prefill": avg[1],
                             "probes": len(run["samples"]), "wall_s": run["wall_s"],
                             "decode_knots": [list(k) for k in zip(speed.decode_t, speed.decode_ratio, strict=True)],
-                            "prefill_knots": [list(k) for k in zip(speed.prefill_t, speed.prefill_ratio, strict=True)],
-                            "rows_factors": [list(k) for k in zip(speed.rows, speed.rows_factor, strict=True)]})
+                            "prefill_knots": [list(k) for k in zip(speed.prefill_t, speed.prefill_ratio, strict=True)]})
         say(f"{run['label']}: simulating again at the machine's speed over it (decode ×{avg[0]:.2f}, "
             f"prefill ×{avg[1]:.2f} on average; {len(speed.decode_t)} + {len(speed.prefill_t)} knots) …")
         scaled_preds.setdefault(key, []).append(
@@ -373,8 +368,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                     *tag, pl.lit(name).alias("candidate"), pl.lit(rep).alias("real_run")))
             if v.drift_correct:
                 pending = {"key": key, "scenario": sc, "specs": specs, "durations": real.steps["duration_s"].to_list(),
-                           "shapes": real.shapes, "before": drift, "before_check": drifts[-1],
-                           "wall_s": real.wall_s, "samples": samples,
+                           "shapes": real.shapes, "before": drift, "wall_s": real.wall_s, "samples": samples,
                            "label": f"{name} at {load:.0%}, real run {rep + 1}"}
             if policy.speculates:
                 notes.append(

@@ -474,12 +474,6 @@ class DriftCell:
         """``decode`` (a target_forward cell) or ``prefill``: the step part it speaks for."""
         return "decode" if self.quantity == "target_forward" else "prefill"
 
-    @property
-    def rows(self) -> int:
-        """Token rows of a decode pass (batch × tokens per sequence); 0 for a prefill cell."""
-        d = dict(self.coords)
-        return d["batch"] * d["tokens_per_seq"] if self.quantity == "target_forward" else 0
-
 
 def _nearest(axis: Sequence[float], x: float) -> int:
     return int(min(axis, key=lambda a: (abs(a - x), a)))
@@ -493,7 +487,7 @@ def _bracket(axis: Sequence[float], x: float) -> list[int]:
 
 
 def drift_cells(profile: Profile, *, decode_seqs: int, context: float, tokens_per_seq: int,
-                prompt_tokens: float, wide_batches: Sequence[int] = ()) -> list[DriftCell]:
+                prompt_tokens: float) -> list[DriftCell]:
     """Measured profile cells around a run's typical shapes: batches 1, 2, 4, … up to
     ``decode_seqs``, one and ``tokens_per_seq`` tokens, at the grid contexts bracketing
     ``context``; and fresh prefills at the grid sizes bracketing ``prompt_tokens``.
@@ -506,8 +500,7 @@ def drift_cells(profile: Profile, *, decode_seqs: int, context: float, tokens_pe
     out: list[DriftCell] = []
     tf = profile.timing.target_forward
     ax = dict(zip(tf.axis_names, tf.axes, strict=True))
-    batches = sorted({_nearest(ax["batch"], 2**i) for i in range(max(1, int(decode_seqs)).bit_length())}
-                     | {_nearest(ax["batch"], b) for b in wide_batches})
+    batches = sorted({_nearest(ax["batch"], 2**i) for i in range(max(1, int(decode_seqs)).bit_length())})
     for b in batches:
         for c in _bracket(ax["context"], context):
             for t in sorted({_nearest(ax["tokens_per_seq"], 1), _nearest(ax["tokens_per_seq"], tokens_per_seq)}):
@@ -530,8 +523,7 @@ def drift_cells(profile: Profile, *, decode_seqs: int, context: float, tokens_pe
 
 def drift_summary(cells: Sequence[DriftCell], measured_s: Sequence[float | None], when: str) -> dict[str, Any]:
     """Per-cell and median ratio of the time measured now to the profile's (>1: slower now)."""
-    per = [{"cell": c.label, "profile_ms": c.profile_s * 1e3, "now_ms": m * 1e3, "ratio": m / c.profile_s,
-            **({"rows": c.rows} if c.rows else {})}
+    per = [{"cell": c.label, "profile_ms": c.profile_s * 1e3, "now_ms": m * 1e3, "ratio": m / c.profile_s}
            for c, m in zip(cells, measured_s, strict=True) if m is not None and c.profile_s > 0]
     ratios = [p["ratio"] for p in per]
 
@@ -545,27 +537,6 @@ def drift_summary(cells: Sequence[DriftCell], measured_s: Sequence[float | None]
         "min_ratio": min(ratios) if ratios else None, "max_ratio": max(ratios) if ratios else None,
         "decode_ratio": part("target_forward"), "prefill_ratio": part("target_prefill"),
     }
-
-
-def rows_factors(checks: Sequence[Mapping[str, Any]]) -> dict[int, float]:
-    """How much more (or less) than the decode median each pass size drifted: per token-row
-    count of a decode pass, the median over ``checks`` of its cells' ratio / their check's decode
-    ratio.
-
-    Why: the machine does not slow every kernel alike. On the 2-core VM (2026-12-01) passes of
-    up to 16 token rows ran 1.10–1.20× their profile while 20–36-row passes (n-gram k=3 at batch
-    5–9) ran 1.40–1.86× in the same runs: contention for memory bandwidth hits the GEMM shapes
-    that sweep the weights more than once hardest. One decode ratio per moment cannot say that.
-    """
-    by_rows: dict[int, list[float]] = {}
-    for d in checks:
-        base = d.get("decode_ratio")
-        if not base:
-            continue
-        for c in d.get("cells", []):
-            if c.get("rows"):
-                by_rows.setdefault(int(c["rows"]), []).append(c["ratio"] / base)
-    return {m: float(np.median(v)) for m, v in sorted(by_rows.items())}
 
 
 def drift_scales(d: Mapping[str, Any]) -> tuple[float, float]:

@@ -26,20 +26,8 @@ class SpeedTimeline:
     decode_ratio: tuple[float, ...]
     prefill_t: tuple[float, ...]
     prefill_ratio: tuple[float, ...]
-    rows: tuple[float, ...] = ()
-    """Token-row counts of decode passes (increasing) at which ``rows_factor`` is known."""
-    rows_factor: tuple[float, ...] = ()
-    """Multiplier on the decode ratio for a pass of that many rows (``fidelity.rows_factors``):
-    linear between row counts, the nearest outside; none given = 1 for every pass."""
 
     def __post_init__(self) -> None:
-        if len(self.rows) != len(self.rows_factor):
-            raise ValueError(f"SpeedTimeline rows and rows_factor differ in length ({len(self.rows)}, "
-                             f"{len(self.rows_factor)})")
-        if any(not (math.isfinite(x) and x > 0) for x in self.rows_factor) or any(
-                b <= a for a, b in zip(self.rows, self.rows[1:], strict=False)):
-            raise ValueError(f"SpeedTimeline rows must increase and rows_factor be > 0, got {self.rows}, "
-                             f"{self.rows_factor}")
         for part in ("decode", "prefill"):
             t, r = getattr(self, f"{part}_t"), getattr(self, f"{part}_ratio")
             if len(t) != len(r) or not t:
@@ -57,12 +45,6 @@ class SpeedTimeline:
         """(decode, prefill) ratio at ``t``: linear between knots, the nearest knot's outside them."""
         return (float(np.interp(t, self.decode_t, self.decode_ratio)),
                 float(np.interp(t, self.prefill_t, self.prefill_ratio)))
-
-    def factor(self, rows: float) -> float:
-        """The decode ratio's multiplier for a pass of ``rows`` token rows (1 without row factors)."""
-        if not self.rows:
-            return 1.0
-        return float(np.interp(rows, self.rows, self.rows_factor))
 
     def mean(self, t0: float, t1: float) -> tuple[float, float]:
         """Time-average of each ratio over ``[t0, t1]`` (the knots' trapezoids, exactly)."""
@@ -95,7 +77,6 @@ def speed_timeline(
     *,
     window_s: float = 20.0,
     min_samples: int = 3,
-    rows_factors: dict[int, float] | None = None,
 ) -> SpeedTimeline:
     """Knots from full checks at the run's two ends and from in-run samples in between.
 
@@ -103,8 +84,7 @@ def speed_timeline(
     bracket the run, placed at 0 and ``end_s``. In-run samples (single passes, each ±5–10 %
     noisy) are pooled per ``window_s`` window: a window with at least ``min_samples`` of a kind
     adds one knot at their median time and median ratio. With no usable samples this is the
-    straight line between the two checks, whose average is their mean. ``rows_factors`` (row
-    count -> multiplier, from the checks' cells) makes the decode ratio depend on the pass's size.
+    straight line between the two checks, whose average is their mean.
     """
     if end_s < 0 or not math.isfinite(end_s):
         raise ValueError(f"end_s must be a finite number >= 0, got {end_s}")
@@ -119,11 +99,9 @@ def speed_timeline(
             if len(grp) >= min_samples:
                 inner.append((float(np.median([t for t, _ in grp])), float(np.median([r for _, r in grp]))))
         knots[kind] = [(0.0, before[i]), *inner, (float(end_s), after[i])]
-    rf = sorted((rows_factors or {}).items())
     return SpeedTimeline(
         tuple(t for t, _ in knots["decode"]), tuple(r for _, r in knots["decode"]),
         tuple(t for t, _ in knots["prefill"]), tuple(r for _, r in knots["prefill"]),
-        tuple(float(m) for m, _ in rf), tuple(float(f) for _, f in rf),
     )
 
 

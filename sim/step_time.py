@@ -162,8 +162,6 @@ class ProfileStepTimer:
         b = shape.decode_seqs
         if b > 0:
             k = shape.k
-            if self.speed is not None:
-                sd *= self.speed.factor(b * (k + 1))
             c = shape.decode_context
             if self.padded and shape.decode_context_max is not None:
                 c = shape.decode_context_max

@@ -62,17 +62,3 @@ def test_speed_timeline_refuses_bad_arguments() -> None:
         speed_timeline((1, 1), (1, 1), -1.0)
     with pytest.raises(ValueError, match="window_s"):
         speed_timeline((1, 1), (1, 1), 10.0, window_s=0)
-
-
-def test_row_factors_interpolate_in_the_pass_size_and_default_to_one() -> None:
-    from sim.machine_speed import SpeedTimeline, speed_timeline
-
-    tl = speed_timeline((1.1, 1.0), (1.1, 1.0), 30.0, rows_factors={16: 1.0, 4: 0.95, 32: 1.4})
-    assert tl.rows == (4.0, 16.0, 32.0)
-    assert tl.factor(1) == pytest.approx(0.95) and tl.factor(24) == pytest.approx(1.2)
-    assert tl.factor(64) == pytest.approx(1.4)
-    assert speed_timeline((1.0, 1.0), (1.0, 1.0), 30.0).factor(24) == 1.0
-    with pytest.raises(ValueError, match="rows must increase"):
-        SpeedTimeline((0.0,), (1.0,), (0.0,), (1.0,), rows=(8.0, 4.0), rows_factor=(1.0, 1.0))
-    with pytest.raises(ValueError, match="differ in length"):
-        SpeedTimeline((0.0,), (1.0,), (0.0,), (1.0,), rows=(8.0,), rows_factor=())

@@ -112,19 +112,6 @@ def test_a_speed_timeline_scales_each_step_at_its_start_time() -> None:
         StepShape(5, 256.0, 2, "ngram", 64, 1024.0, None, 99.0))
 
 
-def test_row_factors_scale_a_decode_pass_by_its_size() -> None:
-    """Passes of different sizes drift differently: the decode part × factor(b·(k+1)), prefill not."""
-    from sim.machine_speed import SpeedTimeline
-
-    prof = synthetic_profile(**P)
-    speed = SpeedTimeline((0.0,), (1.2,), (0.0,), (1.0,), rows=(4.0, 16.0, 32.0), rows_factor=(0.9, 1.0, 1.5))
-    timer = ProfileStepTimer(prof, speed=speed)
-    for b, k, f in ((1, 0, 0.9), (4, 3, 1.0), (6, 3, 1.25), (8, 3, 1.5), (16, 3, 1.5)):
-        dec = fwd(b, k + 1, 256.0) + ((draft(b, k) + over(b)) if k else 0.0)
-        shape = StepShape(b, 256.0, k, "ngram" if k else None, 64, 0.0)
-        assert timer(shape) == pytest.approx(1.2 * f * dec + pre(64, 0.0), rel=1e-12), (b, k)
-
-
 def test_engine_steps_carry_their_start_time() -> None:
     """A time-varying timer needs each step's start: the engine passes its clock."""
     from sim.engine import Fleet, FleetSpec
