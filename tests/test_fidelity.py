@@ -192,6 +192,8 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
             lo, hi = sorted((before[f"{part}_ratio"], after[f"{part}_ratio"]))
             if len(knots) == 2:  # no in-run knot: the average is the bracket mean
                 assert c[part] == pytest.approx((lo + hi) / 2)
+    steps_rows = pl.read_parquet(out / "measured_steps.parquet")
+    assert {"rows_joined", "rows_left"} <= set(steps_rows.columns) and steps_rows["rows_joined"].sum() > 0
     probes_file = out / "probes.parquet"
     if probes_file.exists():  # idle gaps long enough for a pass: how many is up to the machine
         probes = pl.read_parquet(probes_file)
