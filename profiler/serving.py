@@ -228,17 +228,22 @@ class BatchExecutor:
             seq = self.seqs.get(rid)
             if seq is None or seq.done:
                 continue  # finished or expired while batched: its KV is simply dropped
-            valid = torch.nonzero(b.mask[i], as_tuple=False).flatten().to(self.device)
-            seq.cache = _cache_from(
-                self.config,
-                [(k[i : i + 1].index_select(2, valid), v[i : i + 1].index_select(2, valid)) for k, v in kvs],
-            )
+            seq.cache = self._row_cache(b, kvs, i)
         self.batch = None
 
-    def _pack(self, ids: list[int]) -> None:
+    def _row_cache(self, b: _DecodeBatch, kvs: list[tuple[torch.Tensor, torch.Tensor]], i: int) -> DynamicCache:
+        """Row ``i``'s valid columns as its own compact cache (no holes, no padding)."""
+        valid = torch.nonzero(b.mask[i], as_tuple=False).flatten().to(self.device)
+        return _cache_from(
+            self.config,
+            [(k[i : i + 1].index_select(2, valid), v[i : i + 1].index_select(2, valid)) for k, v in kvs],
+        )
+
+    def _left_padded(self, ids: list[int], width: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        """``ids``' compact caches as rows right-aligned in ``width`` columns (per-layer KV, mask);
+        the batch owns their KV afterwards."""
         seqs = [self.seqs[rid] for rid in ids]
         lens = [_cache_len(s.cache) for s in seqs]
-        width = max(lens)
         b = len(ids)
         first = _kv_of(seqs[0].cache)  # type: ignore[arg-type]
         kvs = []
@@ -257,6 +262,11 @@ class BatchExecutor:
             mask[i, width - n :] = 1
         for s in seqs:
             s.cache = None  # the batch owns their KV now
+        return kvs, mask
+
+    def _pack(self, ids: list[int]) -> None:
+        width = max(_cache_len(self.seqs[rid].cache) for rid in ids)
+        kvs, mask = self._left_padded(ids, width)
         self.batch = _DecodeBatch(list(ids), _cache_from(self.config, kvs), mask)
 
     def _compact(self) -> None:
@@ -321,11 +331,7 @@ class BatchExecutor:
             seq = self.seqs.get(rid)
             if rid in kept or seq is None or seq.done:
                 continue  # kept, or finished: its KV is simply dropped
-            valid = torch.nonzero(b.mask[i], as_tuple=False).flatten().to(self.device)
-            seq.cache = _cache_from(
-                self.config,
-                [(k[i : i + 1].index_select(2, valid), v[i : i + 1].index_select(2, valid)) for k, v in kvs],
-            )
+            seq.cache = self._row_cache(b, kvs, i)
         # swap-remove: each leaver's slot takes a kept row from the tail, then the tail is cut
         # off (a view): one row copied per leaver instead of the whole batch
         order = list(b.ids)
@@ -355,31 +361,18 @@ class BatchExecutor:
             return
         b = self.batch
         assert b is not None
-        seqs = [self.seqs[rid] for rid in ids]
-        lens = [_cache_len(s.cache) for s in seqs]
         old = b.mask.shape[1]
-        width = max(old, *lens)
+        width = max(old, *(_cache_len(self.seqs[rid].cache) for rid in ids))
         grow = width - old
-        n = len(ids)
-        for layer_i, layer in enumerate(b.cache.layers):
-            parts_k, parts_v = [], []
-            for t, parts in ((layer.keys, parts_k), (layer.values, parts_v)):
-                if grow:
-                    t = torch.cat([t.new_zeros((t.shape[0], t.shape[1], grow, t.shape[3])), t], dim=2)
-                parts.append(t)
-                parts.append(t.new_zeros((n, t.shape[1], width, t.shape[3])))
-            for j, s in enumerate(seqs):
-                src = s.cache.layers[layer_i]  # type: ignore[union-attr]
-                parts_k[1][j, :, width - lens[j] :, :] = src.keys[0]
-                parts_v[1][j, :, width - lens[j] :, :] = src.values[0]
-            layer.keys = torch.cat(parts_k, dim=0)
-            layer.values = torch.cat(parts_v, dim=0)
-        mask = torch.zeros((len(b.ids) + n, width), dtype=torch.long)
-        mask[: len(b.ids), grow:] = b.mask
-        for j, m in enumerate(lens):
-            mask[len(b.ids) + j, width - m :] = 1
-        for s in seqs:
-            s.cache = None  # the batch owns their KV now
+        new_kvs, new_mask = self._left_padded(ids, width)
+        for layer, (nk, nv) in zip(b.cache.layers, new_kvs, strict=True):
+            k, v = layer.keys, layer.values
+            if grow:
+                k = torch.cat([k.new_zeros((k.shape[0], k.shape[1], grow, k.shape[3])), k], dim=2)
+                v = torch.cat([v.new_zeros((v.shape[0], v.shape[1], grow, v.shape[3])), v], dim=2)
+            layer.keys = torch.cat([k, nk], dim=0)
+            layer.values = torch.cat([v, nv], dim=0)
+        mask = torch.cat([torch.nn.functional.pad(b.mask, (grow, 0)), new_mask], dim=0)
         self.batch = _DecodeBatch([*b.ids, *ids], b.cache, mask)
 
     # ---------------------------------------------------------------- execution
