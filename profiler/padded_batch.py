@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from profiler.clock import Timing, time_op
+from profiler.memory import kv_bytes_per_token
 from profiler.models import LoadedModel
 from profiler.serving import BatchExecutor, ServingRequest, _cache_from, _Seq, keep_freed_memory
+from profiler.timing import Measured, Point, _grid, combine_rounds, point
 
 CELL_KV_LIMIT = 2 << 30
 """Cells whose batch KV is larger are left unmeasured (``null``): random KV that size takes
@@ -36,11 +37,9 @@ class _Rows:
     """Random compact KV caches of the model's shape, one per request id, reused across repeats."""
 
     def __init__(self, target: LoadedModel, seed: int) -> None:
-        cfg = target.model.config
-        self.config = cfg
-        self.layers = cfg.num_hidden_layers
-        self.heads = cfg.num_key_value_heads
-        self.dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        arch = target.identity["architecture"]
+        self.config = target.model.config
+        self.layers, self.heads, self.dim = arch["num_layers"], arch["num_kv_heads"], arch["head_dim"]
         self.dtype, self.device = target.dtype, target.device
         self.gen = torch.Generator().manual_seed(seed)
 
@@ -120,54 +119,44 @@ def measure_padded_batch(target: LoadedModel, batches: Sequence[int], contexts: 
     """``{"section": join and leave grids (no provenance), "limits": why cells are null}``.
 
     With ``rounds > 1`` the whole grid is timed that many times, one pass after another, and
-    combined as the profile's forward grids are (median of the round medians, lowest p10,
-    highest p90): on a VM these memory-bound copies move by 2× between moments.
+    combined as the profile's forward grids are (``combine_rounds``: median of the round medians,
+    lowest p10, highest p90): on a VM these memory-bound copies move by 2× between moments.
     """
     if not batches or not contexts or min(batches) < 1 or min(contexts) < 1 or rounds < 1:
         raise ValueError(f"padded_batch: batches {list(batches)} and contexts {list(contexts)} must be >= 1, "
                          f"rounds {rounds} >= 1")
     keep_freed_memory()  # as the real loop runs: freed KV buffers are reused, not page-faulted in again
     rows = _Rows(target, seed)
-    per_token = rows.layers * 2 * rows.heads * rows.dim * torch.finfo(rows.dtype).bits // 8
-    kinds = (("join", measure_join), ("leave", measure_leave))
-    limits: list[dict[str, Any]] = []
-    cells = []
-    for name, _ in kinds:
+    per_token = kv_bytes_per_token(target.identity["architecture"], target.dtype)
+    kinds = {"join": measure_join, "leave": measure_leave}
+    rounds_of: dict[Point, list[Measured]] = {}
+    todo: list[tuple[str, Point]] = []
+    for name in kinds:
         for b in batches:
             for c in contexts:
+                pt = point(f"padded_batch.{name}", batch=b, context=c)
                 if (b + 1) * c * per_token > CELL_KV_LIMIT:
-                    limits.append({"quantity": f"padded_batch.{name}", "point": {"batch": b, "context": c},
-                                   "reason": f"batch KV over {CELL_KV_LIMIT >> 30} GiB: not measured"})
+                    rounds_of[pt] = [Measured.limited(pt, f"batch KV over {CELL_KV_LIMIT >> 30} GiB: not measured")]
                 else:
-                    cells.append((name, b, c))
-    got: dict[tuple[str, int, int], list[Timing]] = {cell: [] for cell in cells}
-    oom: set[tuple[str, int, int]] = set()
-    fns = dict(kinds)
+                    todo.append((name, pt))
     for _ in range(rounds):
-        for cell in cells:
-            if cell in oom:
+        for name, pt in todo:
+            done = rounds_of.setdefault(pt, [])
+            if any(m.limit for m in done):
                 continue
-            name, b, c = cell
+            b, c = pt.as_dict()["batch"], pt.as_dict()["context"]
             try:
-                got[cell].append(fns[name](target, b, c, warmup=warmup, repeats=repeats, rows=rows))
+                done.append(Measured.of(pt, kinds[name](target, b, c, warmup=warmup, repeats=repeats, rows=rows)))
             except (torch.cuda.OutOfMemoryError, MemoryError):
-                oom.add(cell)
-                limits.append({"quantity": f"padded_batch.{name}", "point": {"batch": b, "context": c},
-                               "reason": "out of memory"})
-    out: dict[str, Any] = {}
-    for name, _ in kinds:
-        med: list[list[float | None]] = []
-        p10: list[list[float | None]] = []
-        p90: list[list[float | None]] = []
-        for b in batches:
-            ts = [got.get((name, b, c)) if (name, b, c) not in oom else None for c in contexts]
-            med.append([float(np.median([t.median for t in r])) if r else None for r in ts])
-            p10.append([min(t.p10 for t in r) if r else None for r in ts])
-            p90.append([max(t.p90 for t in r) if r else None for r in ts])
-        if all(v is None for r in med for v in r):
-            raise ValueError("padded_batch: no cell could be measured (every batch KV over the limit)")
-        out[name] = {"axes": {"batch": [int(b) for b in batches], "context": [int(c) for c in contexts]},
-                     "median": med, "p10": p10, "p90": p90, "repeats": repeats * rounds}
+                done.append(Measured.limited(pt, "out of memory"))
+    cells = {pt: combine_rounds(ms) for pt, ms in rounds_of.items()}
+    if any(all(m.median is None for pt, m in cells.items() if pt.quantity == f"padded_batch.{name}")
+           for name in kinds):
+        raise ValueError("padded_batch: no cell could be measured (every batch KV over the limit)")
+    axes = {"batch": batches, "context": contexts}
+    out = {name: _grid(f"padded_batch.{name}", axes, cells, repeats * rounds) for name in kinds}
+    limits = [{"quantity": pt.quantity, "point": pt.as_dict(), "reason": m.limit}
+              for pt, m in cells.items() if m.limit is not None]
     return {"section": out, "limits": limits}
 
 

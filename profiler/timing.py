@@ -195,6 +195,27 @@ class Measured:
                    dict(d.get("extra") or {}))
 
 
+def combine_rounds(rounds: list[Measured]) -> Measured:
+    """One cell from its rounds: the median of the round medians, the p10/p90 envelope.
+
+    Why rounds: on a shared machine the speed drifts over minutes, so one burst of repeats per
+    cell catches each cell at a different moment (a grid that is not even monotone). Rounds
+    spread over the whole run give every cell the machine's typical speed. A cell any round
+    could not measure keeps that round's limit.
+    """
+    if len(rounds) == 1:
+        return rounds[0]
+    limited = next((m for m in rounds if m.limit is not None), None)
+    if limited is not None:
+        return limited
+    meds = [m.median for m in rounds if m.median is not None]
+    p10s = [m.p10 for m in rounds if m.p10 is not None]
+    p90s = [m.p90 for m in rounds if m.p90 is not None]
+    extra = {k: float(np.median([m.extra[k] for m in rounds if k in m.extra])) for k in rounds[0].extra}
+    return Measured(rounds[0].point, float(np.median(meds)), min(p10s) if p10s else None,
+                    max(p90s) if p90s else None, sum(m.repeats or 0 for m in rounds), None, extra)
+
+
 @dataclass(frozen=True)
 class Task:
     """Points that share one setup (a prefilled cache); ``run(todo)`` yields their results."""
