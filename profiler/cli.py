@@ -135,6 +135,17 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
     return vals
 
 
+def _set_threads(threads: int | None) -> None:
+    """``--threads N``: torch's CPU threads for this process (the same for timing and its checks)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise SpecplanError(f"--threads {threads}: must be at least 1")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def _run_measure(args: argparse.Namespace) -> int:
     from profiler.profile_io import check_writable
     from profiler.run import ProfileRequest, ProposerRequest, run_profile
@@ -142,12 +153,7 @@ def _run_measure(args: argparse.Namespace) -> int:
     if not args.target:
         raise SpecplanError("profile: --target SPEC is required (e.g. --target smollm2)")
     check_writable(args.out)
-    if args.threads is not None:
-        if args.threads < 1:
-            raise SpecplanError(f"--threads {args.threads}: must be at least 1")
-        import torch
-
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     if args.prompts:  # a bad prompt file fails now, not after minutes of timing
         from profiler.prompt_sets import load_prompts
 
@@ -271,15 +277,10 @@ def _run_padded_batch(args: argparse.Namespace) -> int:
         raise SpecplanError("profile padded-batch: --profile BASE.json and --target SPEC (BASE's target) are required")
     check_writable(args.out)
     base = read_profile_dict(args.profile)
-    if args.threads is not None:
-        if args.threads < 1:
-            raise SpecplanError(f"--threads {args.threads}: must be at least 1")
-        import torch
-
-        torch.set_num_threads(args.threads)
-    target = load_model(args.target, dtype=args.dtype, device=args.device)
     if args.rounds < 1:
         raise SpecplanError(f"--rounds {args.rounds}: must be at least 1")
+    _set_threads(args.threads)
+    target = load_model(args.target, dtype=args.dtype, device=args.device)
     out = add_to_profile(base, args.profile, target, command=command_of(args), seed=args.seed,
                          repeats=15, rounds=args.rounds)
     write_profile(args.out, out)
