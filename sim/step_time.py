@@ -73,11 +73,13 @@ class DecodeBatchRows:
 
     def __init__(self) -> None:
         self._rows: frozenset[int] = frozenset()
+        self._last: list[int] = []
 
     def change(self, ids: Sequence[int]) -> tuple[int, int]:
         """``(joined, left)`` for a step decoding ``ids``; ``(0, 0)`` for one that decodes nothing."""
-        if not ids:
+        if not ids or ids == self._last:  # most steps: the same requests in the same order (the hot path)
             return 0, 0
+        self._last = list(ids)
         now = frozenset(ids)
         joined, left = len(now - self._rows), len(self._rows - now)
         self._rows = now
