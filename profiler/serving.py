@@ -564,6 +564,11 @@ def keep_freed_memory() -> bool:
     the first time its footprint is reached (1.2 s against 0.18 s once warm). The profile
     times warm passes; the real loop must run warm too, or first-touch costs are blamed on the
     step-time model. Returns False where there is no glibc (then nothing changes).
+
+    Measured 2026-12-01 with the threshold that had wrapped to 0: a batch-9 verification pass in
+    the serving loop took 30–50 thousand minor page faults (the heap's top given back after
+    every pass and faulted in again) and ran 0.46–0.55 s against 0.25 s for a fault-free pass
+    of batch 7 — the "wide passes slow down" that validation runs E, G and H blamed on the machine.
     """
     import ctypes
     import ctypes.util
@@ -576,8 +581,20 @@ def keep_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # mallopt takes a C int: a larger value (2**62 until 2026-12-01) silently wraps to 0, a trim
+    # threshold of 0, which returns the heap's top to the OS at every large free — the opposite
+    # of this function. The largest int (2 GiB of free heap top before trimming) is what we mean.
     m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(mallopt(m_trim_threshold, 2**62) and mallopt(m_mmap_threshold, 32 * 2**20))
+    return bool(mallopt(m_trim_threshold, KEEP_FREED_TRIM_THRESHOLD)
+                and mallopt(m_mmap_threshold, KEEP_FREED_MMAP_THRESHOLD))
+
+
+KEEP_FREED_TRIM_THRESHOLD = 2**31 - 1
+"""Bytes of free memory at the heap's top before glibc gives it back: the largest C int."""
+KEEP_FREED_MMAP_THRESHOLD = 32 * 2**20
+"""Allocations from this size up get their own mapping (glibc's maximum, 32 MiB on 64-bit):
+below it, KV buffers come from the heap and are reused once freed."""
 
 
 @dataclass(frozen=True, slots=True)

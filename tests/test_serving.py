@@ -294,3 +294,45 @@ def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tin
     assert ex.batch.cache.layers[0].keys.untyped_storage().data_ptr() == storage, "rows left by a copy"
     check(ex._ensure_batch([3, 2, 4, 1]))  # two join, one wider than the batch
     assert ex.batch.mask.shape[1] == 15 and ex.seqs[4].cache is None
+
+
+_FREE_AT_TOP = r"""
+import ctypes, ctypes.util, sys
+from profiler.serving import keep_freed_memory
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+n = 24 << 20  # below the 32 MiB mmap threshold once kept: a heap chunk, at the heap's top
+p = libc.malloc(n)
+ctypes.memset(p, 1, n)
+before = rss()
+libc.free(p)
+print(before - rss())
+"""
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="glibc and /proc/self/statm: Linux only")
+def test_keep_freed_memory_keeps_a_freed_heap_top_in_the_process():
+    """The serving loop's memory stays faulted in: a freed 24 MiB block is not given back to the OS.
+
+    Before 2026-12-01 the trim threshold (2**62) wrapped to 0 in mallopt's C int, so glibc gave
+    the heap's top back at every large free and a batch-9 pass took ~50k page faults.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def dropped(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _FREE_AT_TOP, mode], cwd=root, capture_output=True,
+                             text=True, check=True)
+        return int(out.stdout.strip().splitlines()[-1])
+
+    assert dropped("default") >= 20 << 20  # glibc's default: a block this big is unmapped on free
+    assert dropped("keep") < 1 << 20
