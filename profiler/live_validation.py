@@ -175,7 +175,8 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     sources: set[str] = set(profile.sources())
     layout = scenario.fleet.engine.kv_layout
     frames: dict[str, list[pl.DataFrame]] = {"measured_requests": [], "predicted_requests": [],
-                                              "measured_steps": [], "predicted_steps": [], "probes": []}
+                                              "measured_steps": [], "predicted_steps": [], "probes": [],
+                                              "step_residuals": []}
     points = []  # one per (load, candidate): a candidate's loads are fractions of its capacity
     for load, name in ((ld, c) for ld in v.loads for c in cands):
         rate = load * caps[name].rate
@@ -254,6 +255,9 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             fidelity.predict(run["scenario"], profile, key[1], run["specs"], seed, reps, speed=speed).values)
         scaled_steps.setdefault(key, []).append(
             fidelity.step_time_values(run["durations"], run["shapes"], profile, layout, speed=speed)[0])
+        corrected = fidelity.profile_step_times(run["shapes"], profile, layout, speed=speed)
+        frames["step_residuals"].append(fidelity.step_residuals(run["durations"], corrected, run["shapes"])
+                                        .with_columns(*run["tag"], pl.lit(True).alias("drift_corrected")))
 
     def rows_of(corrected: bool) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
@@ -293,6 +297,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             "acceptance vs the profile's step-time and acceptance models",
             *fidelity.drift_lines(drifts),
             *probe_lines(frames["probes"]),
+            *residual_lines(frames["step_residuals"], v.drift_correct),
             *correction,
             *[f"source: {s}" for s in sorted(sources)],
             *[f"note: {n}" for n in fidelity.compact_notes(notes)],
@@ -342,10 +347,15 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             measured_runs.setdefault(key, []).append({**measured, **step_meas})
             step_preds.setdefault(key, []).append(step_pred)
             tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
+            run_tag = [pl.lit(name).alias("candidate"), *tag, pl.lit(rep).alias("real_run")]
+            profile_times = fidelity.profile_step_times(real.shapes, profile, layout)
+            frames["step_residuals"].append(
+                fidelity.step_residuals(real.steps["duration_s"].to_list(), profile_times, real.shapes)
+                .with_columns(*run_tag, pl.lit(False).alias("drift_corrected")))
             frames["measured_requests"].append(real.requests.with_columns(*tag, pl.lit(rep).alias("real_run")))
             frames["measured_steps"].append(real.steps.with_columns(
                 *tag, pl.lit(rep).alias("real_run"),
-                pl.Series("profile_duration_s", fidelity.profile_step_times(real.shapes, profile, layout)),
+                pl.Series("profile_duration_s", profile_times),
                 pl.lit(drift[0]).alias("drift_decode_before"), pl.lit(drift[1]).alias("drift_prefill_before"),
                 pl.Series("decode_context", [sh.decode_context for sh in real.shapes], dtype=pl.Float64),
                 pl.Series("decode_context_max", [sh.decode_context_max or 0.0 for sh in real.shapes],
@@ -369,7 +379,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             if v.drift_correct:
                 pending = {"key": key, "scenario": sc, "specs": specs, "durations": real.steps["duration_s"].to_list(),
                            "shapes": real.shapes, "before": drift, "wall_s": real.wall_s, "samples": samples,
-                           "label": f"{name} at {load:.0%}, real run {rep + 1}"}
+                           "label": f"{name} at {load:.0%}, real run {rep + 1}", "tag": run_tag}
             if policy.speculates:
                 notes.append(
                     f"{name} at {load:.0%}: acceptance measured = what the real {proposer} proposer achieved "
@@ -383,6 +393,16 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     settle(check_drift("after the last real run"))
     table, header = table_and_header()
     return LiveResult(table, header, frames, {**meta, "complete": True})
+
+
+def residual_lines(parts: list[pl.DataFrame], corrected: bool) -> list[str]:
+    """The report line on measured/predicted step time by pass size, over every real run so far
+    (against the drift-corrected prediction with ``--drift-correct``, else the raw profile)."""
+    frame = pl.concat(parts, how="diagonal_relaxed") if parts else None
+    if frame is None or frame.is_empty():
+        return []
+    frame = frame.filter(pl.col("drift_corrected") == corrected)
+    return fidelity.residual_lines(frame, "drift-corrected" if corrected else "raw profile")
 
 
 def probe_lines(parts: list[pl.DataFrame]) -> list[str]:

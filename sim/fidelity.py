@@ -453,6 +453,73 @@ def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any], p
     return p_out, m_out
 
 
+RESIDUAL_SCHEMA: dict[str, pl.DataType] = {
+    "t_start_s": pl.Float64(),
+    "kind": pl.String(),
+    "decode_seqs": pl.Int64(),
+    "tokens_per_seq": pl.Int64(),
+    "token_rows": pl.Int64(),
+    "prefill_tokens": pl.Int64(),
+    "measured_s": pl.Float64(),
+    "predicted_s": pl.Float64(),
+    "ratio": pl.Float64(),
+}
+
+TOKEN_ROW_BUCKETS: tuple[int, ...] = (4, 8, 16, 32, 64)
+"""Upper bounds of the decode-pass size buckets of ``residual_lines`` (token rows = sequences ×
+tokens per sequence: the M of the pass's weight GEMMs, where CPU kernels change regime)."""
+
+
+def step_residuals(real_s: Sequence[float], predicted_s: Sequence[float], shapes: Sequence[Any],
+                   ) -> pl.DataFrame:
+    """Each real step's measured time beside the time the simulator charges for its shape.
+
+    Why: a TTFT or E2EL error is the step-time model's error amplified by queueing; this says
+    which pass shapes the model misprices and by how much (on this VM, 2026-12-01: verification
+    passes of more than 16 token rows ran 1.3–1.5× their drift-corrected prediction in some
+    hours while smaller ones ran 1.0×). ``kind`` is ``decode`` (decode-only) or ``prefill``
+    (the step computes prompt tokens, with or without decoding).
+    """
+    if not (len(real_s) == len(predicted_s) == len(shapes)):
+        raise ValueError(f"step_residuals: {len(real_s)} real, {len(predicted_s)} predicted, {len(shapes)} shapes")
+    rows = {
+        "t_start_s": [float(s.start_s) for s in shapes],
+        "kind": ["prefill" if s.prefill_tokens > 0 else "decode" for s in shapes],
+        "decode_seqs": [int(s.decode_seqs) for s in shapes],
+        "tokens_per_seq": [int(s.k) + 1 if s.decode_seqs else 0 for s in shapes],
+        "token_rows": [int(s.decode_seqs) * (int(s.k) + 1) for s in shapes],
+        "prefill_tokens": [int(s.prefill_tokens) for s in shapes],
+        "measured_s": [float(x) for x in real_s],
+        "predicted_s": [float(x) for x in predicted_s],
+    }
+    frame = pl.DataFrame(rows, schema={k: RESIDUAL_SCHEMA[k] for k in rows})
+    ratio = pl.when(pl.col("predicted_s") > 0).then(pl.col("measured_s") / pl.col("predicted_s"))
+    return frame.with_columns(ratio.otherwise(None).alias("ratio"))
+
+
+def residual_lines(frame: pl.DataFrame, what: str) -> list[str]:
+    """One report line: median measured/predicted step time by decode-pass size, and for steps
+    with prefill; ``what`` says which prediction (raw profile or drift-corrected)."""
+    if frame.is_empty():
+        return []
+    parts: list[str] = []
+    lo = 1
+    dec = frame.filter(pl.col("kind") == "decode")
+    for hi in (*TOKEN_ROW_BUCKETS, None):
+        sel = dec.filter(pl.col("token_rows") >= lo)
+        if hi is not None:
+            sel = sel.filter(pl.col("token_rows") <= hi)
+        if sel.height:
+            label = f"{lo}–{hi}" if hi is not None else f"{lo}+"
+            parts.append(f"{label} rows {sel['ratio'].median():.2f} ({sel.height})")
+        if hi is not None:
+            lo = hi + 1
+    pre = frame.filter(pl.col("kind") == "prefill")
+    tail = f"; steps with prefill {pre['ratio'].median():.2f} ({pre.height})" if pre.height else ""
+    return [f"step time measured/predicted ({what}), median (steps) — decode passes by token rows: "
+            + (", ".join(parts) or "none") + tail]
+
+
 # ---------------------------------------------------------------------------------------------
 # drift: how far this machine's speed is from the profile's, now
 

@@ -194,6 +194,14 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
                 assert c[part] == pytest.approx((lo + hi) / 2)
     steps_rows = pl.read_parquet(out / "measured_steps.parquet")
     assert {"rows_joined", "rows_left"} <= set(steps_rows.columns) and steps_rows["rows_joined"].sum() > 0
+    # every real step against the raw profile and against its run's drift-corrected prediction
+    res = pl.read_parquet(out / "step_residuals.parquet")
+    assert res.filter(~pl.col("drift_corrected")).height == steps_rows.height
+    assert res.filter(pl.col("drift_corrected")).height == steps_rows.height
+    raw = res.filter(~pl.col("drift_corrected")).sort("candidate", "load", "real_run", "t_start_s")
+    assert raw["predicted_s"].to_list() == pytest.approx(
+        steps_rows.sort("candidate", "load", "real_run", "t_start_s")["profile_duration_s"].to_list())
+    assert sum(line.startswith("step time measured/predicted (drift-corrected)") for line in meta["header"]) == 1
     probes_file = out / "probes.parquet"
     if probes_file.exists():  # idle gaps long enough for a pass: how many is up to the machine
         probes = pl.read_parquet(probes_file)
@@ -239,6 +247,26 @@ def test_own_load_basis_runs_each_candidate_at_fractions_of_its_own_capacity(tmp
     steps = pl.read_parquet(out / "measured_steps.parquet")
     dec = steps.filter(pl.col("decode_seqs") > 0)
     assert (dec["kv_width"] >= dec["decode_context_max"] + dec["k"] + 1 - 8).all()
+
+
+def test_step_residuals_put_each_step_beside_its_prediction_by_pass_size():
+    from sim.step_time import StepShape
+
+    shapes = [StepShape(1, 100.0, 0, None, start_s=0.0), StepShape(6, 100.0, 3, "ngram", start_s=0.1),
+              StepShape(6, 100.0, 3, "ngram", start_s=0.3), StepShape(2, 100.0, 0, None, 64, start_s=0.5),
+              StepShape(8, 100.0, 7, "ngram", start_s=0.6)]
+    res = fidelity.step_residuals([0.10, 0.30, 0.40, 0.50, 0.90], [0.10, 0.20, 0.20, 0.40, 0.90], shapes)
+    assert res.columns == list(fidelity.RESIDUAL_SCHEMA)
+    assert res["kind"].to_list() == ["decode", "decode", "decode", "prefill", "decode"]
+    assert res["token_rows"].to_list() == [1, 24, 24, 2, 64]
+    assert res["tokens_per_seq"].to_list() == [1, 4, 4, 1, 8]
+    assert res["ratio"].to_list() == pytest.approx([1.0, 1.5, 2.0, 1.25, 1.0])
+    (line,) = fidelity.residual_lines(res, "raw profile")
+    assert line == ("step time measured/predicted (raw profile), median (steps) — decode passes by token rows: "
+                    "1–4 rows 1.00 (1), 17–32 rows 1.75 (2), 33–64 rows 1.00 (1); steps with prefill 1.25 (1)")
+    assert fidelity.residual_lines(res.clear(), "raw profile") == []
+    with pytest.raises(ValueError, match="2 real, 1 predicted"):
+        fidelity.step_residuals([0.1, 0.2], [0.1], shapes[:2])
 
 
 def test_drift_scaled_prediction_multiplies_every_step_time(tmp_path):
