@@ -253,9 +253,8 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             f"prefill ×{avg[1]:.2f} on average; {len(speed.decode_t)} + {len(speed.prefill_t)} knots) …")
         scaled_preds.setdefault(key, []).append(
             fidelity.predict(run["scenario"], profile, key[1], run["specs"], seed, reps, speed=speed).values)
-        scaled_steps.setdefault(key, []).append(
-            fidelity.step_time_values(run["durations"], run["shapes"], profile, layout, speed=speed)[0])
         corrected = fidelity.profile_step_times(run["shapes"], profile, layout, speed=speed)
+        scaled_steps.setdefault(key, []).append(fidelity.step_time_values(run["durations"], corrected, run["shapes"])[0])
         frames["step_residuals"].append(fidelity.step_residuals(run["durations"], corrected, run["shapes"])
                                         .with_columns(*run["tag"], pl.lit(True).alias("drift_corrected")))
 
@@ -341,16 +340,16 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 notes.append(f"{name} at {load:.0%}: real run {rep + 1} stopped at {max_wall:.0f}s; "
                              "unfinished requests count as not completed")
             measured = fidelity.measured_values(real.requests, real.steps, real.itl, sc)
-            step_pred, step_meas = fidelity.step_time_values(real.steps["duration_s"].to_list(), real.shapes,
-                                                              profile, layout)
+            durations = real.steps["duration_s"].to_list()
+            profile_times = fidelity.profile_step_times(real.shapes, profile, layout)
+            step_pred, step_meas = fidelity.step_time_values(durations, profile_times, real.shapes)
             key = (load, name)
             measured_runs.setdefault(key, []).append({**measured, **step_meas})
             step_preds.setdefault(key, []).append(step_pred)
             tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
             run_tag = [pl.lit(name).alias("candidate"), *tag, pl.lit(rep).alias("real_run")]
-            profile_times = fidelity.profile_step_times(real.shapes, profile, layout)
             frames["step_residuals"].append(
-                fidelity.step_residuals(real.steps["duration_s"].to_list(), profile_times, real.shapes)
+                fidelity.step_residuals(durations, profile_times, real.shapes)
                 .with_columns(*run_tag, pl.lit(False).alias("drift_corrected")))
             frames["measured_requests"].append(real.requests.with_columns(*tag, pl.lit(rep).alias("real_run")))
             frames["measured_steps"].append(real.steps.with_columns(
@@ -377,7 +376,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 frames["probes"].append(probes.frame().with_columns(
                     *tag, pl.lit(name).alias("candidate"), pl.lit(rep).alias("real_run")))
             if v.drift_correct:
-                pending = {"key": key, "scenario": sc, "specs": specs, "durations": real.steps["duration_s"].to_list(),
+                pending = {"key": key, "scenario": sc, "specs": specs, "durations": durations,
                            "shapes": real.shapes, "before": drift, "wall_s": real.wall_s, "samples": samples,
                            "label": f"{name} at {load:.0%}, real run {rep + 1}", "tag": run_tag}
             if policy.speculates:

@@ -420,20 +420,18 @@ def profile_step_times(shapes: Sequence[Any], profile: Profile, kv_layout: str =
     return np.array([timer(s) for s in shapes], dtype=float)
 
 
-def step_time_values(real_durations_s: Sequence[float], shapes: Sequence[Any], profile: Profile,
-                     kv_layout: str = "paged", scales: tuple[float, float] = (1.0, 1.0),
-                     speed: SpeedTimeline | None = None,
+def step_time_values(real_durations_s: Sequence[float], predicted_s: Sequence[float], shapes: Sequence[Any],
                      ) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """(predicted, measured) step-time percentiles over the *real* run's steps.
 
-    The profile times each step shape the real loop executed; comparing with the measured
-    wall time isolates the step-time model from queueing (which amplifies its errors). Split
-    by kind too — decode-only steps (T, V(k), D(k), H(k)) and steps with prefill (plus P(n)) —
-    so an error points at the grid it comes from.
+    ``predicted_s`` is the profile's time for each step shape the real loop executed
+    (``profile_step_times``); comparing with the measured wall time isolates the step-time model
+    from queueing (which amplifies its errors). Split by kind too — decode-only steps (T, V(k),
+    D(k), H(k)) and steps with prefill (plus P(n)) — so an error points at the grid it comes from.
     """
     if not shapes:
         return {}, {}
-    pred = profile_step_times(shapes, profile, kv_layout, scales, speed) * 1000.0
+    pred = np.asarray(predicted_s, dtype=float) * 1000.0
     real = np.asarray(real_durations_s, dtype=float) * 1000.0
     has_prefill = np.array([s.prefill_tokens > 0 for s in shapes])
     p_out: dict[str, float | None] = {}
@@ -476,9 +474,9 @@ def step_residuals(real_s: Sequence[float], predicted_s: Sequence[float], shapes
 
     Why: a TTFT or E2EL error is the step-time model's error amplified by queueing; this says
     which pass shapes the model misprices and by how much (on this VM, 2026-12-01: verification
-    passes of more than 16 token rows ran 1.3–1.5× their drift-corrected prediction in some
-    hours while smaller ones ran 1.0×). ``kind`` is ``decode`` (decode-only) or ``prefill``
-    (the step computes prompt tokens, with or without decoding).
+    passes of more than 16 token rows ran 1.3–1.5× their drift-corrected prediction while smaller
+    ones ran 1.0× — page faults in the real loop, since fixed). ``kind`` is ``decode``
+    (decode-only) or ``prefill`` (the step computes prompt tokens, with or without decoding).
     """
     if not (len(real_s) == len(predicted_s) == len(shapes)):
         raise ValueError(f"step_residuals: {len(real_s)} real, {len(predicted_s)} predicted, {len(shapes)} shapes")
@@ -503,17 +501,12 @@ def residual_lines(frame: pl.DataFrame, what: str) -> list[str]:
     if frame.is_empty():
         return []
     parts: list[str] = []
-    lo = 1
     dec = frame.filter(pl.col("kind") == "decode")
-    for hi in (*TOKEN_ROW_BUCKETS, None):
-        sel = dec.filter(pl.col("token_rows") >= lo)
-        if hi is not None:
-            sel = sel.filter(pl.col("token_rows") <= hi)
+    bounds = (0, *TOKEN_ROW_BUCKETS)
+    for lo, hi in zip(bounds, (*TOKEN_ROW_BUCKETS, None), strict=True):
+        sel = dec.filter(pl.col("token_rows").is_between(lo + 1, hi or 2**62))
         if sel.height:
-            label = f"{lo}–{hi}" if hi is not None else f"{lo}+"
-            parts.append(f"{label} rows {sel['ratio'].median():.2f} ({sel.height})")
-        if hi is not None:
-            lo = hi + 1
+            parts.append(f"{lo + 1}{f'–{hi}' if hi else '+'} rows {sel['ratio'].median():.2f} ({sel.height})")
     pre = frame.filter(pl.col("kind") == "prefill")
     tail = f"; steps with prefill {pre['ratio'].median():.2f} ({pre.height})" if pre.height else ""
     return [f"step time measured/predicted ({what}), median (steps) — decode passes by token rows: "

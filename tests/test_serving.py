@@ -6,6 +6,7 @@ is deterministic, which is all these checks need.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -316,7 +317,7 @@ print(before - rss())
 """
 
 
-@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="glibc and /proc/self/statm: Linux only")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc/self/statm: Linux only")
 def test_keep_freed_memory_keeps_a_freed_heap_top_in_the_process():
     """The serving loop's memory stays faulted in: a freed 24 MiB block is not given back to the OS.
 
@@ -324,7 +325,6 @@ def test_keep_freed_memory_keeps_a_freed_heap_top_in_the_process():
     the heap's top back at every large free and a batch-9 pass took ~50k page faults.
     """
     import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
