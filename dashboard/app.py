@@ -3,8 +3,8 @@
 ``create_app`` builds everything from the folders it may serve (``dashboard.files.Roots``);
 the layout is re-read on every page load so a profile or scenario added to the folders shows
 up on reload. Long simulations run as Dash background callbacks in a worker process managed by
-a ``DiskcacheManager``; finished runs are kept in a second cache next to it so a what-if only
-re-simulates what it changed. Both live in a temporary folder made when the app is created.
+a ``DiskcacheManager`` whose jobs start in spawned interpreters (``dashboard.jobs``); finished
+runs are kept in a second cache next to it so a what-if only re-simulates what it changed. Both live in a temporary folder made when the app is created.
 """
 
 from __future__ import annotations
@@ -21,35 +21,16 @@ from dashboard.files import Roots, list_profiles, list_scenarios
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 
-FORKSERVER_PRELOAD = ["dashboard.callbacks"]
-"""Imported once by the fork server, so each job starts with polars, Dash and sim loaded."""
-
-
 def background_manager(cache_dir: str | Path | None = None) -> Any:
     """A Dash background-callback manager (needs diskcache, multiprocess, psutil) over
-    ``cache_dir`` or a fresh temporary folder, whose jobs start from a fork server.
-
-    Dash's ``DiskcacheManager`` forks the web server for each job. A fork copies a running
-    polars/rayon thread pool without its threads, and the child then waits on them forever (a
-    server that has run polars itself, as in tests or the benchmark, hangs every job). Forking
-    from a clean server process that has only imported the modules avoids that and keeps a
-    job's start-up short.
-    """
+    ``cache_dir`` or a fresh temporary folder; its jobs run in spawned spares, never a fork
+    (``dashboard.jobs``)."""
     import diskcache
-    from dash import DiskcacheManager
 
-    class ForkserverDiskcacheManager(DiskcacheManager):
-        def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> int:
-            from multiprocess import get_context
-
-            mp = get_context("forkserver")
-            mp.set_forkserver_preload(FORKSERVER_PRELOAD)
-            process = mp.Process(target=job_fn, args=(key, self._make_progress_key(key), args, context))
-            process.start()
-            return process.pid
+    from dashboard.jobs import WarmSpawnManager
 
     folder = Path(cache_dir) if cache_dir is not None else Path(tempfile.mkdtemp(prefix="specplan-dash-"))
-    return ForkserverDiskcacheManager(diskcache.Cache(str(folder)))
+    return WarmSpawnManager(diskcache.Cache(str(folder)))
 
 
 def create_app(roots: Roots, *, background: bool = True, cache_dir: str | Path | None = None) -> Dash:

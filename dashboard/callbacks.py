@@ -315,6 +315,7 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
         Output(ly.ERROR, "children", allow_duplicate=True),
         Output(ly.STATUS, "children"),
         Output(ly.EXPORT, "disabled"),
+        Output(ly.RUN_STATE, "children"),
     ]
     inputs = [
         Input(ly.RUN, "n_clicks"),
@@ -339,13 +340,17 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
             if set_progress is not None:
                 set_progress((str(done), str(total), f"{done}/{total} simulations · {label}"))
 
+        done = time.monotonic_ns()  # a new value per run: the page's readiness signal
         try:
             out = run_view(roots, scenario_value=scenario_value, uploaded_scenario=uploaded_scenario,
                            profile_value=profile_value, uploaded_profile=uploaded_profile, whatif=whatif,
                            load_text=load_text, seeds=seeds, progress=progress,
                            cache=open_run_cache(run_cache_dir))
         except SpecplanError as exc:
-            return (*([no_update] * (n_out - 3)), _error(exc), "", no_update)
+            return (*([no_update] * (n_out - 4)), _error(exc), "", no_update, f"error {done}")
+        except Exception as exc:  # noqa: BLE001 - a bug: say so in the page instead of a silent stall
+            message = f"internal error (a specplan bug, please report it): {type(exc).__name__}: {exc}"
+            return (*([no_update] * (n_out - 4)), message.splitlines()[0], "", no_update, f"error {done}")
         figs = [out.figures[fid] for fid in FIGURE_IDS]
         decisions = (ly.table(out.decisions, DECISION_COLUMNS, "sp-table sp-decisions") if out.decisions
                      else html.P("No decision rule fired: no difference between candidates exceeded its "
@@ -356,7 +361,7 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
                          html.H3("Notes") if out.notes else None,
                          html.Ul([html.Li(n) for n in out.notes], className="sp-sources")])
         return (*figs, decisions, keys, prov, out.scenario_toml, out.report, out.search or "?",
-                out.search or "?", "", out.status, False)
+                out.search or "?", "", out.status, False, f"done {done}")
 
     if background:
         app.callback(

@@ -35,6 +35,7 @@ PROGRESS = "progress"
 PROGRESS_TEXT = "progress-text"
 ERROR = "error"
 STATUS = "status"
+RUN_STATE = "run-state"  # hidden: "idle", then "done <n>" or "error <n>" after each run (tests wait on it)
 DECISIONS = "decisions"
 KEY_NUMBERS = "key-numbers"
 PROVENANCE = "provenance"
@@ -178,6 +179,7 @@ def page(scenarios: Sequence[str], profiles: Sequence[str]) -> html.Div:
                 file_pickers(scenarios, profiles),
                 html.Div(id=ERROR, className="sp-error", role="alert"),
                 html.Div(id=STATUS, className="sp-muted"),
+                html.Div(id=RUN_STATE, children="idle", hidden=True),
                 run_controls(),
                 html.Div(id=WHATIF_PANEL, className="sp-whatif"),
             ]),

@@ -65,13 +65,16 @@ def serve_dash():
         server = make_server("127.0.0.1", port, app.server, threaded=True)
         thread = _sp_threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
-        servers.append((server, thread))
+        servers.append((server, thread, app))
         return f"http://127.0.0.1:{port}"
 
     yield start
-    for server, thread in servers:
+    for server, thread, app in servers:
         server.shutdown()
         thread.join(timeout=10)
+        manager = getattr(app, "_background_manager", None)
+        if hasattr(manager, "close"):
+            manager.close()  # its waiting spare process (dashboard/jobs.py)
 
 # ==== end of browser fixtures ================================================================
 

@@ -93,7 +93,7 @@ def app_url(tmp_path, serve_dash):
     return serve_dash(app)
 
 
-def wait_for(driver, cond, timeout: float = 180.0, what: str = "condition"):
+def wait_for(driver, cond, timeout: float = 60.0, what: str = "condition"):
     from selenium.common.exceptions import JavascriptException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -105,9 +105,39 @@ def wait_for(driver, cond, timeout: float = 180.0, what: str = "condition"):
 
     try:
         return WebDriverWait(driver, timeout, poll_frequency=0.25).until(safe)
+    except RunFailed:
+        shot(driver, f"failed-{what.replace(' ', '-')}")
+        raise
     except Exception as exc:  # noqa: BLE001 - re-raised with what we waited for
         shot(driver, f"failed-{what.replace(' ', '-')}")
-        raise AssertionError(f"timed out waiting for {what}; error box: {text_of(driver, 'error')!r}") from exc
+        raise AssertionError(f"timed out waiting for {what}; run state {run_state(driver)!r}; "
+                             f"error box: {text_of(driver, 'error')!r}") from exc
+
+
+class RunFailed(AssertionError):
+    """The app said its run ended in an error: fail now, not at the timeout."""
+
+
+def run_state(driver) -> str:
+    """The app's readiness signal (hidden ``#run-state``): idle, then done/error <n> per run."""
+    return driver.execute_script("const e = document.getElementById('run-state');"
+                                 "return e ? e.textContent : '';") or ""
+
+
+def wait_run(driver, after: str = "idle", what: str = "run") -> str:
+    """Wait until the app finishes a run newer than state ``after`` and its charts are drawn;
+    an error state fails at once with the page's error box. Returns the new state."""
+    from selenium.webdriver.common.by import By
+
+    def finished(d) -> bool:
+        state = run_state(d)
+        if state.startswith("error") and state != after:
+            raise RunFailed(f"{what}: the app reported an error: {text_of(d, 'error')!r}")
+        return state.startswith("done") and state != after and d.find_element(By.ID, "run-button").is_enabled()
+
+    wait_for(driver, finished, timeout=120.0, what=what)
+    wait_for(driver, loaded, timeout=30.0, what=f"{what}: charts drawn")
+    return run_state(driver)
 
 
 def text_of(driver, element_id: str) -> str:
@@ -148,7 +178,7 @@ def test_run_change_whatif_and_share_link(browser, app_url):
     from selenium.webdriver.common.keys import Keys
 
     browser.get(app_url)
-    wait_for(browser, loaded, what="first run")
+    first = wait_run(browser, what="first run")
     names = {t["name"] for t in traces(browser, "lat-ttft")}
     assert {"baseline p95", "ngram-k3 p95", "ngram-assumed p99"} <= names
     first_x = traces(browser, "lat-ttft")[0]["x"]
@@ -172,8 +202,9 @@ def test_run_change_whatif_and_share_link(browser, app_url):
     k.send_keys("2", Keys.ENTER)
     time.sleep(0.3)
     browser.find_element(By.ID, "run-button").click()
+    wait_run(browser, after=first, what="rerun after what-if")
     wait_for(browser, lambda d: "workload.rate=4" in d.current_url and text_of(d, "key-numbers") != before_numbers,
-             what="rerun after what-if")
+             what="what-if in the URL and the key numbers")
     wait_for(browser, lambda d: traces(d, "lat-ttft") and traces(d, "lat-ttft")[0]["x"] == [2.0, 4.0, 6.0, 8.0],
              what="sweep charts redrawn at the new load")
     assert "candidates[ngram-k3].k=2" in browser.current_url
@@ -183,7 +214,7 @@ def test_run_change_whatif_and_share_link(browser, app_url):
     shared = browser.current_url
     browser.get("about:blank")
     browser.get(shared)
-    wait_for(browser, loaded, what="run from a shared link")
+    wait_run(browser, what="run from a shared link")
     assert whatif_input(browser, "workload.rate").get_attribute("value") == "4"
     assert whatif_input(browser, "candidates[ngram-k3].k").get_attribute("value") == "2"
     wait_for(browser, lambda d: traces(d, "lat-ttft")[0]["x"] == [2.0, 4.0, 6.0, 8.0],
@@ -194,7 +225,7 @@ def test_malformed_uploads_show_the_loader_message(browser, app_url, tmp_path):
     from selenium.webdriver.common.by import By
 
     browser.get(app_url)
-    wait_for(browser, loaded, what="first run")
+    first = wait_run(browser, what="first run")
     bad = tmp_path / "broken.toml"
     bad.write_text('name = "x"\n[run]\nduration_s = = 60\n', encoding="utf-8")
     browser.find_element(By.CSS_SELECTOR, "#upload-scenario input[type=file]").send_keys(str(bad))
@@ -221,15 +252,16 @@ def test_malformed_uploads_show_the_loader_message(browser, app_url, tmp_path):
     wait_for(browser, lambda d: text_of(d, "error") == "" and "mine.toml" in d.find_element(By.ID, "scenario-select").text,
              what="valid upload accepted")
     browser.find_element(By.ID, "run-button").click()
+    wait_run(browser, after=first, what="uploaded scenario run")
     wait_for(browser, lambda d: traces(d, "lat-ttft") and traces(d, "lat-ttft")[0]["x"] == [0.5, 1.0, 1.5, 2.0],
-             what="uploaded scenario run")
+             what="uploaded scenario charts")
 
 
 def test_export_report_contains_the_charts(browser, app_url):
     from selenium.webdriver.common.by import By
 
     browser.get(app_url)
-    wait_for(browser, loaded, what="first run")
+    wait_run(browser, what="first run")
     wait_for(browser, lambda d: d.find_element(By.ID, "export-button").is_enabled(), what="export enabled")
     browser.find_element(By.ID, "export-button").click()
     downloads: Path = browser.sp_downloads
@@ -254,7 +286,7 @@ def test_long_run_shows_progress_and_can_be_cancelled(browser, app_url):
     from selenium.webdriver.common.keys import Keys
 
     browser.get(app_url)
-    wait_for(browser, loaded, what="first run")
+    first = wait_run(browser, what="first run")
     status_before = text_of(browser, "status")
     url_before = browser.current_url
     for element_id, value in (("seeds", "10"), ("load-factors", "0.25, 0.5, 1, 2, 3, 4, 5")):
@@ -270,4 +302,5 @@ def test_long_run_shows_progress_and_can_be_cancelled(browser, app_url):
     wait_for(browser, lambda d: d.find_element(By.ID, "run-button").is_enabled(), timeout=30, what="run cancelled")
     time.sleep(1.0)
     assert text_of(browser, "status") == status_before  # the cancelled run never reached the page
+    assert run_state(browser) == first
     assert browser.current_url == url_before
