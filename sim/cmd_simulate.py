@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     parser.add_argument("--by-segment", action="store_true", help="also print one table per workload segment")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--verbose", action="store_true",
+                        help="intervals in every cell, the full provenance and every note")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:
-        print(render(result, by_segment=args.by_segment))
+        print(render(result, by_segment=args.by_segment, verbose=args.verbose))
     return 0

@@ -9,12 +9,15 @@ approximations), so a reader never mistakes an assumption for a measurement.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from sim import metric_names as mn
 from sim.runner import ScenarioResult
+from sim.verdict import verdict, why_lines
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,11 @@ def _fmt(value: float | None, decimals: int, scale: float) -> str:
     return f"{value * scale:,.{decimals}f}"
 
 
-def _cell(row: dict, spec: Row, base: dict | None) -> str:
+def _cell(row: dict, spec: Row, base: dict | None, with_ci: bool = True) -> str:
     v = row.get(spec.column)
     ci = row.get(mn.ci_col(spec.column))
     text = _fmt(v, spec.decimals, spec.scale)
-    if ci is not None and v is not None and not math.isinf(v) and not math.isnan(ci):
+    if with_ci and ci is not None and v is not None and not math.isinf(v) and not math.isnan(ci):
         text += " ± " + _fmt(ci, spec.decimals, spec.scale)
     if base is not None:
         b = base.get(spec.column)
@@ -74,8 +77,10 @@ def _cell(row: dict, spec: Row, base: dict | None) -> str:
     return text
 
 
-def table(result: ScenarioResult, segment: str = mn.ALL_SEGMENTS) -> str:
-    """The metric × candidate table for one segment (``all`` by default)."""
+def table(result: ScenarioResult, segment: str = mn.ALL_SEGMENTS, with_ci: bool = True) -> str:
+    """The metric × candidate table for one segment (``all`` by default); without ``with_ci``
+    cells show the mean and its change against the baseline only, and all-zero rows are left out
+    (what fits a 100-column terminal; the intervals stay in the JSON and ``--verbose``)."""
     rows = {
         r[mn.CANDIDATE]: r
         for r in result.summary.filter(pl.col(mn.SEGMENT) == segment).iter_rows(named=True)
@@ -88,9 +93,11 @@ def table(result: ScenarioResult, segment: str = mn.ALL_SEGMENTS) -> str:
     for spec in ROWS:
         if all(rows[c].get(spec.column) is None for c in names):
             continue
+        if not with_ci and all(rows[c].get(spec.column) in (None, 0.0) for c in names):
+            continue
         body.append(
             [spec.label]
-            + [_cell(rows[c], spec, None if c == base_name else base) for c in names]
+            + [_cell(rows[c], spec, None if c == base_name else base, with_ci) for c in names]
         )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True)))]
@@ -109,26 +116,35 @@ def _is_baseline(result: ScenarioResult, name: str) -> bool:
         return False
 
 
-def render(result: ScenarioResult, by_segment: bool = False) -> str:
-    """Header, table (and one per segment), SLOs, sources and notes as one printable text."""
+def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = False) -> str:
+    """Verdict first, then the table (and one per segment), SLOs and cost, sources and notes.
+
+    By default it fits one screen: sources one line per section and notes condensed
+    (``condense_notes``); ``verbose`` prints the intervals in every cell, the full provenance
+    and every note as the JSON has them.
+    """
     sc = result.scenario
     seeds = ", ".join(str(s) for s in result.seeds)
+    cells = ("mean ± 95% CI over seeds (Student t), (±x%) vs baseline" if verbose
+             else "mean over seeds, (±x%) vs baseline; 95% CIs with --verbose")
     lines = [
         f"scenario {sc.name}: {sc.description}".rstrip(": "),
         f"{len(result.seeds)} seed(s) [{seeds}]; {sc.run.duration_s:g} s of arrivals, first "
-        f"{sc.run.warmup_s:g} s warm-up excluded; cells: mean ± 95% CI over seeds "
-        "(Student t), (±x%) vs baseline",
+        f"{sc.run.warmup_s:g} s warm-up excluded",
         "",
-        table(result),
+        *verdict_block(result),
+        "",
+        f"cells: {cells}",
+        table(result, with_ci=verbose),
         "",
     ]
     if by_segment:
         for seg in sc.workload.segment_names:
-            lines += [f"segment {seg}:", table(result, seg), ""]
+            lines += [f"segment {seg}:", table(result, seg, with_ci=verbose), ""]
     limits = sc.slo.limits
     if limits:
         slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items())
-        lines.append(f"SLO (a request is good only if it meets all): {slo}")
+        lines.append(f"SLO (a good answer meets all): {slo}")
     else:
         lines.append("SLO: none set, so goodput, SLO attainment and cost per good answer are undefined")
     cost_rows = result.summary.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS)
@@ -139,12 +155,82 @@ def render(result: ScenarioResult, by_segment: bool = False) -> str:
     if sc.fleet.price_per_gpu_hour is not None:
         lines.append(
             f"cost: {sc.fleet.replicas} replica(s) × ${sc.fleet.price_per_gpu_hour:g}/h over the "
-            "measured window, idle time and rejected/timed-out work included"
+            "measured window (idle and rejected/timed-out work included)"
         )
     lines.append("")
-    lines.append("sources:")
-    lines.extend(f"  {s}" for s in result.sources)
-    if result.notes:
+    lines.append("sources:" if verbose else "sources: (one line per section; --verbose or --json: full provenance)")
+    lines.extend(f"  {s}" for s in (result.sources if verbose else [short_source(s) for s in result.sources]))
+    notes = list(result.notes) if verbose else condense_notes(result.notes, result.candidates)
+    if notes:
         lines.append("notes:")
-        lines.extend(f"  {n}" for n in result.notes)
+        lines.extend(f"  {n}" for n in notes)
     return "\n".join(lines)
+
+
+def verdict_block(result: ScenarioResult) -> list[str]:
+    """The verdict (``sim.verdict``) and why each speculative candidate pays or not."""
+    base = next((c for c in result.candidates if _is_baseline(result, c)), None)
+    if base is None or len(result.candidates) < 2:
+        return ["verdict: one candidate only, nothing to compare"]
+    rate = result.scenario.workload.rate if result.scenario.workload.arrival != "trace" else None
+    v = verdict(result.summary, base, has_slo=bool(result.scenario.slo.limits), rate=rate,
+                n_seeds=len(result.seeds))
+    return [*v.lines(), *why_lines(result.steps, base)]
+
+
+SHORT = 100
+"""Columns a condensed line may take."""
+
+
+def _clip(text: str, width: int = SHORT - 2) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def short_source(line: str) -> str:
+    """A provenance line without its bracketed notes, clipped to one terminal line."""
+    return _clip(line.split(" [", 1)[0])
+
+
+_EXTRAP = re.compile(r"^extrapolated \((?P<who>.+), \d+ seed\(s\)\): (?P<quantity>[\w.-]+?)\."
+                     r"(?P<axis>\w+) (?P<side>above|below) (?P<edge>\S+) in (?P<pct>[\d.]+)% of steps")
+
+
+def condense_notes(notes: Sequence[str], candidates: Sequence[str]) -> list[str]:
+    """Notes without repeats: extrapolation one line per grid axis and side (the largest share
+    of steps and its candidate), the same note for several candidates once with their names,
+    and every line clipped to one terminal line."""
+    axes: dict[tuple[str, str], list[tuple[float, str, str, str]]] = {}
+    same: dict[str, list[str]] = {}
+    order: list[str] = []
+    for note in notes:
+        m = _EXTRAP.match(note)
+        if m:
+            key = (m["axis"], m["side"])
+            if key not in axes:
+                order.append(f"\0axis{len(axes)}")
+            axes.setdefault(key, []).append((float(m["pct"]), m["who"], m["quantity"], m["edge"]))
+            continue
+        who, _, rest = note.partition(": ")
+        if who in candidates and rest:
+            if rest not in same:
+                order.append(f"\0same{rest}")
+            same.setdefault(rest, []).append(who)
+        else:
+            order.append(note)
+    out = []
+    keys = list(axes)
+    for item in order:
+        if item.startswith("\0axis"):
+            axis, side = keys[int(item[5:])]
+            hits = axes[(axis, side)]
+            pct, who, _, edge = max(hits, key=lambda h: h[0])
+            grids = sorted({h[2] for h in hits})
+            edges = sorted({h[3] for h in hits}, key=lambda e: float(e) if e.replace(".", "", 1).isdigit() else 0)
+            out.append(_clip(f"extrapolated {axis} {side} {'/'.join(edges)}: up to {pct:g}% of steps "
+                             f"({who}) in {', '.join(g.removeprefix('proposers.') for g in grids)}"))
+        elif item.startswith("\0same"):
+            rest = item[5:]
+            out.append(_clip(f"{', '.join(same[rest])}: {rest}"))
+        else:
+            out.append(_clip(item))
+    return out
