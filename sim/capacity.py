@@ -416,6 +416,10 @@ def at_load(scenario: Any, rate: float, replicas: int, min_requests: int = 0) ->
     return sc.with_overrides(over) if over else sc
 
 
+PROBE_STRETCHES = (1.0, 2.0, 4.0)
+"""How much longer a passing probe whose queue grows is run again before it counts as a runaway."""
+
+
 class SimulatedLoad:
     """Evaluates one candidate of a scenario at a rate (and replica count) by simulation.
 
@@ -436,9 +440,12 @@ class SimulatedLoad:
         self.sources: set[str] = set()
         self.notes: set[str] = set()
 
-    def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
-        """The full ``run_scenario`` result of one candidate at one load."""
+    def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
+               stretch: float = 1.0) -> Any:
+        """The full ``run_scenario`` result of one candidate at one load (``stretch`` × as long)."""
         sc = at_load(self.scenario, rate, replicas, self.min_requests)
+        if stretch != 1.0:
+            sc = with_duration(sc, sc.run.duration_s * stretch)
         res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds))
         self.sources.update(res.sources)
         self.notes.update(res.notes)
@@ -448,15 +455,31 @@ class SimulatedLoad:
         return self.result(candidate, rate, replicas, seeds).summary
 
     def probe(self, candidate: str, rate: float, seed: int, replicas: int) -> Probe:
+        """Judge one seed at ``rate``; a probe that passes while its queue grows
+        (``sim.steady_state``) is run again ×2, ×4 as long, and fails as a runaway queue if it
+        still grows at the longest. A failing probe whose queue grows says so first."""
         import polars as pl
 
-        s = self.summary(candidate, rate, replicas, [seed])
-        rows = s.filter((pl.col("candidate") == candidate) & (pl.col("segment") == "all"))
-        if rows.height != 1:
-            raise RuntimeError(f"run_scenario summary has {rows.height} 'all' rows for {candidate}")
-        row = rows.row(0, named=True)
+        from sim.steady_state import queue_trend
+
+        for stretch in PROBE_STRETCHES:
+            res = self.result(candidate, rate, replicas, [seed], stretch)
+            rows = res.summary.filter((pl.col("candidate") == candidate) & (pl.col("segment") == "all"))
+            if rows.height != 1:
+                raise RuntimeError(f"run_scenario summary has {rows.height} 'all' rows for {candidate}")
+            row = rows.row(0, named=True)
+            verdict = self.criteria.judge(row, rate)
+            trend = queue_trend(res.requests)
+            if not trend.growing or not verdict.conclusive:
+                break
+            if not verdict.sustained:
+                verdict = Probe(rate, False, verdict.margin, f"runaway queue ({trend.describe()}); {verdict.reason}")
+                break
+        else:
+            verdict = Probe(rate, False, None, f"runaway queue: still growing at {stretch:g}× the probe's "
+                                                f"length ({trend.describe()})")
         self.rows.append({**row, "rate": rate, "replicas": replicas, "seed": seed})
-        return self.criteria.judge(row, rate)
+        return verdict
 
 
 def plan_capacity(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
 import pytest
 
 from sim.capacity import (
@@ -235,3 +236,24 @@ def test_fewest_replicas_gallops_and_bisects() -> None:
         assert len(set(fake.asked)) <= 12  # not a walk over every count
     none, why, _ = _fewest_replicas(FakeLoad(), "c", 10.0, 0.0, [1], crit, 256)  # type: ignore[arg-type]
     assert none is None and "no capacity" in why
+
+
+def test_a_short_probe_that_passes_while_its_queue_diverges_is_rejected() -> None:
+    from sim.capacity import SimulatedLoad, criteria_from_scenario, plan_capacity
+
+    # D/D/1 at 1.1x its capacity with a lax TTFT SLO (60 s): over the 200-s probe the wait grows
+    # by ~0.1 s per second, so p95 TTFT stays under the limit although the queue never settles
+    sc = dd1_scenario().with_overrides({"slo.ttft_ms": 60_000.0, "run.drain": True})
+    s_base = PREFILL_S + (OUT - 1) * STEP_S
+    over = 1.1 / s_base
+    crit = criteria_from_scenario(sc)
+    short = SimulatedLoad(sc, dd1_profile(), crit).result("baseline", over, 1, [1])
+    row = short.summary.filter(pl.col("segment") == "all").row(0, named=True)
+    assert crit.judge(row, over).sustained  # what a 200-s probe alone would say
+    probe = SimulatedLoad(sc, dd1_profile(), crit).probe("baseline", over, 1, 1)
+    assert not probe.sustained and probe.reason.startswith("runaway queue")
+    steady = SimulatedLoad(sc, dd1_profile(), crit).probe("baseline", 0.9 / s_base, 1, 1)
+    assert steady.sustained
+    rep = plan_capacity(sc, dd1_profile(), candidates=["baseline"], rel_tol=0.02, max_evals=16,
+                        load_fractions=())
+    assert rep.candidates[0].mean <= 1.03 / s_base  # not the 1.1x a short probe passes
