@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "rejected or timed-out requests (default 0.01)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here")
+    parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
 
 
 def _num(name: str, raw: str | None, conv: type = float) -> Any:
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print("\n".join(format_report(report, advice)))
+        print("\n".join(format_report(report, advice, verbose=args.verbose)))
     return 0
 
 
@@ -115,6 +116,7 @@ def _advice(scenario: Any, profile: Any, cands: list[str] | None) -> list[Any]:
 def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
     from sim.bottleneck import Attribution
     from sim.decisions import decisions_frame
+    from sim.verdict import capacity_verdict
 
     c = report.criteria
     return {
@@ -144,6 +146,7 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
              "vllm_speculative_config": a.vllm_speculative_config(), "vllm_notes": a.vllm_notes(),
              "sources": list(a.sources), "notes": list(a.notes)} for a in advice
         ],
+        "verdict": capacity_verdict(report),
         "sources": [*report.sources, *([report.price_source] if report.price_source else [])],
         "notes": list(report.notes),
     }
@@ -166,12 +169,17 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
 
 
 def _money(v: Any) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"${v:.3g}"
+    """Dollars per 1,000 good answers: the one cost unit of every surface."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return "∞" if math.isinf(v) else f"${1000.0 * v:.3g}"
 
 
-def format_report(report: Any, advice: list[Any]) -> list[str]:
+def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list[str]:
     from sim.bottleneck import format_attributions
     from sim.decisions import format_decisions
+    from sim.report import condense_notes, short_source
+    from sim.verdict import capacity_verdict
 
     c = report.criteria
     limits = ", ".join(f"{c.column(m)} ≤ {v:g} ms" for m, v in c.limits_ms.items())
@@ -183,8 +191,11 @@ def format_report(report: Any, advice: list[Any]) -> list[str]:
         f"simulated per probe",
         "",
         f"{'candidate':<18} {'req/s per replica':>18} {'±95% CI':>8}  {'per seed':<22} {'probes':>6} "
-        f"{'replicas':>9} {'@ req/s':>8}  cost per good answer",
+        f"{'replicas':>9} {'@ req/s':>8}  $ per 1k good answers",
     ]
+    verdict = capacity_verdict(report)
+    if verdict:
+        lines[0:0] = [*verdict, ""]
     fleets = {r.fleet_replicas for r in report.candidates}
     if fleets != {1}:
         lines.insert(2, f"searched on the scenario's fleet of {', '.join(map(str, sorted(fleets)))} "
@@ -206,8 +217,10 @@ def format_report(report: Any, advice: list[Any]) -> list[str]:
         lines += ["", "bottlenecks (measure that shows it):", *format_attributions(list(report.bottlenecks))]
     for a in advice:
         lines += ["", *a.format_table(), "vLLM speculative_config:", a.vllm_snippet()]
-    lines += ["", "sources:", *(f"  {s}" for s in report.sources),
-              *([f"  {report.price_source}"] if report.price_source else [])]
-    if report.notes:
-        lines += ["notes:", *(f"  {n}" for n in report.notes)]
+    sources = list(report.sources) if verbose else [short_source(s) for s in report.sources]
+    lines += ["", "sources:" if verbose else "sources: (one line per section; --verbose: full provenance)",
+              *(f"  {s}" for s in sources), *([f"  {report.price_source}"] if report.price_source else [])]
+    notes = list(report.notes) if verbose else condense_notes(report.notes, [c.candidate for c in report.candidates])
+    if notes:
+        lines += ["notes:", *(f"  {n}" for n in notes)]
     return lines

@@ -17,7 +17,7 @@ import polars as pl
 
 from sim import metric_names as mn
 from sim.runner import ScenarioResult
-from sim.verdict import verdict, why_lines
+from sim.verdict import why_lines
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,7 @@ def table(result: ScenarioResult, segment: str = mn.ALL_SEGMENTS, with_ci: bool 
 
 
 def _is_baseline(result: ScenarioResult, name: str) -> bool:
-    try:
-        return result.scenario.candidate(name).is_baseline
-    except Exception:  # noqa: BLE001 - a candidate passed in code, not in the scenario
-        return False
+    return name in result.scenario.candidate_names and result.scenario.candidate(name).is_baseline
 
 
 def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = False) -> str:
@@ -168,14 +165,11 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
 
 
 def verdict_block(result: ScenarioResult) -> list[str]:
-    """The verdict (``sim.verdict``) and why each speculative candidate pays or not."""
-    base = next((c for c in result.candidates if _is_baseline(result, c)), None)
-    if base is None or len(result.candidates) < 2:
+    """The verdict (``ScenarioResult.verdict``) and why each speculative candidate pays or not."""
+    v = result.verdict()
+    if v is None:
         return ["verdict: one candidate only, nothing to compare"]
-    rate = result.scenario.workload.rate if result.scenario.workload.arrival != "trace" else None
-    v = verdict(result.summary, base, has_slo=bool(result.scenario.slo.limits), rate=rate,
-                n_seeds=len(result.seeds))
-    return [*v.lines(), *why_lines(result.steps, base)]
+    return [*v.lines(), *why_lines(result.steps, v.baseline)]
 
 
 SHORT = 100

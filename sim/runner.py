@@ -23,6 +23,7 @@ from sim.profile import Profile, load_profile
 from sim.scenario import Candidate, Scenario
 from sim.simulation import RunResult, extrapolation_notes, simulate_once
 from sim.trace import read_trace
+from sim.verdict import Verdict, verdict
 from sim.workload import generate_requests
 
 # two-sided 95% Student t quantiles t_{0.975, df} for df = 1..30
@@ -122,6 +123,17 @@ class ScenarioResult:
         js.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         return [*paths, js]
 
+    def verdict(self) -> Verdict | None:
+        """The ranking every surface leads with (``sim.verdict``); None without a baseline to
+        compare against."""
+        base = next((c for c in self.candidates if c in self.scenario.candidate_names
+                     and self.scenario.candidate(c).is_baseline), None)
+        if base is None or len(self.candidates) < 2:
+            return None
+        w = self.scenario.workload
+        return verdict(self.summary, base, has_slo=bool(self.scenario.slo.limits),
+                       rate=w.rate if w.arrival != "trace" else None, n_seeds=len(self.seeds))
+
     def to_json(self) -> dict[str, object]:
         """Plain JSON: ``inf`` cost per good answer becomes null with a label."""
         rows = []
@@ -140,6 +152,7 @@ class ScenarioResult:
             "seeds": list(self.seeds),
             "slo": self.scenario.slo.limits,
             "summary": rows,
+            "verdict": v.to_json() if (v := self.verdict()) is not None else None,
             "sources": list(self.sources),
             "notes": list(self.notes),
         }

@@ -133,6 +133,15 @@ def verdict(summary: pl.DataFrame, baseline: str, *, has_slo: bool, rate: float 
     best = rows[winner]
     if winner != baseline and sign * _differs(best, rows[baseline], key_col) <= 0:
         winner, best = baseline, rows[baseline]  # not clearly better than the baseline: keep it
+    on_latency = False
+    if has_slo and winner == baseline:
+        # equal goodput at this fleet (typically: everyone meets the SLO): the same cost per good
+        # answer, so what a user sees is latency; cost differs only in the fleet each one needs
+        faster = [n for n in names[1:] if _differs(rows[n], rows[baseline], GOODPUT) == 0
+                  and _differs(rows[n], rows[baseline], E2EL_P50) < 0]
+        if faster:
+            winner = min(faster, key=lambda n: _num(rows[n], E2EL_P50) or math.inf)
+            best, on_latency = rows[winner], True
     clear_win = all(sign * _differs(best, rows[n], key_col) > 0 for n in names if n != winner)
     base = rows[baseline]
     standings = []
@@ -165,7 +174,11 @@ def verdict(summary: pl.DataFrame, baseline: str, *, has_slo: bool, rate: float 
         standings.append(Standing(n, outcome, ", ".join(parts)))
     at = f" at {rate:g} req/s" if rate is not None else ""
     ranked = "goodput" if has_slo else "E2EL p50 (no SLO set)"
-    if winner == baseline:
+    if on_latency:
+        head = (f"{winner} is faster{at} at equal goodput (E2EL p50 "
+                f"{_pct(_num(best, E2EL_P50), _num(rows[baseline], E2EL_P50))}); cost per good "
+                f"answer differs only in fleet size: `specplan capacity`")
+    elif winner == baseline:
         head = f"keep {baseline}{at}: no candidate beats it on {ranked}"
     else:
         head = f"{winner} pays{at}: it beats {baseline} on {ranked}"
@@ -219,3 +232,46 @@ def why_lines(steps: pl.DataFrame, baseline: str) -> list[str]:
         out.append(f"  why {name}: {m:.2f} tokens/request/step at {ratio:.2f}× the baseline's "
                    f"step time → {verb}")
     return out
+
+
+def capacity_verdict(report) -> list[str]:  # noqa: ANN001 - sim.capacity.CapacityReport (no import cycle)
+    """The capacity answer first: fewest replicas for the target rate, then cost at that size.
+
+    A candidate pays when it needs fewer replicas than the baseline for the target, or as many
+    at a lower cost per good answer; capacities whose 95 % intervals overlap the baseline's are
+    said to tie on capacity.
+    """
+    cands = {c.candidate: c for c in report.candidates}
+    base = cands.get(report.baseline)
+    if base is None or len(cands) < 2:
+        return []
+
+    def cost(c) -> float:  # noqa: ANN001
+        v = (c.operating_row or {}).get(mn.COST_PER_GOOD_ANSWER_USD)
+        return math.inf if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+    def key(c) -> tuple[float, float]:  # noqa: ANN001
+        return (c.replicas if c.replicas is not None else math.inf, cost(c))
+
+    best = min(report.candidates, key=key)
+    if key(best) == key(base) or best.replicas is None:
+        best = base
+    target = base.target_rate
+    lines = []
+    if best is base:
+        lines.append(f"verdict: keep {base.candidate} for {target:g} req/s: no candidate needs fewer "
+                     f"replicas or costs less per good answer")
+    else:
+        fewer = (base.replicas or 0) - (best.replicas or 0) if base.replicas is not None else None
+        why = (f"{best.replicas} replica(s) instead of {base.replicas}" if fewer else
+               "as many replicas at a lower cost per good answer")
+        lines.append(f"verdict: {best.candidate} pays for {target:g} req/s: {why}")
+    for c in report.candidates:
+        reps = "not reachable" if c.replicas is None else f"{c.replicas} replica(s)"
+        cap = f"{c.mean:.3g} ± {c.ci95:.2g} req/s per replica" if c.mean > 0 else "no capacity found"
+        tie = ""
+        if c is not base and c.mean > 0 and base.mean > 0 and abs(c.mean - base.mean) <= c.ci95 + base.ci95:
+            tie = " (capacity ties with the baseline within 95 % CIs)"
+        lines.append(f"  {c.candidate}: {reps}, {_cost(cost(c)) if c.replicas is not None else 'cost n/a'}; "
+                     f"{cap}{tie}")
+    return lines

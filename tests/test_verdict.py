@@ -45,7 +45,7 @@ def test_a_candidate_that_clearly_beats_the_baseline_wins_and_is_never_told_to_k
 def test_overlapping_intervals_tie_and_the_baseline_is_kept():
     df = summary([
         {mn.CANDIDATE: "baseline", mn.REQUEST_GOODPUT: 10.0, mn.ci_col(mn.REQUEST_GOODPUT): 0.5},
-        {mn.CANDIDATE: "ngram-k3", mn.REQUEST_GOODPUT: 10.4, mn.ci_col(mn.REQUEST_GOODPUT): 0.5, E2EL50: 800.0},
+        {mn.CANDIDATE: "ngram-k3", mn.REQUEST_GOODPUT: 10.4, mn.ci_col(mn.REQUEST_GOODPUT): 0.5, E2EL50: 995.0},
         {mn.CANDIDATE: "eagle", mn.REQUEST_GOODPUT: 0.0, mn.SLO_ATTAINMENT: 0.0,
          mn.COST_PER_GOOD_ANSWER_USD: float("inf")},
     ])
@@ -88,3 +88,29 @@ def test_why_compares_tokens_per_step_with_the_step_time_ratio_at_the_same_batch
     lines = why_lines(pl.DataFrame(rows), "baseline")
     # 8 accepted over 4 request-steps: 1 + 2 = 3.00 tokens per request per step, at 1.5x the time
     assert lines == ["  why ngram-k3: 3.00 tokens/request/step at 1.50× the baseline's step time → pays"]
+
+
+def test_equal_goodput_at_a_fixed_fleet_is_decided_by_latency_and_points_to_capacity():
+    df = summary([
+        {mn.CANDIDATE: "baseline", mn.REQUEST_GOODPUT: 2.0, mn.ci_col(mn.REQUEST_GOODPUT): 0.05,
+         E2EL50: 1000.0, mn.ci_col(E2EL50): 20.0},
+        {mn.CANDIDATE: "draft-k3", mn.REQUEST_GOODPUT: 2.0, mn.ci_col(mn.REQUEST_GOODPUT): 0.05,
+         E2EL50: 700.0, mn.ci_col(E2EL50): 20.0},
+    ])
+    v = verdict(df, "baseline", has_slo=True, rate=2.0, n_seeds=3)
+    assert v.winner == "draft-k3"
+    assert v.headline == ("draft-k3 is faster at 2 req/s at equal goodput (E2EL p50 -30 %); cost per "
+                          "good answer differs only in fleet size: `specplan capacity`")
+
+
+def test_the_capacity_verdict_recommends_the_candidate_needing_fewer_replicas():
+    from sim.capacity import plan_capacity
+    from sim.cmd_capacity import format_report, to_json
+    from tests.test_capacity import dd1_profile, dd1_scenario
+
+    rep = plan_capacity(dd1_scenario(), dd1_profile(), target_rate=10.0, rel_tol=0.05, max_evals=10,
+                        load_fractions=())
+    text = format_report(rep, [])
+    assert text[0] == "verdict: sure-k2 pays for 10 req/s: 2 replica(s) instead of 3"
+    assert text[1].startswith("  baseline: 3 replica(s), $") and "/1k good answers" in text[1]
+    assert to_json(rep, [])["verdict"][0] == text[0]
