@@ -5,7 +5,10 @@ Four suspects, each with the number that gives it away (all over the measured wi
 - **KV capacity**: preemptions (per 100 finished requests) with KV use near full (time-weighted
   mean and peak fraction of KV blocks in use).
 - **compute**: replicas busy nearly all the time (busy fraction) while requests wait little
-  (queueing share of TTFT low): the engine is saturated by work, not by admission.
+  (queueing share of TTFT low) *and* the batch near the engine's limits (decode batch vs
+  ``max_num_seqs``, tokens per step vs ``max_num_batched_tokens``): the engine is saturated by
+  work, not by admission. A continuous-batching engine is busy whenever anything is in flight,
+  so at a quarter of its capacity it can be busy 100 % with a small batch and room to spare.
 - **queueing**: most of the time to first token is spent waiting to be scheduled.
 - **speculation overhead**: drafting plus bookkeeping (D + H, from the profile's grids at each
   step's batch and k and the workload's mean context) is a large share of step time, with the
@@ -40,6 +43,10 @@ class Limits:
     """Share of mean TTFT spent waiting to be scheduled → queueing."""
     spec_share: float = 0.25
     """Share of step time spent drafting and in overhead (D + H) → speculation overhead."""
+    batch_fill: float = 0.8
+    """Busy-time mean of the fuller of decode batch / max_num_seqs and tokens per step /
+    max_num_batched_tokens a busy replica must reach to be called compute-bound (when the
+    engine's limits are known)."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +69,18 @@ class Attribution:
     mean_k: float
     mean_decode_batch: float = 0.0
     """Decode batch averaged over busy time: a busy replica with a small batch still has room."""
+    batch_fill: float = float("nan")
+    """Busy-time mean of max(decode batch / max_num_seqs, step tokens / token budget); NaN when
+    the engine's limits were not given."""
 
     def evidence(self) -> str:
         """One line with the measure behind each flag (or the headroom when none)."""
         parts = {
             "kv": f"KV use {self.kv_use_tw:.0%} (peak {self.kv_peak:.0%}), "
                   f"{self.preemptions_per_100:.1f} preemptions/100 req",
-            "compute": f"busy {self.busy_fraction:.0%} (mean decode batch {self.mean_decode_batch:.1f}) "
-                       f"with {self.queue_share_of_ttft:.0%} of TTFT queueing",
+            "compute": f"busy {self.busy_fraction:.0%} (mean decode batch {self.mean_decode_batch:.1f}"
+                       + (f", {self.batch_fill:.0%} of the engine's batch limits" if self.batch_fill == self.batch_fill else "")
+                       + f") with {self.queue_share_of_ttft:.0%} of TTFT queueing",
             "queueing": f"{self.queue_share_of_ttft:.0%} of TTFT is queueing "
                         f"({self.queue_delay_ms_mean:.0f} ms mean wait)",
             "speculation": f"D+H {self.spec_share_of_step:.0%} of step time at mean k "
@@ -128,8 +139,11 @@ def attribute(
     proposer: str | None = None,
     rate: float | None = None,
     limits: Limits | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> Attribution:
-    """Measures and flags for one candidate's records (one or several seeds pooled)."""
+    """Measures and flags for one candidate's records (one or several seeds pooled); with the
+    engine's limits, compute is flagged only when the batch is near them."""
     lim = limits or Limits()
     t0, t1 = window
     span = max(t1 - t0, 1e-12)
@@ -148,7 +162,10 @@ def attribute(
             (over * pl.col("queue_len")).sum().alias("q"),
             (pl.col("kv_used_blocks") / pl.col("kv_total_blocks")).max().alias("kv_peak"),
             (over * pl.col("decode_seqs")).sum().alias("batch"),
+            (over * _fill(max_num_seqs, max_num_batched_tokens)).sum().alias("fill"),
         ).row(0, named=True)
+        fill = (float(agg["fill"]) / float(agg["busy"]) if max_num_seqs and float(agg["busy"]) > 0
+                else float("nan"))
         batch = float(agg["batch"]) / float(agg["busy"]) if float(agg["busy"]) > 0 else 0.0
         busy = float(agg["busy"]) / (span * replicas * n_seeds)
         kv_tw = float(agg["kv"]) / (span * replicas * n_seeds)
@@ -161,6 +178,7 @@ def attribute(
                if drafts.height and float(drafts["decode_seqs"].sum()) > 0 else 1.0)
     else:
         busy = kv_tw = q_tw = kv_peak = mean_k = batch = 0.0
+        fill = float("nan")
         mal = 1.0
     if done.height:
         wait = (done["scheduled_s"] - done["arrival_s"]).to_numpy()
@@ -175,7 +193,7 @@ def attribute(
     excess: dict[str, float] = {}
     if preempt > 0 and (kv_tw >= lim.kv_use or kv_peak >= lim.kv_peak):
         excess["kv"] = max(kv_tw / lim.kv_use, kv_peak / lim.kv_peak) + 1.0  # preemption: worst
-    if busy >= lim.busy and q_share < lim.queue_share:
+    if busy >= lim.busy and q_share < lim.queue_share and not fill < lim.batch_fill:
         excess["compute"] = busy / lim.busy
     if q_share >= lim.queue_share:
         excess["queueing"] = q_share / lim.queue_share
@@ -183,7 +201,18 @@ def attribute(
         excess["speculation"] = spec / lim.spec_share
     flags = tuple(sorted(excess, key=lambda f: -excess[f]))
     return Attribution(candidate, rate, flags[0] if flags else "none", flags, pre_per_100, kv_tw,
-                       kv_peak, busy, q_tw, q_share, q_ms, spec, mal, mean_k, batch)
+                       kv_peak, busy, q_tw, q_share, q_ms, spec, mal, mean_k, batch, fill)
+
+
+def _fill(max_num_seqs: int | None, max_num_batched_tokens: int | None) -> pl.Expr:
+    """Per step: the fuller of its decode batch and its tokens against the engine's limits."""
+    if not max_num_seqs:
+        return pl.lit(0.0)
+    seqs = pl.col("decode_seqs") / max_num_seqs
+    if not max_num_batched_tokens:
+        return seqs
+    tokens = (pl.col("decode_seqs") * (pl.col("k") + 1) + pl.col("prefill_tokens")) / max_num_batched_tokens
+    return pl.max_horizontal(seqs, tokens)
 
 
 def attribute_result(result: Any, profile: Any, rate: float | None = None,
@@ -198,8 +227,10 @@ def attribute_result(result: Any, profile: Any, rate: float | None = None,
         req = result.requests.filter(pl.col("candidate") == cand)
         stp = result.steps.filter(pl.col("candidate") == cand)
         window = measured_window(req, sc.run.warmup_s, sc.run.duration_s)
+        eng = sc.fleet.engine
         out.append(attribute(cand, req, stp, window=window, replicas=int(sc.fleet.replicas),
-                             profile=profile, proposer=proposers.get(cand), rate=rate, limits=limits))
+                             profile=profile, proposer=proposers.get(cand), rate=rate, limits=limits,
+                             max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens))
     return out
 
 

@@ -89,3 +89,26 @@ def test_frame_and_lines() -> None:
     assert df["primary"].to_list() == ["queueing"] and df["rate"].to_list() == [2.0]
     assert "evidence" in df.columns
     assert "queueing" in format_attributions(attrs)[0]
+
+
+def test_a_busy_replica_with_a_small_batch_has_headroom_when_the_limits_are_known() -> None:
+    # busy 100 % at batch 4 of 256 (tokens 4 of 2048): a quarter-load continuous batcher
+    a = attribute("c", requests(wait=0.01), steps(dur=0.1), window=W, replicas=1,
+                  max_num_seqs=256, max_num_batched_tokens=2048)
+    assert a.busy_fraction == pytest.approx(1.0) and a.batch_fill == pytest.approx(4 / 256)
+    assert a.primary == "none" and "headroom" in a.evidence()
+    full = attribute("c", requests(wait=0.01), steps(dur=0.1, seqs=4), window=W, replicas=1,
+                     max_num_seqs=4, max_num_batched_tokens=2048)
+    assert full.primary == "compute" and "100% of the engine's batch limits" in full.evidence()
+
+
+def test_a_quarter_load_simulation_reports_no_bottleneck() -> None:
+    from sim.capacity import plan_capacity
+    from tests.test_capacity import dd1_profile, dd1_scenario
+
+    sc = dd1_scenario().with_overrides({"fleet.engine.max_num_seqs": 64})
+    rep = plan_capacity(sc, dd1_profile(), candidates=["baseline"], rel_tol=0.1, max_evals=8,
+                        load_fractions=(0.25,))
+    (a,) = [x for x in rep.bottlenecks if x.candidate == "baseline"]
+    assert a.busy_fraction >= 0.9 and a.batch_fill < 0.8  # busy, yet far from its limits
+    assert a.primary == "none", a.evidence()
