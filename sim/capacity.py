@@ -360,7 +360,21 @@ class CapacityReport:
         th = thresholds or Thresholds(min_slo_attainment=self.criteria.percentile / 100.0)
         if self.load_summary.height == 0:
             return []
-        return decision_table(self.load_summary, self.baseline, thresholds=th)
+        return decision_table(self.load_summary, self.baseline, thresholds=th, dominant=self.dominant())
+
+    def dominant(self) -> list[str]:
+        """Candidates with more capacity than the baseline (beyond both 95 % CIs) and a cost per
+        good answer at their operating point no higher than the baseline's."""
+        base = next((c for c in self.candidates if c.candidate == self.baseline), None)
+        if base is None:
+            return []
+
+        def cost(c: CandidateCapacity) -> float:
+            v = (c.operating_row or {}).get("cost_per_good_answer_usd")
+            return math.inf if v is None or v != v else float(v)
+
+        return [c.candidate for c in self.candidates if c is not base
+                and c.mean - c.ci95 > base.mean + base.ci95 and cost(c) <= cost(base)]
 
 
 def arrival_rate(scenario: Any) -> float:

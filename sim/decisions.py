@@ -189,8 +189,14 @@ def rule_cheaper(df: pl.DataFrame, baseline: str, th: Thresholds,
     return out
 
 
-def rule_restrict_load(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[Decision]:
-    """Faster decode at low load but more waiting at peak → speculate only below a cut-off."""
+def rule_restrict_load(df: pl.DataFrame, baseline: str, th: Thresholds,
+                       dominant: Sequence[str] = ()) -> list[Decision]:
+    """Faster decode at low load but more waiting at peak → speculate only below a cut-off.
+
+    A candidate in ``dominant`` (it sustains more load than the baseline at a lower cost per
+    good answer, from the capacity search) is never told to keep the baseline: its extra
+    waiting at the top load level is a thing to watch, not a reason to drop it.
+    """
     cols = ("tpot_ms_mean", "ttft_ms_p95")
     rates = _rates(df)
     if not _need(df, cols, "restrict") or len(rates) < 2 or rates[0] is None:
@@ -218,7 +224,11 @@ def rule_restrict_load(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[
                 and not lv[3]]
         cutoff = max((lv[0] for lv in good), default=None)
         first_bad = min(lv[0] for lv in levels if lv[2] > th.waiting_tolerance or lv[3])
-        if cutoff is None or cutoff >= first_bad:
+        if cand in dominant:
+            decision = (f"prefer {cand}: it sustains more load than {baseline} at a lower cost per "
+                        f"good answer (capacity search); watch p95 TTFT from {first_bad:.3g} req/s "
+                        f"per replica, where it waits longer than {baseline}")
+        elif cutoff is None or cutoff >= first_bad:
             decision = (f"keep {baseline}: no simulated load was clean (more waiting or less "
                         f"goodput already at {first_bad:.3g} req/s per replica); test {cand} only "
                         f"below that load")
@@ -333,9 +343,12 @@ def decision_table(
     operating_rate: float | None = None,
     ks: Mapping[str, int] | None = None,
     thresholds: Thresholds | None = None,
+    dominant: Sequence[str] = (),
 ) -> list[Decision]:
     """Every rule over ``summary``; rules comparing at one load use ``operating_rate`` (default
-    the highest ``rate`` in the frame, or the frame as is when it has no ``rate``)."""
+    the highest ``rate`` in the frame, or the frame as is when it has no ``rate``).
+    ``dominant``: candidates the capacity search found better than the baseline on capacity
+    and cost (see ``rule_restrict_load``)."""
     th = thresholds or Thresholds()
     for col in ("candidate", "segment"):
         if col not in summary.columns:
@@ -346,7 +359,7 @@ def decision_table(
     rules: list[Callable[[], list[Decision]]] = [
         lambda: rule_canary(summary, baseline, th),
         lambda: rule_cheaper(summary, baseline, th, operating_rate),
-        lambda: rule_restrict_load(summary, baseline, th),
+        lambda: rule_restrict_load(summary, baseline, th, dominant),
         lambda: rule_segment_baseline(summary, baseline, th, ks, operating_rate),
         lambda: rule_ttft_dominates(summary, baseline, th, operating_rate),
     ]

@@ -193,3 +193,10 @@ def test_canary_and_restrict_are_exclusive() -> None:
     f = _load_frame([700, 780, 1000, 3000], [30, 35, 45, 45])
     assert rule_canary(f, "baseline", TH) == []  # goodput fine, but waiting grows at peak
     assert len(rule_restrict_load(f, "baseline", TH)) == 1
+
+
+def test_a_candidate_that_beats_the_baseline_on_capacity_and_cost_is_never_told_to_keep_it() -> None:
+    f = _load_frame([900, 1000, 1500, 3000], [30, 35, 45, 60])
+    (d,) = rule_restrict_load(f, "baseline", TH, dominant=["ngram"])
+    assert d.decision.startswith("prefer ngram: it sustains more load than baseline")
+    assert all(not x.decision.startswith("keep") for x in decision_table(f, "baseline", dominant=["ngram"]))

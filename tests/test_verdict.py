@@ -114,3 +114,4 @@ def test_the_capacity_verdict_recommends_the_candidate_needing_fewer_replicas():
     assert text[0] == "verdict: sure-k2 pays for 10 req/s: 2 replica(s) instead of 3"
     assert text[1].startswith("  baseline: 3 replica(s), $") and "/1k good answers" in text[1]
     assert to_json(rep, [])["verdict"][0] == text[0]
+    assert rep.dominant() == ["sure-k2"]  # decisions never tell it to keep the baseline
