@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         max_loss_fraction=_num("--max-loss", args.max_loss),
         progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
     )
-    advice = _advice(scenario, profile, cands)
+    advice = _advice(scenario, profile, report, cands)
     doc = to_json(report, advice)
     if args.out:
         write_outputs(report, doc, Path(args.out))
@@ -99,18 +99,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _advice(scenario: Any, profile: Any, cands: list[str] | None) -> list[Any]:
+def _advice(scenario: Any, profile: Any, report: Any, cands: list[str] | None) -> list[Any]:
     """Policy advice for each proposer the (chosen) speculative candidates use."""
-    from sim.policy_advice import advise_for_scenario
+    from sim.policy_advice import advise_for_capacity
 
-    seen: list[Any] = []
-    for c in scenario.speculative:
-        if (cands and c.name not in cands) or c.proposer in [a.proposer for a in seen]:
-            continue
-        if c.proposer not in profile.acceptance:
-            continue  # assumed acceptance only: nothing measured to advise from
-        seen.append(advise_for_scenario(scenario, profile, c.proposer))
-    return seen
+    return advise_for_capacity(scenario, profile, report, cands)
 
 
 def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:

@@ -13,9 +13,10 @@ margin, so a batch hovering at the edge does not flap.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,11 +264,30 @@ def advise_policy(
                         fixed, margin, label, sources, tuple(notes), ident)
 
 
+def reachable_batch(scenario: Any, profile: Profile, proposer: str | None, context: float) -> tuple[int, str]:
+    """The largest decode batch the fleet can hold: ``max_num_seqs``, or fewer when the KV
+    cache (``sim.kv_capacity`` for the engine's memory utilisation) cannot hold that many
+    requests at the workload's mean ``context``; and a phrase saying which limit binds."""
+    from sim.kv_capacity import kv_tokens
+
+    eng = scenario.fleet.engine
+    top = int(eng.max_num_seqs)
+    fits = int(kv_tokens(profile, eng.memory_utilization, eng.block_size, proposer) // max(context, 1.0))
+    if 1 <= fits < top:
+        return fits, f"KV holds {fits} requests at context {context:.0f}"
+    return top, f"max_num_seqs {top}"
+
+
 def advise_for_scenario(scenario: Any, profile: Profile, proposer: str, *,
-                        margin: float = 0.05) -> PolicyAdvice:
+                        margin: float = 0.05,
+                        batch_weights: Mapping[int, float] | None = None) -> PolicyAdvice:
     """Advice for a scenario's workload: its segments' acceptance keys and shares, its context
-    (mean prompt + half the mean output, estimated from 4000 draws with a fixed seed), and
-    batches up to its ``max_num_seqs``."""
+    (mean prompt + half the mean output, estimated from 4000 draws with a fixed seed), and only
+    the decode batches the fleet reaches: up to ``max_num_seqs`` or what the KV cache holds at
+    that context, whichever is fewer. With ``batch_weights`` (share of decode steps at each batch
+    size in a simulation at the scenario's load) the single fixed k is the one that pays best
+    over the batches that load produces, weighted by how often each occurs — not a mean over
+    batch sizes the fleet never runs."""
     w = scenario.workload
     shares = np.asarray(w.shares, dtype=float) if hasattr(w, "shares") else None
     segs: list[tuple[AcceptanceKey, float]] = []
@@ -281,6 +301,68 @@ def advise_for_scenario(scenario: Any, profile: Profile, proposer: str, *,
         o = float(np.mean(s.output_tokens.sample(rng, 4000))) if s.output_tokens is not None else 128.0
         ctx_parts.append(share * (p + o / 2))
     context = float(sum(ctx_parts) / max(sum(float(x) for x in (shares if shares is not None else [1.0])), 1e-12))
-    top = int(scenario.fleet.engine.max_num_seqs)
-    return advise_policy(profile, proposer, segments=segs or None, context=context,
-                         batches=range(1, top + 1), margin=margin)
+    top, why = reachable_batch(scenario, profile, proposer, context)
+    advice = advise_policy(profile, proposer, segments=segs or None, context=context,
+                           batches=range(1, top + 1), margin=margin)
+    notes = [*advice.notes, f"batches 1–{top} considered ({why})"]
+    fixed = advice.fixed_k
+    if batch_weights and fixed:
+        weights = {int(b): float(v) for b, v in batch_weights.items() if 1 <= int(b) <= top and v > 0}
+        live = [r for r in advice.batches if r.batch in weights and
+                (advice.off_above_batch is None or r.batch <= advice.off_above_batch)]
+        if live:
+            kmax = len(live[0].per_k_s)
+            score = [sum(weights[r.batch] * math.log(r.baseline_s / r.per_k_s[k - 1]) for r in live)
+                     for k in range(1, kmax + 1)]
+            fixed = int(np.argmax(score)) + 1
+            lo, hi = min(weights), max(weights)
+            notes.append(f"fixed k weighted by the decode batches seen at the scenario's load "
+                         f"(batch {lo}–{hi}, by share of steps)")
+    return dataclasses.replace(advice, fixed_k=fixed, notes=tuple(notes))
+
+
+def decode_batch_weights(steps: Any) -> dict[int, float]:
+    """Share of decode steps at each decode batch size in a simulation's step records."""
+    import polars as pl
+
+    dec = steps.filter(pl.col("decode_seqs") > 0)
+    if dec.height == 0:
+        return {}
+    counts = dec.group_by("decode_seqs").len()
+    return {int(b): n / dec.height for b, n in counts.iter_rows()}
+
+
+def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
+                        candidates: Sequence[str] | None = None) -> list[PolicyAdvice]:
+    """Policy advice for each proposer the (chosen) speculative candidates of a capacity report
+    use, over the decode batches the scenario's load produces (one simulation of that
+    candidate at the scenario's rate), and checked against the capacity search: where the
+    search's best candidate for the proposer runs another k, a note says so and why."""
+    from sim.runner import run_scenario
+
+    seen: list[PolicyAdvice] = []
+    caps = {c.candidate: c for c in report.candidates}
+    for c in scenario.speculative:
+        if (candidates and c.name not in candidates) or c.proposer in [a.proposer for a in seen]:
+            continue
+        if c.proposer not in profile.acceptance:
+            continue  # assumed acceptance only: nothing measured to advise from
+        res = run_scenario(scenario, profile, [c.name], [scenario.run.seeds[0]])
+        advice = advise_for_scenario(scenario, profile, c.proposer,
+                                     batch_weights=decode_batch_weights(res.steps))
+        mine = [x for x in scenario.speculative if x.proposer == c.proposer and x.name in caps
+                and caps[x.name].mean > 0]
+        if mine:
+            best = max(mine, key=lambda x: caps[x.name].mean)
+            if best.max_k != advice.fixed_k:
+                advice = dataclasses.replace(advice, notes=(*advice.notes, (
+                    f"the capacity search's best {c.proposer} candidate is {best.name} (k={best.max_k}, "
+                    f"{caps[best.name].mean:.3g} req/s per replica), not k={advice.fixed_k}: this table "
+                    f"is the per-step view (no queueing, prefill or tails), so size the fleet by the "
+                    f"search and use the table for the cut-off")))
+            else:
+                advice = dataclasses.replace(advice, notes=(*advice.notes, (
+                    f"agrees with the capacity search: its best {c.proposer} candidate {best.name} "
+                    f"runs k={best.max_k}")))
+        seen.append(advice)
+    return seen

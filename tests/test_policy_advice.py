@@ -97,3 +97,29 @@ def test_segment_mix_and_errors() -> None:
         advise_policy(prof, "eagle")
     with pytest.raises(SpecplanError, match="margin"):
         advise_policy(prof, "ngram", margin=1.5)
+
+
+def test_scenario_advice_considers_only_batches_the_fleet_reaches_and_weights_k_by_them() -> None:
+    from sim.policy_advice import advise_for_scenario, reachable_batch
+    from sim.scenario import Scenario
+
+    prof = synthetic_profile(**PARAMS)
+    sc = Scenario.from_dict({
+        "name": "adv", "run": {"duration_s": 60, "warmup_s": 5, "seeds": [1]},
+        "workload": {"arrival": "poisson", "rate": 1.0, "segments": [
+            {"name": "chat", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 400},
+             "output_tokens": {"dist": "fixed", "value": 224},
+             "acceptance": {"task": "chat", "language": "en"}}]},
+        "fleet": {"engine": {"max_num_seqs": 1024}},
+        "candidates": [{"name": "baseline", "speculation": "off"},
+                       {"name": "ngram-k3", "proposer": "ngram", "k": 3}],
+    }, "<adv>")
+    top, why = reachable_batch(sc, prof, "ngram", 512.0)
+    assert top < 1024 and why == f"KV holds {top} requests at context 512"  # KV binds, not max_num_seqs
+    adv = advise_for_scenario(sc, prof, "ngram")
+    assert adv.batches[-1].batch == top
+    assert any(n.startswith(f"batches 1–{top} considered") for n in adv.notes)
+    # the fleet only ever runs batch 1 at this load: the fixed k is batch 1's best, with a note
+    at_one = advise_for_scenario(sc, prof, "ngram", batch_weights={1: 1.0})
+    assert at_one.fixed_k == adv.batches[0].best_k != adv.fixed_k  # 4, not the mean over 1..top's 1
+    assert any("weighted by the decode batches seen" in n for n in at_one.notes)
