@@ -290,6 +290,9 @@ class CandidateCapacity:
 
     fleet_replicas: int = 1
     """Replicas of the fleet the search ran on (the scenario's); capacities are per replica."""
+    profile_band: tuple[float, float] | None = None
+    """Capacity per replica (first seed) with every step at the profile's p90 and p10 step
+    times (``timing_spread``): the model's own uncertainty, next to the seeds' interval."""
 
     @property
     def capacities(self) -> list[float]:
@@ -442,10 +445,12 @@ class SimulatedLoad:
     """
 
     def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
-                 min_requests: int = 0) -> None:
+                 min_requests: int = 0, timer_scale: float = 1.0) -> None:
         from sim.runner import run_scenario  # the simulator; imported late to keep this testable
 
         self._run = run_scenario
+        self.timer_scale = timer_scale
+        """Every step time × this (``timing_spread``'s factors for the profile band); 1 normally."""
         self.scenario = scenario
         self.profile = profile
         self.criteria = criteria
@@ -460,7 +465,14 @@ class SimulatedLoad:
         sc = at_load(self.scenario, rate, replicas, self.min_requests)
         if stretch != 1.0:
             sc = with_duration(sc, sc.run.duration_s * stretch)
-        res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds))
+        factory = None
+        if self.timer_scale != 1.0:
+            from sim.step_time import ProfileStepTimer
+
+            layout, scale = sc.fleet.engine.kv_layout, self.timer_scale
+            factory = lambda p: ProfileStepTimer(p, kv_layout=layout, scale=scale)  # noqa: E731
+        res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds),
+                        step_timer_factory=factory)
         self.sources.update(res.sources)
         self.notes.update(res.notes)
         return res
@@ -511,6 +523,7 @@ def plan_capacity(
     max_replicas: int = 256,
     min_requests: int = 200,
     progress: Callable[[str], None] | None = None,
+    profile_band: bool = True,
 ) -> CapacityReport:
     """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
 
@@ -570,8 +583,20 @@ def plan_capacity(
         n, status, row = _fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas)
         if row is not None:
             op_rows.append({**row, "replicas": n, "rate": target})
+        band = None
+        spread = timing_spread(profile) if profile_band else None
+        if spread is not None and cap > 0:
+            say(f"{name}: capacity at the profile's p90 and p10 step times, seed {seeds[0]}")
+            band_rates = []
+            for scale in (spread[1], spread[0]):  # slow (p90), then fast (p10)
+                alt = SimulatedLoad(scenario, profile, criteria, min_requests, timer_scale=scale)
+                found_at = find_capacity(lambda r, a=alt, n=name: a.probe(n, r, seeds[0], fleet),
+                                         cap * fleet / scale, rel_tol=rel_tol, max_evals=max_evals,
+                                         growth=1.25)
+                band_rates.append(found_at.rate / fleet)
+            band = (band_rates[0], band_rates[1])
         results.append(CandidateCapacity(name, tuple(per_seed), seeds, target, n, status, row,
-                                         fleet_replicas=fleet))
+                                         fleet_replicas=fleet, profile_band=band))
 
     base = next((r for r in results if r.candidate == scenario.baseline.name), None)
     ref = base.fleet_mean if base is not None and base.mean > 0 else max(r.fleet_mean for r in results)
@@ -609,6 +634,22 @@ def plan_capacity(
                       f"per replica, draft_price_per_hour = {scenario.fleet.draft_price_per_hour} $/h "
                       f"(prices as the scenario states them)"),
     )
+
+
+def timing_spread(profile: Any) -> tuple[float, float] | None:
+    """The profile's own step-time spread as two factors on the median: the median over the
+    measured ``target_forward`` cells of p10/median and of p90/median; None when the profile
+    records no spread (imported and estimated profiles often carry medians only)."""
+    g = profile.timing.target_forward
+    if g.p10 is None or g.p90 is None:
+        return None
+    med = np.asarray(g.median, dtype=float)
+    ok = np.isfinite(med) & (med > 0) & np.isfinite(g.p10) & np.isfinite(g.p90)
+    if not ok.any():
+        return None
+    lo = float(np.median(np.asarray(g.p10, dtype=float)[ok] / med[ok]))
+    hi = float(np.median(np.asarray(g.p90, dtype=float)[ok] / med[ok]))
+    return (lo, hi) if hi > lo > 0 else None
 
 
 def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

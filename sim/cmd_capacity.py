@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
+    parser.add_argument("--no-profile-band", action="store_true",
+                        help="skip the two extra searches at the profile's p90/p10 step times")
 
 
 def _num(name: str, raw: str | None, conv: type = float) -> Any:
@@ -87,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         candidates=cands, rel_tol=rel_tol, max_evals=max_evals,
         max_loss_fraction=_num("--max-loss", args.max_loss),
         progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
+        profile_band=not args.no_profile_band,
     )
     advice = _advice(scenario, profile, report, cands)
     doc = to_json(report, advice)
@@ -120,6 +123,7 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
                    "duration_s": report.duration_s},
         "candidates": [
             {"candidate": r.candidate, "capacity_rps_mean": r.mean, "capacity_rps_ci95": r.ci95,
+             "capacity_rps_profile_band": list(r.profile_band) if r.profile_band else None,
              "fleet_replicas": r.fleet_replicas,
              "per_seed": [{"seed": sd, "capacity_rps": s.rate / r.fleet_replicas,
                            "fleet_capacity_rps": s.rate, "bracket": [s.lower, s.upper],
@@ -200,6 +204,9 @@ def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list
         lines.append(f"{r.candidate:<18} {cap:>18} {r.ci95:>8.2g}  {per_seed:<22} "
                      f"{r.evaluations:>6} {reps:>9} {r.target_rate:>8.3g}  "
                      f"{_money((r.operating_row or {}).get('cost_per_good_answer_usd'))}")
+        if r.profile_band is not None:
+            lines.append(f"{'':<18} model band: {r.profile_band[0]:.3g}–{r.profile_band[1]:.3g} req/s per "
+                         f"replica with every step at the profile's p90 / p10 times (seed {r.seeds[0]})")
         if r.bounded:
             lines.append(f"{'':<18} note: {r.bounded}")
         if r.replicas is None:

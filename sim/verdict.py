@@ -269,6 +269,8 @@ def capacity_verdict(report) -> list[str]:  # noqa: ANN001 - sim.capacity.Capaci
     for c in report.candidates:
         reps = "not reachable" if c.replicas is None else f"{c.replicas} replica(s)"
         cap = f"{c.mean:.3g} ± {c.ci95:.2g} req/s per replica" if c.mean > 0 else "no capacity found"
+        if c.mean > 0 and c.profile_band is not None:
+            cap += f" (model band {c.profile_band[0]:.3g}–{c.profile_band[1]:.3g})"
         tie = ""
         if c is not base and c.mean > 0 and base.mean > 0 and abs(c.mean - base.mean) <= c.ci95 + base.ci95:
             tie = " (capacity ties with the baseline within 95 % CIs)"

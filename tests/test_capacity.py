@@ -257,3 +257,34 @@ def test_a_short_probe_that_passes_while_its_queue_diverges_is_rejected() -> Non
     rep = plan_capacity(sc, dd1_profile(), candidates=["baseline"], rel_tol=0.02, max_evals=16,
                         load_fractions=())
     assert rep.candidates[0].mean <= 1.03 / s_base  # not the 1.1x a short probe passes
+
+
+def test_the_profile_band_brackets_capacity_by_the_profiles_own_step_time_spread() -> None:
+    import numpy as np
+
+    from sim.capacity import plan_capacity, timing_spread
+    from sim.profile import Profile
+    from sim.synthetic import synthetic_profile_dict
+
+    d = synthetic_profile_dict(base_step_s=STEP_S, per_seq_s=0.0, per_token_s=0.0,
+                               per_context_token_s=0.0, prefill_base_s=PREFILL_S,
+                               prefill_per_token_s=0.0, prefill_per_context_token_s=0.0)
+    fwd = d["timing"]["target_forward"]
+    fwd["p10"] = (np.asarray(fwd["median"]) * 0.9).tolist()
+    fwd["p90"] = (np.asarray(fwd["median"]) * 1.2).tolist()
+    prof = Profile.from_dict(d, "<dd1 with spread>")
+    lo, hi = timing_spread(prof)
+    assert (lo, hi) == pytest.approx((0.9, 1.2))
+    assert timing_spread(dd1_profile()) is None  # medians only: no band to give
+    rep = plan_capacity(dd1_scenario(), prof, candidates=["baseline"], rel_tol=0.02, max_evals=12,
+                        load_fractions=())
+    (c,) = rep.candidates
+    slow, fast = c.profile_band
+    # D/D/1: capacity is 1 / service time, and every step time is scaled by the factor
+    s_base = PREFILL_S + (OUT - 1) * STEP_S
+    assert slow == pytest.approx(1 / (s_base * hi), rel=0.04)
+    assert fast == pytest.approx(1 / (s_base * lo), rel=0.04)
+    assert slow < c.mean < fast
+    off = plan_capacity(dd1_scenario(), prof, candidates=["baseline"], rel_tol=0.1, max_evals=6,
+                        load_fractions=(), profile_band=False)
+    assert off.candidates[0].profile_band is None
