@@ -105,6 +105,7 @@ class RunOutput:
     search: str
     status: str
     report: dict[str, Any]
+    verdict: list[str]
 
 
 def run_view(
@@ -145,9 +146,11 @@ def run_view(
               f"in {t1 - t0:.1f} s, charts in {t2 - t1:.1f} s")
     report = {"title": content.title, "subtitle": content.subtitle, "decisions": list(content.decisions),
               "key_numbers": list(content.key_numbers), "scenario_toml": content.scenario_toml,
-              "sources": list(content.sources), "notes": list(content.notes), "name": scenario.name}
+              "sources": list(content.sources), "notes": list(content.notes), "name": scenario.name,
+              "verdict": list(content.verdict)}
     return RunOutput(figs, decision_rows(view.decisions.to_dicts()), key_numbers(view), list(view.sources),
-                     list(view.notes), content.scenario_toml, st.to_search(vs), status, report)
+                     list(view.notes), content.scenario_toml, st.to_search(vs), status, report,
+                     list(view.verdict))
 
 
 def report_from_page(figures: Sequence[Mapping[str, Any] | None], data: Mapping[str, Any]) -> str:
@@ -158,7 +161,7 @@ def report_from_page(figures: Sequence[Mapping[str, Any] | None], data: Mapping[
         title=str(data.get("title", "specplan report")), subtitle=str(data.get("subtitle", "")),
         figures=figs, decisions=list(data.get("decisions", [])), key_numbers=list(data.get("key_numbers", [])),
         scenario_toml=str(data.get("scenario_toml", "")), sources=list(data.get("sources", [])),
-        notes=list(data.get("notes", [])),
+        notes=list(data.get("notes", [])), verdict=list(data.get("verdict", [])),
     )
     return render_report(content)
 
@@ -356,7 +359,8 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
                      else html.P("No decision rule fired: no difference between candidates exceeded its "
                                  "threshold (sim/decisions.py).", className="sp-muted"))
         kcols = [(k, k) for k in (out.key_numbers[0].keys() if out.key_numbers else ())]
-        keys = ly.table(out.key_numbers, kcols, "sp-table sp-numbers")
+        keys = html.Div([html.Ul([html.Li(line.strip()) for line in out.verdict], className="sp-verdict"),
+                         ly.table(out.key_numbers, kcols, "sp-table sp-numbers")])
         prov = html.Div([html.Ul([html.Li(s) for s in out.sources], className="sp-sources"),
                          html.H3("Notes") if out.notes else None,
                          html.Ul([html.Li(n) for n in out.notes], className="sp-sources")])

@@ -50,6 +50,8 @@ class ReportContent:
     sources: Sequence[str]
     notes: Sequence[str] = ()
     subtitle: str = ""
+    verdict: Sequence[str] = ()
+    """The answer first: ``dashboard.view.View.verdict`` (verdict, fleet each candidate needs)."""
     generated: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
@@ -138,8 +140,11 @@ def render_report(content: ReportContent) -> str:
         f"<header><h1>{esc(content.title)}</h1><p>{esc(content.subtitle)}"
         f"{' · ' if content.subtitle else ''}generated {esc(content.generated)} by specplan</p></header>",
         "<main>",
-        '<section id="decisions"><h2>Decisions</h2>',
     ]
+    if content.verdict:
+        parts += ['<section id="verdict"><h2>Verdict</h2><ul class="verdict">',
+                  *[f"<li>{esc(line.strip())}</li>" for line in content.verdict], "</ul></section>"]
+    parts.append('<section id="decisions"><h2>Decisions</h2>')
     rows = decision_rows(content.decisions)
     if rows:
         parts.append(_table(rows, DECISION_COLUMNS, "decisions"))

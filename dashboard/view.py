@@ -88,6 +88,9 @@ class View:
     notes: tuple[str, ...]
     seconds: Mapping[str, float] = field(default_factory=dict)
     """Wall time of each part (simulation, figures), for the benchmark and the page footer."""
+    verdict: tuple[str, ...] = ()
+    """The answer first (``sim.verdict`` at the scenario's load, then the replicas each
+    candidate needs from the sweep, ``sim.fleet_sizing``): the page and the report lead with it."""
 
     @property
     def colors(self) -> dict[str, str]:
@@ -228,12 +231,33 @@ def compute_view(
     if any(len(results[f][1].seeds) == 1 for f in factors):
         notes.append("one seed per load point: no confidence intervals (raise 'seeds' for them)")
     return View(
+        verdict=view_verdict(base_s, base, sweep),
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
         decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(notes)),
         seconds={"simulate": t_sim, "runs_reused": float(reused),
                  "runs_simulated": float(sum(len(p[-1]) for p in plan))},
     )
+
+
+def view_verdict(scenario: Scenario, result: ScenarioResult, sweep: pl.DataFrame) -> tuple[str, ...]:
+    """The verdict lines at the scenario's load and the fleet each candidate needs (the same
+    ``sim.verdict`` the terminal prints, and ``sim.fleet_sizing`` over the sweep)."""
+    from sim.capacity import criteria_from_scenario
+    from sim.fleet_sizing import size_from_sweep
+
+    v = result.verdict()
+    lines = list(v.lines()) if v is not None else []
+    offered = offered_rate(scenario, result)
+    try:
+        criteria = criteria_from_scenario(scenario)
+    except SpecplanError:
+        return tuple(lines)  # no SLO: no sizing to give
+    sizing = size_from_sweep(sweep, offered, criteria, scenario.candidate_names)
+    lines.append(f"fleet for {offered:g} req/s, from the load sweep (upper bounds; `specplan capacity` "
+                 f"searches exactly):")
+    lines += [f"  {z.describe(offered)}" for z in sizing]
+    return tuple(lines)
 
 
 def acceptance_frame(scenario: Scenario, profile: Profile) -> pl.DataFrame:
@@ -405,6 +429,6 @@ def report_content(view: View, figs: Mapping[str, go.Figure | Mapping[str, objec
     return ReportContent(
         title=title, subtitle=subtitle,
         figures=[(sections[fid], fid, figs[fid]) for fid in FIGURE_IDS if fid in figs],
-        decisions=view.decisions.to_dicts(), key_numbers=key_numbers(view),
+        decisions=view.decisions.to_dicts(), key_numbers=key_numbers(view), verdict=list(view.verdict),
         scenario_toml=s.to_toml(), sources=list(view.sources), notes=list(view.notes),
     )
