@@ -56,6 +56,10 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+BOUNDED = (mn.SLO_ATTAINMENT, mn.KV_USE_TW)
+"""Shares: their intervals are clipped to [0, 1] (every other metric is clipped at 0)."""
+
+
 def _fmt(value: float | None, decimals: int, scale: float) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -69,7 +73,13 @@ def _cell(row: dict, spec: Row, base: dict | None, with_ci: bool = True) -> str:
     ci = row.get(mn.ci_col(spec.column))
     text = _fmt(v, spec.decimals, spec.scale)
     if with_ci and ci is not None and v is not None and not math.isinf(v) and not math.isnan(ci):
-        text += " ± " + _fmt(ci, spec.decimals, spec.scale)
+        top = 1.0 if spec.column in BOUNDED else math.inf
+        if v - ci < 0.0 or v + ci > top:
+            # a t interval from few seeds can pass the metric's own range (SLO met 14.8 % ± 44.1 %):
+            # show the interval clipped to it instead of a ± wider than the value
+            text += f" [{_fmt(max(v - ci, 0.0), spec.decimals, spec.scale)}–{_fmt(min(v + ci, top), spec.decimals, spec.scale)}]"
+        else:
+            text += " ± " + _fmt(ci, spec.decimals, spec.scale)
     if base is not None:
         b = base.get(spec.column)
         if v is not None and b is not None and not math.isinf(v) and not math.isinf(b) and b != 0:

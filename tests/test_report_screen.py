@@ -50,3 +50,14 @@ def test_short_source_drops_the_bracketed_notes_and_clips():
     line = "timing: measured on cpu 'X' float32, 2026-12-01 (torch 2.13.0) [threads=1; " + "x" * 200 + "]"
     assert short_source(line) == "timing: measured on cpu 'X' float32, 2026-12-01 (torch 2.13.0)"
     assert len(short_source("y" * 300)) == 98 and short_source("y" * 300).endswith("…")
+
+
+def test_an_interval_wider_than_the_metrics_range_is_shown_clipped():
+    from sim import metric_names as mn
+    from sim.report import ROWS, _cell
+
+    slo = next(r for r in ROWS if r.column == mn.SLO_ATTAINMENT)
+    row = {mn.SLO_ATTAINMENT: 0.148, mn.ci_col(mn.SLO_ATTAINMENT): 0.441}
+    assert _cell(row, slo, None) == "14.8 [0.0–58.9]"
+    row = {mn.SLO_ATTAINMENT: 0.9, mn.ci_col(mn.SLO_ATTAINMENT): 0.05}
+    assert _cell(row, slo, None) == "90.0 ± 5.0"
