@@ -65,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
                 cluster=args.cluster, resume=args.resume, all_segments=args.segments,
                 progress=sys.stderr.isatty())
     dt = time.perf_counter() - t0
+    from sim.verdict import sweep_verdict
+
+    for line in sweep_verdict(res.frame, [v.key for v in varies], scenario.baseline.name,
+                              has_slo=bool(scenario.slo.limits)):
+        print(line)
     print(f"{res.computed} computed, {res.skipped} already done in {dt:.1f} s; "
           f"{res.frame.height} rows → {out}")
     return 0

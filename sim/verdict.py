@@ -277,3 +277,35 @@ def capacity_verdict(report) -> list[str]:  # noqa: ANN001 - sim.capacity.Capaci
         lines.append(f"  {c.candidate}: {reps}, {_cost(cost(c)) if c.replicas is not None else 'cost n/a'}; "
                      f"{cap}{tie}")
     return lines
+
+
+def sweep_verdict(frame: pl.DataFrame, keys: list[str], baseline: str, *, has_slo: bool,
+                  most: int = 12) -> list[str]:
+    """One line per grid point of a sweep (its varied keys, seeds pooled): which candidate wins
+    and by how much against the baseline, on goodput with an SLO, else on E2EL p50."""
+    col = GOODPUT if has_slo else E2EL_P50
+    if frame.is_empty() or col not in frame.columns or mn.CANDIDATE not in frame.columns:
+        return []
+    keys = [k for k in keys if k != "seed" and k in frame.columns]
+    rows = frame.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS) if mn.SEGMENT in frame.columns else frame
+    means = rows.group_by([*keys, mn.CANDIDATE], maintain_order=True).agg(pl.col(col).mean())
+    points = means.select(keys).unique(maintain_order=True) if keys else pl.DataFrame({"_": [0]})
+    lines = [f"verdict per grid point (best on {'goodput' if has_slo else 'E2EL p50'}, seeds pooled):"]
+    for point in points.iter_rows(named=True):
+        sel = means
+        for k in keys:
+            sel = sel.filter(pl.col(k) == point[k])
+        vals = {r[mn.CANDIDATE]: r[col] for r in sel.iter_rows(named=True) if r[col] is not None}
+        if not vals:
+            continue
+        best = (max if has_slo else min)(vals, key=lambda n: vals[n])
+        where = ", ".join(f"{k}={point[k]}" for k in keys) or "the scenario"
+        base = vals.get(baseline)
+        if best == baseline or base is None or vals[best] == base:
+            lines.append(f"  {where}: keep {baseline}")
+        else:
+            label = "goodput" if has_slo else "E2EL p50"
+            lines.append(f"  {where}: {best} ({label} {_pct(vals[best], base)} vs {baseline})")
+    if len(lines) > most + 1:
+        lines = [*lines[: most + 1], f"  … {len(lines) - most - 1} more grid points in the table"]
+    return lines

@@ -115,3 +115,19 @@ def test_the_capacity_verdict_recommends_the_candidate_needing_fewer_replicas():
     assert text[1].startswith("  baseline: 3 replica(s), $") and "/1k good answers" in text[1]
     assert to_json(rep, [])["verdict"][0] == text[0]
     assert rep.dominant() == ["sure-k2"]  # decisions never tell it to keep the baseline
+
+
+def test_a_sweep_names_the_winner_at_each_grid_point_with_seeds_pooled():
+    from sim.verdict import sweep_verdict
+
+    rows = []
+    for rate, base_gp, spec_gp in ((1, 1.0, 1.0), (4, 3.0, 3.6)):
+        for seed in (1, 2):
+            rows += [{"workload.rate": rate, "seed": seed, mn.CANDIDATE: "baseline", mn.SEGMENT: "all",
+                      mn.REQUEST_GOODPUT: base_gp},
+                     {"workload.rate": rate, "seed": seed, mn.CANDIDATE: "ngram", mn.SEGMENT: "all",
+                      mn.REQUEST_GOODPUT: spec_gp + (0.1 if seed == 1 else -0.1)}]
+    lines = sweep_verdict(pl.DataFrame(rows), ["workload.rate", "seed"], "baseline", has_slo=True)
+    assert lines == ["verdict per grid point (best on goodput, seeds pooled):",
+                     "  workload.rate=1: keep baseline",
+                     "  workload.rate=4: ngram (goodput +20 % vs baseline)"]
