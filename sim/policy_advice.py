@@ -281,6 +281,8 @@ def advise_for_scenario(scenario: Any, profile: Profile, proposer: str, *,
         o = float(np.mean(s.output_tokens.sample(rng, 4000))) if s.output_tokens is not None else 128.0
         ctx_parts.append(share * (p + o / 2))
     context = float(sum(ctx_parts) / max(sum(float(x) for x in (shares if shares is not None else [1.0])), 1e-12))
-    top = int(scenario.fleet.engine.max_num_seqs)
+    from sim.engine_defaults import engine_limits
+
+    top = int(engine_limits(scenario, profile).max_num_seqs)
     return advise_policy(profile, proposer, segments=segs or None, context=context,
                          batches=range(1, top + 1), margin=margin)

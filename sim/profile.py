@@ -303,6 +303,18 @@ class AcceptanceEntry:
 
 
 @dataclass(frozen=True)
+class ReplicaShape:
+    """The replica the profile describes: how many GPUs one engine instance spans.
+
+    Timing is the whole replica's step (all-reduces included); ``memory`` sizes of weights and
+    KV are the replica's totals, sharded over its GPUs (docs/profile-format.md, ``replica``).
+    """
+
+    tensor_parallel_size: int = 1
+    """GPUs sharding the model by tensor parallelism (1: a one-device replica)."""
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated calibration profile; build with :func:`load_profile` or :meth:`from_dict`."""
 
@@ -317,6 +329,8 @@ class Profile:
     acceptance: Mapping[str, AcceptanceEntry]
     extras: Mapping[str, Any] = field(default_factory=dict)
     """Top-level ``x-*`` keys, kept and ignored."""
+    replica: ReplicaShape = field(default_factory=ReplicaShape)
+    """Replica shape the timing and memory were built for (optional key; default one GPU)."""
 
     @classmethod
     def from_dict(cls, d: Any, origin: str) -> Profile:
@@ -424,7 +438,7 @@ class _Parser:
             d,
             "",
             ("schema", "schema_version", "name", "description", "target", "proposers", "timing", "memory"),
-            ("acceptance",),
+            ("acceptance", "replica"),
         )
         if d["schema"] != SCHEMA:
             raise self.fail("schema", f"expected {SCHEMA!r}, got {d['schema']!r}")
@@ -442,6 +456,7 @@ class _Parser:
         memory = self.memory(d["memory"], "memory", proposers)
         acceptance = self.acceptance(d.get("acceptance", {}), "acceptance", proposers, target)
         extras = {k: v for k, v in d.items() if k.startswith("x-")}
+        replica = self.replica(d.get("replica"), "replica")
         return Profile(
             origin=self.origin,
             name=name,
@@ -452,7 +467,14 @@ class _Parser:
             memory=memory,
             acceptance=acceptance,
             extras=extras,
+            replica=replica,
         )
+
+    def replica(self, v: Any, path: str) -> ReplicaShape:
+        if v is None:
+            return ReplicaShape()
+        v = self.obj(v, path, ("tensor_parallel_size",))
+        return ReplicaShape(self.int_(v["tensor_parallel_size"], _join(path, "tensor_parallel_size"), minimum=1))
 
     def model(self, v: Any, path: str) -> ModelIdentity:
         v = self.obj(v, path, ("id", "source", "sha256", "architecture"), ("path",))
