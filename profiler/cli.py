@@ -6,6 +6,8 @@
 - ``merge``       timing + memory from one profile, acceptance from another;
 - ``import-vllm`` acceptance counters from a running vLLM's Prometheus ``/metrics``;
 - ``published``   acceptance typed in from a paper or blog, with its citation;
+- ``import-aiconfigurator`` GPU timing and memory from NVIDIA's kernel database (optional extra
+  ``specplan[gpu-data]``; profiler/cmd_import_aiconfigurator.py);
 - ``padded-batch`` add ``timing.padded_batch`` (a padded engine's batch join/leave cost),
   measured now, to a copy of ``--profile BASE``.
 
@@ -21,7 +23,7 @@ from typing import Any
 
 from sim.errors import SpecplanError
 
-ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch")
+ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch", "import-aiconfigurator")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("--citation", help="where the published numbers come from")
     i.add_argument("--profile", metavar="BASE", help="add the entry to a copy of this profile (else write an acceptance file)")
     i.add_argument("--proposer-kind", default=None, help="ngram | self_draft | draft_model when BASE lacks the proposer")
+    from profiler import cmd_import_aiconfigurator
+
+    cmd_import_aiconfigurator.add_arguments(parser)
     _remember_flags(parser)
 
 
@@ -112,6 +117,10 @@ def command_of(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     action = args.action
+    if action == "import-aiconfigurator":
+        from profiler import cmd_import_aiconfigurator
+
+        return cmd_import_aiconfigurator.run(args, command_of(args))
     if not args.out:
         raise SpecplanError(f"profile {action}: -o/--out OUT.json is required")
     if action == "run":

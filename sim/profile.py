@@ -19,6 +19,13 @@ from typing import Any, Literal
 import numpy as np
 
 from sim.errors import SpecplanError, read_text, where
+from sim.timing_extras import (
+    FusedTiming,
+    StepOverhead,
+    describe_composition,
+    parse_extras,
+    parse_proposer_extras,
+)
 
 SCHEMA = "specplan.profile"
 SCHEMA_VERSION = 1
@@ -178,6 +185,11 @@ class ProposerTiming:
 
     draft: TimingGrid
     overhead: TimingGrid
+    prefill: TimingGrid | None = None
+    """Optional: the proposer's pass over ``tokens`` prompt tokens of a step (axes tokens,
+    context); engines run a draft model or an EAGLE head over every scheduled token."""
+    overhead_provenance: Provenance | None = None
+    """Where ``overhead`` comes from when not from the timing section's own run."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +222,17 @@ class Timing:
     limits: tuple[Limit, ...] = ()
     padded_batch: PaddedBatchTiming | None = None
     """Optional: only a ``kv_layout = "padded"`` engine uses it."""
+    step_composition: str = "sum"
+    """``sum``: a mixed step costs a decode pass plus a prefill pass; ``fused``: one pass
+    priced from ``fused`` (sim/timing_extras.py)."""
+    fused: FusedTiming | None = None
+    step_overhead: StepOverhead | None = None
+    """Optional host time per step; None: the grids' own wall times already hold it."""
+
+    def describe(self) -> str:
+        """The timing sources line: provenance and how a step is composed."""
+        extra = describe_composition(self.step_composition, self.fused, self.step_overhead)
+        return f"{self.provenance.describe()} [{extra}]"
 
 
 @dataclass(frozen=True)
@@ -340,7 +363,7 @@ class Profile:
     def sources(self) -> list[str]:
         """One line per section provenance, for printing next to results."""
         lines = [
-            f"timing: {self.timing.provenance.describe()}",
+            f"timing: {self.timing.describe()}",
             f"memory: {self.memory.provenance.describe()}",
         ]
         for name, entry in self.acceptance.items():
@@ -589,7 +612,7 @@ class _Parser:
     # -- timing
     def timing(self, v: Any, path: str, proposers: Mapping[str, ProposerIdentity]) -> Timing:
         v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"),
-                     ("proposers", "limits", "padded_batch"))
+                     ("proposers", "limits", "padded_batch", "step_composition", "fused", "step_overhead"))
         prov = self.provenance(v["provenance"], _join(path, "provenance"))
         tf = self.grid(v["target_forward"], _join(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], _join(path, "target_prefill"), TARGET_PREFILL_AXES)
@@ -602,10 +625,13 @@ class _Parser:
             p = _join(pp, name)
             if name not in proposers:
                 raise self.fail(p, f"unknown proposer (profile proposers: {_names(proposers)})")
-            spec = self.obj(spec, p, ("draft", "overhead"))
+            spec = self.obj(spec, p, ("draft", "overhead"), ("prefill", "overhead_provenance"))
+            prefill, oprov = parse_proposer_extras(self, spec, p)
             ptimes[name] = ProposerTiming(
                 draft=self.grid(spec["draft"], _join(p, "draft"), DRAFT_AXES),
                 overhead=self.grid(spec["overhead"], _join(p, "overhead"), OVERHEAD_AXES),
+                prefill=prefill,
+                overhead_provenance=oprov,
             )
         limits = []
         lraw = v.get("limits", [])
@@ -636,7 +662,8 @@ class _Parser:
                 provenance=(self.provenance(spec["provenance"], _join(pb, "provenance"))
                             if "provenance" in spec else None),
             )
-        return Timing(prov, tf, tp, ptimes, tuple(limits), padded)
+        comp, fused, step_overhead = parse_extras(self, v, path)
+        return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead)
 
     def grid(self, v: Any, path: str, expected: tuple[str, ...]) -> TimingGrid:
         v = self.obj(v, path, ("axes", "median"), ("p10", "p90", "repeats"))

@@ -133,6 +133,8 @@ def simulate_once(
         timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
     if proposer is not None and isinstance(timer, ProfileStepTimer):
         timer.check_proposer(proposer, policy.k_max)
+    if isinstance(timer, ProfileStepTimer):  # the drafter's pass over prompt tokens, every step
+        timer.attach_proposer(proposer)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
     rates_rng, draw_rng = (np.random.default_rng(s) for s in accept_ss.spawn(2))
     reqs = _build_requests(specs, model, rates_rng)
