@@ -33,11 +33,9 @@ STEP_OVERHEAD_S = 1.0e-3
 DRAFT_PASS_OVERHEAD_S = 0.5e-3
 OVERHEAD_NOTE = (
     "assumed default, not in the kernel database: host time per engine step (scheduling, input "
-    "preparation, sampling, output processing) that the GPU kernels do not show. vLLM's own posts "
-    "name this cost without a per-step figure (blog 2024-09-05 'vLLM v0.6.0: 2.7x throughput "
-    "improvement': for Llama-3-8B on one H100 only 38% of the time was GPU execution before the "
-    "fix; blog 2025-01-27 'vLLM V1': CPU overhead is pronounced when GPU execution is ~5 ms for "
-    "Llama-8B on H100). Override by editing the value; a measured profile holds it in its grids."
+    "preparation, sampling) the GPU kernels do not show; vLLM's blogs of 2024-09-05 (v0.6.0) and "
+    "2025-01-27 (V1) describe this cost for Llama-8B on H100 without a per-step figure "
+    "(docs/fidelity-gpu.md)"
 )
 DRAFT_OVERHEAD_NOTE = (
     "assumed default: {ms:.2f} ms of host time per draft pass (kernel launches, proposer "
@@ -170,7 +168,7 @@ def _compile_config(cfg: dict, req: ImportRequest, version: str) -> db.Engine:
 
 def _overhead_grid(per_pass_s: float) -> dict[str, Any]:
     ks = list(range(1, K_MAX + 1))
-    return {"axes": {"batch": [1], "k": ks}, "median": [[k * per_pass_s for k in ks]]}
+    return {"axes": {"batch": BATCH, "k": ks}, "median": [[k * per_pass_s for k in ks] for _ in BATCH]}
 
 
 def _memory(req: ImportRequest, version: str, pmem: dict[str, Any]) -> dict[str, Any]:

@@ -177,7 +177,8 @@ def simulate_once(
     )
     extrap, timer_steps = _extrapolations(timer)
     notes = [] if extrap is not None else list(_timer_notes(timer))
-    if step_df.height and (
+    fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
+    if not fused and step_df.height and (
         step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
     ):
         notes.append(MIXED_STEP_NOTE)
