@@ -6,7 +6,8 @@
 70 GiB and is not an A100 (PR #17885: large budgets cost A100 throughput), else 2048 / 256, and
 then caps the sequences at the token budget. A planner that keeps 2048 / 256 for an H100 or H200
 plans a different engine than the one deployed. The device is the profile's (timing provenance
-device name, memory section's per-GPU memory). CPU profiles (and runs without a profile) keep
+device name; one GPU's memory = the memory section's replica total ÷ tensor_parallel_size, as
+vLLM asks each device). CPU profiles (and runs without a profile) keep
 specplan's historical 2048 / 256, so earlier results stand; vLLM's own CPU backend would use
 2048·world / 128·world for the server, which specplan does not claim to model.
 """
@@ -50,7 +51,7 @@ def device_defaults(profile: Profile | None) -> tuple[int, int, str]:
     if kind == "cpu":
         return (*CPU_DEFAULT, "specplan's default for CPU profiles (kept so earlier results stand)")
     name = dev.name if dev is not None else "unnamed GPU"
-    mem = profile.memory.device_memory_bytes
+    mem = profile.memory.device_memory_bytes // profile.replica.tensor_parallel_size  # one GPU's
     gib = f"{mem / GIB:.0f} GiB"
     if mem >= LARGE_GPU_BYTES and "a100" not in name.lower():
         return (*LARGE_GPU, f"{VLLM_SOURCE} for '{name}' ({gib} ≥ 70 GiB, not A100)")

@@ -3,8 +3,9 @@
 Capacity decides how many requests decode at once and when the scheduler preempts, and a
 resident draft model takes memory away from it; this is where that trade-off is computed
 (formula in docs/profile-format.md, ``memory`` section). A replica of ``t`` GPUs (tensor
-parallelism, ``profile.replica``) shards weights and KV over them: each GPU gives ``u·device``
-minus its activation peak, and the replica's weights and KV bytes are spread over the ``t``.
+parallelism, ``profile.replica``) shards weights and KV over them; its profile's memory numbers
+are the replica's totals (device memory = ``t`` × one GPU's, activations summed over the GPUs), so
+the same formula holds: ``u·t·M − W − t·A = t·(u·M − W/t − A)``, each GPU's share times ``t``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class KvCapacity:
     budget_bytes: int
     """Bytes left for the KV cache after weights and activation peaks."""
     bytes_per_token: int
-    """KV bytes per token: target plus the resident draft's (whole replica)."""
+    """KV bytes per token: target plus the resident draft's (whole replica, all its GPUs)."""
     tensor_parallel_size: int = 1
     """GPUs of the replica the KV cache is sharded over."""
 
@@ -48,10 +49,10 @@ def kv_capacity(
 ) -> KvCapacity:
     """Usable KV tokens and blocks; ``SpecplanError`` saying how much is missing if none fit.
 
-    ``floor((t·(u·device − activations) − weights) / KV bytes per token)`` over the replica's
-    ``t`` GPUs (``t = 1``: ``u·device − target weights − target activations − draft weights and
-    activations``), target and resident draft together, rounded down to whole blocks. A proposer
-    of kind ``ngram`` needs no memory entry (it holds no weights); others must have one.
+    ``floor((u·device − target weights − target activations − Σ draft weights and activations)
+    / (target KV bytes/token + draft KV bytes/token))``, rounded down to whole blocks, every
+    number the replica's total over its GPUs. A proposer of kind ``ngram`` needs no memory entry
+    (it holds no weights); others must have one.
     """
     if not 0 < memory_utilization <= 1:
         raise ValueError(f"memory_utilization must be in (0, 1], got {memory_utilization}")
@@ -59,7 +60,6 @@ def kv_capacity(
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     mem = profile.memory
     extra_bytes = 0
-    extra_weights = 0
     extra_per_token = 0
     if proposer is not None:
         if proposer not in profile.proposers:
@@ -77,16 +77,10 @@ def kv_capacity(
                 )
         else:
             extra_bytes = pm.weight_bytes + pm.activation_peak_bytes
-            extra_weights = pm.weight_bytes
             extra_per_token = pm.kv_bytes_per_token
     tp = profile.replica.tensor_parallel_size
     usable = int(memory_utilization * mem.device_memory_bytes)
-    if tp == 1:
-        budget = usable - mem.target_weight_bytes - mem.activation_peak_bytes - extra_bytes
-    else:  # weights and KV sharded; every GPU holds its own activation peak
-        extra_act = extra_bytes - extra_weights
-        budget = tp * (usable - mem.activation_peak_bytes - extra_act) - mem.target_weight_bytes - extra_weights
-        usable *= tp
+    budget = usable - mem.target_weight_bytes - mem.activation_peak_bytes - extra_bytes
     per_token = mem.target_kv_bytes_per_token + extra_per_token
     tokens = budget // per_token if budget > 0 else 0
     blocks = tokens // block_size

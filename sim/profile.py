@@ -329,8 +329,9 @@ class AcceptanceEntry:
 class ReplicaShape:
     """The replica the profile describes: how many GPUs one engine instance spans.
 
-    Timing is the whole replica's step (all-reduces included); ``memory`` sizes of weights and
-    KV are the replica's totals, sharded over its GPUs (docs/profile-format.md, ``replica``).
+    Timing is the whole replica's step (all-reduces included); every ``memory`` number is the
+    replica's total over its GPUs: device memory = GPUs × one GPU's, weights and KV as sharded,
+    activations summed (docs/profile-format.md, ``replica``).
     """
 
     tensor_parallel_size: int = 1

@@ -75,6 +75,15 @@ def test_default_budget_must_hold_whole_prompts_without_chunking() -> None:
         engine_limits(scenario(chunked=False), gpu_profile("NVIDIA L40S", 48 * 10**9))
 
 
+def test_tensor_parallel_profiles_use_one_gpus_memory() -> None:
+    # 2 x L40S = 96 GB of replica memory, but vLLM asks one 48 GB device: small defaults
+    d = synthetic_profile_dict(device_memory_bytes=2 * 48 * 10**9)
+    d["replica"] = {"tensor_parallel_size": 2}
+    d["timing"]["provenance"]["device"] = {"kind": "cuda", "name": "NVIDIA L40S", "count": 2}
+    lim = engine_limits(scenario(), Profile.from_dict(d, "l40s-tp2.json"))
+    assert (lim.max_num_batched_tokens, lim.max_num_seqs) == (2048, 256)
+
+
 def test_run_sources_name_the_default(tmp_path: Path) -> None:
     res = run_scenario(scenario(), gpu_profile("NVIDIA H200", 141 * 10**9))
     line = [s for s in res.sources if s.startswith("engine:")]

@@ -19,15 +19,17 @@ from sim.synthetic import synthetic_profile_dict
 REPO = Path(__file__).resolve().parents[1]
 GIB = 1024**3
 # Llama-3.1-70B-shaped numbers on H100s: 80 GiB per GPU, 141.1 GB of bf16 weights (the whole
-# model), 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 327,680 KV bytes per token.
+# model), 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 327,680 KV bytes per token, 3 GiB
+# of activations on each GPU. A profile's memory numbers are the replica's totals.
 W70 = 141_106_819_072
 KV70 = 2 * 80 * 8 * 128 * 2
 ACT = 3 * GIB
 
 
 def profile_70b(tp: int | None) -> dict:
-    d = synthetic_profile_dict(device_memory_bytes=80 * GIB, target_weight_bytes=W70,
-                               target_kv_bytes_per_token=KV70, activation_peak_bytes=ACT)
+    n = tp or 1
+    d = synthetic_profile_dict(device_memory_bytes=n * 80 * GIB, target_weight_bytes=W70,
+                               target_kv_bytes_per_token=KV70, activation_peak_bytes=n * ACT)
     if tp is not None:
         d["replica"] = {"tensor_parallel_size": tp}
     return d
@@ -36,17 +38,18 @@ def profile_70b(tp: int | None) -> dict:
 def test_tp4_kv_capacity_shards_weights_and_kv() -> None:
     prof = Profile.from_dict(profile_70b(4), "p70")
     kv = kv_capacity(prof, 0.9, 16)
-    # by hand: each GPU gives int(0.9 x 80 GiB) = 77,309,411,328 bytes minus its 3 GiB activation
-    # peak; four of them hold the 141.1 GB of weights and the KV cache at 327,680 bytes a token.
-    per_gpu = int(0.9 * 80 * GIB) - ACT
-    assert per_gpu == 74_088_185_856
-    budget = 4 * per_gpu - W70
+    # by hand: 0.9 x 4 x 80 GiB = 309,237,645,312 usable bytes, minus 4 x 3 GiB of activations and
+    # the 141.1 GB of weights (32.9 GiB on each GPU), leaves 155.2 GB for KV at 327,680 bytes a token
+    budget = int(0.9 * 4 * 80 * GIB) - 4 * ACT - W70
+    assert int(0.9 * 4 * 80 * GIB) == 309_237_645_312
     assert kv.budget_bytes == budget == 155_245_924_352
     assert kv.kv_tokens == (budget // KV70) // 16 * 16 == 473_760
     assert kv.tensor_parallel_size == 4
-    # each GPU holds a quarter of the cache: ~36.2 GiB of KV next to 32.9 GiB of weights
+    # each GPU holds a quarter of the cache: 36.1 GiB of KV next to 32.9 GiB of weights and 3 GiB
+    # of activations, within 0.9 x 80 GiB = 72 GiB
     assert kv.kv_bytes_per_gpu == pytest.approx(473_760 * KV70 / 4)
-    assert kv.kv_bytes_per_gpu + W70 / 4 + ACT <= int(0.9 * 80 * GIB)
+    assert kv.kv_bytes_per_gpu / GIB == pytest.approx(36.145, abs=1e-3)
+    assert kv.kv_bytes_per_gpu + W70 / 4 + ACT <= 0.9 * 80 * GIB
 
 
 def test_one_gpu_cannot_hold_70b_and_says_how_much_is_missing() -> None:
