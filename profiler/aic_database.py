@@ -212,7 +212,11 @@ def memory_estimate(model: str, system: str, backend: str, version: str, tp: int
                                      max_batch_size=max_seqs, memory_fraction_kind="of_total",
                                      memory_fraction_value=utilization)
     except ValueError as exc:
-        raise SpecplanError(f"{model} on {system} tp={tp}: memory model failed: {str(exc).splitlines()[0][:200]}") from None
+        msg = str(exc).splitlines()[0][:200]
+        if "no KV budget" in msg:
+            raise SpecplanError(f"{model} does not fit on {tp}x {system} at memory utilization {utilization}: "
+                                f"{msg.split(': ', 1)[-1]} (try a larger --tp)") from None
+        raise SpecplanError(f"{model} on {system} tp={tp}: memory model failed: {msg}") from None
     finally:
         if tmp is not None:
             tmp.cleanup()
