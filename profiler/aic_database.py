@@ -209,7 +209,7 @@ def memory_estimate(model: str, system: str, backend: str, version: str, tp: int
     try:
         with _quiet():
             return estimate_kv_cache(path, system, backend, version, tp_size=tp, max_num_tokens=max_tokens,
-                                     max_batch_size=max_seqs, memory_fraction_kind="of_total",
+                                     max_batch_size=max_seqs, memory_fraction_kind="of_free" if backend == "trtllm" else "of_total",
                                      memory_fraction_value=utilization)
     except ValueError as exc:
         msg = str(exc).splitlines()[0][:200]

@@ -59,6 +59,8 @@ class ImportRequest:
     command: str | None = None
     assumed_acceptance: dict[str, tuple[float, ...]] = field(default_factory=dict)
     """Proposer name -> unconditional survival rate per position (method ``assumed``)."""
+    step_overhead_s: float = STEP_OVERHEAD_S
+    draft_pass_overhead_s: float = DRAFT_PASS_OVERHEAD_S
 
 
 def build_profile(req: ImportRequest) -> dict[str, Any]:
@@ -85,9 +87,9 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         proposers[name] = ident
         ptiming[name] = {
             "draft": gb.draft_grid(BATCH, K_MAX, CONTEXT),
-            "overhead": _overhead_grid(DRAFT_PASS_OVERHEAD_S),
+            "overhead": _overhead_grid(req.draft_pass_overhead_s),
             "prefill": gb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
-            "overhead_provenance": _assumed(DRAFT_OVERHEAD_NOTE.format(ms=DRAFT_PASS_OVERHEAD_S * 1e3), req),
+            "overhead_provenance": _assumed(DRAFT_OVERHEAD_NOTE.format(ms=req.draft_pass_overhead_s * 1e3), req),
         }
         pmem[name] = _draft_memory(cfg if isinstance(cfg, str) else draft, cfg, req, version)
         notes.append(note)
@@ -98,7 +100,8 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
         "fused": tb.fused_grids(DENSE_TOKENS, BATCH, K_MAX + 1, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
-        "step_overhead": {"seconds": STEP_OVERHEAD_S, "provenance": _assumed(OVERHEAD_NOTE, req)},
+        "step_overhead": {"seconds": req.step_overhead_s, "provenance": _assumed(
+            OVERHEAD_NOTE if req.step_overhead_s == STEP_OVERHEAD_S else "chosen on the command line", req)},
         "proposers": ptiming,
     }
     memory = _memory(req, version, pmem)

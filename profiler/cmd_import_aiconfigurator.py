@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     dtype = "bf16" if args.dtype == "auto" else args.dtype
     req = ImportRequest(system=args.system, backend=args.backend, target=args.target, drafts=tuple(args.draft),
                         backend_version=args.backend_version, tp=args.tp, dtype=dtype, command=command,
-                        assumed_acceptance=_rates(args.assume_acceptance))
+                        assumed_acceptance=_rates(args.assume_acceptance), **_overheads(args))
     t0 = time.perf_counter()
     profile = build_profile(req)
     if args.name:
@@ -55,6 +55,18 @@ def run(args: argparse.Namespace, command: str) -> int:
     write_profile(args.out, profile)
     _print_summary(profile, args.out, time.perf_counter() - t0)
     return 0
+
+
+def _overheads(args: argparse.Namespace) -> dict[str, float]:
+    """--step-overhead-ms / --draft-pass-overhead-ms (shared with `estimate`) when given."""
+    out = {}
+    for flag, key in (("step_overhead_ms", "step_overhead_s"), ("draft_pass_overhead_ms", "draft_pass_overhead_s")):
+        ms = getattr(args, flag, None)
+        if ms is not None:
+            if not ms >= 0:
+                raise SpecplanError(f"--{flag.replace('_', '-')} {ms}: must be >= 0 ms")
+            out[key] = ms * 1e-3
+    return out
 
 
 def _rates(items: list[str]) -> dict[str, tuple[float, ...]]:
