@@ -34,6 +34,8 @@ from sim.errors import SpecplanError
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PREFILL_CHUNK = 8192
 """Tokens per prefill step assumed for the activation peak (vLLM's default token budget)."""
+LOGIT_ROWS = 256
+"""Decode rows whose fp32 logits the activation peak allows for (× (k+1) tokens each)."""
 DEFAULT_STEP_OVERHEAD_S = 1e-3
 DEFAULT_DRAFT_PASS_OVERHEAD_S = 0.5e-3
 OVERHEAD_DEFAULT_SOURCE = (
@@ -140,7 +142,7 @@ def _grid_axes(max_pos: int, k_max: int) -> dict[str, tuple[int, ...]]:
     ctx = tuple(c for c in (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
                 if c + k_max + 1 <= max_pos) or (min(128, max_pos // 2),)
     return {
-        "batch": (1, 2, 4, 8, 16, 32, 64, 128, 256),
+        "batch": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),  # to vLLM's 1024 default max_num_seqs
         "tokens_per_seq": tuple(range(1, k_max + 2)),
         "context": ctx,
         "prefill_tokens": tuple(t for t in (16, 64, 256, 1024, 2048, 4096, 8192, 16384) if t <= max_pos),
@@ -214,13 +216,13 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
     kv_tok = tp * 2 * arch["num_layers"] * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * nbytes
     weight_bytes = _weight_bytes(arch, nbytes)
     act = int(PREFILL_CHUNK * (2 * arch["intermediate_size"] // tp + 4 * arch["hidden_size"]) * nbytes
-              + max(ax["batch"]) * (k_max + 1) * arch["vocab_size"] * 4)
+              + LOGIT_ROWS * (k_max + 1) * arch["vocab_size"] * 4)
     _check_fits(f"{target_identity['id']}", dtype, weight_bytes, act, tp, gpu, arch)
     mem_props: dict[str, dict[str, int]] = {}
     for p in proposers:
         pkv = tp * 2 * (p.layers or p.arch["num_layers"]) * kv_heads_per_gpu(p.arch, tp) * p.arch["head_dim"] * nbytes
         pw = 0 if not p.weight_bytes_extra else int(p.arch["num_parameters"] * nbytes)
-        pact = int(max(ax["batch"]) * p.arch["vocab_size"] * 4)  # per GPU; the profile holds replica totals
+        pact = int(LOGIT_ROWS * p.arch["vocab_size"] * 4)  # per GPU; the profile holds replica totals
         mem_props[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pkv, "activation_peak_bytes": tp * pact}
         _check_fits(f"{target_identity['id']} with draft {p.name} resident", dtype, weight_bytes + pw,
                     act + pact, tp, gpu, arch)  # per-GPU activations
@@ -229,17 +231,19 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
     free = tp * (gpu.memory_bytes - act) - weight_bytes
     unreachable = "no engine reaches it: {why}; value kept from the roofline formula so interpolation stays honest"
 
+    pure = Efficiency(eff.compute, eff.bandwidth, 0.0, eff.source)  # fixed costs go in their own fields
+
     def fwd(b: int, s: int, c: int) -> float:
         if b * (c + s) * kv_tok > free:
             limits.append({"quantity": "target_forward", "point": {"batch": b, "tokens_per_seq": s, "context": c},
                            "reason": unreachable.format(why="KV cache beyond the replica's memory (estimated)")})
-        return pass_time(arch, nbytes, b, s, c, b * s, gpu, dtype, eff, tp)
+        return pass_time(arch, nbytes, b, s, c, b * s, gpu, dtype, pure, tp)
 
     def pre(n: int, c: int) -> float:
         if c + n > max_positions:
             limits.append({"quantity": "target_prefill", "point": {"tokens": n, "context": c},
                            "reason": unreachable.format(why="beyond the model's context window")})
-        return pass_time(arch, nbytes, 1, n, c, 1, gpu, dtype, eff, tp)
+        return pass_time(arch, nbytes, 1, n, c, 1, gpu, dtype, pure, tp)
 
     timing: dict[str, Any] = {
         "target_forward": {"axes": {"batch": list(ax["batch"]), "tokens_per_seq": list(ax["tokens_per_seq"]),
@@ -249,22 +253,29 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
                            "median": _nested([ax["prefill_tokens"], ax["prefill_context"]], pre)},
         "proposers": {},
     }
-    draft_eff = Efficiency(eff.compute, eff.bandwidth, eff.draft_pass_overhead_s, eff.source)
+    oh_note = (f"{eff.draft_pass_overhead_s * 1e3:g} ms per draft pass, k passes per step: H(k) = "
+               f"k x {eff.draft_pass_overhead_s * 1e3:g} ms ({eff.overhead_source})")
     for p in proposers:
         def draft(b: int, k: int, c: int, p: EstimateProposer = p) -> float:
-            return sum(pass_time(p.arch, nbytes, b, 1, c + i, b, gpu, dtype, draft_eff, tp, p.layers)
+            return sum(pass_time(p.arch, nbytes, b, 1, c + i, b, gpu, dtype, pure, tp, p.layers)
                        for i in range(k))
 
         timing["proposers"][p.name] = {
             "draft": {"axes": {"batch": list(ax["batch"]), "k": list(ax["k"]), "context": list(ax["context"])},
                       "median": _nested([ax["batch"], ax["k"], ax["context"]], draft)},
             "overhead": {"axes": {"batch": list(ax["batch"]), "k": list(ax["k"])},
-                         "median": _nested([ax["batch"], ax["k"]], lambda b, k: 0.0)},
+                         "median": _nested([ax["batch"], ax["k"]], lambda b, k: k * eff.draft_pass_overhead_s)},
+            "overhead_provenance": provenance("assumed", command=command, notes=oh_note),
         }
+    timing["step_overhead"] = {
+        "seconds": eff.step_overhead_s,
+        "provenance": provenance("assumed", command=command,
+                                 notes=f"{eff.step_overhead_s * 1e3:g} ms per engine step ({eff.overhead_source})"),
+    }
     timing["limits"] = limits
     return _assemble(gpu=gpu, target_identity=target_identity, proposers=proposers, dtype=dtype, eff=eff,
                      command=command, name=name, tp=tp, timing=timing, weight_bytes=weight_bytes, act=act,
-                     kv_tok=kv_tok, mem_props=mem_props, k_max=k_max, batch_max=max(ax["batch"]))
+                     kv_tok=kv_tok, mem_props=mem_props, k_max=k_max, batch_max=LOGIT_ROWS)
 
 
 def kv_capacity_rows(device_bytes: int, target_w: int, target_act: int, target_kv: int,
@@ -297,11 +308,11 @@ def _assemble(*, gpu: GpuSpec, target_identity: dict[str, Any], proposers: Seque
         f"roofline on {tp}x {gpu.name} ({gpu.source}): peak {gpu.bf16_flops / 1e12:.1f} TFLOP/s {dtype}, "
         f"{gpu.memory_bandwidth / 1e9:.0f} GB/s, {gpu.memory_bytes / 2**30:.0f} GiB; efficiency compute "
         f"{eff.compute:.3g}, bandwidth {eff.bandwidth:.3g} ({eff.source}); per-step overhead "
-        f"{eff.step_overhead_s * 1e3:g} ms in every target pass, per-draft-pass overhead "
-        f"{eff.draft_pass_overhead_s * 1e3:g} ms in every draft pass ({eff.overhead_source}); time = "
-        f"max(FLOPs/(peak*e_c), bytes/(bw*e_b)) + communication + overhead; FLOPs = 2*weights*tokens + attention; "
-        f"bytes = weights + KV read/write{tp_note}; H(k) = 0 (accept/reject bookkeeping not modelled beyond the "
-        f"per-step overhead); {n_lim} cells no engine reaches keep the formula's value (timing.limits)"
+        f"{eff.step_overhead_s * 1e3:g} ms (timing.step_overhead), per-draft-pass overhead "
+        f"{eff.draft_pass_overhead_s * 1e3:g} ms (proposers' H(k) = k passes); pass time = "
+        f"max(FLOPs/(peak*e_c), bytes/(bw*e_b)) + communication; FLOPs = 2*weights*tokens + attention; "
+        f"bytes = weights + KV read/write{tp_note}; {n_lim} cells no engine reaches keep the formula's value "
+        f"(timing.limits)"
     )
     mem_notes = (
         f"estimated, replica totals over {tp} GPU(s): device memory = {tp} x {gpu.name}'s datasheet "

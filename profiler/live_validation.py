@@ -24,12 +24,12 @@ from profiler.idle_probes import IdleProbes
 from profiler.models import load_model
 from profiler.timing import Point, ReferencePasses, remeasure
 from sim import fidelity
+from sim.engine_defaults import engine_limits
 from sim.errors import SpecplanError
 from sim.kv_capacity import kv_capacity
 from sim.machine_speed import speed_timeline
 from sim.profile import Profile
 from sim.scenario import Scenario
-from sim.engine_defaults import engine_limits
 from sim.simulation import scheduler_config
 from sim.speculation import policy_from_candidate
 

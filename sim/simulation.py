@@ -19,8 +19,8 @@ import polars as pl
 from sim import metric_names as mn
 from sim.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
 from sim.cost import fleet_cost_usd
-from sim.engine_defaults import EngineLimits, engine_limits
 from sim.engine import Fleet, FleetSpec, RestartPlan, StepTimer
+from sim.engine_defaults import EngineLimits, engine_limits
 from sim.errors import SpecplanError
 from sim.kv_capacity import check_replica_shape, kv_capacity
 from sim.metrics import measured_window, summarize

@@ -87,6 +87,6 @@ def test_tensor_parallel_profiles_use_one_gpus_memory() -> None:
 def test_run_sources_name_the_default(tmp_path: Path) -> None:
     res = run_scenario(scenario(), gpu_profile("NVIDIA H200", 141 * 10**9))
     line = [s for s in res.sources if s.startswith("engine:")]
-    assert line == [f"engine: max_num_batched_tokens 8192, max_num_seqs 1024 by default: "
-                    f"vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OpenAI server for "
-                    f"'NVIDIA H200' (131 GiB ≥ 70 GiB, not A100)"]
+    assert line == ["engine: max_num_batched_tokens 8192, max_num_seqs 1024 by default: "
+                    "vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OpenAI server for "
+                    "'NVIDIA H200' (131 GiB ≥ 70 GiB, not A100)"]
