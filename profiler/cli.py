@@ -6,6 +6,8 @@
 - ``merge``       timing + memory from one profile, acceptance from another;
 - ``import-vllm`` acceptance counters from a running vLLM's Prometheus ``/metrics``;
 - ``published``   acceptance typed in from a paper or blog, with its citation;
+- ``import-aiconfigurator`` GPU timing and memory from NVIDIA's kernel database (optional extra
+  ``specplan[gpu-data]``; profiler/cmd_import_aiconfigurator.py);
 - ``padded-batch`` add ``timing.padded_batch`` (a padded engine's batch join/leave cost),
   measured now, to a copy of ``--profile BASE``.
 
@@ -21,7 +23,7 @@ from typing import Any
 
 from sim.errors import SpecplanError
 
-ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch")
+ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch", "import-aiconfigurator")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     e = parser.add_argument_group("estimate")
-    e.add_argument("--gpu", help="A100-80GB | H100-SXM | H200 | L40S | B200")
+    e.add_argument("--gpu", help="A100-80GB | H100-SXM | H200 | L40S | B200 | FILE.toml/.json (a GPU spec file)")
+    e.add_argument("--tensor-parallel-size", type=int, metavar="T",
+                   help="GPUs per replica sharding the model (default 1; --tp works too)")
+    e.add_argument("--step-overhead-ms", type=float, metavar="MS",
+                   help="host time added to every target pass (default 1 ms, assumed)")
+    e.add_argument("--draft-pass-overhead-ms", type=float, metavar="MS",
+                   help="host time added to every draft pass (default 0.5 ms, assumed)")
     e.add_argument("--proposer-model", action="append", default=[], metavar="SPEC",
                    help="draft model architecture for the estimate (repeatable)")
     e.add_argument("--calibrate-from", metavar="PROFILE", help="carry efficiency over from a profile measured on a known GPU")
@@ -79,6 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("--citation", help="where the published numbers come from")
     i.add_argument("--profile", metavar="BASE", help="add the entry to a copy of this profile (else write an acceptance file)")
     i.add_argument("--proposer-kind", default=None, help="ngram | self_draft | draft_model when BASE lacks the proposer")
+    from profiler import cmd_import_aiconfigurator
+
+    cmd_import_aiconfigurator.add_arguments(parser)
     _remember_flags(parser)
 
 
@@ -112,6 +123,10 @@ def command_of(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     action = args.action
+    if action == "import-aiconfigurator":
+        from profiler import cmd_import_aiconfigurator
+
+        return cmd_import_aiconfigurator.run(args, command_of(args))
     if not args.out:
         raise SpecplanError(f"profile {action}: -o/--out OUT.json is required")
     if action == "run":
@@ -216,53 +231,19 @@ def _summary(profile: dict[str, Any], out: str) -> None:
 
 
 def _run_estimate(args: argparse.Namespace) -> int:
-    from profiler.estimate import Efficiency, EstimateProposer, calibrate, estimate_profile
-    from profiler.gpu_specs import gpu_spec
-    from profiler.models import load_config, max_positions
-    from profiler.profile_io import check_writable, read_profile_dict, write_profile
+    from profiler.estimate_inputs import efficiency, estimate_from_specs
+    from profiler.profile_io import check_writable, write_profile
 
     if not args.gpu or not args.target:
-        raise SpecplanError("profile estimate: --gpu NAME and --target SPEC are required")
-    gpu = gpu_spec(args.gpu)
+        raise SpecplanError("profile estimate: --gpu NAME|FILE and --target SPEC are required")
     check_writable(args.out)
-    dtype = {"auto": "bfloat16", "bf16": "bfloat16", "fp16": "float16", "bfloat16": "bfloat16",
-             "float16": "float16"}.get(args.dtype.lower())
-    if dtype is None:
-        raise SpecplanError(f"--dtype {args.dtype}: the estimate covers bf16 and fp16")
-    if args.calibrate_from:
-        eff = calibrate(read_profile_dict(args.calibrate_from), args.calibrate_from)
-    else:
-        d = Efficiency()
-        eff = Efficiency(args.compute_efficiency or d.compute, args.bandwidth_efficiency or d.bandwidth, 0.0,
-                         "given on the command line" if (args.compute_efficiency or args.bandwidth_efficiency) else d.source)
-    target = load_config(args.target)
-    props: list[EstimateProposer] = []
-    for spec in args.proposer_model:
-        pc = load_config(spec)
-        if pc.identity["architecture"]["vocab_size"] != target.identity["architecture"]["vocab_size"]:
-            raise SpecplanError(f"--proposer-model {spec}: vocabulary {pc.identity['architecture']['vocab_size']} "
-                                f"differs from the target's {target.identity['architecture']['vocab_size']}")
-        from profiler.profile_io import safe_name
-
-        props.append(EstimateProposer(safe_name(pc.identity["id"]), {"kind": "draft_model", "model": pc.identity},
-                                      pc.identity["architecture"]))
-    for text in args.proposer:
-        from profiler.run import ProposerRequest
-
-        req = ProposerRequest.parse(text)
-        if req.kind != "self_draft":
-            raise SpecplanError(f"--proposer {text}: the estimate covers selfdraft:L and --proposer-model only "
-                                "(an n-gram lookup runs on the host and has no roofline)")
-        n = target.identity["architecture"]["num_layers"]
-        if not 1 <= int(req.layers or 0) <= n:
-            raise SpecplanError(f"--proposer {text}: layers must be between 1 and {n}")
-        props.append(EstimateProposer(f"selfdraft-l{req.layers}",
-                                      {"kind": "self_draft", "layers": list(range(int(req.layers or 0))),
-                                       "note": f"first {req.layers} of {n} target layers + target LM head"},
-                                      target.identity["architecture"], layers=req.layers, weight_bytes_extra=False))
-    profile = estimate_profile(gpu=gpu, target_identity=target.identity,
-                               max_positions=max_positions(target.config) or 8192, proposers=props,
-                               dtype=dtype, k_max=args.k_max, eff=eff, command=command_of(args), name=args.name)
+    eff = efficiency(calibrate_from=args.calibrate_from, compute=args.compute_efficiency,
+                     bandwidth=args.bandwidth_efficiency, step_overhead_ms=args.step_overhead_ms,
+                     draft_pass_overhead_ms=args.draft_pass_overhead_ms)
+    tp = args.tensor_parallel_size if args.tensor_parallel_size is not None else getattr(args, "tp", 1)
+    profile = estimate_from_specs(gpu=args.gpu, target=args.target, proposer_models=args.proposer_model,
+                                  proposers=args.proposer, dtype=args.dtype, k_max=args.k_max, eff=eff,
+                                  tensor_parallel_size=tp, command=command_of(args), name=args.name)
     write_profile(args.out, profile)
     _summary(profile, args.out)
     return 0

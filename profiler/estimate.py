@@ -1,11 +1,21 @@
 """Roofline estimate of a profile's timing and memory for a GPU we have no access to.
 
-A forward pass takes ``max(FLOPs / (peak · e_c), bytes / (bandwidth · e_b)) + step overhead``:
-FLOPs are the matmuls (2 · weights · tokens) plus attention over the cached context; bytes are
-the weights read once plus the KV cache read and written. ``e_c`` and ``e_b`` are efficiency
-factors, by default typical of a tuned serving engine, or carried over from a profile measured on
-a known GPU (``calibrate``). The result is labelled ``estimated`` with every figure in its notes;
-it never has an acceptance section (acceptance must be measured, imported or published).
+A forward pass on each of a replica's ``t`` GPUs takes ``max(FLOPs/t / (peak · e_c), bytes/t /
+(bandwidth · e_b))`` plus its tensor-parallel communication plus a fixed per-step overhead:
+FLOPs are the matmuls (2 · weights · tokens) plus attention over the cached context; bytes are the
+weights read once plus the KV cache read and written; with ``t > 1`` every layer all-reduces its
+attention and MLP outputs (``2·(t−1)/t · tokens · hidden · bytes`` over the interconnect, plus a
+fixed latency each) and the logits are gathered. A draft pass pays its own per-pass overhead.
+``e_c`` and ``e_b`` are efficiency factors, by default typical of a tuned serving engine, or
+carried over from a profile measured on a known GPU (``calibrate``). The result is labelled
+``estimated`` with every figure in its notes; it never has an acceptance section (acceptance must
+be measured, imported or published). Only the model's ``config.json`` is read (profiler/
+hf_config.py), so no torch or transformers is needed.
+
+Every grid cell is computed from the formula, including cells no engine reaches (KV beyond the
+replica's memory, positions beyond the context window): those are listed in ``timing.limits``
+but keep the formula's value, because the simulator interpolates toward neighbouring cells and a
+null would be filled from a shorter context (sim/grid.py), under-pricing long contexts.
 """
 
 from __future__ import annotations
@@ -18,31 +28,45 @@ from typing import Any
 import numpy as np
 
 from profiler.gpu_specs import GpuSpec, match_device_name
-from profiler.memory import kv_capacity_rows
 from profiler.profile_io import assemble, provenance, safe_name
 from sim.errors import SpecplanError
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PREFILL_CHUNK = 8192
 """Tokens per prefill step assumed for the activation peak (vLLM's default token budget)."""
+LOGIT_ROWS = 256
+"""Decode rows whose fp32 logits the activation peak allows for (× (k+1) tokens each)."""
+DEFAULT_STEP_OVERHEAD_S = 1e-3
+DEFAULT_DRAFT_PASS_OVERHEAD_S = 0.5e-3
+OVERHEAD_DEFAULT_SOURCE = (
+    "assumed defaults: 1 ms per engine step and 0.5 ms per draft pass, the host-side cost "
+    "(scheduling, input preparation, sampling, kernel launch) that specplan issue 16's review "
+    "of the step-time model takes as realistic for a vLLM-style engine; not measured on this "
+    "GPU - set --step-overhead-ms / --draft-pass-overhead-ms from your own measurements"
+)
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of datasheet peak a real engine reaches, and a fixed per-step cost."""
+    """Fractions of datasheet peak a real engine reaches, and fixed per-pass costs."""
 
     compute: float = 0.6
     bandwidth: float = 0.8
     step_overhead_s: float = 0.0
+    """Added to every target pass (decode, verification, prefill)."""
     source: str = "default factors (typical of tuned inference kernels)"
+    draft_pass_overhead_s: float = 0.0
+    """Added to every draft forward pass (k per D(k))."""
+    overhead_source: str = "no fixed overhead"
 
     def __post_init__(self) -> None:
         for name in ("compute", "bandwidth"):
             v = getattr(self, name)
             if not 0 < v <= 1:
                 raise SpecplanError(f"efficiency {name}={v}: must be in (0, 1]")
-        if self.step_overhead_s < 0:
-            raise SpecplanError(f"step overhead {self.step_overhead_s}: must be >= 0 seconds")
+        for name in ("step_overhead_s", "draft_pass_overhead_s"):
+            if getattr(self, name) < 0:
+                raise SpecplanError(f"{name.replace('_s', '')} {getattr(self, name)}: must be >= 0 seconds")
 
 
 def layer_params(arch: dict[str, Any]) -> int:
@@ -55,23 +79,52 @@ def layer_params(arch: dict[str, Any]) -> int:
     return int(q + kv + o + mlp + 2 * h)
 
 
+def kv_heads_per_gpu(arch: dict[str, Any], tp: int) -> int:
+    """KV heads each GPU holds: split when there are at least ``tp``, else one replicated."""
+    kv = arch["num_kv_heads"]
+    return kv // tp if kv >= tp else 1
+
+
 def forward_cost(arch: dict[str, Any], dtype_bytes: int, batch: int, new_tokens: int, context: int,
-                 logit_tokens: int, layers: int | None = None) -> tuple[float, float]:
-    """(FLOPs, bytes moved) of one forward over ``batch × new_tokens`` on ``context`` cached tokens."""
+                 logit_tokens: int, layers: int | None = None, tp: int = 1) -> tuple[float, float]:
+    """(FLOPs, bytes moved) on each of ``tp`` GPUs of one forward over ``batch × new_tokens`` on
+    ``context`` cached tokens (``tp = 1``: the whole model)."""
     n_layers = arch["num_layers"] if layers is None else layers
     tokens = batch * new_tokens
     head = arch["vocab_size"] * arch["hidden_size"]
     lin = 2.0 * layer_params(arch) * n_layers * tokens + 2.0 * head * logit_tokens
     attended = tokens * (context + (new_tokens + 1) / 2.0)
     attn = 4.0 * n_layers * arch["num_attention_heads"] * arch["head_dim"] * attended
-    kv_tok = 2 * n_layers * arch["num_kv_heads"] * arch["head_dim"] * dtype_bytes
+    kv_tok = 2 * n_layers * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * dtype_bytes
     weights = (layer_params(arch) * n_layers + head + arch["hidden_size"]) * dtype_bytes
-    moved = weights + batch * context * kv_tok + tokens * kv_tok
-    return lin + attn, float(moved)
+    moved = weights / tp + batch * context * kv_tok + tokens * kv_tok
+    return (lin + attn) / tp, float(moved)
+
+
+def comm_time(arch: dict[str, Any], dtype_bytes: int, tokens: int, logit_tokens: int, gpu: GpuSpec,
+              tp: int, layers: int | None = None) -> float:
+    """Tensor-parallel communication of one forward: two ring all-reduces of the hidden states
+    per layer and a gather of the vocab-sharded logits, each a fixed latency plus bytes over the
+    one-way interconnect bandwidth."""
+    if tp == 1:
+        return 0.0
+    n_layers = arch["num_layers"] if layers is None else layers
+    ring = 2.0 * (tp - 1) / tp
+    per_ar = gpu.allreduce_latency_s + ring * tokens * arch["hidden_size"] * dtype_bytes / gpu.interconnect_bandwidth
+    gather = gpu.allreduce_latency_s + (tp - 1) / tp * logit_tokens * arch["vocab_size"] * dtype_bytes / gpu.interconnect_bandwidth
+    return 2 * n_layers * per_ar + gather
 
 
 def roofline_time(flops: float, moved: float, gpu: GpuSpec, dtype: str, eff: Efficiency) -> float:
     return max(flops / (gpu.flops(dtype) * eff.compute), moved / (gpu.memory_bandwidth * eff.bandwidth)) + eff.step_overhead_s
+
+
+def pass_time(arch: dict[str, Any], nbytes: int, batch: int, new_tokens: int, context: int, logit_tokens: int,
+              gpu: GpuSpec, dtype: str, eff: Efficiency, tp: int = 1, layers: int | None = None) -> float:
+    """Seconds of one target-style forward on a replica of ``tp`` GPUs (step overhead included)."""
+    flops, moved = forward_cost(arch, nbytes, batch, new_tokens, context, logit_tokens, layers, tp)
+    return (roofline_time(flops, moved, gpu, dtype, eff)
+            + comm_time(arch, nbytes, batch * new_tokens, logit_tokens, gpu, tp, layers))
 
 
 @dataclass(frozen=True)
@@ -86,13 +139,14 @@ class EstimateProposer:
 
 
 def _grid_axes(max_pos: int, k_max: int) -> dict[str, tuple[int, ...]]:
-    ctx = tuple(c for c in (128, 512, 2048, 8192, 32768) if c + k_max + 1 <= max_pos) or (min(128, max_pos // 2),)
+    ctx = tuple(c for c in (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+                if c + k_max + 1 <= max_pos) or (min(128, max_pos // 2),)
     return {
-        "batch": (1, 2, 4, 8, 16, 32, 64, 128, 256),
+        "batch": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),  # to vLLM's 1024 default max_num_seqs
         "tokens_per_seq": tuple(range(1, k_max + 2)),
         "context": ctx,
-        "prefill_tokens": tuple(t for t in (16, 64, 256, 1024, 4096, 8192, 16384) if t <= max_pos),
-        "prefill_context": tuple(c for c in (0, 512, 2048, 8192) if c + 16 <= max_pos),
+        "prefill_tokens": tuple(t for t in (16, 64, 256, 1024, 2048, 4096, 8192, 16384) if t <= max_pos),
+        "prefill_context": tuple(c for c in (0, 512, 2048, 8192, 32768) if c + 16 <= max_pos),
         "k": tuple(range(1, k_max + 1)),
     }
 
@@ -105,36 +159,91 @@ def _nested(axes: Sequence[Sequence[int]], fn: Any) -> Any:
     return rec(0, [])
 
 
+def check_tensor_parallel(arch: dict[str, Any], tp: int, who: str, gpu: GpuSpec) -> None:
+    """vLLM's rule: ``tp`` divides the attention heads, and the KV heads divide by it or it by
+    them (fewer KV heads than GPUs are replicated); a one-line error lists the valid sizes."""
+    heads, kv = arch["num_attention_heads"], arch["num_kv_heads"]
+
+    def ok(t: int) -> bool:
+        return heads % t == 0 and (kv % t == 0 if kv >= t else t % kv == 0)
+
+    if tp < 1 or not ok(tp):
+        valid = [t for t in range(1, heads + 1) if ok(t)]
+        raise SpecplanError(
+            f"--tensor-parallel-size {tp}: must divide {who}'s {heads} attention heads ({kv} KV heads); "
+            f"valid: {', '.join(map(str, valid))}"
+        )
+    if tp > 1 and gpu.interconnect_bandwidth <= 0:
+        raise SpecplanError(f"--tensor-parallel-size {tp}: GPU {gpu.name!r} has no interconnect_gb_s, so "
+                            "all-reduce time cannot be estimated; add it to the GPU spec file")
+
+
+def _weight_bytes(arch: dict[str, Any], nbytes: int) -> int:
+    w = int((layer_params(arch) * arch["num_layers"] + arch["vocab_size"] * arch["hidden_size"]
+             + arch["hidden_size"]) * nbytes)
+    return max(w, int(arch["num_parameters"] * nbytes))  # an untied input embedding lives in memory too
+
+
+def _check_fits(who: str, dtype: str, weights: int, act: int, tp: int, gpu: GpuSpec, arch: dict[str, Any]) -> None:
+    if weights / tp + act < gpu.memory_bytes:
+        return
+    gib = 2**30
+    fits = [t for t in range(tp + 1, arch["num_attention_heads"] + 1)
+            if arch["num_attention_heads"] % t == 0 and weights / t + act < gpu.memory_bytes]
+    hint = (f"valid: --tensor-parallel-size {fits[0]} or more (one that divides the heads)" if fits
+            else "valid: a GPU with more memory")
+    raise SpecplanError(
+        f"{who} does not fit: {weights / gib:.1f} GiB of {dtype} weights ({weights / tp / gib:.1f} GiB per GPU "
+        f"at tensor_parallel_size {tp}) plus {act / gib:.1f} GiB of activations exceed {gpu.name}'s "
+        f"{gpu.memory_bytes / gib:.1f} GiB; {hint}"
+    )
+
+
 def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_positions: int,
                      proposers: Sequence[EstimateProposer], dtype: str, k_max: int, eff: Efficiency,
-                     command: str | None, name: str | None = None) -> dict[str, Any]:
+                     command: str | None, name: str | None = None, tensor_parallel_size: int = 1) -> dict[str, Any]:
     """A complete profile (timing + memory, no acceptance) from the roofline."""
     if dtype not in ("bfloat16", "float16"):
         raise SpecplanError(f"--dtype {dtype}: the roofline estimate covers bf16 and fp16 only")
+    tp = tensor_parallel_size
     arch = target_identity["architecture"]
+    check_tensor_parallel(arch, tp, target_identity["id"], gpu)
+    for p in proposers:
+        if p.layers is None:
+            check_tensor_parallel(p.arch, tp, f"draft {p.name}", gpu)
     nbytes = DTYPE_BYTES[dtype]
     ax = _grid_axes(max_positions, k_max)
-    kv_tok = 2 * arch["num_layers"] * arch["num_kv_heads"] * arch["head_dim"] * nbytes
-    weight_bytes = int((layer_params(arch) * arch["num_layers"] + arch["vocab_size"] * arch["hidden_size"]
-                        + arch["hidden_size"]) * nbytes)
-    if arch["num_parameters"] * nbytes > weight_bytes:  # untied input embedding lives in memory too
-        weight_bytes = int(arch["num_parameters"] * nbytes)
+    kv_tok = tp * 2 * arch["num_layers"] * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * nbytes
+    weight_bytes = _weight_bytes(arch, nbytes)
+    act = int(PREFILL_CHUNK * (2 * arch["intermediate_size"] // tp + 4 * arch["hidden_size"]) * nbytes
+              + LOGIT_ROWS * (k_max + 1) * arch["vocab_size"] * 4)
+    _check_fits(f"{target_identity['id']}", dtype, weight_bytes, act, tp, gpu, arch)
+    mem_props: dict[str, dict[str, int]] = {}
+    for p in proposers:
+        pkv = tp * 2 * (p.layers or p.arch["num_layers"]) * kv_heads_per_gpu(p.arch, tp) * p.arch["head_dim"] * nbytes
+        pw = 0 if not p.weight_bytes_extra else int(p.arch["num_parameters"] * nbytes)
+        pact = int(LOGIT_ROWS * p.arch["vocab_size"] * 4)  # per GPU; the profile holds replica totals
+        mem_props[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pkv, "activation_peak_bytes": tp * pact}
+        _check_fits(f"{target_identity['id']} with draft {p.name} resident", dtype, weight_bytes + pw,
+                    act + pact, tp, gpu, arch)  # per-GPU activations
     limits: list[dict[str, Any]] = []
-    free = gpu.memory_bytes - weight_bytes
+    # KV the replica could hold at all (memory_utilization 1): beyond it no engine goes
+    free = tp * (gpu.memory_bytes - act) - weight_bytes
+    unreachable = "no engine reaches it: {why}; value kept from the roofline formula so interpolation stays honest"
 
-    def fwd(b: int, s: int, c: int) -> float | None:
+    pure = Efficiency(eff.compute, eff.bandwidth, 0.0, eff.source)  # fixed costs go in their own fields
+
+    def fwd(b: int, s: int, c: int) -> float:
         if b * (c + s) * kv_tok > free:
             limits.append({"quantity": "target_forward", "point": {"batch": b, "tokens_per_seq": s, "context": c},
-                           "reason": "KV cache would exceed device memory (estimated)"})
-            return None
-        return roofline_time(*forward_cost(arch, nbytes, b, s, c, b * s), gpu, dtype, eff)
+                           "reason": unreachable.format(why="KV cache beyond the replica's memory (estimated)")})
+        return pass_time(arch, nbytes, b, s, c, b * s, gpu, dtype, pure, tp)
 
-    def pre(n: int, c: int) -> float | None:
+    def pre(n: int, c: int) -> float:
         if c + n > max_positions:
             limits.append({"quantity": "target_prefill", "point": {"tokens": n, "context": c},
-                           "reason": "beyond the model's context window"})
-            return None
-        return roofline_time(*forward_cost(arch, nbytes, 1, n, c, 1), gpu, dtype, eff)
+                           "reason": unreachable.format(why="beyond the model's context window")})
+        return pass_time(arch, nbytes, 1, n, c, 1, gpu, dtype, pure, tp)
 
     timing: dict[str, Any] = {
         "target_forward": {"axes": {"batch": list(ax["batch"]), "tokens_per_seq": list(ax["tokens_per_seq"]),
@@ -144,65 +253,100 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
                            "median": _nested([ax["prefill_tokens"], ax["prefill_context"]], pre)},
         "proposers": {},
     }
-    mem_props: dict[str, dict[str, int]] = {}
+    oh_note = (f"{eff.draft_pass_overhead_s * 1e3:g} ms per draft pass, k passes per step: H(k) = "
+               f"k x {eff.draft_pass_overhead_s * 1e3:g} ms ({eff.overhead_source})")
     for p in proposers:
-        parch = p.arch
-        pbytes_tok = 2 * (p.layers or parch["num_layers"]) * parch["num_kv_heads"] * parch["head_dim"] * nbytes
-
-        def draft(b: int, k: int, c: int, p: EstimateProposer = p, parch: dict = parch, pkv: int = pbytes_tok) -> float | None:
-            if b * (c + k) * (kv_tok + pkv) > free:
-                return None
-            return sum(roofline_time(*forward_cost(parch, nbytes, b, 1, c + i, b, layers=p.layers), gpu, dtype, eff)
+        def draft(b: int, k: int, c: int, p: EstimateProposer = p) -> float:
+            return sum(pass_time(p.arch, nbytes, b, 1, c + i, b, gpu, dtype, pure, tp, p.layers)
                        for i in range(k))
 
         timing["proposers"][p.name] = {
             "draft": {"axes": {"batch": list(ax["batch"]), "k": list(ax["k"]), "context": list(ax["context"])},
                       "median": _nested([ax["batch"], ax["k"], ax["context"]], draft)},
             "overhead": {"axes": {"batch": list(ax["batch"]), "k": list(ax["k"])},
-                         "median": _nested([ax["batch"], ax["k"]], lambda b, k: eff.step_overhead_s)},
+                         "median": _nested([ax["batch"], ax["k"]], lambda b, k: k * eff.draft_pass_overhead_s)},
+            "overhead_provenance": provenance("assumed", command=command, notes=oh_note),
         }
-        pw = 0 if not p.weight_bytes_extra else int(parch["num_parameters"] * nbytes)
-        pact = int(max(ax["batch"]) * parch["vocab_size"] * 4)
-        mem_props[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pbytes_tok, "activation_peak_bytes": pact}
+    timing["step_overhead"] = {
+        "seconds": eff.step_overhead_s,
+        "provenance": provenance("assumed", command=command,
+                                 notes=f"{eff.step_overhead_s * 1e3:g} ms per engine step ({eff.overhead_source})"),
+    }
     timing["limits"] = limits
-    act = int(PREFILL_CHUNK * (2 * arch["intermediate_size"] + 4 * arch["hidden_size"]) * nbytes
-              + max(ax["batch"]) * (k_max + 1) * arch["vocab_size"] * 4)
+    return _assemble(gpu=gpu, target_identity=target_identity, proposers=proposers, dtype=dtype, eff=eff,
+                     command=command, name=name, tp=tp, timing=timing, weight_bytes=weight_bytes, act=act,
+                     kv_tok=kv_tok, mem_props=mem_props, k_max=k_max, batch_max=LOGIT_ROWS)
+
+
+def kv_capacity_rows(device_bytes: int, target_w: int, target_act: int, target_kv: int,
+                     proposers: dict[str, dict[str, int]],
+                     utilizations: Sequence[float] = (0.8, 0.9)) -> list[dict[str, Any]]:
+    """KV tokens at each utilisation, target alone and with each draft, by the simulator's formula
+    (sim/kv_capacity.py) on the replica's totals."""
+    rows = []
+    for u in utilizations:
+        for name in [None, *proposers]:
+            p = proposers.get(name, {}) if name else {}
+            free = (u * device_bytes - target_act - p.get("activation_peak_bytes", 0)
+                    - target_w - p.get("weight_bytes", 0))
+            per = target_kv + p.get("kv_bytes_per_token", 0)
+            rows.append({"memory_utilization": u, "proposer": name, "kv_tokens": max(0, math.floor(free / per))})
+    return rows
+
+
+def _assemble(*, gpu: GpuSpec, target_identity: dict[str, Any], proposers: Sequence[EstimateProposer],
+              dtype: str, eff: Efficiency, command: str | None, name: str | None, tp: int,
+              timing: dict[str, Any], weight_bytes: int, act: int, kv_tok: int,
+              mem_props: dict[str, dict[str, int]], k_max: int, batch_max: int) -> dict[str, Any]:
+    nbytes = DTYPE_BYTES[dtype]
+    n_lim = len(timing["limits"])
+    tp_note = "" if tp == 1 else (
+        f"; tensor parallel {tp}: FLOPs, weights and KV split over {tp} GPUs ({kv_heads_per_gpu(target_identity['architecture'], tp)} "
+        f"KV heads each), 2 ring all-reduces per layer + a logits gather at {gpu.interconnect_bandwidth / 1e9:.0f} GB/s one "
+        f"way and {gpu.allreduce_latency_s * 1e6:g} us each ({gpu.source})")
     notes = (
-        f"roofline on {gpu.name} ({gpu.source}): peak {gpu.bf16_flops / 1e12:.1f} TFLOP/s {dtype}, "
+        f"roofline on {tp}x {gpu.name} ({gpu.source}): peak {gpu.bf16_flops / 1e12:.1f} TFLOP/s {dtype}, "
         f"{gpu.memory_bandwidth / 1e9:.0f} GB/s, {gpu.memory_bytes / 2**30:.0f} GiB; efficiency compute "
-        f"{eff.compute:.3g}, bandwidth {eff.bandwidth:.3g}, per-step overhead {eff.step_overhead_s:g} s "
-        f"({eff.source}); time = max(FLOPs/(peak*e_c), bytes/(bw*e_b)) + overhead; FLOPs = 2*weights*tokens "
-        f"+ attention; bytes = weights + KV read/write; H(k) = the per-step overhead only (bookkeeping not modelled)"
+        f"{eff.compute:.3g}, bandwidth {eff.bandwidth:.3g} ({eff.source}); per-step overhead "
+        f"{eff.step_overhead_s * 1e3:g} ms (timing.step_overhead), per-draft-pass overhead "
+        f"{eff.draft_pass_overhead_s * 1e3:g} ms (proposers' H(k) = k passes); pass time = "
+        f"max(FLOPs/(peak*e_c), bytes/(bw*e_b)) + communication; FLOPs = 2*weights*tokens + attention; "
+        f"bytes = weights + KV read/write{tp_note}; {n_lim} cells no engine reaches keep the formula's value "
+        f"(timing.limits)"
     )
     mem_notes = (
-        f"estimated: {gpu.name} capacity from its datasheet; weights = parameters x {nbytes} bytes; "
-        f"activation peak = {PREFILL_CHUNK}-token prefill chunk x (2*intermediate + 4*hidden) x {nbytes} bytes "
-        f"+ fp32 logits of {max(ax['batch'])} x {k_max + 1} tokens"
+        f"estimated, replica totals over {tp} GPU(s): device memory = {tp} x {gpu.name}'s datasheet "
+        f"{gpu.memory_bytes / 2**30:.1f} GiB; weights = parameters x {nbytes} bytes (split over the GPUs); "
+        f"KV bytes per token of all GPUs; activation peak = {tp} x ({PREFILL_CHUNK}-token prefill chunk x "
+        f"(2*intermediate/{tp} + 4*hidden) x {nbytes} bytes + fp32 logits of {batch_max} x {k_max + 1} tokens)"
     )
     models = {"target": f"{target_identity['id']} (architecture only)"}
     models.update({p.name: f"{p.identity.get('model', {}).get('id', p.name)} (architecture only)" for p in proposers})
-    dev = {"kind": "cuda", "name": gpu.name, "memory_bytes": gpu.memory_bytes, "driver": None, "count": 1}
+    dev = {"kind": "cuda", "name": gpu.name, "memory_bytes": gpu.memory_bytes, "driver": None, "count": tp}
     timing = {"provenance": provenance("estimated", device=dev, dtype=dtype, models=models,
                                        command=command, notes=notes), **timing}
     memory = {
         "provenance": provenance("estimated", device=dev, dtype=dtype, models=models, command=command, notes=mem_notes),
-        "device_memory_bytes": gpu.memory_bytes,
+        "device_memory_bytes": tp * gpu.memory_bytes,
         "target_weight_bytes": weight_bytes,
         "target_kv_bytes_per_token": kv_tok,
-        "activation_peak_bytes": act,
+        "activation_peak_bytes": tp * act,
         "proposers": mem_props,
-        "kv_capacity": kv_capacity_rows(gpu.memory_bytes, weight_bytes, act, kv_tok, mem_props),
+        "kv_capacity": kv_capacity_rows(tp * gpu.memory_bytes, weight_bytes, tp * act, kv_tok, mem_props),
     }
-    pname = name or safe_name(f"{target_identity['id']}-{gpu.name}-{dtype}-estimate")
-    return assemble(
+    shape = "" if tp == 1 else f"-tp{tp}"
+    pname = name or safe_name(f"{target_identity['id']}-{gpu.name}{shape}-{dtype}-estimate")
+    out = assemble(
         name=pname,
-        description=f"roofline estimate of {target_identity['id']} on {gpu.name} ({dtype}); not measured",
+        description=f"roofline estimate of {target_identity['id']} on {tp}x {gpu.name} ({dtype}); not measured",
         target=target_identity,
         proposers={p.name: p.identity for p in proposers},
         timing=timing,
         memory=memory,
         acceptance={},
     )
+    out["replica"] = {"tensor_parallel_size": tp}
+    return out
 
 
 def calibrate(measured: dict[str, Any], origin: str) -> Efficiency:

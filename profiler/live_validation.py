@@ -24,6 +24,7 @@ from profiler.idle_probes import IdleProbes
 from profiler.models import load_model
 from profiler.timing import Point, ReferencePasses, remeasure
 from sim import fidelity
+from sim.engine_defaults import engine_limits
 from sim.errors import SpecplanError
 from sim.kv_capacity import kv_capacity
 from sim.machine_speed import speed_timeline
@@ -199,7 +200,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         max_wall = v.max_wall_s or 4 * span + 120
         points.append((load, name, rate, sc, specs, reqs, span, max_wall))
 
-    engine = scenario.fleet.engine
+    engine = engine_limits(scenario, profile)
     all_specs = [s for p in points for s in p[4]]
     k_max = max(policy_from_candidate(scenario.candidate(c)).k_max for c in cands)
     peak = serving.PeakShape(
@@ -322,7 +323,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             policy = policy_from_candidate(cand)
             proposer = cand.proposer if policy.speculates else None
             kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
-            cfg = scheduler_config(sc, kv.kv_blocks)
+            cfg = scheduler_config(sc, kv.kv_blocks, engine_limits(sc, profile))
             factory = proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
             serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
                             proposer_factory=proposer_factory(profile, proposer, target.model, 4) if proposer else None)

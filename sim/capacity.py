@@ -355,6 +355,8 @@ class CapacityReport:
     notes: tuple[str, ...] = ()
     baseline: str = "baseline"
     price_source: str = ""
+    gpus_per_replica: int = 1
+    """GPUs one replica spans (fleet.tensor_parallel_size): replicas count instances, cost GPUs."""
 
     def decisions(self, thresholds: Any = None) -> list[Any]:
         """The decision table over the load levels (and the operating point's replicas)."""
@@ -630,9 +632,8 @@ def plan_capacity(
         sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
         duration_s=float(scenario.run.duration_s), bottlenecks=tuple(attributions),
         notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
-        price_source=(f"cost: scenario fleet.price_per_gpu_hour = {scenario.fleet.price_per_gpu_hour} $/h "
-                      f"per replica, draft_price_per_hour = {scenario.fleet.draft_price_per_hour} $/h "
-                      f"(prices as the scenario states them)"),
+        price_source=_price_source(scenario.fleet),
+        gpus_per_replica=scenario.fleet.gpus_per_replica,
     )
 
 
@@ -650,6 +651,14 @@ def timing_spread(profile: Any) -> tuple[float, float] | None:
     lo = float(np.median(np.asarray(g.p10, dtype=float)[ok] / med[ok]))
     hi = float(np.median(np.asarray(g.p90, dtype=float)[ok] / med[ok]))
     return (lo, hi) if hi > lo > 0 else None
+
+
+def _price_source(fleet: Any) -> str:
+    g = fleet.gpus_per_replica
+    per = "per replica" if g == 1 else f"per GPU × {g} GPUs per replica (tensor_parallel_size {g})"
+    return (f"cost: scenario fleet.price_per_gpu_hour = {fleet.price_per_gpu_hour} $/h {per}, "
+            f"draft_price_per_hour = {fleet.draft_price_per_hour} $/h per replica "
+            "(prices as the scenario states them)")
 
 
 def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -131,6 +131,8 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
                            "probes": [[p.rate, p.sustained, p.margin, p.reason] for p in s.probes]}
                           for sd, s in zip(r.seeds, r.per_seed, strict=True)],
              "target_rate": r.target_rate, "replicas": r.replicas, "replicas_status": r.replicas_status,
+             "gpus_per_replica": report.gpus_per_replica,
+             "gpus": None if r.replicas is None else r.replicas * report.gpus_per_replica,
              "cost_per_good_answer_usd": (r.operating_row or {}).get("cost_per_good_answer_usd"),
              "operating_point": r.operating_row}
             for r in report.candidates
@@ -211,6 +213,12 @@ def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list
             lines.append(f"{'':<18} note: {r.bounded}")
         if r.replicas is None:
             lines.append(f"{'':<18} note: {r.replicas_status}")
+    g = report.gpus_per_replica
+    if g > 1:
+        gpus = ", ".join(f"{r.candidate} {r.replicas} × {g} = {r.replicas * g} GPUs"
+                         for r in report.candidates if r.replicas is not None)
+        lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
+                     f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
     lines += ["", "decisions (load levels: fractions of the baseline's capacity; rates per replica):",
               format_decisions(report.decisions())]
     if report.bottlenecks:

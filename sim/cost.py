@@ -1,10 +1,10 @@
 """What serving costs over the measured window, and per SLO-conformant answer.
 
 Hardware is paid by the hour whether it is busy or idle, and time spent on requests that were
-rejected or timed out is paid too, so the cost is replicas × hours × price over the whole
-measured window (not per served token). A speculative candidate with separate draft hardware
-adds its hourly price per replica. Dividing by the answers that met every SLO gives the number a
-buyer compares.
+rejected or timed out is paid too, so the cost is replicas × GPUs per replica × hours × price
+per GPU-hour over the whole measured window (not per served token). A speculative candidate with
+separate draft hardware adds its hourly price per replica. Dividing by the answers that met every
+SLO gives the number a buyer compares.
 """
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ def fleet_cost_usd(
     draft_price_per_hour: float = 0.0,
     *,
     speculative: bool = False,
+    gpus_per_replica: int = 1,
 ) -> float | None:
-    """Dollars for ``replicas`` over ``window_s`` seconds; None when no price is given."""
+    """Dollars for ``replicas`` of ``gpus_per_replica`` GPUs over ``window_s`` seconds; None
+    when no price is given."""
     if price_per_gpu_hour is None:
         return None
-    if window_s < 0 or replicas < 0:
-        raise ValueError(f"window_s and replicas must be >= 0, got {window_s}, {replicas}")
-    hourly = price_per_gpu_hour + (draft_price_per_hour if speculative else 0.0)
+    if window_s < 0 or replicas < 0 or gpus_per_replica < 1:
+        raise ValueError(f"window_s, replicas must be >= 0 and gpus_per_replica >= 1, got "
+                         f"{window_s}, {replicas}, {gpus_per_replica}")
+    hourly = price_per_gpu_hour * gpus_per_replica + (draft_price_per_hour if speculative else 0.0)
     return replicas * hourly * window_s / 3600.0
 
 

@@ -2,13 +2,17 @@
 
 Capacity decides how many requests decode at once and when the scheduler preempts, and a
 resident draft model takes memory away from it; this is where that trade-off is computed
-(formula in docs/profile-format.md, ``memory`` section).
+(formula in docs/profile-format.md, ``memory`` section). A replica of ``t`` GPUs (tensor
+parallelism, ``profile.replica``) shards weights and KV over them; its profile's memory numbers
+are the replica's totals (device memory = ``t`` × one GPU's, activations summed over the GPUs), so
+the same formula holds: ``u·t·M − W − t·A = t·(u·M − W/t − A)``, each GPU's share times ``t``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.errors import SpecplanError
 from sim.profile import Profile
 
 
@@ -27,7 +31,14 @@ class KvCapacity:
     budget_bytes: int
     """Bytes left for the KV cache after weights and activation peaks."""
     bytes_per_token: int
-    """KV bytes per token: target plus the resident draft's."""
+    """KV bytes per token: target plus the resident draft's (whole replica, all its GPUs)."""
+    tensor_parallel_size: int = 1
+    """GPUs of the replica the KV cache is sharded over."""
+
+    @property
+    def kv_bytes_per_gpu(self) -> float:
+        """KV cache bytes each GPU holds when the cache is full."""
+        return self.kv_tokens * self.bytes_per_token / self.tensor_parallel_size
 
 
 def kv_capacity(
@@ -39,8 +50,9 @@ def kv_capacity(
     """Usable KV tokens and blocks; ``SpecplanError`` saying how much is missing if none fit.
 
     ``floor((u·device − target weights − target activations − Σ draft weights and activations)
-    / (target KV bytes/token + draft KV bytes/token))``, rounded down to whole blocks. A proposer
-    of kind ``ngram`` needs no memory entry (it holds no weights); others must have one.
+    / (target KV bytes/token + draft KV bytes/token))``, rounded down to whole blocks, every
+    number the replica's total over its GPUs. A proposer of kind ``ngram`` needs no memory entry
+    (it holds no weights); others must have one.
     """
     if not 0 < memory_utilization <= 1:
         raise ValueError(f"memory_utilization must be in (0, 1], got {memory_utilization}")
@@ -66,6 +78,7 @@ def kv_capacity(
         else:
             extra_bytes = pm.weight_bytes + pm.activation_peak_bytes
             extra_per_token = pm.kv_bytes_per_token
+    tp = profile.replica.tensor_parallel_size
     usable = int(memory_utilization * mem.device_memory_bytes)
     budget = usable - mem.target_weight_bytes - mem.activation_peak_bytes - extra_bytes
     per_token = mem.target_kv_bytes_per_token + extra_per_token
@@ -74,6 +87,8 @@ def kv_capacity(
     if blocks < 1:
         need = block_size * per_token - budget
         with_draft = f" with proposer {proposer!r} resident" if proposer else ""
+        if tp > 1:
+            with_draft += f" on {tp} GPUs (tensor parallel)"
         raise profile.error(
             "memory",
             f"no KV block fits at memory_utilization {memory_utilization:g}{with_draft}: "
@@ -89,7 +104,20 @@ def kv_capacity(
         proposer=proposer,
         budget_bytes=budget,
         bytes_per_token=per_token,
+        tensor_parallel_size=tp,
     )
+
+
+def check_replica_shape(tensor_parallel_size: int, profile: Profile, origin: str | None) -> None:
+    """One-line error when the scenario's replica shape is not the one the profile describes."""
+    built = profile.replica.tensor_parallel_size
+    if tensor_parallel_size != built:
+        raise SpecplanError(
+            f"{origin or 'scenario'}: fleet.tensor_parallel_size = {tensor_parallel_size} but profile "
+            f"{profile.origin} (replica.tensor_parallel_size) was built for {built}; valid: "
+            f"{built}, or a profile built for {tensor_parallel_size} GPUs per replica "
+            f"(`specplan profile estimate --tensor-parallel-size {tensor_parallel_size}`)"
+        )
 
 
 def kv_tokens(profile: Profile, memory_utilization: float, block_size: int, proposer: str | None = None) -> int:

@@ -268,10 +268,11 @@ def reachable_batch(scenario: Any, profile: Profile, proposer: str | None, conte
     """The largest decode batch the fleet can hold: ``max_num_seqs``, or fewer when the KV
     cache (``sim.kv_capacity`` for the engine's memory utilisation) cannot hold that many
     requests at the workload's mean ``context``; and a phrase saying which limit binds."""
+    from sim.engine_defaults import engine_limits
     from sim.kv_capacity import kv_tokens
 
     eng = scenario.fleet.engine
-    top = int(eng.max_num_seqs)
+    top = int(engine_limits(scenario, profile).max_num_seqs)
     fits = int(kv_tokens(profile, eng.memory_utilization, eng.block_size, proposer) // max(context, 1.0))
     if 1 <= fits < top:
         return fits, f"KV holds {fits} requests at context {context:.0f}"

@@ -19,6 +19,13 @@ from typing import Any, Literal
 import numpy as np
 
 from sim.errors import SpecplanError, read_text, where
+from sim.timing_extras import (
+    FusedTiming,
+    StepOverhead,
+    describe_composition,
+    parse_extras,
+    parse_proposer_extras,
+)
 
 SCHEMA = "specplan.profile"
 SCHEMA_VERSION = 1
@@ -178,6 +185,11 @@ class ProposerTiming:
 
     draft: TimingGrid
     overhead: TimingGrid
+    prefill: TimingGrid | None = None
+    """Optional: the proposer's pass over ``tokens`` prompt tokens of a step (axes tokens,
+    context); engines run a draft model or an EAGLE head over every scheduled token."""
+    overhead_provenance: Provenance | None = None
+    """Where ``overhead`` comes from when not from the timing section's own run."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +222,17 @@ class Timing:
     limits: tuple[Limit, ...] = ()
     padded_batch: PaddedBatchTiming | None = None
     """Optional: only a ``kv_layout = "padded"`` engine uses it."""
+    step_composition: str = "sum"
+    """``sum``: a mixed step costs a decode pass plus a prefill pass; ``fused``: one pass
+    priced from ``fused`` (sim/timing_extras.py)."""
+    fused: FusedTiming | None = None
+    step_overhead: StepOverhead | None = None
+    """Optional host time per step; None: the grids' own wall times already hold it."""
+
+    def describe(self) -> str:
+        """The timing sources line: provenance and how a step is composed."""
+        extra = describe_composition(self.step_composition, self.fused, self.step_overhead)
+        return f"{self.provenance.describe()} [{extra}]"
 
 
 @dataclass(frozen=True)
@@ -303,6 +326,19 @@ class AcceptanceEntry:
 
 
 @dataclass(frozen=True)
+class ReplicaShape:
+    """The replica the profile describes: how many GPUs one engine instance spans.
+
+    Timing is the whole replica's step (all-reduces included); every ``memory`` number is the
+    replica's total over its GPUs: device memory = GPUs × one GPU's, weights and KV as sharded,
+    activations summed (docs/profile-format.md, ``replica``).
+    """
+
+    tensor_parallel_size: int = 1
+    """GPUs sharding the model by tensor parallelism (1: a one-device replica)."""
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated calibration profile; build with :func:`load_profile` or :meth:`from_dict`."""
 
@@ -317,6 +353,8 @@ class Profile:
     acceptance: Mapping[str, AcceptanceEntry]
     extras: Mapping[str, Any] = field(default_factory=dict)
     """Top-level ``x-*`` keys, kept and ignored."""
+    replica: ReplicaShape = field(default_factory=ReplicaShape)
+    """Replica shape the timing and memory were built for (optional key; default one GPU)."""
 
     @classmethod
     def from_dict(cls, d: Any, origin: str) -> Profile:
@@ -326,7 +364,7 @@ class Profile:
     def sources(self) -> list[str]:
         """One line per section provenance, for printing next to results."""
         lines = [
-            f"timing: {self.timing.provenance.describe()}",
+            f"timing: {self.timing.describe()}",
             f"memory: {self.memory.provenance.describe()}",
         ]
         for name, entry in self.acceptance.items():
@@ -424,7 +462,7 @@ class _Parser:
             d,
             "",
             ("schema", "schema_version", "name", "description", "target", "proposers", "timing", "memory"),
-            ("acceptance",),
+            ("acceptance", "replica"),
         )
         if d["schema"] != SCHEMA:
             raise self.fail("schema", f"expected {SCHEMA!r}, got {d['schema']!r}")
@@ -442,6 +480,7 @@ class _Parser:
         memory = self.memory(d["memory"], "memory", proposers)
         acceptance = self.acceptance(d.get("acceptance", {}), "acceptance", proposers, target)
         extras = {k: v for k, v in d.items() if k.startswith("x-")}
+        replica = self.replica(d.get("replica"), "replica")
         return Profile(
             origin=self.origin,
             name=name,
@@ -452,7 +491,14 @@ class _Parser:
             memory=memory,
             acceptance=acceptance,
             extras=extras,
+            replica=replica,
         )
+
+    def replica(self, v: Any, path: str) -> ReplicaShape:
+        if v is None:
+            return ReplicaShape()
+        v = self.obj(v, path, ("tensor_parallel_size",))
+        return ReplicaShape(self.int_(v["tensor_parallel_size"], _join(path, "tensor_parallel_size"), minimum=1))
 
     def model(self, v: Any, path: str) -> ModelIdentity:
         v = self.obj(v, path, ("id", "source", "sha256", "architecture"), ("path",))
@@ -567,7 +613,7 @@ class _Parser:
     # -- timing
     def timing(self, v: Any, path: str, proposers: Mapping[str, ProposerIdentity]) -> Timing:
         v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"),
-                     ("proposers", "limits", "padded_batch"))
+                     ("proposers", "limits", "padded_batch", "step_composition", "fused", "step_overhead"))
         prov = self.provenance(v["provenance"], _join(path, "provenance"))
         tf = self.grid(v["target_forward"], _join(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], _join(path, "target_prefill"), TARGET_PREFILL_AXES)
@@ -580,10 +626,13 @@ class _Parser:
             p = _join(pp, name)
             if name not in proposers:
                 raise self.fail(p, f"unknown proposer (profile proposers: {_names(proposers)})")
-            spec = self.obj(spec, p, ("draft", "overhead"))
+            spec = self.obj(spec, p, ("draft", "overhead"), ("prefill", "overhead_provenance"))
+            prefill, oprov = parse_proposer_extras(self, spec, p)
             ptimes[name] = ProposerTiming(
                 draft=self.grid(spec["draft"], _join(p, "draft"), DRAFT_AXES),
                 overhead=self.grid(spec["overhead"], _join(p, "overhead"), OVERHEAD_AXES),
+                prefill=prefill,
+                overhead_provenance=oprov,
             )
         limits = []
         lraw = v.get("limits", [])
@@ -614,7 +663,8 @@ class _Parser:
                 provenance=(self.provenance(spec["provenance"], _join(pb, "provenance"))
                             if "provenance" in spec else None),
             )
-        return Timing(prov, tf, tp, ptimes, tuple(limits), padded)
+        comp, fused, step_overhead = parse_extras(self, v, path)
+        return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead)
 
     def grid(self, v: Any, path: str, expected: tuple[str, ...]) -> TimingGrid:
         v = self.obj(v, path, ("axes", "median"), ("p10", "p90", "repeats"))

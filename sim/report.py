@@ -160,8 +160,10 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
     ):
         lines.append("cost per good answer ∞: no SLO-conformant answers at any price")
     if sc.fleet.price_per_gpu_hour is not None:
+        g = sc.fleet.gpus_per_replica
+        gpus = "" if g == 1 else f" × {g} GPUs"
         lines.append(
-            f"cost: {sc.fleet.replicas} replica(s) × ${sc.fleet.price_per_gpu_hour:g}/h over the "
+            f"cost: {sc.fleet.replicas} replica(s){gpus} × ${sc.fleet.price_per_gpu_hour:g}/h over the "
             "measured window (idle and rejected/timed-out work included)"
         )
     lines.append("")

@@ -429,10 +429,14 @@ class SloConfig:
 class EngineConfig:
     """Per-replica engine limits, in vLLM's terms."""
 
-    max_num_seqs: int = 256
-    """Most requests in the running batch (vLLM max_num_seqs)."""
-    max_num_batched_tokens: int = 2048
-    """Token budget of one engine step, drafts included (vLLM max_num_batched_tokens)."""
+    max_num_seqs: int | None = None
+    """Most requests in the running batch (vLLM max_num_seqs); none: the engine's default for
+    the profile's device (sim/engine_defaults.py: 1024 on GPUs with ≥ 70 GiB other than A100,
+    else 256)."""
+    max_num_batched_tokens: int | None = None
+    """Token budget of one engine step, drafts included (vLLM max_num_batched_tokens); none:
+    the engine's default for the profile's device (8192 on GPUs with ≥ 70 GiB other than A100,
+    else 2048)."""
     block_size: int = 16
     """Tokens per KV-cache block (paged attention)."""
     memory_utilization: float = 0.9
@@ -447,7 +451,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             v = getattr(self, name)
-            if v < 1:
+            if v is not None and v < 1:
                 raise FieldError(name, f"must be ≥ 1, got {v}")
         if not 0 < self.memory_utilization <= 1:
             raise FieldError(
@@ -504,13 +508,20 @@ class FleetConfig:
     """Calibration profile JSON (relative to the scenario's folder, then the cwd); none: the
     caller must pass a profile."""
     replicas: int = 1
-    """Identical engine replicas behind the router (≥ 1)."""
+    """Identical engine replicas behind the router (≥ 1); capacity counts these."""
+    tensor_parallel_size: int = 1
+    """GPUs per replica that shard the model's weights and KV cache (tensor parallelism); must
+    equal the profile's ``replica.tensor_parallel_size`` (timing is per replica shape)."""
+    pipeline_parallel_size: int = 1
+    """Pipeline stages per replica; only 1 is modelled (the step-time model has no pipeline
+    stages or bubbles), so anything else is refused."""
     routing: RoutingName = "least_outstanding"
     """"round_robin" or "least_outstanding" (fewest unfinished requests)."""
     price_per_gpu_hour: float | None = None
-    """$ per device-hour of the serving hardware, per replica; none: cost is not computed."""
+    """$ per GPU-hour (device-hour on a CPU replica); a replica costs ``gpus_per_replica`` ×
+    this; none: cost is not computed."""
     draft_price_per_hour: float = 0.0
-    """$ per hour of separate draft hardware per replica, if any."""
+    """$ per hour of separate draft hardware per replica (whole replica, not per GPU), if any."""
     engine: EngineConfig = field(default_factory=EngineConfig)
     """Engine limits of every replica."""
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
@@ -525,6 +536,17 @@ class FleetConfig:
             raise FieldError("profile", "must name a profile JSON file")
         if self.replicas < 1:
             raise FieldError("replicas", f"must be ≥ 1, got {self.replicas}")
+        if self.tensor_parallel_size < 1:
+            raise FieldError(
+                "tensor_parallel_size", f"must be ≥ 1 GPUs per replica, got {self.tensor_parallel_size}"
+            )
+        if self.pipeline_parallel_size != 1:
+            raise FieldError(
+                "pipeline_parallel_size",
+                f"{self.pipeline_parallel_size} is not supported: the step-time model has no "
+                "pipeline stages or bubbles; valid: 1 (use tensor_parallel_size to spread a model "
+                "over GPUs)",
+            )
         if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
             raise FieldError("price_per_gpu_hour", f"must be ≥ 0 $/h, got {self.price_per_gpu_hour}")
         if self.draft_price_per_hour < 0:
@@ -536,6 +558,12 @@ class FleetConfig:
                 "restart.replica",
                 f"must be < replicas ({self.replicas}), got {self.restart.replica}",
             )
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica occupies (tensor × pipeline parallel size): what price_per_gpu_hour
+        is multiplied by."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def profile_path(self) -> Path | None:
@@ -730,14 +758,15 @@ class Scenario:
             )
         eng = self.fleet.engine
         if not eng.chunked_prefill and self.workload.arrival != "trace":
+            budget = eng.max_num_batched_tokens  # None: the device's default, checked at run time
             for i, s in enumerate(self.workload.segments):
                 assert s.prompt_tokens is not None  # checked by WorkloadConfig
                 ub = s.prompt_tokens.upper_bound
-                if ub is None or ub > eng.max_num_batched_tokens:
+                if ub is None or (budget is not None and ub > budget):
                     raise FieldError(
                         f"workload.segments[{i}].prompt_tokens",
                         f"longest prompt ({'unbounded: set max' if ub is None else ub}) must fit "
-                        f"fleet.engine.max_num_batched_tokens ({eng.max_num_batched_tokens}) when "
+                        f"fleet.engine.max_num_batched_tokens ({budget or 'engine default'}) when "
                         "chunked_prefill = false",
                     )
         needs_key = [c for c in self.candidates if not c.is_baseline and c.assumed_acceptance is None]

@@ -20,8 +20,9 @@ from sim import metric_names as mn
 from sim.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
 from sim.cost import fleet_cost_usd
 from sim.engine import Fleet, FleetSpec, RestartPlan, StepTimer
+from sim.engine_defaults import EngineLimits, engine_limits
 from sim.errors import SpecplanError
-from sim.kv_capacity import kv_capacity
+from sim.kv_capacity import check_replica_shape, kv_capacity
 from sim.metrics import measured_window, summarize
 from sim.profile import Profile
 from sim.records import itl_frame, requests_frame, steps_frame
@@ -59,13 +60,17 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def scheduler_config(scenario: Scenario, kv_blocks: int) -> SchedulerConfig:
-    """The per-replica engine limits of a scenario."""
+def scheduler_config(
+    scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None
+) -> SchedulerConfig:
+    """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
+    for the profile's device; without, specplan's profile-less defaults)."""
     eng = scenario.fleet.engine
     adm = scenario.fleet.admission
+    lim = limits if limits is not None else engine_limits(scenario, None)
     return SchedulerConfig(
-        max_num_seqs=eng.max_num_seqs,
-        max_num_batched_tokens=eng.max_num_batched_tokens,
+        max_num_seqs=lim.max_num_seqs,
+        max_num_batched_tokens=lim.max_num_batched_tokens,
         block_size=eng.block_size,
         kv_blocks=kv_blocks,
         chunked_prefill=eng.chunked_prefill,
@@ -120,18 +125,22 @@ def simulate_once(
     policy: SpeculationPolicy = policy_from_candidate(cand)
     proposer = cand.proposer if policy.speculates else None
     eng = scenario.fleet.engine
+    check_replica_shape(scenario.fleet.tensor_parallel_size, profile, scenario.origin)
+    limits = engine_limits(scenario, profile)
     kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
     timer = step_timer
     if timer is None:
         timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
     if proposer is not None and isinstance(timer, ProfileStepTimer):
         timer.check_proposer(proposer, policy.k_max)
+    if isinstance(timer, ProfileStepTimer):  # the drafter's pass over prompt tokens, every step
+        timer.attach_proposer(proposer)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
     rates_rng, draw_rng = (np.random.default_rng(s) for s in accept_ss.spawn(2))
     reqs = _build_requests(specs, model, rates_rng)
     restart = scenario.fleet.restart
     spec = FleetSpec(
-        scheduler=scheduler_config(scenario, kv.kv_blocks),
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits),
         policy=policy,
         proposer=proposer,
         replicas=scenario.fleet.replicas,
@@ -152,7 +161,7 @@ def simulate_once(
     fl = scenario.fleet
     cost = fleet_cost_usd(
         t1 - t0, fl.replicas, fl.price_per_gpu_hour, fl.draft_price_per_hour,
-        speculative=policy.speculates,
+        speculative=policy.speculates, gpus_per_replica=fl.gpus_per_replica,
     )
     summary = summarize(
         req_df,
@@ -168,7 +177,8 @@ def simulate_once(
     )
     extrap, timer_steps = _extrapolations(timer)
     notes = [] if extrap is not None else list(_timer_notes(timer))
-    if step_df.height and (
+    fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
+    if not fused and step_df.height and (
         step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
     ):
         notes.append(MIXED_STEP_NOTE)
@@ -179,7 +189,7 @@ def simulate_once(
                 f"{cand.name} seed {seed}: {n_unf} requests still in flight at duration_s "
                 "(drain = false) end as 'unfinished' and count as not good"
             )
-    sources: list[str] = []
+    sources: list[str] = [limits.source] if limits.source else []
     if model is not None and cand.assumed_acceptance is not None:
         sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
     elif model is not None:

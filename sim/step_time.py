@@ -101,7 +101,14 @@ class ProfileStepTimer:
     decode part  ``target_forward(b, k+1, c)`` plus, when ``k > 0``, ``D(b, k, c) + H(b, k)``,
     where ``c`` is the mean context ``c̄`` for a ``paged`` KV layout and the longest context
     for a ``padded`` one (see ``KV_LAYOUTS``); prefill part ``target_prefill(n, c₀)`` when
-    ``n > 0``. A mixed step costs the sum (an approximation: a fused pass is cheaper on GPUs).
+    ``n > 0``. A mixed step costs the sum, unless the profile says ``timing.step_composition =
+    "fused"``: then the target's part of every step is one pass priced from ``timing.fused``
+    (``dense(n + b(k+1)) + logits(b(k+1) + [n>0]) + decode_attention(b, k+1, c) +
+    prefill_attention(n, c₀)``), as GPU engines that fuse run it. A proposer with a
+    ``prefill`` grid also pays its pass over the step's prompt tokens (engines run the draft's
+    first pass over every scheduled token) — for steps drafting with it, and for every step of a
+    timer told ``attach_proposer`` (a speculating candidate's prefill-only steps too). A
+    ``timing.step_overhead`` is added to every step.
     A ``padded`` engine also pays, when the decode set changed, ``J(b, w)`` once if rows joined
     (one concatenation per layer however many) and ``L(b, w)`` per row that left, from the
     profile's ``timing.padded_batch`` (``w`` the longest context); without those grids it pays
@@ -136,6 +143,18 @@ class ProfileStepTimer:
         pb = t.padded_batch if self.padded else None
         self._join = _interp(pb.join, cache_size) if pb is not None else None
         self._leave = _interp(pb.leave, cache_size) if pb is not None else None
+        self.fused = t.step_composition == "fused" and t.fused is not None
+        fz = t.fused
+        self._dense = _interp(fz.dense, cache_size) if self.fused and fz else None
+        self._logits = _interp(fz.logits, cache_size) if self.fused and fz else None
+        self._dattn = _interp(fz.decode_attention, cache_size) if self.fused and fz else None
+        self._pattn = _interp(fz.prefill_attention, cache_size) if self.fused and fz else None
+        self._draft_prefill = {name: _interp(p.prefill, cache_size) for name, p in t.proposers.items()
+                               if p.prefill is not None}
+        self.step_overhead_s = t.step_overhead.seconds if t.step_overhead is not None else 0.0
+        self.attached: str | None = None
+        """Proposer of a speculating candidate: its prefill pass is charged on every step with
+        prompt tokens, even steps that draft nothing (``attach_proposer``)."""
         self.unpriced_changes = 0
         """Padded-engine steps whose batch changed with no ``padded_batch`` grids to price it."""
         self.steps = 0
@@ -151,8 +170,20 @@ class ProfileStepTimer:
         if k is not None and k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
 
+    def attach_proposer(self, proposer: str | None) -> None:
+        """The candidate speculates with ``proposer``: charge its pass over prompt tokens always.
+
+        Why: the engine names the proposer only on steps that draft, but a speculating engine
+        runs its drafter over the prompt tokens of every step (vLLM's proposers keep the draft's
+        KV and hidden states in step with the target's)."""
+        if proposer is not None:
+            self.check_proposer(proposer)
+        self.attached = proposer
+
     def __call__(self, shape: StepShape) -> float:
         """Seconds one engine step of ``shape`` takes."""
+        if self.fused:
+            return self._fused_step(shape)
         self.steps += 1
         total = 0.0
         if self.speed is not None:
@@ -183,11 +214,57 @@ class ProfileStepTimer:
             total *= sd
         if shape.prefill_tokens > 0:
             total += self._prefill(shape.prefill_tokens, shape.prefill_context) * sp
-        return total
+            total += self._draft_prefill_s(shape) * sp
+        return total + self.step_overhead_s
+
+    def _draft_prefill_s(self, shape: StepShape) -> float:
+        name = shape.proposer if shape.proposer is not None else self.attached
+        grid = self._draft_prefill.get(name) if name is not None else None
+        return grid(shape.prefill_tokens, shape.prefill_context) if grid is not None else 0.0
+
+    def _fused_step(self, shape: StepShape) -> float:
+        """One pass over the step's prefill and decode tokens, plus drafting and overheads."""
+        self.steps += 1
+        if self.speed is not None:
+            sd, sp = self.speed.at(shape.start_s)
+            sd *= self.scale
+            sp *= self.prefill_scale
+        else:
+            sd, sp = self.scale, self.prefill_scale
+        assert self._dense is not None and self._logits is not None
+        assert self._dattn is not None and self._pattn is not None
+        b, n, k = shape.decode_seqs, shape.prefill_tokens, shape.k
+        rows = b * (k + 1)
+        c = shape.decode_context
+        if self.padded and shape.decode_context_max is not None:
+            c = shape.decode_context_max
+        total = self._dense(rows + n) + self._logits(rows + (1 if n else 0))
+        if b > 0:
+            total += self._dattn(b, k + 1, c)
+        if n > 0:
+            total += self._pattn(n, shape.prefill_context)
+        total *= sd if b > 0 else sp
+        if b > 0 and k > 0:
+            draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
+            if draft is None:
+                self.check_proposer(shape.proposer)  # type: ignore[arg-type]
+            total += (draft(b, k, c) + self._overhead[shape.proposer](b, k)) * sd  # type: ignore[index,misc]
+        if self.padded and b > 0 and (shape.rows_joined or shape.rows_left):
+            if self._join is None or self._leave is None:
+                self.unpriced_changes += 1
+            else:
+                total += ((self._join(b, c) if shape.rows_joined else 0.0) + shape.rows_left * self._leave(b, c)) * sd
+        if n > 0:
+            total += self._draft_prefill_s(shape) * sp
+        return total + self.step_overhead_s
 
     def grids(self) -> list[GridInterpolator]:
         """Every grid this timer looks up."""
         extra = [g for g in (self._join, self._leave) if g is not None]
+        extra += list(self._draft_prefill.values())
+        if self.fused:
+            fused = [g for g in (self._dense, self._logits, self._dattn, self._pattn) if g is not None]
+            return [*fused, *self._draft.values(), *self._overhead.values(), *extra]
         return [self._forward, self._prefill, *self._draft.values(), *self._overhead.values(), *extra]
 
     def extrapolations(self) -> dict[str, int]:

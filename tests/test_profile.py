@@ -55,7 +55,7 @@ def test_sources_lines_name_device_dtype_date_and_libraries() -> None:
     d["acceptance"]["ngram"]["provenance"] = {"method": "published", "citation": "Leviathan et al. 2023, table 3"}
     p = Profile.from_dict(d, "mem")
     lines = p.sources()
-    assert lines[0] == "timing: measured on cpu 'AMD EPYC 7B13' float32, 2026-11-29 (torch 2.13.0+cpu, transformers 5.24.0)"
+    assert lines[0] == "timing: measured on cpu 'AMD EPYC 7B13' float32, 2026-11-29 (torch 2.13.0+cpu, transformers 5.24.0) [steps: sum of a decode and a prefill pass]"
     assert lines[1].startswith("memory: assumed")
     assert lines[2] == "acceptance[ngram]: published (citation: Leviathan et al. 2023, table 3)"
 

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Rebuild the shipped GPU profiles from aiconfigurator-core (the `gpu-data` extra) and print
+# each import's wall time. Acceptance is *assumed* (survival per position) until measured or
+# published entries replace it (specplan profile merge). Run from the repository root.
+set -e
+PY=${PY:-python}
+A1="llama-3.2-1b=0.7,0.49,0.343,0.24,0.168,0.118,0.082,0.058"
+A2="eagle3=0.75,0.5625,0.4219,0.3164,0.2373,0.178,0.1335,0.1001"
+run() {  # system target tp out
+  $PY -m sim profile import-aiconfigurator --system "$1" --backend vllm --backend-version 0.24.0 \
+    --target "$2" --draft meta-llama/Llama-3.2-1B --draft eagle3 --tp "$3" \
+    --assume-acceptance "$A1" --assume-acceptance "$A2" -o "profiles/$4.json"
+}
+run h200_sxm meta-llama/Llama-3.1-8B 1 llama-3.1-8b-h200-vllm
+run h100_sxm meta-llama/Llama-3.1-8B 1 llama-3.1-8b-h100-vllm
+run h100_sxm meta-llama/Llama-3.1-70B 4 llama-3.1-70b-h100-tp4-vllm

@@ -1,0 +1,242 @@
+"""NVIDIA's measured-kernel database (PyPI ``aiconfigurator-core``) behind one small interface.
+
+Why a wrapper: the package is an optional extra (``specplan[gpu-data]``) and its API is wide;
+the importer needs only "what does the database cover", "compile a model for a system" and
+"the time of each op of one pass". Everything the package raises on bad input becomes one
+``SpecplanError`` line naming the value and what is valid. All times here are milliseconds, as
+the package returns them; the importer converts to seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sim.errors import SpecplanError
+
+INSTALL_HINT = "aiconfigurator-core is not installed: pip install 'specplan[gpu-data]'"
+BACKENDS = ("vllm", "sglang", "trtllm")
+
+# Models specplan knows a config.json for that the package's own cache lacks (drafts).
+EXTRA_CONFIGS = {"meta-llama/Llama-3.2-1B": "llama-3.2-1b.json"}
+# What users type -> the package's cached id.
+ALIASES = {
+    "meta-llama/Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Meta-Llama-3.1-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Llama-3.2-1B-Instruct": "meta-llama/Llama-3.2-1B",
+}
+
+
+def require_package() -> Any:
+    """The imported ``aiconfigurator_core`` module, or the one-line install hint."""
+    try:
+        import aiconfigurator_core  # noqa: F401
+        from aiconfigurator_core.sdk import engine  # noqa: F401
+    except ImportError:
+        raise SpecplanError(INSTALL_HINT) from None
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+    import aiconfigurator_core
+
+    return aiconfigurator_core
+
+
+def package_version() -> str:
+    from importlib.metadata import version
+
+    return version("aiconfigurator-core")
+
+
+@cache
+def supported() -> dict[str, dict[str, list[str]]]:
+    """system -> backend -> queryable versions, as the installed database declares them."""
+    require_package()
+    from aiconfigurator_core.sdk import perf_database
+
+    with _quiet():
+        raw = perf_database.get_supported_databases()
+    return {s: {b: list(v) for b, v in sorted(bs.items()) if v} for s, bs in sorted(raw.items()) if bs}
+
+
+def cached_models() -> list[str]:
+    """Model ids whose config.json ships with the package, plus specplan's draft configs."""
+    require_package()
+    from aiconfigurator_core.sdk.common import DefaultHFModels
+
+    return sorted(set(DefaultHFModels) | set(EXTRA_CONFIGS))
+
+
+def resolve_version(system: str, backend: str, version: str | None) -> str:
+    """The literal database version for (system, backend); bad values name what is valid."""
+    cover = supported()
+    if system not in cover:
+        raise SpecplanError(f"--system {system!r}: not in the installed database (valid: {', '.join(cover)})")
+    if backend not in cover[system]:
+        have = ", ".join(cover[system]) or "none"
+        raise SpecplanError(f"--backend {backend!r}: no {backend} data for {system} (valid: {have})")
+    versions = cover[system][backend]
+    if version is None:
+        from aiconfigurator_core.sdk import perf_database
+
+        slots = perf_database.get_version_slots(system, backend) or {}
+        return slots.get("current", versions[-1])
+    if version not in versions:
+        raise SpecplanError(
+            f"--backend-version {version!r}: not a queryable {backend} version on {system} (valid: {', '.join(versions)})"
+        )
+    return version
+
+
+def collection_meta(system: str, backend: str, version: str) -> dict[str, Any]:
+    """The database's own ``collection_meta.yaml`` runtime and table status, per op family."""
+    import yaml
+
+    root = Path(resources.files("aiconfigurator_core")) / "systems" / "data" / system
+    out: dict[str, Any] = {}
+    for meta in sorted(root.glob(f"*/{backend}/{version}/collection_meta.yaml")):
+        doc = yaml.safe_load(meta.read_text()) or {}
+        tables = doc.get("tables") or {}
+        out[meta.parts[-4]] = {
+            "provenance": doc.get("provenance"),
+            "runtime": doc.get("runtime"),
+            "tables": {t: (v or {}).get("status") for t, v in tables.items()},
+        }
+    return out
+
+
+def model_config(model: str) -> dict[str, Any]:
+    """The HF config.json of ``model`` (package cache, specplan's drafts or a local folder)."""
+    mid = ALIASES.get(model, model)
+    if mid in EXTRA_CONFIGS:
+        text = (resources.files("profiler") / "builtin_configs" / EXTRA_CONFIGS[mid]).read_text()
+        return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+    if os.path.isdir(mid) and os.path.isfile(os.path.join(mid, "config.json")):
+        return json.loads(Path(mid, "config.json").read_text())
+    require_package()
+    from aiconfigurator_core.sdk.common import DefaultHFModels
+
+    if mid not in DefaultHFModels:
+        raise SpecplanError(
+            f"model {model!r}: the installed database has no config for it (valid: {', '.join(cached_models())}, "
+            "or a local folder holding config.json)"
+        )
+    from aiconfigurator_core.sdk.utils import _load_pre_downloaded_hf_config
+
+    return dict(_load_pre_downloaded_hf_config(mid))
+
+
+@dataclass
+class Engine:
+    """A model compiled for one system/backend/version/TP: per-op times of one pass, in ms."""
+
+    handle: Any
+    model_path: str
+    system: str
+    backend: str
+    version: str
+    tp: int
+
+    def decode_ops(self, rows: int, context: int) -> dict[str, float]:
+        """Op name -> ms for a decode pass over ``rows`` sequences of one token at ``context``."""
+        return _fold(self.handle.decode_step_per_op(rows, max(int(context), 1), 2))
+
+    def context_ops(self, batch: int, tokens: int, prefix: int) -> dict[str, float]:
+        """Op name -> ms for a prefill pass of ``batch`` chunks of ``tokens`` after ``prefix``."""
+        ctx, _gen = self.handle.run_static_per_op(batch_size=batch, isl=prefix + tokens, osl=1, prefix=prefix)
+        return _fold(ctx)
+
+    def mixed_ms(self, prefill_tokens: int, decode_rows: int, isl: int) -> float:
+        """The package's own fused mixed-step latency (for checking our composition)."""
+        return float(self.handle.mixed_step_latency(prefill_tokens, decode_rows, isl, 2, 0))
+
+
+def compile_engine(model: str, system: str, backend: str, version: str, tp: int) -> Engine:
+    """Compile ``model`` (an id or config dict) for the database; one line on bad TP or model."""
+    require_package()
+    from aiconfigurator_core.sdk.engine import EngineHandle
+
+    cfg = model_config(model)
+    heads, kv = int(cfg.get("num_attention_heads", 0)), int(cfg.get("num_key_value_heads", 0) or 0)
+    if tp < 1 or (heads and heads % tp):
+        raise SpecplanError(f"--tp {tp}: {model} has {heads} attention heads; TP must divide them (valid: "
+                            f"{', '.join(str(t) for t in (1, 2, 4, 8) if heads % t == 0)})")
+    if kv and tp > kv and tp % kv:
+        raise SpecplanError(f"--tp {tp}: {model} has {kv} KV heads; TP must divide or be a multiple of them")
+    mid = ALIASES.get(model, model)
+    tmp = None
+    if mid in EXTRA_CONFIGS or mid not in cached_models():
+        tmp = tempfile.TemporaryDirectory()
+        Path(tmp.name, "config.json").write_text(json.dumps(cfg))
+        path = tmp.name
+    else:
+        path = mid
+    try:
+        with _quiet():
+            handle = EngineHandle.compile(path, system, backend, backend_version=version, tp_size=tp)
+    except (ValueError, AssertionError, KeyError, NotImplementedError) as exc:
+        raise SpecplanError(f"{model} on {system}/{backend} {version} tp={tp}: {str(exc).splitlines()[0][:200]}") from None
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return Engine(handle, mid, system, backend, version, tp)
+
+
+def memory_estimate(model: str, system: str, backend: str, version: str, tp: int, utilization: float,
+                    max_tokens: int, max_seqs: int) -> dict[str, Any]:
+    """The package's per-GPU memory model (weights, activations, runtime, comm) and KV size."""
+    require_package()
+    from aiconfigurator_core.sdk.memory import estimate_kv_cache
+
+    mid = ALIASES.get(model, model)
+    tmp = None
+    path = mid
+    if mid in EXTRA_CONFIGS or mid not in cached_models():
+        tmp = tempfile.TemporaryDirectory()
+        Path(tmp.name, "config.json").write_text(json.dumps(model_config(model)))
+        path = tmp.name
+    try:
+        with _quiet():
+            return estimate_kv_cache(path, system, backend, version, tp_size=tp, max_num_tokens=max_tokens,
+                                     max_batch_size=max_seqs, memory_fraction_kind="of_free" if backend == "trtllm" else "of_total",
+                                     memory_fraction_value=utilization)
+    except ValueError as exc:
+        msg = str(exc).splitlines()[0][:200]
+        if "no KV budget" in msg:
+            raise SpecplanError(f"{model} does not fit on {tp}x {system} at memory utilization {utilization}: "
+                                f"{msg.split(': ', 1)[-1]} (try a larger --tp)") from None
+        raise SpecplanError(f"{model} on {system} tp={tp}: memory model failed: {msg}") from None
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _fold(ops: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, ms, *_rest in ops:
+        key = name.split("_", 1)[1] if name.startswith(("generation_", "context_")) else name
+        out[key] = out.get(key, 0.0) + float(ms)
+    return out
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The package prints notes about fallback rows while loading; keep the CLI's output clean."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        prev = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(prev)
