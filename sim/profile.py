@@ -266,6 +266,13 @@ class RequestAcceptance:
 
     num_drafts: int
     accepted_per_pos: tuple[int, ...]
+    num_steps: int | None = None
+    """Verification steps, with or without a proposal (None: every step had one)."""
+
+    @property
+    def proposal_rate(self) -> float:
+        """Fraction of verification steps with a proposal (vLLM drafts / steps)."""
+        return 1.0 if not self.num_steps else self.num_drafts / self.num_steps
 
 
 @dataclass(frozen=True)
@@ -278,6 +285,14 @@ class AcceptanceSegment:
     num_accepted_tokens: int
     accepted_per_pos: tuple[int, ...]
     per_request: tuple[RequestAcceptance, ...] = ()
+    num_steps: int | None = None
+    """Verification steps, with or without a proposal; ``num_drafts`` then counts only steps
+    with one (vLLM's counting). None: every step had a proposal."""
+
+    @property
+    def proposal_rate(self) -> float:
+        """Fraction of verification steps with a proposal; survival rates are given one."""
+        return 1.0 if not self.num_steps else self.num_drafts / self.num_steps
 
     @property
     def survival(self) -> tuple[float, ...]:
@@ -789,7 +804,7 @@ class _Parser:
             v,
             path,
             ("segment", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "accepted_per_pos"),
-            ("per_request",),
+            ("per_request", "num_steps"),
         )
         kp = _join(path, "segment")
         key = self.obj(v["segment"], kp, ("task", "language", "temperature"))
@@ -798,7 +813,10 @@ class _Parser:
             language=self.str_(key["language"], _join(kp, "language")),
             temperature=self.num(key["temperature"], _join(kp, "temperature"), minimum=0.0),
         )
-        drafts = self.int_(v["num_drafts"], _join(path, "num_drafts"), minimum=1)
+        steps = self._num_steps(v, path)
+        drafts = self.int_(v["num_drafts"], _join(path, "num_drafts"), minimum=0 if steps else 1)
+        if steps is not None and drafts > steps:
+            raise self.fail(_join(path, "num_steps"), f"must be >= num_drafts ({drafts}), got {steps}")
         draft_tokens = self.int_(v["num_draft_tokens"], _join(path, "num_draft_tokens"))
         accepted = self.int_(v["num_accepted_tokens"], _join(path, "num_accepted_tokens"))
         per_pos = self.per_pos(v["accepted_per_pos"], _join(path, "accepted_per_pos"), k_max, drafts)
@@ -819,10 +837,20 @@ class _Parser:
             raise self.fail(rp, f"expected a list, got {_jtype(rraw)}")
         for i, row in enumerate(rraw):
             p = f"{rp}[{i}]"
-            row = self.obj(row, p, ("num_drafts", "accepted_per_pos"))
+            row = self.obj(row, p, ("num_drafts", "accepted_per_pos"), ("num_steps",))
             n = self.int_(row["num_drafts"], _join(p, "num_drafts"))
-            rows.append(RequestAcceptance(n, self.per_pos(row["accepted_per_pos"], _join(p, "accepted_per_pos"), k_max, n)))
-        return AcceptanceSegment(akey, drafts, draft_tokens, accepted, per_pos, tuple(rows))
+            rs = self._num_steps(row, p)
+            if rs is not None and n > rs:
+                raise self.fail(_join(p, "num_steps"), f"must be >= num_drafts ({n}), got {rs}")
+            ap = self.per_pos(row["accepted_per_pos"], _join(p, "accepted_per_pos"), k_max, n)
+            rows.append(RequestAcceptance(n, ap, rs))
+        return AcceptanceSegment(akey, drafts, draft_tokens, accepted, per_pos, tuple(rows), steps)
+
+    def _num_steps(self, v: Mapping[str, Any], path: str) -> int | None:
+        """Optional ``num_steps`` (steps with or without a proposal); None when absent."""
+        if v.get("num_steps") is None:
+            return None
+        return self.int_(v["num_steps"], _join(path, "num_steps"), minimum=1)
 
     def per_pos(self, v: Any, path: str, k_max: int, drafts: int) -> tuple[int, ...]:
         if not isinstance(v, list) or len(v) != k_max:

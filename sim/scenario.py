@@ -248,8 +248,14 @@ class AcceptanceKey:
     """Task name of a profile acceptance segment (e.g. "support", "summarization", "code")."""
     language: str
     """ISO 639-1 language code of the segment (e.g. "en", "sv"), or "any"."""
+    fallback: str | None = None
+    """Profile entry ``task:language:temperature`` to use when the profile has no entry for this
+    segment's own task, language and temperature (named explicitly; results note it). Without
+    one, a missing entry is an error: acceptance is never matched silently."""
 
     def __post_init__(self) -> None:
+        if self.fallback is not None and len(str(self.fallback).split(":")) != 3:
+            raise FieldError("fallback", f"expected task:language:temperature, e.g. \"support:en:0.7\", got {self.fallback!r}")
         if not self.task:
             raise FieldError("task", "must be a non-empty task name, e.g. \"support\"")
         if not self.language:

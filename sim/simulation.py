@@ -87,6 +87,7 @@ def acceptance_model(
         )
     else:
         keys = {}
+        fallbacks = {}
         for seg in scenario.workload.segments:
             if seg.acceptance is None:
                 raise SpecplanError(
@@ -94,7 +95,9 @@ def acceptance_model(
                     f"has no acceptance key, needed by candidate {candidate.name!r}"
                 )
             keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
-        model = AcceptanceModel.from_profile(profile, candidate.proposer, keys)
+            if seg.acceptance.fallback is not None:
+                fallbacks[seg.name] = seg.acceptance.fallback
+        model = AcceptanceModel.from_profile(profile, candidate.proposer, keys, fallbacks)
     model.check_k(candidate.max_k)
     return model
 
@@ -210,6 +213,10 @@ def acceptance_notes(
     shifts every step count, so every latency."""
     unknown = [s for s in segments if not _spread_known(model, s)]
     notes = []
+    for name in segments:
+        seg = model.segments.get(name)
+        if seg is not None and seg.note:
+            notes.append(f"{who}: acceptance for segment {name}: {seg.note}")
     if unknown:
         notes.append(
             f"{who}: acceptance spread across requests unknown for segment(s) "
@@ -286,9 +293,11 @@ def _build_requests(
     out = []
     for i, s in enumerate(specs):
         neg = None
+        proposal = 1.0
         if model is not None:
-            neg = [-r for r in model.request_rates(s.segment, rng).tolist()]
-        out.append(
-            Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
-        )
+            rates, proposal = model.request_acceptance(s.segment, rng)
+            neg = [-r for r in rates.tolist()]
+        req = Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
+        req.proposal = proposal
+        out.append(req)
     return out
