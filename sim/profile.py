@@ -27,8 +27,14 @@ Method = Literal["measured", "estimated", "imported", "published", "assumed"]
 METHODS: tuple[str, ...] = ("measured", "estimated", "imported", "published", "assumed")
 ModelSource = Literal["hf", "local", "gguf", "config-only"]
 MODEL_SOURCES: tuple[str, ...] = ("hf", "local", "gguf", "config-only")
-ProposerKind = Literal["draft_model", "self_draft", "ngram"]
-PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "self_draft", "ngram")
+ProposerKind = Literal["draft_model", "eagle", "eagle3", "mtp", "ngram", "suffix", "self_draft"]
+PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "eagle", "eagle3", "mtp", "ngram", "suffix", "self_draft")
+"""Proposer kinds by vLLM's ``speculative_config.method`` names (``vllm/config/speculative.py``
+``SpeculativeMethod``: ngram, draft_model, suffix, eagle, eagle3, mtp, …), plus ``self_draft``
+(the target's first layers, specplan's own; vLLM has no such method). ``draft_model``,
+``eagle`` and ``eagle3`` name their draft checkpoint (``model``); ``mtp`` uses the target's own
+multi-token-prediction layers (``model`` optional); ``ngram`` and ``suffix`` need no model and
+may have no proposal at a step (the request then verifies one token)."""
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -525,10 +531,17 @@ class _Parser:
                 for i, layer in enumerate(layers):
                     self.int_(layer, f"{_join(p, 'layers')}[{i}]", minimum=0)
                 out[name] = ProposerIdentity(name, "self_draft", layers=tuple(layers), note=self._note(spec, p))
-            else:
+            elif kind == "suffix":
+                spec = self.obj(spec, p, ("kind",), ("note",))
+                out[name] = ProposerIdentity(name, "suffix", note=self._note(spec, p))
+            elif kind == "mtp":
+                spec = self.obj(spec, p, ("kind",), ("model", "note"))
+                model = self.model(spec["model"], _join(p, "model")) if spec.get("model") is not None else None
+                out[name] = ProposerIdentity(name, "mtp", model=model, note=self._note(spec, p))
+            else:  # draft_model, eagle, eagle3: a separate draft checkpoint
                 spec = self.obj(spec, p, ("kind", "model"), ("note",))
                 model = self.model(spec["model"], _join(p, "model"))
-                out[name] = ProposerIdentity(name, "draft_model", model=model, note=self._note(spec, p))
+                out[name] = ProposerIdentity(name, kind, model=model, note=self._note(spec, p))
         return out
 
     def _note(self, spec: dict, path: str) -> str | None:
