@@ -170,6 +170,9 @@ class AcceptanceModel:
         self.source = source
         """Provenance line, e.g. ``acceptance[ngram]: measured on ...`` or ``... assumed``."""
         self._wildcard = wildcard
+        self.traces: dict | None = None
+        """Per scenario segment, the traced requests whose sequences requests replay
+        (``sim.trace_acceptance``); None: every step is drawn."""
 
     @classmethod
     def from_profile(

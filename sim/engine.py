@@ -142,6 +142,31 @@ class FleetRun:
     """Simulated time the run ended."""
 
 
+def replay_accepted(req: Request, k: int) -> int:
+    """Accepted drafts of a replaying request's step at ``k``; moves its trace position on.
+
+    ``positions`` layout: the step starts at the answer position ``replay_pos`` and commits
+    ``min(commit, k + 1)`` tokens; ``steps`` layout: the next recorded step, capped at ``k``
+    (no proposal: 0). Past the trace's end the sequence starts over (simulated answers may
+    be longer than traced ones).
+    """
+    t = req.replay
+    vals = t.values
+    v = vals[req.replay_pos % len(vals)]
+    if t.layout == "positions":
+        a = (v if v <= k + 1 else k + 1) - 1
+        req.replay_pos += a + 1
+        return a
+    req.replay_pos += 1
+    return 0 if v < 0 else (v if v < k else k)
+
+
+def replay_proposes(req: Request) -> bool:
+    """Whether a replaying request's next step has a proposal (``steps`` layout: not null)."""
+    t = req.replay
+    return t.layout == "positions" or t.values[req.replay_pos % len(t.values)] >= 0
+
+
 class _Uniforms:
     """Uniforms from one generator, drawn in chunks (same sequence as one ``random()`` a time)."""
 
@@ -273,14 +298,24 @@ class Replica:
                     pos = 0
                     end_pos = nd
                 uni.pos = end_pos
-                accepted = [
-                    bisect_left(r.negrates, -u, 0, pk)
-                    for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
-                ]
+                if fleet.replay:
+                    accepted = [
+                        bisect_left(r.negrates, -u, 0, pk) if r.replay is None else replay_accepted(r, pk)
+                        for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
+                    ]
+                else:
+                    accepted = [
+                        bisect_left(r.negrates, -u, 0, pk)
+                        for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
+                    ]
                 if drafting:  # rows without a proposal verified one token and accept nothing
                     accepted = [a if d else 0 for a, d in zip(accepted, drafting, strict=True)]
                 total_acc = sched.update(plan, accepted, end, gap_idx, gap_s)
             else:
+                if fleet.replay:  # a plain step still moves a replayed answer on by one token
+                    for r in plan.decode:
+                        if r.replay is not None and r.replay.layout == "positions":
+                            r.replay_pos += 1
                 total_acc = sched.update(plan, None, end, gap_idx, gap_s)
             if fleet.partial_proposals:
                 self._draw_proposals(plan)
@@ -296,6 +331,9 @@ class Replica:
         after every step): one uniform per request whose proposal rate is below 1."""
         uni = self.fleet.uniforms
         for req in (*plan.decode, *(r for r, _ in plan.prefill)):
+            if req.replay is not None:
+                req.proposes = replay_proposes(req)
+                continue
             p = req.proposal
             if p < 1.0:
                 if uni.pos >= len(uni.buf):
@@ -347,6 +385,8 @@ class Fleet:
             raise ValueError("a speculating policy needs an acceptance random generator")
         self.uniforms = _Uniforms(accept_rng if accept_rng is not None else np.random.default_rng(0))
         self.partial_proposals = False
+        self.replay = False
+        """True when some request replays a traced acceptance sequence."""
         """True when some request proposes on only part of its steps (n-gram without a match)."""
         self.replicas = [
             Replica(self, i, Scheduler(spec.scheduler), spec.policy) for i in range(spec.replicas)
@@ -378,7 +418,9 @@ class Fleet:
                     raise ValueError(
                         f"request {req.id} has no acceptance rates for k={spec.policy.k_max}"
                     )
-        self.partial_proposals = spec.policy.speculates and any(r.proposal < 1.0 for r in requests)
+        self.replay = spec.policy.speculates and any(r.replay is not None for r in requests)
+        self.partial_proposals = spec.policy.speculates and (
+            self.replay or any(r.proposal < 1.0 for r in requests))
         for a, b in zip(requests, requests[1:], strict=False):
             if b.arrival_s < a.arrival_s:
                 raise ValueError("requests must be sorted by arrival_s")

@@ -73,7 +73,7 @@ class Request:
         "negrates", "replica", "status", "computed", "generated", "blocks",
         "scheduled_s", "first_token_s", "last_burst_s", "finish_s", "num_bursts",
         "max_pause_s", "preemptions", "outcome", "num_drafts", "accepted_tokens",
-        "ever_scheduled", "proposal", "proposes", "num_spec_steps",
+        "ever_scheduled", "proposal", "proposes", "num_spec_steps", "replay", "replay_pos",
     )
 
     def __init__(
@@ -124,6 +124,11 @@ class Request:
         each step; no draft -> the request is scheduled with one token)."""
         self.num_spec_steps = 0
         """Verification steps while speculation was on, with or without a proposal."""
+        self.replay = None
+        """Optional traced request (``sim.acceptance_trace.TraceRequest``) whose sequence of
+        accepted lengths this request replays instead of drawing each step."""
+        self.replay_pos = 0
+        """Where in that trace the next step starts (position or step index)."""
 
     @property
     def num_tokens(self) -> int:
