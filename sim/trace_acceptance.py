@@ -13,7 +13,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sim.acceptance import AcceptanceModel, SegmentAcceptance, _segment_from_profile, resolve_segment
+from sim.acceptance import (
+    AcceptanceModel,
+    SegmentAcceptance,
+    _segment_from_profile,
+    resolve_segment,
+)
 from sim.acceptance_trace import TraceRequest, entry_from_trace, read_specdecode_bench, read_trace
 from sim.errors import SpecplanError
 from sim.profile import AcceptanceKey, AcceptanceSegment, RequestAcceptance
