@@ -92,7 +92,7 @@ class PolicyAdvice:
                 cfg["prompt_lookup_min"] = p.prompt_lookup_min
             if p is not None and p.prompt_lookup_max is not None:
                 cfg["prompt_lookup_max"] = p.prompt_lookup_max
-        elif self.proposer_kind in ("draft_model", "eagle", "eagle3", "mtp", "suffix"):
+        elif self.proposer_kind in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
             cfg["method"] = self.proposer_kind
             if self.proposer_kind != "suffix":
                 model = self._vllm_model_id()

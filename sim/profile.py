@@ -27,12 +27,12 @@ Method = Literal["measured", "estimated", "imported", "published", "assumed"]
 METHODS: tuple[str, ...] = ("measured", "estimated", "imported", "published", "assumed")
 ModelSource = Literal["hf", "local", "gguf", "config-only"]
 MODEL_SOURCES: tuple[str, ...] = ("hf", "local", "gguf", "config-only")
-ProposerKind = Literal["draft_model", "eagle", "eagle3", "mtp", "ngram", "suffix", "self_draft"]
-PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "eagle", "eagle3", "mtp", "ngram", "suffix", "self_draft")
+ProposerKind = Literal["draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram", "suffix", "self_draft"]
+PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram", "suffix", "self_draft")
 """Proposer kinds by vLLM's ``speculative_config.method`` names (``vllm/config/speculative.py``
-``SpeculativeMethod``: ngram, draft_model, suffix, eagle, eagle3, mtp, …), plus ``self_draft``
+``SpeculativeMethod``: ngram, draft_model, suffix, eagle, eagle3, medusa, mtp, …), plus ``self_draft``
 (the target's first layers, specplan's own; vLLM has no such method). ``draft_model``,
-``eagle`` and ``eagle3`` name their draft checkpoint (``model``); ``mtp`` uses the target's own
+``eagle``, ``eagle3`` and ``medusa`` name their draft checkpoint (``model``); ``mtp`` uses the target's own
 multi-token-prediction layers (``model`` optional); ``ngram`` and ``suffix`` need no model and
 may have no proposal at a step (the request then verifies one token)."""
 
@@ -538,7 +538,7 @@ class _Parser:
                 spec = self.obj(spec, p, ("kind",), ("model", "note"))
                 model = self.model(spec["model"], _join(p, "model")) if spec.get("model") is not None else None
                 out[name] = ProposerIdentity(name, "mtp", model=model, note=self._note(spec, p))
-            else:  # draft_model, eagle, eagle3: a separate draft checkpoint
+            else:  # draft_model, eagle, eagle3, medusa: a separate draft checkpoint (or heads)
                 spec = self.obj(spec, p, ("kind", "model"), ("note",))
                 model = self.model(spec["model"], _join(p, "model"))
                 out[name] = ProposerIdentity(name, kind, model=model, note=self._note(spec, p))

@@ -16,7 +16,7 @@ MODEL = {"id": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "source": "hf", "path": No
 
 
 def test_kinds_are_vllms_method_names() -> None:
-    assert set(PROPOSER_KINDS) == {"draft_model", "eagle", "eagle3", "mtp", "ngram", "suffix", "self_draft"}
+    assert set(PROPOSER_KINDS) == {"draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram", "suffix", "self_draft"}
 
 
 @pytest.mark.parametrize("kind", ["eagle", "eagle3", "draft_model"])

@@ -90,4 +90,4 @@ def test_cli_import_vllm_log(tmp_path, capsys) -> None:
     bad = main(["profile", "import-vllm", "--log", str(path), "--proposer", "x",
                 "--proposer-kind", "medusa2", "--segment", "chat:en:0", "-o", str(tmp_path / "b.json")])
     assert bad == 2
-    assert "--proposer-kind 'medusa2': expected one of draft_model, eagle, eagle3, mtp, ngram, suffix" in capsys.readouterr().err
+    assert "--proposer-kind 'medusa2': expected one of draft_model, eagle, eagle3, medusa, mtp, ngram, suffix" in capsys.readouterr().err
