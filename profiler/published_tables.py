@@ -66,9 +66,8 @@ def library() -> dict[str, Any]:
     for row in TABLE:
         name, tau = row["proposer"], row["mean_accepted_tokens"]
         ident: dict[str, Any] = {"kind": row["kind"]}
-        if row["model"] is not None:
-            ident["model"] = {"id": row["model"], "source": "hf", "path": None, "sha256": None,
-                              "architecture": None}
+        if row["model"] is not None:  # architecture unknown here: named, not described
+            ident["note"] = f"checkpoint {row['model']} ({row['method']} heads for lmsys/vicuna-7b-v1.3)"
         else:
             ident["note"] = "prompt lookup decoding as run by Spec-Bench"
         proposers[name] = ident

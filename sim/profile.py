@@ -32,7 +32,8 @@ PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "eagle", "eagle3", "medusa", "
 """Proposer kinds by vLLM's ``speculative_config.method`` names (``vllm/config/speculative.py``
 ``SpeculativeMethod``: ngram, draft_model, suffix, eagle, eagle3, medusa, mtp, …), plus ``self_draft``
 (the target's first layers, specplan's own; vLLM has no such method). ``draft_model``,
-``eagle``, ``eagle3`` and ``medusa`` name their draft checkpoint (``model``); ``mtp`` uses the target's own
+``eagle``, ``eagle3`` and ``medusa`` name their draft checkpoint (``model``; the latter three
+may instead name it in ``note`` when its architecture is unknown, e.g. a published entry); ``mtp`` uses the target's own
 multi-token-prediction layers (``model`` optional); ``ngram`` and ``suffix`` need no model and
 may have no proposal at a step (the request then verifies one token)."""
 
@@ -534,10 +535,12 @@ class _Parser:
             elif kind == "suffix":
                 spec = self.obj(spec, p, ("kind",), ("note",))
                 out[name] = ProposerIdentity(name, "suffix", note=self._note(spec, p))
-            elif kind == "mtp":
+            elif kind in ("mtp", "eagle", "eagle3", "medusa") and spec.get("model") is None:
+                # mtp: the target's own layers; eagle/medusa heads known only by name (a published
+                # entry): the note names the checkpoint, the snippet asks for it
                 spec = self.obj(spec, p, ("kind",), ("model", "note"))
                 model = self.model(spec["model"], _join(p, "model")) if spec.get("model") is not None else None
-                out[name] = ProposerIdentity(name, "mtp", model=model, note=self._note(spec, p))
+                out[name] = ProposerIdentity(name, kind, model=model, note=self._note(spec, p))
             else:  # draft_model, eagle, eagle3, medusa: a separate draft checkpoint (or heads)
                 spec = self.obj(spec, p, ("kind", "model"), ("note",))
                 model = self.model(spec["model"], _join(p, "model"))
