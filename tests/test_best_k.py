@@ -52,3 +52,16 @@ def test_cli_prints_the_table(tmp_path) -> None:
     bad = subprocess.run([sys.executable, "-m", "sim", "breakeven", "--profile", str(path), "--proposer", "ngram",
                           "--best-k", "1,x"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--best-k" in bad.stderr
+
+
+def test_breakeven_table_agrees_with_best_k_at_a_proposal_rate() -> None:
+    from sim.breakeven import breakeven_from_profile
+
+    prof = synthetic_profile(proposal_rate=0.15, **PARAMS)
+    seg = prof.acceptance["ngram"].segments[0]
+    for b in (1, 16):
+        r = breakeven_from_profile(prof, "ngram", batch=b, context=512.0)
+        cell = best_k_table(prof, "ngram", [b])[0]
+        for row in r.rows:
+            assert row.speedup == pytest.approx(cell.per_k_s[0] / cell.per_k_s[row.k], rel=1e-9)
+        assert any("proposal on" in n for n in r.notes) and seg.proposal_rate < 0.2
