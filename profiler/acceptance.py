@@ -4,10 +4,11 @@ Why per segment and per request: acceptance differs by task, language and temper
 copies its source, free writing does not), and its spread across requests drives tail latency.
 So every (task, language, temperature) gets its own counters, and every prompt its own row.
 
-Counting (see profiler/speculative.py): every verification step is a draft of ``k_max``
-positions; positions a proposer left empty (n-gram with a short or no match) count as not
-accepted, so ``num_draft_tokens == num_drafts · k_max`` as docs/profile-format.md requires. The
-provenance notes say how often that happened and what vLLM's own counters would have shown.
+Counting: a step with a proposal is a draft of ``k_max`` positions (vLLM's ``num_drafts``);
+positions a proposer left empty in a short n-gram match count as not accepted, so
+``num_draft_tokens == num_drafts · k_max`` as docs/profile-format.md requires. Steps with no
+proposal at all are not drafts (vLLM schedules them with one token); ``num_steps`` counts them
+too, so the simulator knows the proposal rate.
 """
 
 from __future__ import annotations
@@ -96,9 +97,20 @@ def _proposer_label(proposer: Proposer) -> str:
 
 
 def segment_row(results: Sequence[SpecResult], key: dict[str, Any], k_max: int) -> dict[str, Any]:
-    """Aggregate the requests of one segment into the profile's segment object."""
+    """Aggregate the requests of one segment into the profile's segment object.
+
+    Counting is vLLM's (``v1/spec_decode/metrics.py``): ``num_drafts`` counts only steps with a
+    proposal; ``num_steps`` counts every verification step, so ``num_drafts / num_steps`` is the
+    proposal rate (an n-gram lookup with no match proposes nothing and vLLM schedules the
+    request with one token). A step with no proposal accepts nothing, so ``accepted_per_pos``
+    is the same under either counting.
+    """
     per_request = [
-        {"num_drafts": r.num_drafts, "accepted_per_pos": r.accepted_per_pos()}
+        {
+            "num_drafts": r.num_drafts - r.num_empty_drafts,
+            "num_steps": r.num_drafts,
+            "accepted_per_pos": r.accepted_per_pos(),
+        }
         for r in results
         if r.num_drafts > 0
     ]
@@ -107,6 +119,7 @@ def segment_row(results: Sequence[SpecResult], key: dict[str, Any], k_max: int) 
     return {
         "segment": key,
         "num_drafts": drafts,
+        "num_steps": sum(row["num_steps"] for row in per_request),
         "num_draft_tokens": drafts * k_max,
         "num_accepted_tokens": sum(per_pos),
         "accepted_per_pos": per_pos,
@@ -196,8 +209,11 @@ def _check_counts(seg: dict[str, Any], k_max: int, at: str, *, need_drafts: bool
         raise SpecplanError(f"{at}.accepted_per_pos: expected {k_max} counts (k_max)")
     drafts = seg.get("num_drafts")
     _check_monotone(ap, drafts, at)
-    if need_drafts and drafts == 0:
+    steps = seg.get("num_steps", drafts)
+    if need_drafts and not steps:
         raise SpecplanError(f"{at}.num_drafts: 0 drafts measured; nothing to simulate from")
+    if not isinstance(steps, int) or (isinstance(drafts, int) and steps < drafts):
+        raise SpecplanError(f"{at}.num_steps: expected an integer >= num_drafts={drafts}, got {steps!r}")
     if seg.get("num_accepted_tokens") != sum(ap):
         raise SpecplanError(f"{at}.num_accepted_tokens: must equal sum(accepted_per_pos)={sum(ap)}")
     if seg.get("num_draft_tokens") != drafts * k_max:
@@ -227,8 +243,12 @@ def measure_acceptance(
     seed: int = 0,
     progress: Progress | None = None,
     provenance: dict[str, Any] | None = None,
+    on_result: Callable[[dict[str, Any], str, SpecResult], None] | None = None,
 ) -> dict[str, Any]:
     """Run speculative decoding on every (segment, temperature, prompt); return the entry.
+
+    ``on_result(key, prompt_id, result)`` (optional) sees every request's result, e.g. to write
+    an acceptance trace (``sim/acceptance_trace.py``: the accepted length of every step).
 
     ``target`` is a LoadedModel (``model``, ``tokenizer``, ``identity``). Prompts are grouped by
     (task, language); the first ``prompts_per_segment`` of each group are used (all when None).
@@ -286,6 +306,8 @@ def measure_acceptance(
                     model, proposer, encoded[p.id], max_new_tokens, k_max, temp, gen, eos
                 )
                 results.append(res)
+                if on_result is not None:
+                    on_result({"task": task, "language": language, "temperature": temp}, p.id, res)
                 steps += res.num_drafts
                 empty_steps += res.num_empty_drafts
                 generated += len(res.tokens)
@@ -327,9 +349,10 @@ def _counting_note(
     return (
         f"acceptance: speculative decoding with exact verification, k_max={k_max}, "
         f"{per_segment or 'all'} prompts/segment, <= {max_new_tokens} new tokens each "
-        f"({generated} generated), seed {seed}; every verification step counts as a draft of "
-        f"k_max positions, positions the proposer left empty count as rejected; "
-        f"{empty} of {steps} steps had no proposal (vLLM counts only steps with proposals: "
+        f"({generated} generated), seed {seed}; counted as vLLM does: a step with a proposal is "
+        f"a draft of k_max positions (positions a short proposal left empty count as rejected), "
+        f"steps with no proposal are not drafts (num_steps counts them); "
+        f"{empty} of {steps} steps had no proposal (vLLM's own counters: "
         f"{vllm['num_drafts']} drafts, {vllm['num_draft_tokens']} draft tokens, "
         f"mean acceptance length {vllm_mal:.2f})"
     )

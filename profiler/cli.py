@@ -75,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     i = parser.add_argument_group("import-vllm / published")
     i.add_argument("--metrics", help="FILE or http://HOST:PORT/metrics of a running vLLM")
+    i.add_argument("--log", help="import-vllm from a vLLM server log's 'SpecDecoding metrics:' lines instead")
     i.add_argument("--proposer-name", dest="proposer_name", metavar="NAME",
                    help="proposer name the acceptance belongs to (--proposer NAME works too)")
     i.add_argument("--segment", action="append", default=[], metavar="TASK:LANG:TEMP",
@@ -86,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="what --rates are: per-position survival, conditional, or one alpha (k_max from --k-max)")
     i.add_argument("--citation", help="where the published numbers come from")
     i.add_argument("--profile", metavar="BASE", help="add the entry to a copy of this profile (else write an acceptance file)")
-    i.add_argument("--proposer-kind", default=None, help="ngram | self_draft | draft_model when BASE lacks the proposer")
+    i.add_argument("--proposer-kind", default=None, help="draft_model | eagle | eagle3 | mtp | ngram | suffix | self_draft (vLLM method names) when BASE lacks the proposer")
     from profiler import cmd_import_aiconfigurator
 
     cmd_import_aiconfigurator.add_arguments(parser)
@@ -335,9 +336,15 @@ def _run_acceptance_source(args: argparse.Namespace) -> int:
         raise SpecplanError(f"profile {args.action}: give exactly one --segment TASK:LANG:TEMP")
     segment = _segment_key(args.segment[0])
     check_writable(args.out)
-    if args.action == "import-vllm":
+    if args.action == "import-vllm" and args.log:
+        from profiler.vllm_log import entry_from_log
+
+        entry = entry_from_log(args.log, task=segment["task"], language=segment["language"],
+                               temperature=segment["temperature"], command=command_of(args))
+        ident = {"kind": args.proposer_kind or "draft_model"}
+    elif args.action == "import-vllm":
         if not args.metrics:
-            raise SpecplanError("profile import-vllm: --metrics FILE_OR_URL is required")
+            raise SpecplanError("profile import-vllm: --metrics FILE_OR_URL (or --log FILE) is required")
         from profiler import vllm_import
 
         entry = vllm_import.import_vllm_metrics(
@@ -373,8 +380,10 @@ def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: di
         write_profile(args.out, base)
         print(f"wrote {args.out}: {args.profile} with {args.action} acceptance for {name}")
         return 0
-    if ident["kind"] not in ("ngram", "self_draft", "draft_model"):
-        raise SpecplanError(f"--proposer-kind {ident['kind']!r}: expected ngram, self_draft or draft_model")
+    from sim.profile import PROPOSER_KINDS
+
+    if ident["kind"] not in PROPOSER_KINDS:
+        raise SpecplanError(f"--proposer-kind {ident['kind']!r}: expected one of {', '.join(PROPOSER_KINDS)}")
     doc = {"schema": ACCEPTANCE_FILE, "name": safe_name(f"{name}-{args.action}"),
            "proposers": {name: ident}, "acceptance": {name: entry}}
     write_json_atomic(args.out, doc)

@@ -29,6 +29,7 @@ appended in place (one op per layer each). Greedy
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import queue
 import threading
@@ -200,6 +201,8 @@ class BatchExecutor:
         self.draft_tokens = 0
         self.proposed_tokens = 0
         self.last_width = 0
+        self.last_drafting = 0
+        """Rows of the last decode step whose proposer had a proposal."""
         """KV width (cached columns + new tokens) of the last decode pass."""
 
     def admit(self, spec: ServingRequest) -> None:
@@ -471,10 +474,7 @@ class BatchExecutor:
                     f"{r.prompt_tokens + r.generated}"
                 )
         batch = self._ensure_batch(ids)
-        k = plan.k
         b = len(ids)
-        inp = torch.empty((b, k + 1), dtype=torch.long)
-        pos = torch.empty((b, k + 1), dtype=torch.long)
         drafts: list[list[int]] = [[] for _ in range(b)]
         for r in plan.decode:
             i = batch.row[r.id]
@@ -482,14 +482,21 @@ class BatchExecutor:
             valid = int(batch.mask[i].sum())
             if valid != r.computed:
                 raise RuntimeError(f"request {r.id}: KV holds {valid} tokens, scheduler says {r.computed} computed")
-            last = seq.tokens[-1]
-            d: list[int] = []
-            if k:
-                d, _ = seq.proposer.propose(seq.tokens, k, 0.0, None)
-                d = [int(t) for t in d[:k]]
-                self.proposed_tokens += len(d)
-                self.draft_tokens += k
-            drafts[i] = d
+            if plan.k:
+                d, _ = seq.proposer.propose(seq.tokens, plan.k, 0.0, None)
+                drafts[i] = [int(t) for t in d[: plan.k]]
+                self.proposed_tokens += len(drafts[i])
+        # issue 21: with no proposal in any row (n-gram without a match) the step is a plain
+        # 1-token decode, as vLLM schedules it; with one, every row of this padded batch is k+1 wide
+        self.last_drafting = sum(1 for d in drafts if d)
+        k = plan.k if self.last_drafting else 0
+        self.draft_tokens += plan.k * self.last_drafting
+        inp = torch.empty((b, k + 1), dtype=torch.long)
+        pos = torch.empty((b, k + 1), dtype=torch.long)
+        for r in plan.decode:
+            i = batch.row[r.id]
+            last = self.seqs[r.id].tokens[-1]
+            d = drafts[i]
             # positions the proposer left empty are filled and can never be accepted
             inp[i] = torch.tensor([last, *d, *([last] * (k - len(d)))], dtype=torch.long)
             pos[i] = torch.arange(r.computed, r.computed + k + 1)
@@ -818,8 +825,13 @@ def serve(
                               joined, left)
             shapes.append(shape)
             execu.last_width = 0
+            execu.last_drafting = nd
             accepted = execu.execute(plan)
             widths.append(execu.last_width)
+            drafting = execu.last_drafting if plan.k else 0
+            if plan.k and drafting < nd:  # rows without a proposal verified one token
+                shape = dataclasses.replace(shape, drafting_seqs=drafting)
+                shapes[-1] = shape
             if virtual:
                 assert step_timer is not None
                 vnow = start + step_timer(shape)
@@ -835,9 +847,9 @@ def serve(
             for col, val in (
                 ("replica", 0), ("t_start_s", start), ("duration_s", end - start),
                 ("decode_seqs", nd), ("prefill_tokens", plan.prefill_tokens), ("k", plan.k),
-                ("draft_tokens", nd * plan.k), ("accepted_tokens", total_acc),
+                ("draft_tokens", drafting * plan.k), ("accepted_tokens", total_acc),
                 ("queue_len", qlen), ("kv_used_blocks", kv_used), ("kv_total_blocks", kv_total),
-                ("preempted", len(plan.preempted)),
+                ("preempted", len(plan.preempted)), ("drafting_seqs", drafting),
             ):
                 getattr(log, col).append(val)
             if policy.name == "adaptive":

@@ -7,11 +7,23 @@ and ``…_num_accepted_tokens_per_pos{position="0".."k-1"}`` — exposed with a 
 and ``model_name``/``engine`` labels. Engines (data-parallel ranks) are summed. Counters are
 cumulative since server start; give a ``baseline`` scrape to import only the traffic in between.
 
-Differences from measured entries, recorded in the provenance notes: vLLM counts a draft only
-when tokens were proposed and counts the tokens actually proposed (n-gram may propose fewer
-than k); the profile requires ``num_draft_tokens == num_drafts · k_max``, so the imported entry
-uses that product and positions never proposed count as not accepted. Counters carry no
-per-request rows, so the simulator gives every request the aggregate rates (spread unknown).
+Counting (vLLM ``v1/core/sched/scheduler.py`` ``update_from_output``: ``observe_draft`` is
+called only ``if scheduled_spec_token_ids``): a draft is a step of one request that had a
+proposal; an n-gram lookup without a match schedules the request with one token and is not
+counted. So the survival rates here are vLLM's own per-position acceptance rates,
+``accepted_per_pos[i] / num_drafts`` (its ``SpecDecodingProm`` docstring formula), and they hold
+*given a proposal*. How often there was one is not a spec-decode counter; it follows from two
+other counters when present: every decode step of a request emits ``1 + accepted`` tokens and
+its prefill emits its first token, so
+
+    verification steps = vllm:generation_tokens − vllm:request_success − num_accepted_tokens
+
+(exact when no request was in flight at either scrape; the entry's ``num_steps``, and
+``num_drafts / num_steps`` is the proposal rate). Without those counters every step is taken
+to have had a proposal, and the notes say so. vLLM counts the tokens actually proposed (n-gram
+may propose fewer than k); the profile requires ``num_draft_tokens == num_drafts · k_max``, so
+the entry uses that product (survival rates are unaffected). Counters carry no per-request
+rows, so the simulator gives every request the aggregate rates (spread unknown).
 """
 
 from __future__ import annotations
@@ -32,6 +44,10 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 _WANTED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)
+GENERATION_TOKENS = "vllm:generation_tokens"
+REQUEST_SUCCESS = "vllm:request_success"
+"""Not speculative-decoding counters: with them the number of verification steps is known
+(see the module docstring), hence the proposal rate."""
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 _SAMPLE_RE = re.compile(
@@ -126,6 +142,17 @@ class SpecCounters:
     accepted_per_pos: tuple[int, ...]
     models: tuple[str, ...]
     engines: int
+    generation_tokens: int | None = None
+    """``vllm:generation_tokens`` summed (None when the scrape lacks it)."""
+    requests_finished: int | None = None
+    """``vllm:request_success`` summed over finish reasons (None when absent)."""
+
+    @property
+    def num_steps(self) -> int | None:
+        """Verification steps, with or without a proposal: generated − finished − accepted."""
+        if self.generation_tokens is None or self.requests_finished is None:
+            return None
+        return self.generation_tokens - self.requests_finished - self.num_accepted_tokens
 
     def minus(self, base: SpecCounters) -> SpecCounters:
         """Traffic between a baseline scrape and this one."""
@@ -139,7 +166,26 @@ class SpecCounters:
             tuple(a - b for a, b in zip(mine, theirs, strict=True)),
             self.models,
             self.engines,
+            _minus(self.generation_tokens, base.generation_tokens),
+            _minus(self.requests_finished, base.requests_finished),
         )
+
+
+def _minus(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a - b
+
+
+def _other_totals(text: str, source: str, model_name: str | None) -> tuple[int | None, int | None]:
+    """``vllm:generation_tokens`` and ``vllm:request_success`` summed (None if absent)."""
+    out: dict[str, int | None] = {GENERATION_TOKENS: None, REQUEST_SUCCESS: None}
+    for s in parse_exposition(text, source):
+        if s.name.endswith("_created"):
+            continue
+        base = s.name.removesuffix("_total")
+        if base not in out or (model_name is not None and s.labels.get("model_name") != model_name):
+            continue
+        out[base] = (out[base] or 0) + _as_count(s.value, source, s.line)
+    return out[GENERATION_TOKENS], out[REQUEST_SUCCESS]
 
 
 def _as_count(value: float, source: str, line: int) -> int:
@@ -189,6 +235,7 @@ def spec_counters(text: str, source: str, *, model_name: str | None = None) -> S
             "exports them)"
         )
     k = max(per_pos) + 1
+    gen, done = _other_totals(text, source, models[0] if len(models) == 1 else None)
     return SpecCounters(
         totals[DRAFTS],
         totals[DRAFT_TOKENS],
@@ -196,6 +243,8 @@ def spec_counters(text: str, source: str, *, model_name: str | None = None) -> S
         tuple(per_pos.get(i, 0) for i in range(k)),
         tuple(models),
         len(engines),
+        gen,
+        done,
     )
 
 
@@ -232,12 +281,32 @@ def entry_from_counters(
     if temperature < 0 or not math.isfinite(temperature):
         raise SpecplanError(f"temperature={temperature}: must be a number >= 0")
     mal = 1 + c.num_accepted_tokens / c.num_drafts
+    steps = c.num_steps
+    if steps is not None and steps < c.num_drafts:
+        steps_note = (
+            f"{GENERATION_TOKENS} − {REQUEST_SUCCESS} − accepted = {steps} steps is below the "
+            f"{c.num_drafts} drafts (requests in flight at the scrape?): proposal rate unknown, "
+            "every step taken to have had a proposal"
+        )
+        steps = None
+    elif steps is not None:
+        steps_note = (
+            f"verification steps = {GENERATION_TOKENS} {c.generation_tokens} − {REQUEST_SUCCESS} "
+            f"{c.requests_finished} − accepted {c.num_accepted_tokens} = {steps}: a proposal on "
+            f"{100 * c.num_drafts / steps:.1f}% of steps (exact if no request was in flight)"
+        )
+    else:
+        steps_note = (
+            f"no {GENERATION_TOKENS} / {REQUEST_SUCCESS} counters: proposal rate unknown, every "
+            "step taken to have had a proposal (n-gram without a match is then overpriced)"
+        )
     parts = [
         f"vLLM Prometheus counters from {source}, summed over {c.engines} engine(s)",
         f"vLLM reported {c.num_drafts} drafts, {c.num_draft_tokens} draft tokens, "
         f"{c.num_accepted_tokens} accepted (mean acceptance length {mal:.2f})",
-        "vLLM counts only steps with proposals; num_draft_tokens here is num_drafts*k_max "
-        f"={c.num_drafts * k_max}, unproposed positions count as not accepted",
+        "vLLM counts only steps with proposals (survival = accepted_per_pos / num_drafts, its "
+        f"per-position acceptance rate); num_draft_tokens here is num_drafts*k_max={c.num_drafts * k_max}",
+        steps_note,
         "no per-request rows: spread across requests unknown",
     ]
     if notes:
@@ -261,6 +330,7 @@ def entry_from_counters(
                 "num_accepted_tokens": c.num_accepted_tokens,
                 "accepted_per_pos": ap,
                 "per_request": [],
+                **({"num_steps": steps} if steps is not None else {}),
             }
         ],
     }

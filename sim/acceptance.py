@@ -144,6 +144,12 @@ class SegmentAcceptance:
     num_drafts: int
     row_drafts: np.ndarray
     """Drafts of each row of ``rows`` (how much each measured request weighs)."""
+    proposal: float = 1.0
+    """Fraction of verification steps with a proposal (aggregate); survival rates are given one."""
+    row_proposal: np.ndarray | None = None
+    """Proposal rate of each row of ``rows`` (None: every row proposes at every step)."""
+    note: str | None = None
+    """How the profile entry was chosen when it was not an exact match (a named fallback)."""
 
 
 class AcceptanceModel:
@@ -164,15 +170,23 @@ class AcceptanceModel:
         self.source = source
         """Provenance line, e.g. ``acceptance[ngram]: measured on ...`` or ``... assumed``."""
         self._wildcard = wildcard
+        self.traces: dict | None = None
+        """Per scenario segment, the traced requests whose sequences requests replay
+        (``sim.trace_acceptance``); None: every step is drawn."""
 
     @classmethod
     def from_profile(
-        cls, profile: Profile, proposer: str, segment_keys: Mapping[str, SegmentKeyLike]
+        cls,
+        profile: Profile,
+        proposer: str,
+        segment_keys: Mapping[str, SegmentKeyLike],
+        fallbacks: Mapping[str, str] | None = None,
     ) -> AcceptanceModel:
         """Match each scenario segment ``name -> (task, language, temperature)`` to a profile entry.
 
-        Picks the entry with equal task and language (else language ``any``) and the nearest
-        temperature (ties: the lower); fails listing the available keys otherwise.
+        No silent matches: the entry must have the same task, language (or ``any``) and
+        temperature; otherwise the segment's named fallback (``fallbacks[name]``, a
+        ``task:language:temperature`` key) is used and noted, or loading fails naming both.
         """
         entry = profile.acceptance.get(proposer)
         if entry is None:
@@ -183,17 +197,13 @@ class AcceptanceModel:
                 "merge one in, or give the candidate an assumed_acceptance",
             )
         segs: dict[str, SegmentAcceptance] = {}
+        fallbacks = fallbacks or {}
         for name, raw in segment_keys.items():
             key = raw if isinstance(raw, AcceptanceKey) else AcceptanceKey(str(raw[0]), str(raw[1]), float(raw[2]))
-            seg = match_segment(entry.segments, key)
+            seg, note = resolve_segment(entry.segments, key, fallbacks.get(name))
             if seg is None:
-                have = ", ".join(str(s.key) for s in entry.segments)
-                raise profile.error(
-                    f"acceptance.{proposer}.segments",
-                    f"no segment matches scenario segment {name!r} (task:language:temperature {key}); "
-                    f"available: {have}",
-                )
-            segs[name] = _segment_from_profile(name, seg)
+                raise profile.error(f"acceptance.{proposer}.segments", f"scenario segment {name!r}: {note}")
+            segs[name] = _segment_from_profile(name, seg, note)
         source = f"acceptance[{proposer}]: {entry.provenance.describe()}"
         return cls(proposer, entry.k_max, segs, source)
 
@@ -244,11 +254,21 @@ class AcceptanceModel:
     def request_rates(self, segment: str, rng: np.random.Generator) -> np.ndarray:
         """One request's survival rates (length ``k_max``, read-only): a bootstrap draw of one
         measured request, or the aggregate rates when the spread is unknown."""
+        return self.request_acceptance(segment, rng)[0]
+
+    def request_acceptance(self, segment: str, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+        """One request's (survival rates given a proposal, proposal rate per step), drawn
+        together from one measured request (the same single draw as :meth:`request_rates`)."""
         seg = self.segment(segment)
         n = seg.rows.shape[0]
         if n == 0:
-            return seg.aggregate
-        return seg.rows[int(rng.integers(n))]
+            return seg.aggregate, seg.proposal
+        i = int(rng.integers(n))
+        return seg.rows[i], (1.0 if seg.row_proposal is None else float(seg.row_proposal[i]))
+
+    def proposal_rate(self, segment: str) -> float:
+        """Aggregate fraction of verification steps with a proposal."""
+        return self.segment(segment).proposal
 
     def spread_known(self, segment: str) -> bool:
         """False when every request gets the aggregate rates (results should say so)."""
@@ -263,8 +283,13 @@ class AcceptanceModel:
             )
 
     def mean_acceptance_length(self, segment: str, k: int) -> float:
-        """Expected tokens per step at ``k`` for the segment's aggregate rates."""
+        """Expected tokens per drafted step at ``k`` (vLLM's 1 + accepted / drafts)."""
         return mean_acceptance_length(self.segment(segment).aggregate, k)
+
+    def tokens_per_step(self, segment: str, k: int) -> float:
+        """Expected tokens per verification step at ``k``, steps without a proposal included."""
+        seg = self.segment(segment)
+        return 1.0 + seg.proposal * (mean_acceptance_length(seg.aggregate, k) - 1.0)
 
     def precision(self, segment: str, k: int) -> tuple[float, float, int]:
         """(mean acceptance length at ``k``, 95 % half-width, measured requests) of a segment;
@@ -286,7 +311,9 @@ class AcceptanceModel:
         seg = self.segment(segment)
         if seg.rows.shape[0] == 0:
             return math.nan
-        per_request = seg.row_drafts * (1.0 + seg.rows.sum(axis=1))
+        prop = seg.row_proposal if seg.row_proposal is not None else np.ones(len(seg.row_drafts))
+        steps = np.where(prop > 0, seg.row_drafts / np.where(prop > 0, prop, 1.0), 0.0)
+        per_request = steps + seg.row_drafts * seg.rows.sum(axis=1)
         return float(np.median(per_request))
 
     def describe(self) -> list[str]:
@@ -296,7 +323,8 @@ class AcceptanceModel:
             spread = f"{seg.rows.shape[0]} requests" if seg.rows.shape[0] else "spread unknown"
             key = f" -> {seg.key}" if seg.key is not None else ""
             drafts = f", {seg.num_drafts} drafts" if seg.num_drafts else ""
-            lines.append(f"  segment {name}{key} ({spread}{drafts})")
+            prop = f", proposal at {100 * seg.proposal:.0f}% of steps" if seg.proposal < 1.0 else ""
+            lines.append(f"  segment {name}{key} ({spread}{drafts}{prop})")
         return lines
 
 
@@ -309,13 +337,58 @@ def match_segment(segments: Sequence[AcceptanceSegment], key: AcceptanceKey) -> 
     return None
 
 
-def _segment_from_profile(name: str, seg: AcceptanceSegment) -> SegmentAcceptance:
+def resolve_segment(
+    segments: Sequence[AcceptanceSegment], key: AcceptanceKey, fallback: str | None = None
+) -> tuple[AcceptanceSegment | None, str | None]:
+    """The entry for ``key``, exactly, or the explicitly named ``fallback``; never a guess.
+
+    Returns ``(segment, note)``: ``note`` is None for an exact match, says which entry was used
+    for a fallback (results print it), and is the one-line reason when ``segment`` is None.
+    An entry whose language is ``any`` matches every language (it says so itself).
+    """
+    def find(k: AcceptanceKey) -> AcceptanceSegment | None:
+        for language in (k.language, "any"):
+            for s in segments:
+                if s.key.task == k.task and s.key.language == language and abs(s.key.temperature - k.temperature) < 1e-9:
+                    return s
+        return None
+
+    seg = find(key)
+    if seg is not None:
+        return seg, None if seg.key.language == key.language else f"{key} uses the entry {seg.key}"
+    same = [s for s in segments if s.key.task == key.task and s.key.language in (key.language, "any")]
+    if same:
+        temps = ", ".join(sorted({f"{s.key.temperature:g}" for s in same}))
+        why = f"temperature {key.temperature:g} has no entry for {key.task}:{key.language}; profile has {temps}"
+    else:
+        have = ", ".join(str(s.key) for s in segments)
+        why = f"task:language {key.task}:{key.language} has no entry; profile has {have}"
+    if fallback is None:
+        return None, f"{why} (name one with acceptance.fallback = \"task:language:temperature\")"
+    parts = fallback.split(":")
+    try:
+        fkey = AcceptanceKey(parts[0], parts[1], float(parts[2])) if len(parts) == 3 else None
+    except ValueError:
+        fkey = None
+    if fkey is None:
+        return None, f"acceptance.fallback {fallback!r}: expected task:language:temperature, e.g. support:en:0.7"
+    fseg = find(fkey)
+    if fseg is None:
+        have = ", ".join(str(s.key) for s in segments)
+        return None, f"acceptance.fallback {fallback!r} names no entry; profile has {have}"
+    return fseg, f"{why}: using the named fallback entry {fseg.key}"
+
+
+def _segment_from_profile(name: str, seg: AcceptanceSegment, note: str | None = None) -> SegmentAcceptance:
     agg = np.array(seg.survival, dtype=float)
-    kept = [r for r in seg.per_request if r.num_drafts > 0]
+    kept = [r for r in seg.per_request if r.num_drafts > 0 or r.num_steps]
     rows = np.array(
-        [[a / r.num_drafts for a in r.accepted_per_pos] for r in kept], dtype=float
+        [[a / r.num_drafts if r.num_drafts else 0.0 for a in r.accepted_per_pos] for r in kept], dtype=float
     ).reshape(-1, len(seg.accepted_per_pos))
     drafts = np.array([r.num_drafts for r in kept], dtype=float)
-    for arr in (agg, rows, drafts):
-        arr.setflags(write=False)
-    return SegmentAcceptance(name, seg.key, agg, rows, seg.num_drafts, drafts)
+    has_steps = seg.num_steps is not None or any(r.num_steps for r in kept)
+    prop = np.array([r.proposal_rate for r in kept], dtype=float) if has_steps else None
+    for arr in (agg, rows, drafts, prop):
+        if arr is not None:
+            arr.setflags(write=False)
+    return SegmentAcceptance(name, seg.key, agg, rows, seg.num_drafts, drafts, seg.proposal_rate, prop, note)

@@ -203,6 +203,7 @@ def breakeven_from_profile(
         raise profile.error(f"timing.proposers.{proposer}", f"no draft/overhead timing for proposer {proposer!r}")
     sources = [f"timing: {profile.timing.provenance.describe()}"]
     seg_label = None
+    prop = 1.0
     if alpha is not None:
         if not 0.0 <= alpha <= 1.0:
             raise SpecplanError(f"--alpha: per-token acceptance must be in [0, 1], got {alpha}")
@@ -228,6 +229,7 @@ def breakeven_from_profile(
                 have = ", ".join(str(s.key) for s in entry.segments)
                 raise SpecplanError(f"--segment: no acceptance segment matches {segment}; available: {have}")
         rates = chosen.survival
+        prop = chosen.proposal_rate
         seg_label = str(chosen.key)
         sources.append(f"acceptance[{proposer}]: {entry.provenance.describe()}")
     top = kmax_avail if k_max is None else k_max
@@ -244,19 +246,27 @@ def breakeven_from_profile(
     over = interp(ptiming.overhead)
     baseline = fwd(batch, 1, context)
     rows = []
+    # issue 21: with a proposal on a share p of steps, b·p rows draft and the rest feed one
+    # token (sim/best_k.py has the same composition)
+    rows_d = batch * prop
+    share = 1.0 if rows_d >= 1 else rows_d
+    rows_d = max(rows_d, 1.0)
     for k in range(1, top + 1):
         m = acceptance_length_alpha(alpha, k) if rates is None else acceptance_length_rates(rates, k)
         rows.append(
             BreakevenRow(
                 k=k,
-                draft_s=draft(batch, k, context),
-                verify_s=fwd(batch, k + 1, context),
-                overhead_s=over(batch, k),
-                acceptance_length=m,
+                draft_s=share * draft(rows_d, k, context) if prop > 0 else 0.0,
+                verify_s=fwd(batch, 1 + k * prop, context),
+                overhead_s=share * over(rows_d, k) if prop > 0 else 0.0,
+                acceptance_length=1.0 + prop * (m - 1.0),
                 baseline_s=baseline,
             )
         )
     notes = []
+    if prop < 1.0:
+        notes.append(f"proposal on {100 * prop:.1f}% of steps (n-gram without a match feeds one token): "
+                     "M(k) and the cycle are per verification step")
     for g in (fwd, draft, over):
         for what, n in g.extrapolations().items():
             notes.append(f"extrapolated: {g.name.removeprefix('timing.')}.{what} in {n} of {g.calls} lookups")

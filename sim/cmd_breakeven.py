@@ -13,12 +13,13 @@ import argparse
 import json
 import math
 
+from sim.best_k import best_k_table, format_best_k
 from sim.breakeven import breakeven_from_numbers, breakeven_from_profile, format_table
 from sim.errors import SpecplanError
 from sim.profile import AcceptanceKey, load_profile
 
 _NUMBER_ONLY = ("T_ms", "D_ms", "V_ms", "H_ms", "k")
-_PROFILE_ONLY = ("proposer", "segment", "batch", "context", "k_max")
+_PROFILE_ONLY = ("proposer", "segment", "batch", "context", "k_max", "best_k")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--batch", metavar="N", help="decode batch size (default 1)")
     src.add_argument("--context", metavar="TOKENS", help="context length in tokens (default 512)")
     src.add_argument("--k-max", dest="k_max", metavar="N", help="largest k to show (default: acceptance k_max)")
+    src.add_argument("--best-k", dest="best_k", metavar="BATCHES",
+                     help="also show, per acceptance segment, the best k (incl. 0) at these batch sizes, e.g. 1,8,64,256")
     num = parser.add_argument_group("from numbers (all assumed)")
     num.add_argument("--alpha", metavar="A", help="per-token acceptance in [0, 1] (with --profile: overrides measured acceptance)")
     num.add_argument("--T-ms", dest="T_ms", metavar="MS", help="plain decode step time T")
@@ -73,11 +76,28 @@ def run(args: argparse.Namespace) -> int:
             overhead_s=0.0 if args.H_ms is None else _float("--H-ms", args.H_ms) / 1e3,
             ks=_ks(args.k or "1..6"),
         )
+    table = _best_k(args, profile) if args.profile and args.best_k else None
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        doc = result.to_dict()
+        if table is not None:
+            doc["best_k"] = [{"segment": c.segment, "batch": c.batch, "proposal_rate": c.proposal_rate,
+                              "best_k": c.best_k, "speedup": c.speedup, "per_k_s": list(c.per_k_s)} for c in table]
+        print(json.dumps(doc, indent=2))
     else:
         print("\n".join(format_table(result)))
+        if table is not None:
+            print("\n".join(format_best_k(table)))
     return 0
+
+
+def _best_k(args: argparse.Namespace, profile) -> list:
+    try:
+        batches = [int(x) for x in args.best_k.split(",")]
+    except ValueError:
+        raise SpecplanError(f"--best-k: expected batch sizes like 1,8,64, got {args.best_k!r}") from None
+    return best_k_table(profile, args.proposer, batches,
+                        context=512.0 if args.context is None else _float("--context", args.context),
+                        k_max=None if args.k_max is None else _int("--k-max", args.k_max))
 
 
 def _float(flag: str, text: str) -> float:

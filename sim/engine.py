@@ -98,6 +98,8 @@ class StepLog:
     kv_used_blocks: array = field(default_factory=lambda: array("q"))
     kv_total_blocks: array = field(default_factory=lambda: array("q"))
     preempted: array = field(default_factory=lambda: array("q"))
+    drafting_seqs: array = field(default_factory=lambda: array("q"))
+    """Decoding requests that fed drafts (the others had no proposal and verified 1 token)."""
 
     def __len__(self) -> int:
         return len(self.t_start_s)
@@ -105,18 +107,19 @@ class StepLog:
     @classmethod
     def from_flat(cls, flat: array) -> StepLog:
         """Columns from ``(replica, t_start_s, duration_s, decode_seqs, prefill_tokens, k,
-        accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted)`` rows stored
-        back to back in one float array (one ``extend`` per step in the hot loop)."""
-        m = np.frombuffer(flat, dtype=np.float64).reshape(-1, 11) if len(flat) else np.empty((0, 11))
+        accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted, drafting_seqs)``
+        rows stored back to back in one float array (one ``extend`` per step in the hot loop)."""
+        m = np.frombuffer(flat, dtype=np.float64).reshape(-1, 12) if len(flat) else np.empty((0, 12))
         log = cls()
-        ints = m[:, [0, 3, 4, 5, 6, 7, 8, 9, 10]].astype(np.int64)
+        ints = m[:, [0, 3, 4, 5, 6, 7, 8, 9, 10, 11]].astype(np.int64)
         log.replica = array("q", ints[:, 0].tobytes())
         log.t_start_s = array("d", np.ascontiguousarray(m[:, 1]).tobytes())
         log.duration_s = array("d", np.ascontiguousarray(m[:, 2]).tobytes())
         log.decode_seqs = array("q", ints[:, 1].tobytes())
         log.prefill_tokens = array("q", ints[:, 2].tobytes())
         log.k = array("q", ints[:, 3].tobytes())
-        log.draft_tokens = array("q", (ints[:, 1] * ints[:, 3]).tobytes())
+        log.draft_tokens = array("q", (ints[:, 9] * ints[:, 3]).tobytes())
+        log.drafting_seqs = array("q", ints[:, 9].tobytes())
         log.accepted_tokens = array("q", ints[:, 4].tobytes())
         log.queue_len = array("q", ints[:, 5].tobytes())
         log.kv_used_blocks = array("q", ints[:, 6].tobytes())
@@ -137,6 +140,31 @@ class FleetRun:
     """Seconds between a burst and the previous one of the same request."""
     end_s: float
     """Simulated time the run ended."""
+
+
+def replay_accepted(req: Request, k: int) -> int:
+    """Accepted drafts of a replaying request's step at ``k``; moves its trace position on.
+
+    ``positions`` layout: the step starts at the answer position ``replay_pos`` and commits
+    ``min(commit, k + 1)`` tokens; ``steps`` layout: the next recorded step, capped at ``k``
+    (no proposal: 0). Past the trace's end the sequence starts over (simulated answers may
+    be longer than traced ones).
+    """
+    t = req.replay
+    vals = t.values
+    v = vals[req.replay_pos % len(vals)]
+    if t.layout == "positions":
+        a = (v if v <= k + 1 else k + 1) - 1
+        req.replay_pos += a + 1
+        return a
+    req.replay_pos += 1
+    return 0 if v < 0 else (v if v < k else k)
+
+
+def replay_proposes(req: Request) -> bool:
+    """Whether a replaying request's next step has a proposal (``steps`` layout: not null)."""
+    t = req.replay
+    return t.layout == "positions" or t.values[req.replay_pos % len(t.values)] >= 0
 
 
 class _Uniforms:
@@ -236,6 +264,8 @@ class Replica:
                 continue
             nd = len(plan.decode)
             pk = plan.k
+            drafting = plan.drafting
+            nds = plan.num_drafting
             qlen = len(sched.waiting)
             kv_used = kv_total - sched.free_blocks
             joined, left = self.batch_rows.change([r.id for r in plan.decode])
@@ -251,6 +281,7 @@ class Replica:
                     now,
                     joined,
                     left,
+                    nds if drafting else None,
                 )
             )
             try:
@@ -267,19 +298,48 @@ class Replica:
                     pos = 0
                     end_pos = nd
                 uni.pos = end_pos
-                accepted = [
-                    bisect_left(r.negrates, -u, 0, pk)
-                    for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
-                ]
+                if fleet.replay:
+                    accepted = [
+                        bisect_left(r.negrates, -u, 0, pk) if r.replay is None else replay_accepted(r, pk)
+                        for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
+                    ]
+                else:
+                    accepted = [
+                        bisect_left(r.negrates, -u, 0, pk)
+                        for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
+                    ]
+                if drafting:  # rows without a proposal verified one token and accept nothing
+                    accepted = [a if d else 0 for a, d in zip(accepted, drafting, strict=True)]
                 total_acc = sched.update(plan, accepted, end, gap_idx, gap_s)
             else:
+                if fleet.replay:  # a plain step still moves a replayed answer on by one token
+                    for r in plan.decode:
+                        if r.replay is not None and r.replay.layout == "positions":
+                            r.replay_pos += 1
                 total_acc = sched.update(plan, None, end, gap_idx, gap_s)
+            if fleet.partial_proposals:
+                self._draw_proposals(plan)
             log_extend(
                 (idx, now, dt, nd, plan.prefill_tokens, pk, total_acc, qlen, kv_used, kv_total,
-                 len(plan.preempted))
+                 len(plan.preempted), nds)
             )
             if policy.name == "adaptive":
                 policy.observe(self.policy_state, end, dt, nd)
+
+    def _draw_proposals(self, plan) -> None:
+        """Whether each request of this step has a proposal for its next one (vLLM proposes
+        after every step): one uniform per request whose proposal rate is below 1."""
+        uni = self.fleet.uniforms
+        for req in (*plan.decode, *(r for r, _ in plan.prefill)):
+            if req.replay is not None:
+                req.proposes = replay_proposes(req)
+                continue
+            p = req.proposal
+            if p < 1.0:
+                if uni.pos >= len(uni.buf):
+                    uni.refill_keep(uni.pos)
+                req.proposes = uni.buf[uni.pos] < p
+                uni.pos += 1
 
     def _restart(self):
         """Go down now, hand in-flight work on (or drop it), come back after the cold start."""
@@ -324,6 +384,10 @@ class Fleet:
         if spec.policy.speculates and accept_rng is None:
             raise ValueError("a speculating policy needs an acceptance random generator")
         self.uniforms = _Uniforms(accept_rng if accept_rng is not None else np.random.default_rng(0))
+        self.partial_proposals = False
+        self.replay = False
+        """True when some request replays a traced acceptance sequence."""
+        """True when some request proposes on only part of its steps (n-gram without a match)."""
         self.replicas = [
             Replica(self, i, Scheduler(spec.scheduler), spec.policy) for i in range(spec.replicas)
         ]
@@ -354,6 +418,9 @@ class Fleet:
                     raise ValueError(
                         f"request {req.id} has no acceptance rates for k={spec.policy.k_max}"
                     )
+        self.replay = spec.policy.speculates and any(r.replay is not None for r in requests)
+        self.partial_proposals = spec.policy.speculates and (
+            self.replay or any(r.proposal < 1.0 for r in requests))
         for a, b in zip(requests, requests[1:], strict=False):
             if b.arrival_s < a.arrival_s:
                 raise ValueError("requests must be sorted by arrival_s")

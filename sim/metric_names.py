@@ -38,6 +38,9 @@ OUTPUT_THROUGHPUT = "output_throughput"
 REQUEST_GOODPUT = "request_goodput"
 SLO_ATTAINMENT = "slo_attainment"
 MEAN_ACCEPTANCE_LENGTH = "mean_acceptance_length"
+"""vLLM's: 1 + accepted / drafts, over steps that had a proposal."""
+TOKENS_PER_STEP = "mean_acceptance_length_per_step"
+"""1 + accepted / verification steps, steps without a proposal (n-gram no match) included."""
 PREEMPTIONS = "preemptions"
 QUEUE_LEN_TW = "queue_len_tw"
 KV_USE_TW = "kv_use_tw"
@@ -74,6 +77,7 @@ RATE_COLUMNS: tuple[str, ...] = (
     REQUEST_GOODPUT,
     SLO_ATTAINMENT,
     MEAN_ACCEPTANCE_LENGTH,
+    TOKENS_PER_STEP,
     PREEMPTIONS,
     QUEUE_LEN_TW,
     KV_USE_TW,

@@ -192,6 +192,10 @@ def summarize(
         row[mn.MEAN_ACCEPTANCE_LENGTH] = (
             1.0 + int(m["accepted_tokens"].sum()) / drafts if drafts else None
         )
+        spec_steps = int(m["num_spec_steps"].sum()) if "num_spec_steps" in m.columns else drafts
+        row[mn.TOKENS_PER_STEP] = (
+            1.0 + int(m["accepted_tokens"].sum()) / spec_steps if spec_steps else None
+        )
         row[mn.PREEMPTIONS] = int(m["preemptions"].sum())
         row[mn.QUEUE_LEN_TW] = q_tw
         row[mn.KV_USE_TW] = kv_tw

@@ -93,9 +93,12 @@ class PolicyAdvice:
                 cfg["prompt_lookup_min"] = p.prompt_lookup_min
             if p is not None and p.prompt_lookup_max is not None:
                 cfg["prompt_lookup_max"] = p.prompt_lookup_max
-        elif self.proposer_kind == "draft_model":
-            cfg["method"] = "draft_model"
-            cfg["model"] = p.model.id if p is not None and p.model is not None else self.proposer
+        elif self.proposer_kind in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
+            cfg["method"] = self.proposer_kind
+            if self.proposer_kind != "suffix":
+                model = self._vllm_model_id()
+                if model is not None:
+                    cfg["model"] = model
             cfg["num_speculative_tokens"] = self.fixed_k
         else:
             cfg["method"] = None  # self-draft (layer skip) has no vLLM method; see notes
@@ -103,6 +106,20 @@ class PolicyAdvice:
         if self.off_above_batch is not None:
             cfg["disable_by_batch_size"] = self.off_above_batch
         return cfg
+
+    def _vllm_model_id(self) -> str | None:
+        """A real checkpoint id for ``speculative_config.model``, or a fill-in placeholder.
+
+        A config-only profile (random weights, e.g. ``llama-3.2-1b-shaped``) names an
+        architecture, not a checkpoint vLLM can load: the snippet then says to fill one in.
+        """
+        p = self.proposer_identity
+        m = p.model if p is not None else None
+        if m is None:
+            return None if self.proposer_kind == "mtp" else f"<FILL IN: the {self.proposer_kind} checkpoint id>"
+        if m.config_only:
+            return f"<FILL IN: a real checkpoint id; this profile only has the architecture {m.id}>"
+        return m.id
 
     def vllm_notes(self) -> list[str]:
         """What the snippet can and cannot express, by vLLM version (checked against its docs)."""
@@ -118,6 +135,13 @@ class PolicyAdvice:
                 "offer it: there, run separate pools or pick k for the peak.")
         if self.proposer_kind == "ngram":
             notes.append("vLLM before 0.7 spells the ngram window ngram_prompt_lookup_min/max.")
+        model = self.vllm_speculative_config().get("model")
+        if isinstance(model, str) and model.startswith("<FILL IN"):
+            notes.append("speculative_config.model must name a checkpoint vLLM can load (a Hugging Face id "
+                         "or path); replace the <FILL IN ...> value before use.")
+        if self.proposer_kind == "mtp":
+            notes.append("mtp: vLLM uses the target's own MTP layers; model may be omitted (it "
+                         "defaults to the target).")
         if self.proposer_kind == "self_draft":
             notes.append("self-draft (first layers of the target) has no vLLM method; the numbers "
                          "say what such a proposer would need to deliver.")

@@ -34,8 +34,15 @@ Method = Literal["measured", "estimated", "imported", "published", "assumed"]
 METHODS: tuple[str, ...] = ("measured", "estimated", "imported", "published", "assumed")
 ModelSource = Literal["hf", "local", "gguf", "config-only"]
 MODEL_SOURCES: tuple[str, ...] = ("hf", "local", "gguf", "config-only")
-ProposerKind = Literal["draft_model", "self_draft", "ngram"]
-PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "self_draft", "ngram")
+ProposerKind = Literal["draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram", "suffix", "self_draft"]
+PROPOSER_KINDS: tuple[str, ...] = ("draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram", "suffix", "self_draft")
+"""Proposer kinds by vLLM's ``speculative_config.method`` names (``vllm/config/speculative.py``
+``SpeculativeMethod``: ngram, draft_model, suffix, eagle, eagle3, medusa, mtp, …), plus ``self_draft``
+(the target's first layers, specplan's own; vLLM has no such method). ``draft_model``,
+``eagle``, ``eagle3`` and ``medusa`` name their draft checkpoint (``model``; the latter three
+may instead name it in ``note`` when its architecture is unknown, e.g. a published entry); ``mtp`` uses the target's own
+multi-token-prediction layers (``model`` optional); ``ngram`` and ``suffix`` need no model and
+may have no proposal at a step (the request then verifies one token)."""
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -289,6 +296,13 @@ class RequestAcceptance:
 
     num_drafts: int
     accepted_per_pos: tuple[int, ...]
+    num_steps: int | None = None
+    """Verification steps, with or without a proposal (None: every step had one)."""
+
+    @property
+    def proposal_rate(self) -> float:
+        """Fraction of verification steps with a proposal (vLLM drafts / steps)."""
+        return 1.0 if not self.num_steps else self.num_drafts / self.num_steps
 
 
 @dataclass(frozen=True)
@@ -301,6 +315,14 @@ class AcceptanceSegment:
     num_accepted_tokens: int
     accepted_per_pos: tuple[int, ...]
     per_request: tuple[RequestAcceptance, ...] = ()
+    num_steps: int | None = None
+    """Verification steps, with or without a proposal; ``num_drafts`` then counts only steps
+    with one (vLLM's counting). None: every step had a proposal."""
+
+    @property
+    def proposal_rate(self) -> float:
+        """Fraction of verification steps with a proposal; survival rates are given one."""
+        return 1.0 if not self.num_steps else self.num_drafts / self.num_steps
 
     @property
     def survival(self) -> tuple[float, ...]:
@@ -556,10 +578,19 @@ class _Parser:
                 for i, layer in enumerate(layers):
                     self.int_(layer, f"{_join(p, 'layers')}[{i}]", minimum=0)
                 out[name] = ProposerIdentity(name, "self_draft", layers=tuple(layers), note=self._note(spec, p))
-            else:
+            elif kind == "suffix":
+                spec = self.obj(spec, p, ("kind",), ("note",))
+                out[name] = ProposerIdentity(name, "suffix", note=self._note(spec, p))
+            elif kind in ("mtp", "eagle", "eagle3", "medusa") and spec.get("model") is None:
+                # mtp: the target's own layers; eagle/medusa heads known only by name (a published
+                # entry): the note names the checkpoint, the snippet asks for it
+                spec = self.obj(spec, p, ("kind",), ("model", "note"))
+                model = self.model(spec["model"], _join(p, "model")) if spec.get("model") is not None else None
+                out[name] = ProposerIdentity(name, kind, model=model, note=self._note(spec, p))
+            else:  # draft_model, eagle, eagle3, medusa: a separate draft checkpoint (or heads)
                 spec = self.obj(spec, p, ("kind", "model"), ("note",))
                 model = self.model(spec["model"], _join(p, "model"))
-                out[name] = ProposerIdentity(name, "draft_model", model=model, note=self._note(spec, p))
+                out[name] = ProposerIdentity(name, kind, model=model, note=self._note(spec, p))
         return out
 
     def _note(self, spec: dict, path: str) -> str | None:
@@ -839,7 +870,7 @@ class _Parser:
             v,
             path,
             ("segment", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "accepted_per_pos"),
-            ("per_request",),
+            ("per_request", "num_steps"),
         )
         kp = _join(path, "segment")
         key = self.obj(v["segment"], kp, ("task", "language", "temperature"))
@@ -848,7 +879,10 @@ class _Parser:
             language=self.str_(key["language"], _join(kp, "language")),
             temperature=self.num(key["temperature"], _join(kp, "temperature"), minimum=0.0),
         )
-        drafts = self.int_(v["num_drafts"], _join(path, "num_drafts"), minimum=1)
+        steps = self._num_steps(v, path)
+        drafts = self.int_(v["num_drafts"], _join(path, "num_drafts"), minimum=0 if steps else 1)
+        if steps is not None and drafts > steps:
+            raise self.fail(_join(path, "num_steps"), f"must be >= num_drafts ({drafts}), got {steps}")
         draft_tokens = self.int_(v["num_draft_tokens"], _join(path, "num_draft_tokens"))
         accepted = self.int_(v["num_accepted_tokens"], _join(path, "num_accepted_tokens"))
         per_pos = self.per_pos(v["accepted_per_pos"], _join(path, "accepted_per_pos"), k_max, drafts)
@@ -869,10 +903,20 @@ class _Parser:
             raise self.fail(rp, f"expected a list, got {_jtype(rraw)}")
         for i, row in enumerate(rraw):
             p = f"{rp}[{i}]"
-            row = self.obj(row, p, ("num_drafts", "accepted_per_pos"))
+            row = self.obj(row, p, ("num_drafts", "accepted_per_pos"), ("num_steps",))
             n = self.int_(row["num_drafts"], _join(p, "num_drafts"))
-            rows.append(RequestAcceptance(n, self.per_pos(row["accepted_per_pos"], _join(p, "accepted_per_pos"), k_max, n)))
-        return AcceptanceSegment(akey, drafts, draft_tokens, accepted, per_pos, tuple(rows))
+            rs = self._num_steps(row, p)
+            if rs is not None and n > rs:
+                raise self.fail(_join(p, "num_steps"), f"must be >= num_drafts ({n}), got {rs}")
+            ap = self.per_pos(row["accepted_per_pos"], _join(p, "accepted_per_pos"), k_max, n)
+            rows.append(RequestAcceptance(n, ap, rs))
+        return AcceptanceSegment(akey, drafts, draft_tokens, accepted, per_pos, tuple(rows), steps)
+
+    def _num_steps(self, v: Mapping[str, Any], path: str) -> int | None:
+        """Optional ``num_steps`` (steps with or without a proposal); None when absent."""
+        if v.get("num_steps") is None:
+            return None
+        return self.int_(v["num_steps"], _join(path, "num_steps"), minimum=1)
 
     def per_pos(self, v: Any, path: str, k_max: int, drafts: int) -> tuple[int, ...]:
         if not isinstance(v, list) or len(v) != k_max:

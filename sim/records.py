@@ -32,6 +32,7 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "in_window": pl.Boolean(),
     "num_drafts": pl.Int64(),
     "accepted_tokens": pl.Int64(),
+    "num_spec_steps": pl.Int64(),
 }
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -49,6 +50,7 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "kv_used_blocks": pl.Int64(),
     "kv_total_blocks": pl.Int64(),
     "preempted": pl.Int64(),
+    "drafting_seqs": pl.Int64(),
 }
 
 ITL_SCHEMA: dict[str, pl.DataType] = {
@@ -85,6 +87,7 @@ def requests_frame(run: FleetRun, candidate: str, seed: int, warmup_s: float) ->
         "in_window": [r.arrival_s >= warmup_s for r in reqs],
         "num_drafts": [r.num_drafts for r in reqs],
         "accepted_tokens": [r.accepted_tokens for r in reqs],
+        "num_spec_steps": [r.num_spec_steps for r in reqs],
     }
     return pl.DataFrame(cols, schema=REQUEST_SCHEMA)
 

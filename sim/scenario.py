@@ -248,8 +248,14 @@ class AcceptanceKey:
     """Task name of a profile acceptance segment (e.g. "support", "summarization", "code")."""
     language: str
     """ISO 639-1 language code of the segment (e.g. "en", "sv"), or "any"."""
+    fallback: str | None = None
+    """Profile entry ``task:language:temperature`` to use when the profile has no entry for this
+    segment's own task, language and temperature (named explicitly; results note it). Without
+    one, a missing entry is an error: acceptance is never matched silently."""
 
     def __post_init__(self) -> None:
+        if self.fallback is not None and len(str(self.fallback).split(":")) != 3:
+            raise FieldError("fallback", f"expected task:language:temperature, e.g. \"support:en:0.7\", got {self.fallback!r}")
         if not self.task:
             raise FieldError("task", "must be a non-empty task name, e.g. \"support\"")
         if not self.language:
@@ -629,6 +635,16 @@ class Candidate:
     assumed_acceptance: tuple[float, ...] | None = None
     """Optional survival rate per position (non-increasing, in [0, 1], length ≥ max k) that
     replaces the profile's acceptance for this candidate; shown as "assumed"."""
+    acceptance_trace: str | None = None
+    """Optional per-request acceptance trace (docs/acceptance-trace-format.md; path relative to
+    the scenario) that replaces the profile's acceptance: each request replays one traced
+    request's sequence (``trace_replay``) or draws steps independently at its rates."""
+    trace_format: Literal["specplan", "specdecode-bench-eagle", "specdecode-bench-ngram"] = "specplan"
+    """Layout of ``acceptance_trace``: specplan's JSONL, or a user's own SpecDecode-Bench
+    ``combined_*.jsonl`` (its ``acc_eagle`` / ``acc_ngram`` arrays; no task labels)."""
+    trace_replay: bool = True
+    """True: within a request, accepted lengths follow the traced sequence; False: independent
+    draws at the traced request's per-position rates (to compare)."""
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -769,7 +785,8 @@ class Scenario:
                         f"fleet.engine.max_num_batched_tokens ({budget or 'engine default'}) when "
                         "chunked_prefill = false",
                     )
-        needs_key = [c for c in self.candidates if not c.is_baseline and c.assumed_acceptance is None]
+        needs_key = [c for c in self.candidates if not c.is_baseline and c.assumed_acceptance is None
+                     and not (c.acceptance_trace is not None and c.trace_format != "specplan")]
         if needs_key:
             for i, s in enumerate(self.workload.segments):
                 if s.acceptance is None:

@@ -73,7 +73,7 @@ class Request:
         "negrates", "replica", "status", "computed", "generated", "blocks",
         "scheduled_s", "first_token_s", "last_burst_s", "finish_s", "num_bursts",
         "max_pause_s", "preemptions", "outcome", "num_drafts", "accepted_tokens",
-        "ever_scheduled",
+        "ever_scheduled", "proposal", "proposes", "num_spec_steps", "replay", "replay_pos",
     )
 
     def __init__(
@@ -117,6 +117,18 @@ class Request:
         self.num_drafts = 0
         self.accepted_tokens = 0
         self.ever_scheduled = False
+        self.proposal = 1.0
+        """Probability that a speculative step of this request has a proposal (n-gram: a match)."""
+        self.proposes = True
+        """Whether the proposer has a draft for this request's next step (vLLM proposes after
+        each step; no draft -> the request is scheduled with one token)."""
+        self.num_spec_steps = 0
+        """Verification steps while speculation was on, with or without a proposal."""
+        self.replay = None
+        """Optional traced request (``sim.acceptance_trace.TraceRequest``) whose sequence of
+        accepted lengths this request replays instead of drawing each step."""
+        self.replay_pos = 0
+        """Where in that trace the next step starts (position or step index)."""
 
     @property
     def num_tokens(self) -> int:
@@ -151,6 +163,16 @@ class StepPlan:
     decode_context_max: float = 0.0
     """Longest cached context among the decoding requests, rounded to whole KV blocks: what
     an engine without paged attention pads every decoding row to."""
+    drafting: tuple[bool, ...] = ()
+    """Per decoding request, whether it feeds ``k`` drafts (False: no proposal, one token);
+    empty when every decoding request drafts (the common case)."""
+
+    @property
+    def num_drafting(self) -> int:
+        """Decoding requests that feed drafts this step (all of them unless ``drafting`` says)."""
+        if not self.k:
+            return 0
+        return sum(self.drafting) if self.drafting else len(self.decode)
 
     @property
     def empty(self) -> bool:
@@ -159,8 +181,8 @@ class StepPlan:
 
     @property
     def num_scheduled_tokens(self) -> int:
-        """Budget used: prefill tokens plus ``1 + k`` per decoding request."""
-        return self.prefill_tokens + len(self.decode) * (1 + self.k)
+        """Budget used: prefill tokens plus ``1 + k`` per drafting request, 1 per other."""
+        return self.prefill_tokens + len(self.decode) + self.num_drafting * self.k
 
 
 EMPTY_PLAN = StepPlan((), 0, (), (), 0.0, 0, 0.0)
@@ -286,13 +308,18 @@ class Scheduler:
         ctx_max = 0
         pf_tokens = 0
         pf_ctx = 0
+        drafting: list[bool] = []
+        all_draft = True
         i = 0
         while i < len(running) and budget > 0:
             req = running[i]
             computed = req.computed
             remaining = req.prompt_tokens + req.generated - computed
             if remaining == 1 and req.generated:
-                n = 1 + k
+                proposes = req.proposes or not k
+                if not proposes:
+                    all_draft = False
+                n = 1 + k if proposes else 1
                 if n > budget:
                     break
                 is_decode = True
@@ -321,6 +348,7 @@ class Scheduler:
                 req.blocks += need
             if is_decode:
                 decode.append(req)
+                drafting.append(proposes)
                 ctx_sum += computed
                 if computed > ctx_max:
                     ctx_max = computed
@@ -379,6 +407,7 @@ class Scheduler:
             pf_tokens,
             pf_ctx / pf_tokens if pf_tokens else 0.0,
             float(round(ctx_max / bs) * bs) if nd else 0.0,
+            () if all_draft or not k else tuple(drafting),
         )
 
     # ------------------------------------------------------------------ applying
@@ -414,10 +443,13 @@ class Scheduler:
             pairs = zip(decode, accepted, strict=True)
         else:
             pairs = zip(decode, repeat(0))  # noqa: B905 - repeat is endless
+        drafting = plan.drafting
         # requests in a plan are RUNNING until update: only schedule() ends or preempts them
-        for req, a in pairs:
+        for j, (req, a) in enumerate(pairs):
             if k:
-                req.num_drafts += 1
+                req.num_spec_steps += 1
+                if not drafting or drafting[j]:
+                    req.num_drafts += 1  # vLLM counts a draft only when there was a proposal
                 req.accepted_tokens += a
                 total_accepted += a
             computed = req.computed + 1 + a

@@ -90,8 +90,11 @@ def acceptance_model(
         model = AcceptanceModel.from_assumed(
             candidate.assumed_acceptance, proposer=candidate.proposer
         )
+    elif candidate.acceptance_trace is not None:
+        model = _trace_model(scenario, candidate)
     else:
         keys = {}
+        fallbacks = {}
         for seg in scenario.workload.segments:
             if seg.acceptance is None:
                 raise SpecplanError(
@@ -99,8 +102,35 @@ def acceptance_model(
                     f"has no acceptance key, needed by candidate {candidate.name!r}"
                 )
             keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
-        model = AcceptanceModel.from_profile(profile, candidate.proposer, keys)
+            if seg.acceptance.fallback is not None:
+                fallbacks[seg.name] = seg.acceptance.fallback
+        model = AcceptanceModel.from_profile(profile, candidate.proposer, keys, fallbacks)
     model.check_k(candidate.max_k)
+    return model
+
+
+def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
+    """Acceptance from the candidate's per-request trace (replayed, or drawn independently)."""
+    from sim.scenario import resolve_path
+    from sim.trace_acceptance import load_trace, trace_acceptance
+
+    path = str(resolve_path(str(candidate.acceptance_trace), scenario.base_dir))
+    records = load_trace(path, candidate.trace_format)
+    keys = None
+    if candidate.trace_format == "specplan":
+        keys = {}
+        for seg in scenario.workload.segments:
+            if seg.acceptance is None:
+                raise SpecplanError(f"{scenario.origin or 'scenario'}: workload.segments: segment {seg.name!r} "
+                                    f"has no acceptance key, needed by candidate {candidate.name!r}")
+            keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
+    assert candidate.proposer is not None
+    model, chosen = trace_acceptance(records, candidate.max_k, keys, proposer=candidate.proposer, source=path)
+    if candidate.trace_replay:
+        model.traces = chosen
+        model.source += ", replayed per request"
+    else:
+        model.source += ", independent draws at each traced request's rates"
     return model
 
 
@@ -193,6 +223,8 @@ def simulate_once(
     if model is not None and cand.assumed_acceptance is not None:
         sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
     elif model is not None:
+        if cand.acceptance_trace is not None:
+            sources.append(f"{cand.name}: {model.source}")
         outputs = {
             str(seg): float(med)
             for seg, med in req_df.group_by("segment").agg(pl.col("output_tokens").median()).iter_rows()
@@ -220,6 +252,10 @@ def acceptance_notes(
     shifts every step count, so every latency."""
     unknown = [s for s in segments if not _spread_known(model, s)]
     notes = []
+    for name in segments:
+        seg = model.segments.get(name)
+        if seg is not None and seg.note:
+            notes.append(f"{who}: acceptance for segment {name}: {seg.note}")
     if unknown:
         notes.append(
             f"{who}: acceptance spread across requests unknown for segment(s) "
@@ -296,9 +332,20 @@ def _build_requests(
     out = []
     for i, s in enumerate(specs):
         neg = None
-        if model is not None:
-            neg = [-r for r in model.request_rates(s.segment, rng).tolist()]
-        out.append(
-            Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
-        )
+        proposal = 1.0
+        trace = None
+        if model is not None and model.traces is not None:
+            from sim.trace_acceptance import draw_trace_request
+
+            rates, proposal, trace = draw_trace_request(model, model.traces, s.segment, rng)
+            neg = [-r for r in rates.tolist()]
+        elif model is not None:
+            rates, proposal = model.request_acceptance(s.segment, rng)
+            neg = [-r for r in rates.tolist()]
+        req = Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
+        req.proposal = proposal
+        if trace is not None:
+            req.replay = trace
+            req.proposes = trace.layout == "positions" or trace.values[0] >= 0
+        out.append(req)
     return out

@@ -43,8 +43,13 @@ class StepShape:
     """Decoding requests that were not in the previous decode batch (``DecodeBatchRows``)."""
     rows_left: int = 0
     """Requests of the previous decode batch that are not in this one."""
+    drafting_seqs: int | None = None
+    """Decoding requests that feed ``k`` drafts; the others had no proposal (an n-gram lookup
+    without a match) and feed 1 token, as vLLM schedules them. None: all ``decode_seqs``."""
 
     def __post_init__(self) -> None:
+        if self.drafting_seqs is not None and not 0 <= self.drafting_seqs <= self.decode_seqs:
+            raise ValueError(f"StepShape drafting_seqs must be in 0..decode_seqs: {self}")
         if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0 or self.rows_joined < 0 or self.rows_left < 0:
             raise ValueError(f"StepShape counts must be >= 0: {self}")
         if self.decode_context_max is not None and self.decode_context_max < self.decode_context - 1e-9:
@@ -98,7 +103,9 @@ as Hugging Face ``generate`` and servers built on it run): every row attends ove
 class ProfileStepTimer:
     """Step time from a profile's grids, composed as docs/profile-format.md says.
 
-    decode part  ``target_forward(b, k+1, c)`` plus, when ``k > 0``, ``D(b, k, c) + H(b, k)``,
+    decode part  ``target_forward(b, k+1, c)`` plus, when ``k > 0``, ``D(b, k, c) + H(b, k)``
+    (with ``d < b`` drafting rows: ``target_forward(b, verify_tokens_per_row(...), c)`` plus
+    ``D(d, k, c) + H(d, k)``, nothing when ``d = 0``),
     where ``c`` is the mean context ``c̄`` for a ``paged`` KV layout and the longest context
     for a ``padded`` one (see ``KV_LAYOUTS``); prefill part ``target_prefill(n, c₀)`` when
     ``n > 0``. A mixed step costs the sum, unless the profile says ``timing.step_composition =
@@ -198,12 +205,15 @@ class ProfileStepTimer:
             c = shape.decode_context
             if self.padded and shape.decode_context_max is not None:
                 c = shape.decode_context_max
-            total = self._forward(b, k + 1, c)
-            if k > 0:
+            # --- issue 21: rows without a proposal (drafting_seqs < b) verify one token ---
+            nd = b if shape.drafting_seqs is None or k == 0 else shape.drafting_seqs
+            total = self._forward(b, verify_tokens_per_row(b, nd, k, self.padded), c)
+            if k > 0 and nd > 0:
                 draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
                 if draft is None:
                     self.check_proposer(shape.proposer)  # type: ignore[arg-type]
-                total += draft(b, k, c) + self._overhead[shape.proposer](b, k)  # type: ignore[index,misc]
+                total += draft(nd, k, c) + self._overhead[shape.proposer](nd, k)  # type: ignore[index,misc]
+            # --- end issue 21 ---
             if self.padded and (shape.rows_joined or shape.rows_left):
                 if self._join is None or self._leave is None:
                     self.unpriced_changes += 1
@@ -302,6 +312,22 @@ class ProfileStepTimer:
         return lines
 
 
+def verify_tokens_per_row(rows: int, drafting: int, k: int, padded: bool) -> float:
+    """Tokens per row that a verification pass over ``rows`` rows is priced at, when only
+    ``drafting`` of them feed ``k`` drafts and the rest feed one token (no proposal).
+
+    A paged engine flattens the batch's tokens, so it costs about what ``rows`` rows at the mean
+    ``1 + k·drafting/rows`` tokens cost (``target_forward`` interpolated along
+    ``tokens_per_seq``; exact at 0 or all rows drafting). A padded engine runs a rectangle: any
+    drafting row makes every row ``k + 1`` wide; with none it is a plain decode.
+    """
+    if k == 0 or drafting == rows:
+        return float(k + 1)
+    if drafting == 0:
+        return 1.0
+    return float(k + 1) if padded else 1.0 + k * drafting / rows
+
+
 class FixedStepTimer:
     """Every step takes ``seconds_per_step``: with batch 1 and 1-token outputs this is M/D/1."""
 
@@ -373,4 +399,5 @@ __all__ = [
     "RandomServiceTimer",
     "StepShape",
     "StepTimer",
+    "verify_tokens_per_row",
 ]

@@ -84,6 +84,7 @@ def synthetic_profile_dict(
     per_request_rows: int = 21,
     drafts_per_request: int = 100,
     proposer: str = "ngram",
+    proposal_rate: float = 1.0,
     batch_axis: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
     context_axis: Sequence[int] = (0, 512, 2048, 8192),
     prefill_tokens_axis: Sequence[int] = (1, 64, 512, 2048),
@@ -100,7 +101,8 @@ def synthetic_profile_dict(
     ``acceptance_rates`` are unconditional survival rates per position for the ``ngram``-kind
     proposer (``None``: no acceptance entry); every segment gets the same rates, with
     ``per_request_rows`` deterministic rows spread around them. ``k_max`` defaults to
-    ``len(acceptance_rates)`` (or 5 without acceptance).
+    ``len(acceptance_rates)`` (or 5 without acceptance). ``proposal_rate < 1`` adds
+    ``num_steps`` (steps with or without a proposal) so that ``num_drafts / num_steps`` is it.
     """
     if k_max is None:
         k_max = len(acceptance_rates) if acceptance_rates is not None else 5
@@ -185,16 +187,19 @@ def synthetic_profile_dict(
             if not rows:  # aggregate only
                 drafts = drafts_per_request
                 per_pos = _per_request_rows(acceptance_rates, 1, drafts)[0]["accepted_per_pos"]
-            segs.append(
-                {
-                    "segment": {"task": task, "language": language, "temperature": float(temperature)},
-                    "num_drafts": drafts,
-                    "num_draft_tokens": drafts * k_max,
-                    "num_accepted_tokens": sum(per_pos),
-                    "accepted_per_pos": per_pos,
-                    "per_request": rows,
-                }
-            )
+            seg = {
+                "segment": {"task": task, "language": language, "temperature": float(temperature)},
+                "num_drafts": drafts,
+                "num_draft_tokens": drafts * k_max,
+                "num_accepted_tokens": sum(per_pos),
+                "accepted_per_pos": per_pos,
+                "per_request": rows,
+            }
+            if proposal_rate < 1.0:
+                for r in rows:
+                    r["num_steps"] = round(r["num_drafts"] / proposal_rate)
+                seg["num_steps"] = sum(r["num_steps"] for r in rows) if rows else round(drafts / proposal_rate)
+            segs.append(seg)
         d["acceptance"][proposer] = {
             "provenance": _provenance("synthetic survival rates " + ", ".join(f"{r:g}" for r in acceptance_rates)),
             "k_max": k_max,

@@ -93,23 +93,38 @@ def test_draw_accepted_many_uses_the_same_stream_as_scalar_draws() -> None:
     np.testing.assert_array_equal(draw_accepted_many(rows, 2, many_rng), scalar)
 
 
-def test_segments_match_task_language_and_nearest_temperature() -> None:
+def test_segments_match_task_language_and_temperature_exactly() -> None:
     p = synthetic_profile(segments=[("chat", "en", 0.0), ("chat", "en", 1.0), ("code", "any", 0.2)])
-    m = AcceptanceModel.from_profile(
-        p, "ngram", {"a": ("chat", "en", 0.3), "b": ("chat", "en", 0.5), "c": ("code", "sv", 0.0), "d": ("chat", "en", 0.9)}
-    )
+    m = AcceptanceModel.from_profile(p, "ngram", {"a": ("chat", "en", 0.0), "c": ("code", "sv", 0.2), "d": ("chat", "en", 1.0)})
     assert str(m.segment("a").key) == "chat:en:0"
-    assert str(m.segment("b").key) == "chat:en:0"  # tie: the lower temperature
-    assert str(m.segment("c").key) == "code:any:0.2"  # language "any" as fallback
+    assert m.segment("a").note is None
+    assert str(m.segment("c").key) == "code:any:0.2"  # the entry says it covers any language
+    assert m.segment("c").note == "code:sv:0.2 uses the entry code:any:0.2"
     assert str(m.segment("d").key) == "chat:en:1"
     assert m.k_max == 5
     assert m.source.startswith("acceptance[ngram]: assumed")
     assert any("segment a -> chat:en:0 (21 requests" in line for line in m.describe())
 
 
+def test_a_temperature_without_an_entry_fails_naming_both() -> None:
+    """Issue 21: temperature-0 traffic ran on the 0.7 entry with no note; now it is an error."""
+    p = synthetic_profile(segments=[("chat", "en", 0.7)])
+    with pytest.raises(SpecplanError, match=r"scenario segment 'a': temperature 0 has no entry for chat:en; profile has 0\.7"):
+        AcceptanceModel.from_profile(p, "ngram", {"a": ("chat", "en", 0.0)})
+
+
+def test_a_named_fallback_is_used_and_noted() -> None:
+    p = synthetic_profile(segments=[("chat", "en", 0.7)])
+    m = AcceptanceModel.from_profile(p, "ngram", {"a": ("chat", "en", 0.0)}, {"a": "chat:en:0.7"})
+    assert str(m.segment("a").key) == "chat:en:0.7"
+    assert "using the named fallback entry chat:en:0.7" in (m.segment("a").note or "")
+    with pytest.raises(SpecplanError, match="acceptance.fallback 'chat:en:0.5' names no entry"):
+        AcceptanceModel.from_profile(p, "ngram", {"a": ("chat", "en", 0.0)}, {"a": "chat:en:0.5"})
+
+
 def test_unmatched_segment_lists_available_keys() -> None:
     p = synthetic_profile(segments=[("chat", "en", 0.0), ("code", "en", 0.0)])
-    with pytest.raises(SpecplanError, match=r"scenario segment 'x'.*available: chat:en:0, code:en:0"):
+    with pytest.raises(SpecplanError, match=r"scenario segment 'x'.*chat:sv has no entry; profile has chat:en:0, code:en:0"):
         AcceptanceModel.from_profile(p, "ngram", {"x": ("chat", "sv", 0.0)})
 
 

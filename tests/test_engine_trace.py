@@ -56,6 +56,7 @@ def expected_requests(rows: list[tuple]) -> pl.DataFrame:
         "in_window": [True] * n,
         "num_drafts": data["num_drafts"],
         "accepted_tokens": data["accepted_tokens"],
+        "num_spec_steps": data["num_drafts"],  # every step proposed
     }
     return pl.DataFrame(frame, schema=REQUEST_SCHEMA)
 
@@ -77,6 +78,7 @@ def expected_steps(cols: dict[str, list]) -> pl.DataFrame:
         "kv_used_blocks": cols["kv_used_blocks"],
         "kv_total_blocks": [100] * n,
         "preempted": [0] * n,
+        "drafting_seqs": [d if k else 0 for d, k in zip(cols["decode_seqs"], cols["k"], strict=True)],
     }
     return pl.DataFrame(frame, schema=STEP_SCHEMA)
 

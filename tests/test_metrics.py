@@ -147,7 +147,7 @@ def steps(rows: list[tuple]) -> pl.DataFrame:
     data.update(
         candidate=["c"] * n, seed=[1] * n, decode_seqs=[1] * n, prefill_tokens=[0] * n, k=[0] * n,
         draft_tokens=[0] * n, accepted_tokens=[0] * n, kv_total_blocks=[10] * n,
-        preempted=[0] * n,
+        preempted=[0] * n, drafting_seqs=[0] * n,
     )
     return pl.DataFrame(data, schema=STEP_SCHEMA).select(list(STEP_SCHEMA))
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import polars as pl
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -149,7 +150,8 @@ def test_cropped_and_compacted_kv_stays_exact_and_as_wide_as_the_longest_row(tin
     decode = [(w, s) for w, s in zip(res.kv_widths, res.shapes, strict=True) if s.decode_seqs]
     assert decode and all(w == 0 for w, s in zip(res.kv_widths, res.shapes, strict=True) if not s.decode_seqs)
     # decode_context_max is rounded to the block (4): the true longest row is within 2 of it
-    holes = [w - (k + 1) - s.decode_context_max for w, s in decode]
+    # a step with no proposal in any row verified one token (issue 21), others k + 1
+    holes = [w - (1 if s.drafting_seqs == 0 else k + 1) - s.decode_context_max for w, s in decode]
     assert min(holes) >= -2
     if hole_limit < 10:
         assert compactions, "holes never reached the limit: the test does not exercise compaction"
@@ -336,3 +338,19 @@ def test_keep_freed_memory_keeps_a_freed_heap_top_in_the_process():
 
     assert dropped("default") >= 20 << 20  # glibc's default: a block this big is unmapped on free
     assert dropped("keep") < 1 << 20
+
+
+def test_a_step_with_no_proposal_is_a_one_token_decode(tiny):
+    """Issue 21: as vLLM schedules an n-gram request without a match, with one token."""
+    gen = torch.Generator().manual_seed(11)
+    reqs = [ServingRequest(0, 0.0, torch.randint(3, 250, (20,), generator=gen).tolist(), 12)]
+    one = SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=64, block_size=4, kv_blocks=120)
+    res = serve(reqs, one, tiny, policy=SpeculationPolicy("fixed", k=3),
+                proposer_factory=lambda: NgramProposer(), proposer_name="ngram", step_timer=FixedStepTimer(0.01))
+    assert res.outputs[0] == _greedy(tiny, reqs[0].prompt_ids, 12)
+    dec = [(w, s) for w, s in zip(res.kv_widths, res.shapes, strict=True) if s.decode_seqs]
+    none = [(w, s) for w, s in dec if s.drafting_seqs == 0]
+    assert none, "random prompts should leave some steps without an n-gram match"
+    steps = res.steps.filter(pl.col("decode_seqs") > 0)
+    assert (steps["drafting_seqs"] == 0).sum() == len(none)
+    assert (steps.filter(pl.col("drafting_seqs") == 0)["draft_tokens"] == 0).all()
