@@ -244,21 +244,23 @@ class ProfileStepTimer:
         assert self._dense is not None and self._logits is not None
         assert self._dattn is not None and self._pattn is not None
         b, n, k = shape.decode_seqs, shape.prefill_tokens, shape.k
-        rows = b * (k + 1)
+        # rows without a proposal (n-gram no match) feed one token, as vLLM schedules them
+        nd = b if shape.drafting_seqs is None or k == 0 else shape.drafting_seqs
+        rows = b * verify_tokens_per_row(b, nd, k, self.padded) if b > 0 else 0
         c = shape.decode_context
         if self.padded and shape.decode_context_max is not None:
             c = shape.decode_context_max
         total = self._dense(rows + n) + self._logits(rows + (1 if n else 0))
         if b > 0:
-            total += self._dattn(b, k + 1, c)
+            total += self._dattn(b, rows / b, c)
         if n > 0:
             total += self._pattn(n, shape.prefill_context)
         total *= sd if b > 0 else sp
-        if b > 0 and k > 0:
+        if b > 0 and k > 0 and nd > 0:
             draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
             if draft is None:
                 self.check_proposer(shape.proposer)  # type: ignore[arg-type]
-            total += (draft(b, k, c) + self._overhead[shape.proposer](b, k)) * sd  # type: ignore[index,misc]
+            total += (draft(nd, k, c) + self._overhead[shape.proposer](nd, k)) * sd  # type: ignore[index,misc]
         if self.padded and b > 0 and (shape.rows_joined or shape.rows_left):
             if self._join is None or self._leave is None:
                 self.unpriced_changes += 1
