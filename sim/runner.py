@@ -19,6 +19,7 @@ import polars as pl
 from sim import metric_names as mn
 from sim.engine import StepTimer
 from sim.errors import SpecplanError
+from sim.input_limits import check_work, workload_size
 from sim.profile import Profile, load_profile
 from sim.scenario import Candidate, Scenario
 from sim.simulation import RunResult, extrapolation_notes, simulate_once
@@ -180,6 +181,7 @@ def run_scenario(
         assert scenario.trace_path is not None
         trace = read_trace(scenario.trace_path)
     total = len(cands) * len(seed_list)
+    check_work(*workload_size(scenario.workload, scenario.run, trace), total, scenario.origin or "scenario")
     done = 0
     runs: list[RunResult] = []
     for seed in seed_list:
