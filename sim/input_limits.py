@@ -59,6 +59,7 @@ SCENARIO_LIST_CAPS: dict[str, int] = {
 }
 
 DEFAULT_MAX_REQUEST_STEPS = 1_000_000_000
+MAX_SWEEP_CELLS = 100_000
 MAX_REQUESTS_PER_RUN = 5_000_000
 
 
@@ -207,14 +208,14 @@ def check_tree(data: Any, origin: object, what: str, path: str = "") -> None:
         if isinstance(v, int):
             if abs(v) > MAX_INT:
                 raise SpecplanError(
-                    f"{origin}: {where or '(top level)'}: integer {_short(v)} out of range; "
+                    f"{_loc(origin, where)}: integer {_short(v)} out of range; "
                     "valid: within ±2**53"
                 )
             continue
         if isinstance(v, float):
             if not math.isfinite(v) or abs(v) > MAX_FLOAT:
                 raise SpecplanError(
-                    f"{origin}: {where or '(top level)'}: must be a finite number within "
+                    f"{_loc(origin, where)}: must be a finite number within "
                     f"±{MAX_FLOAT:g}, got {v!r}"
                 )
             continue
@@ -226,6 +227,10 @@ def check_tree(data: Any, origin: object, what: str, path: str = "") -> None:
                 stack.append((f"{where}[{j}]", x))
     if what == "scenario" and isinstance(data, Mapping):
         _check_caps(data, origin)
+
+
+def _loc(origin: object, where: str) -> str:
+    return f"{origin}: {where}" if where else str(origin)
 
 
 def _short(v: int) -> str:

@@ -286,8 +286,8 @@ class SegmentConfig:
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
         if not self.share > 0:
             raise FieldError("share", f"must be > 0, got {self.share}")
-        if self.temperature < 0:
-            raise FieldError("temperature", f"must be ≥ 0, got {self.temperature}")
+        if not 0 <= self.temperature <= 100:
+            raise FieldError("temperature", f"must be in [0, 100], got {self.temperature}")
 
 
 @dataclass(frozen=True, slots=True)

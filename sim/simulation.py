@@ -165,6 +165,7 @@ def simulate_once(
         replicas=fl.replicas,
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
+        queue_log=run.queue_log,
     )
     extrap, timer_steps = _extrapolations(timer)
     notes = [] if extrap is not None else list(_timer_notes(timer))

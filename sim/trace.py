@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import csv
 import re
-from typing import Any
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
