@@ -190,8 +190,8 @@ class AcceptanceModel:
                 have = ", ".join(str(s.key) for s in entry.segments)
                 raise profile.error(
                     f"acceptance.{proposer}.segments",
-                    f"no segment matches scenario segment {name!r} (task:language:temperature {key}); "
-                    f"available: {have}",
+                    f"no segment matches scenario segment {name!r} (task:language:temperature "
+                    f"{str(key)!r}); available: {have}",
                 )
             segs[name] = _segment_from_profile(name, seg)
         source = f"acceptance[{proposer}]: {entry.provenance.describe()}"

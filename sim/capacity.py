@@ -433,16 +433,32 @@ class SimulatedLoad:
         self.criteria = criteria
         self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
+        self.work = 0.0
         self.sources: set[str] = set()
         self.notes: set[str] = set()
 
     def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
         """The full ``run_scenario`` result of one candidate at one load."""
         sc = at_load(self.scenario, rate, replicas, self.min_requests)
+        self._spend(sc, len(seeds))
         res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds))
         self.sources.update(res.sources)
         self.notes.update(res.notes)
         return res
+
+    def _spend(self, sc: Any, runs: int) -> None:
+        """The search's simulated request-steps so far stay under the work limit (one line
+        naming the scenario and the total when they would not), so no search runs for hours."""
+        from sim.input_limits import max_request_steps, workload_size
+
+        n, steps = workload_size(sc.workload, sc.run)
+        self.work += n * steps * runs
+        if self.work > max_request_steps():
+            raise SpecplanError(
+                f"{self.scenario.origin or 'scenario'}: the capacity search would simulate about "
+                f"{self.work:.3g} request-steps, over the limit of {max_request_steps():,} "
+                "(SPECPLAN_MAX_REQUEST_STEPS); lower --target-rate, --duration or --max-evals"
+            )
 
     def summary(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
         return self.result(candidate, rate, replicas, seeds).summary

@@ -57,9 +57,12 @@ def _int_list(name: str, raw: str | None) -> list[int] | None:
     if raw is None:
         return None
     try:
-        return [int(x) for x in raw.split(",") if x.strip()]
+        vals = [int(x) for x in raw.split(",") if x.strip()]
     except ValueError:
         raise SpecplanError(f"{name}: expected comma-separated whole numbers, got {raw!r}") from None
+    if any(not 0 <= v <= 2**53 for v in vals) or len(vals) > 1000:
+        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {raw[:80]!r}")
+    return vals
 
 
 def run(args: argparse.Namespace) -> int:

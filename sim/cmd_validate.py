@@ -82,6 +82,8 @@ def _int(flag: str, raw: str, lo: int = 1) -> int:
         raise SpecplanError(f"{flag}: expected an integer, got {raw!r}") from None
     if v < lo:
         raise SpecplanError(f"{flag}: must be >= {lo}, got {v}")
+    if v > 2**53:
+        raise SpecplanError(f"{flag}: must be <= 2**53, got {raw[:40]}…")
     return v
 
 

@@ -94,8 +94,17 @@ def acceptance_model(
                     f"has no acceptance key, needed by candidate {candidate.name!r}"
                 )
             keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
-        model = AcceptanceModel.from_profile(profile, candidate.proposer, keys)
-    model.check_k(candidate.max_k)
+        try:
+            model = AcceptanceModel.from_profile(profile, candidate.proposer, keys)
+        except SpecplanError as exc:  # the scenario's segments ask; the profile lacks the match
+            raise SpecplanError(f"{scenario.origin or 'scenario'}: candidate {candidate.name!r}: {exc}") from None
+    try:
+        model.check_k(candidate.max_k)
+    except SpecplanError as exc:  # name the file that asks for that k, and the one that limits it
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: candidates[{candidate.name}]: {exc} in "
+            f"{profile.origin if not candidate.assumed_acceptance else 'assumed_acceptance'}"
+        ) from None
     return model
 
 

@@ -354,7 +354,7 @@ def _flag_case(rng: np.random.Generator) -> Case:
     elif cmd == 2:
         flag = str(rng.choice(["--target-rate", "--duration", "--rel-tol", "--max-evals", "--max-loss",
                                "--percentile"]))
-        argv = ["capacity", "s.toml", "--candidates", "baseline", "--max-evals", "3", flag, v]
+        argv = ["capacity", "s.toml", "--candidates", "baseline", "--max-evals", "2", "--duration", "10", flag, v]
     else:
         flag = "--vary"
         key = str(rng.choice(["workload.rate", "run.duration_s", "fleet.replicas", "run.seeds",
@@ -541,16 +541,28 @@ class Tally:
 def fuzz(n: int, seed: int, folder: Path, *, subprocess_every: int = 0) -> tuple[Tally, Tally]:
     """Run ``n`` cases in-process (and every ``subprocess_every``-th also as a real CLI
     subprocess); return the two tallies."""
+    old = os.environ.get("SPECPLAN_MAX_REQUEST_STEPS")
     os.environ["SPECPLAN_MAX_REQUEST_STEPS"] = FUZZ_MAX_REQUEST_STEPS
     rng = np.random.default_rng(seed)
     inproc, subproc = Tally(), Tally()
-    for i in range(n):
-        case = make_case(rng)
-        d = folder / f"c{i}"
-        inproc.add(case, run_in_process(case, d))
-        if subprocess_every and i % subprocess_every == 0:
-            subproc.add(case, run_subprocess(case, folder / f"s{i}"))
-        _cleanup(d)
+    pending = False
+    try:
+        for i in range(n):
+            case = make_case(rng)
+            d = folder / f"c{i}"
+            inproc.add(case, run_in_process(case, d))
+            pending = pending or bool(subprocess_every and i % subprocess_every == 0)
+            # an argv with a NUL byte cannot reach a real process (exec refuses it): take the next
+            if pending and not any("\x00" in a for a in case.argv):
+                subproc.add(case, run_subprocess(case, folder / f"s{i}"))
+                _cleanup(folder / f"s{i}")
+                pending = False
+            _cleanup(d)
+    finally:
+        if old is None:
+            os.environ.pop("SPECPLAN_MAX_REQUEST_STEPS", None)
+        else:
+            os.environ["SPECPLAN_MAX_REQUEST_STEPS"] = old
     return inproc, subproc
 
 
