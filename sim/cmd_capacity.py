@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.errors import SpecplanError
 
 
@@ -156,16 +157,16 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
     from sim.bottleneck import attributions_frame
     from sim.decisions import decisions_frame
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "capacity.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    ensure_dir(out)  # every file below is written whole or not at all (sim/atomic_io.py)
+    write_text_atomic(out / "capacity.json", json.dumps(doc, indent=2, default=str) + "\n")
     if report.load_summary.height:
-        report.load_summary.write_parquet(out / "load_levels.parquet")
+        write_parquet_atomic(report.load_summary, out / "load_levels.parquet")
     if report.operating_summary.height:
-        report.operating_summary.write_parquet(out / "operating_point.parquet")
-    decisions_frame(report.decisions()).write_parquet(out / "decisions.parquet")
+        write_parquet_atomic(report.operating_summary, out / "operating_point.parquet")
+    write_parquet_atomic(decisions_frame(report.decisions()), out / "decisions.parquet")
     bf = attributions_frame(list(report.bottlenecks))
     if bf.height:
-        bf.write_parquet(out / "bottlenecks.parquet")
+        write_parquet_atomic(bf, out / "bottlenecks.parquet")
 
 
 def _money(v: Any) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from sim import metric_names as mn
+from sim.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.engine import StepTimer
 from sim.errors import SpecplanError
 from sim.input_limits import check_work, workload_size
@@ -111,16 +112,12 @@ class ScenarioResult:
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write requests/steps/summary Parquet and summary.json into ``out_dir``."""
-        out = Path(out_dir)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SpecplanError(f"{out}: cannot create output folder ({exc.strerror})") from None
+        out = ensure_dir(out_dir)
         paths = [out / "requests.parquet", out / "steps.parquet", out / "summary.parquet"]
         for frame, path in zip((self.requests, self.steps, self.summary), paths, strict=True):
-            frame.write_parquet(path, statistics=False)
+            write_parquet_atomic(frame, path, statistics=False)  # whole or not at all
         js = out / "summary.json"
-        js.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        write_text_atomic(js, json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
         return [*paths, js]
 
     def to_json(self) -> dict[str, object]:
