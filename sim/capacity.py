@@ -424,7 +424,7 @@ class SimulatedLoad:
     """
 
     def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
-                 min_requests: int = 0) -> None:
+                 min_requests: int = 0, cache_dir: Any = None) -> None:
         from sim.runner import run_scenario  # the simulator; imported late to keep this testable
 
         self._run = run_scenario
@@ -434,6 +434,10 @@ class SimulatedLoad:
         self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
         self.work = 0.0
+        self.cache_dir = cache_dir
+        """Folder of finished probes' summaries (``--out DIR/probes``): a rerun after Ctrl-C or
+        kill -9 reads them instead of simulating again."""
+        self.reused = 0
         self.sources: set[str] = set()
         self.notes: set[str] = set()
 
@@ -461,7 +465,31 @@ class SimulatedLoad:
             )
 
     def summary(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
-        return self.result(candidate, rate, replicas, seeds).summary
+        if self.cache_dir is None:
+            return self.result(candidate, rate, replicas, seeds).summary
+        import json
+        from pathlib import Path
+
+        import polars as pl
+
+        from sim.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
+
+        sc = at_load(self.scenario, rate, replicas, self.min_requests)
+        key = _probe_key(sc, self.profile, candidate, seeds)
+        base = Path(self.cache_dir) / key
+        done = base.with_suffix(".json")
+        if done.is_file() and base.with_suffix(".parquet").is_file():
+            meta = json.loads(done.read_text(encoding="utf-8"))
+            self.sources.update(meta["sources"])
+            self.notes.update(meta["notes"])
+            self.reused += 1
+            return pl.read_parquet(base.with_suffix(".parquet"))
+        res = self.result(candidate, rate, replicas, seeds)
+        ensure_dir(self.cache_dir, "probe folder")
+        write_parquet_atomic(res.summary, base.with_suffix(".parquet"))
+        # the .json marks the probe finished; written last, so a torn probe is redone
+        write_text_atomic(done, json.dumps({"sources": sorted(res.sources), "notes": sorted(res.notes)}))
+        return res.summary
 
     def probe(self, candidate: str, rate: float, seed: int, replicas: int) -> Probe:
         import polars as pl
@@ -473,6 +501,23 @@ class SimulatedLoad:
         row = rows.row(0, named=True)
         self.rows.append({**row, "rate": rate, "replicas": replicas, "seed": seed})
         return self.criteria.judge(row, rate)
+
+
+def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int]) -> str:
+    """What a probe's result depends on: the probed scenario, the profile's bytes, candidate
+    and seeds (sim.sweep's digest, so both resume the same way)."""
+    import hashlib
+    from pathlib import Path
+
+    from sim.sweep import content_digest
+
+    origin = getattr(profile, "origin", None) if profile is not None else None
+    if origin is None and sc.profile_path is not None:
+        origin = str(sc.profile_path)
+    prof = getattr(profile, "name", "")
+    if origin and Path(origin).is_file():
+        prof = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
+    return content_digest(sc.to_dict(), prof, candidate, list(seeds))[:24]
 
 
 def plan_capacity(
@@ -490,6 +535,7 @@ def plan_capacity(
     max_replicas: int = 256,
     min_requests: int = 200,
     progress: Callable[[str], None] | None = None,
+    cache_dir: Any = None,
 ) -> CapacityReport:
     """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
 
@@ -521,7 +567,7 @@ def plan_capacity(
     if not scenario.run.drain:
         # an undrained run drops its backlog unseen; capacity must see it
         scenario = scenario.with_overrides({"run.drain": True})
-    load = SimulatedLoad(scenario, profile, criteria, min_requests)
+    load = SimulatedLoad(scenario, profile, criteria, min_requests, cache_dir)
     say = progress or (lambda _msg: None)
     pw = scenario.workload.piecewise
     if pw is not None:

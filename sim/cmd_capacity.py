@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-loss", metavar="F", default="0.01", help="tolerated share of "
                         "rejected or timed-out requests (default 0.01)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here")
+    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
 
 
 def _num(name: str, raw: str | None, conv: type = float) -> Any:
@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         candidates=cands, rel_tol=rel_tol, max_evals=max_evals,
         max_loss_fraction=_num("--max-loss", args.max_loss),
         progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
+        cache_dir=Path(args.out) / "probes" if args.out else None,
     )
     advice = _advice(scenario, profile, cands)
     doc = to_json(report, advice)

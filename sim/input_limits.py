@@ -41,7 +41,6 @@ FILE_LIMITS = {
     "trace": 4096 * MIB,
     "vLLM results": 2048 * MIB,
     "acceptance": 256 * MIB,
-    "upload": 16 * MIB,
 }
 
 # sizes that allocate memory or multiply work: dotted field (list items as [] ) -> largest value

@@ -129,7 +129,13 @@ def simulate_once(
     policy: SpeculationPolicy = policy_from_candidate(cand)
     proposer = cand.proposer if policy.speculates else None
     eng = scenario.fleet.engine
-    kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
+    try:
+        kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
+    except SpecplanError as exc:  # the scenario's engine settings ask for what the profile lacks
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: fleet.engine (memory_utilization "
+            f"{eng.memory_utilization:g}, block_size {eng.block_size}), candidate {cand.name!r}: {exc}"
+        ) from None
     timer = step_timer
     if timer is None:
         timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)

@@ -354,7 +354,7 @@ def _flag_case(rng: np.random.Generator) -> Case:
     elif cmd == 2:
         flag = str(rng.choice(["--target-rate", "--duration", "--rel-tol", "--max-evals", "--max-loss",
                                "--percentile"]))
-        argv = ["capacity", "s.toml", "--candidates", "baseline", "--max-evals", "2", "--duration", "10", flag, v]
+        argv = ["capacity", "s.toml", "--candidates", "baseline", "--max-evals", "2", "--duration", "5", flag, v]
     else:
         flag = "--vary"
         key = str(rng.choice(["workload.rate", "run.duration_s", "fleet.replicas", "run.seeds",
@@ -401,7 +401,7 @@ def _size_case(rng: np.random.Generator) -> Case:
 
 KINDS = {
     "scenario": (_scenario_case, 0.35), "profile": (_profile_case, 0.2), "nesting": (_nesting_case, 0.04),
-    "trace": (_trace_case, 0.1), "vllm": (_vllm_case, 0.06), "flag": (_flag_case, 0.12),
+    "trace": (_trace_case, 0.1), "vllm": (_vllm_case, 0.06), "flag": (_flag_case, 0.1),
     "path": (_path_case, 0.08), "size": (_size_case, 0.05),
 }
 
