@@ -287,7 +287,7 @@ class SegmentConfig:
         if not self.share > 0:
             raise FieldError("share", f"must be > 0, got {self.share}")
         if not 0 <= self.temperature <= 100:
-            raise FieldError("temperature", f"must be in [0, 100], got {self.temperature}")
+            raise FieldError("temperature", f"must be ≥ 0 and ≤ 100, got {self.temperature}")
 
 
 @dataclass(frozen=True, slots=True)
