@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzz_cases import FUZZ_MAX_REQUEST_STEPS, fuzz  # noqa: E402
+from tests.fuzz_cases import FUZZ_MAX_REQUEST_STEPS  # noqa: E402
+from tests.fuzz_oracle import fuzz  # noqa: E402
 
 
 def main() -> int:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz_cases import REPO, fuzz
+from tests.fuzz_cases import REPO
+from tests.fuzz_oracle import fuzz
 
 N_IN_PROCESS = 2000
 SUBPROCESS_EVERY = 67  # 30 real CLI runs
@@ -37,8 +38,9 @@ def test_fuzz_every_loader_and_the_cli(tmp_path: Path) -> None:
 
 
 def test_work_beyond_the_limit_is_refused_with_its_estimate(tmp_path: Path) -> None:
-    from tests.fuzz_cases import BASE_SCENARIO, Case, run_in_process, to_toml
+    from tests.fuzz_cases import BASE_SCENARIO, Case, to_toml
     from tests.fuzz_cases import _base_files as base_files
+    from tests.fuzz_oracle import run_in_process
 
     tree = {**BASE_SCENARIO, "run": {**BASE_SCENARIO["run"], "duration_s": 1e9}}
     files = {**base_files(), "s.toml": to_toml(tree).encode()}
