@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import SpecplanError
+from sim.input_limits import check_nesting
 from sim.profile import Profile, load_profile
 from sim.scenario import Scenario, load_scenario, parse_toml_text
 
@@ -178,8 +179,11 @@ def parse_scenario_upload(text: str, filename: str | None, roots: Roots) -> Scen
 def parse_profile_upload(text: str, filename: str | None) -> Profile:
     """Validate an uploaded calibration profile JSON exactly as ``load_profile`` would."""
     origin = upload_label(filename, "uploaded.json")
+    check_nesting(text, origin, "JSON", toml=False)
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise SpecplanError(f"{origin}: JSON nested too deeply to parse") from None
     except json.JSONDecodeError as exc:
         raise SpecplanError(f"{origin}:{exc.lineno}: invalid JSON at column {exc.colno}: {exc.msg}") from None
     return Profile.from_dict(data, origin)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
+import signal
 import sys
 
 from sim.errors import SpecplanError
@@ -52,13 +54,57 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        rc = int(args._run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return rc
     except SpecplanError as exc:
-        print(f"specplan {args.command}: error: {exc}", file=sys.stderr)
+        print(f"specplan {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"specplan {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _broken_pipe()
+    except (MemoryError, RecursionError) as exc:
+        # a limit the boundary checks (sim/input_limits.py) did not foresee: say so in one line
+        print(f"specplan {args.command}: internal error: {type(exc).__name__} (input too large; "
+              "please report it with the input)", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the belt: one line, never a traceback
+        if os.environ.get("SPECPLAN_TRACEBACK"):
+            raise
+        where = _last_frame(exc)
+        print(f"specplan {args.command}: internal error: {type(exc).__name__}: "
+              f"{_one_line(str(exc))[:300]} at {where} (a bug: please report it with the input; "
+              "SPECPLAN_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) if "\n" in text or "\r" in text else text
+
+
+def _last_frame(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+
+
+def _broken_pipe() -> int:
+    """The reader (``head``, ``less``, ``grep -m1``) went away: stop quietly, as a Unix tool does.
+
+    Python's own docs recipe: point stdout at devnull so the interpreter's final flush does not
+    raise again, and exit with 128 + SIGPIPE.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (captured in tests)
+        pass
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

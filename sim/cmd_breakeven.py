@@ -117,16 +117,23 @@ def _int(flag: str, text: str) -> int:
         raise SpecplanError(f"{flag}: expected an integer, got {text!r}") from None
 
 
+MAX_K = 1024  # no drafter proposes more tokens per step
+
+
 def _ks(text: str) -> list[int]:
     """``1..6`` (inclusive), ``1,2,4`` or ``3``."""
     try:
         if ".." in text:
             lo, hi = text.split("..", 1)
+            if int(hi) - int(lo) >= MAX_K:
+                raise SpecplanError(f"--k: at most {MAX_K} draft lengths, got {text!r}")
             ks = list(range(int(lo), int(hi) + 1))
         else:
             ks = [int(x) for x in text.split(",")]
     except ValueError:
         raise SpecplanError(f"--k: expected a range like 1..6, a list like 1,2,4 or one k, got {text!r}") from None
+    if any(k > MAX_K for k in ks):
+        raise SpecplanError(f"--k: draft lengths must be <= {MAX_K}, got {text!r}")
     if not ks or any(k < 1 for k in ks):
         raise SpecplanError(f"--k: draft lengths must be >= 1 and the range non-empty, got {text!r}")
     return ks

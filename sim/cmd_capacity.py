@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.errors import SpecplanError
 
 
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-loss", metavar="F", default="0.01", help="tolerated share of "
                         "rejected or timed-out requests (default 0.01)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here")
+    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
     parser.add_argument("--no-profile-band", action="store_true",
                         help="skip the two extra searches at the profile's p90/p10 step times")
@@ -60,9 +61,12 @@ def _int_list(name: str, raw: str | None) -> list[int] | None:
     if raw is None:
         return None
     try:
-        return [int(x) for x in raw.split(",") if x.strip()]
+        vals = [int(x) for x in raw.split(",") if x.strip()]
     except ValueError:
         raise SpecplanError(f"{name}: expected comma-separated whole numbers, got {raw!r}") from None
+    if any(not 0 <= v <= 2**53 for v in vals) or len(vals) > 1000:
+        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {raw[:80]!r}")
+    return vals
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         max_loss_fraction=_num("--max-loss", args.max_loss),
         progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
         profile_band=not args.no_profile_band,
+        cache_dir=Path(args.out) / "probes" if args.out else None,
     )
     advice = _advice(scenario, profile, report, cands)
     doc = to_json(report, advice)
@@ -155,16 +160,16 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
     from sim.bottleneck import attributions_frame
     from sim.decisions import decisions_frame
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "capacity.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    ensure_dir(out)  # every file below is written whole or not at all (sim/atomic_io.py)
+    write_text_atomic(out / "capacity.json", json.dumps(doc, indent=2, default=str) + "\n")
     if report.load_summary.height:
-        report.load_summary.write_parquet(out / "load_levels.parquet")
+        write_parquet_atomic(report.load_summary, out / "load_levels.parquet")
     if report.operating_summary.height:
-        report.operating_summary.write_parquet(out / "operating_point.parquet")
-    decisions_frame(report.decisions()).write_parquet(out / "decisions.parquet")
+        write_parquet_atomic(report.operating_summary, out / "operating_point.parquet")
+    write_parquet_atomic(decisions_frame(report.decisions()), out / "decisions.parquet")
     bf = attributions_frame(list(report.bottlenecks))
     if bf.height:
-        bf.write_parquet(out / "bottlenecks.parquet")
+        write_parquet_atomic(bf, out / "bottlenecks.parquet")
 
 
 def _money(v: Any) -> str:

@@ -19,6 +19,8 @@ def _seeds(text: str) -> list[int]:
         raise SpecplanError(f"--seeds: expected comma-separated integers like 1,2,3, got {text!r}") from None
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise SpecplanError(f"--seeds: need distinct integers >= 0, got {text!r}")
+    if any(s > 2**53 for s in seeds) or len(seeds) > 1000:
+        raise SpecplanError(f"--seeds: at most 1000 seeds, each <= 2**53, got {text[:80]!r}")
     return seeds
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from sim import fidelity
+from sim.atomic_io import write_csv_atomic, write_parquet_atomic, write_text_atomic
 from sim.errors import SpecplanError
 from sim.profile import Profile, load_profile
 from sim.scenario import Scenario, load_scenario
@@ -82,6 +83,8 @@ def _int(flag: str, raw: str, lo: int = 1) -> int:
         raise SpecplanError(f"{flag}: expected an integer, got {raw!r}") from None
     if v < lo:
         raise SpecplanError(f"{flag}: must be >= {lo}, got {v}")
+    if v > 2**53:
+        raise SpecplanError(f"{flag}: must be <= 2**53, got {raw[:40]}…")
     return v
 
 
@@ -275,15 +278,15 @@ def _write(out: Path, table: pl.DataFrame, frames: dict[str, list[pl.DataFrame]]
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecplanError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
-    table.write_parquet(out / "fidelity.parquet")
-    table.write_csv(out / "fidelity.csv")
+    write_parquet_atomic(table, out / "fidelity.parquet")  # whole files only (sim/atomic_io.py)
+    write_csv_atomic(table, out / "fidelity.csv")
     for name, parts in frames.items():
         if parts:
-            pl.concat(parts, how="diagonal_relaxed").write_parquet(out / f"{name}.parquet")
-    (out / "fidelity.json").write_text(json.dumps({
+            write_parquet_atomic(pl.concat(parts, how="diagonal_relaxed"), out / f"{name}.parquet")
+    write_text_atomic(out / "fidelity.json", json.dumps({
         **meta, "header": header, "bar": fidelity.format_bar(table).splitlines(),
         "rows": table.to_dicts(),
-    }, indent=1, default=str), encoding="utf-8")
+    }, indent=1, default=str))
     fidelity.write_html(fidelity.figures(table), out / "fidelity.html", "specplan validate",
                         "\n".join(header + [fidelity.format_bar(table)]))
 

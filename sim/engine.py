@@ -140,6 +140,8 @@ class FleetRun:
     """Seconds between a burst and the previous one of the same request."""
     end_s: float
     """Simulated time the run ended."""
+    queue_log: array = field(default_factory=lambda: array("d"))
+    """Every replica's (time, +1 | -1) waiting-queue entries and exits, flat."""
 
 
 def replay_accepted(req: Request, k: int) -> int:
@@ -216,7 +218,7 @@ class Replica:
     def adopt(self, req: Request) -> None:
         """A request re-routed from a restarted replica."""
         req.replica = self.index
-        self.scheduler.adopt(req)
+        self.scheduler.adopt(req, self.fleet.env.now)
         self._kick()
 
     def _kick(self) -> None:
@@ -353,10 +355,10 @@ class Replica:
         if plan.on_restart == "drop":
             self.scheduler.drop_all(now)
         else:
-            for req in self.scheduler.evacuate():
+            for req in self.scheduler.evacuate(now):
                 target = fleet.replicas[fleet.router.pick()]
                 if target is self:
-                    self.scheduler.adopt(req)
+                    self.scheduler.adopt(req, now)
                 else:
                     target.adopt(req)
         yield env.timeout(plan.cold_start_s)
@@ -441,4 +443,7 @@ class Fleet:
                 req.finish_s = None
         steps = StepLog.from_flat(self.step_rows)
         self.step_rows = array("d")
-        return FleetRun(list(requests), steps, self.gap_idx, self.gap_s, end)
+        qlog = array("d")
+        for rep in self.replicas:
+            qlog.extend(rep.scheduler.queue_log)
+        return FleetRun(list(requests), steps, self.gap_idx, self.gap_s, end, qlog)

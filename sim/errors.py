@@ -23,10 +23,12 @@ def where(path: object, field: str | None = None, line: int | None = None) -> st
 
 def read_text(path: str | Path, what: str, unreadable: str = "cannot read {what}: {exc}") -> str:
     """The UTF-8 text of a user's file, or a ``SpecplanError``: ``path: <what> file not found``
-    or ``path: `` + ``unreadable`` (formatted with ``what`` and the OS/decoding error ``exc``)."""
+    or ``path: `` + ``unreadable`` (formatted with ``what`` and the OS/decoding error ``exc``).
+    Path form, file kind and size are checked first (sim.input_limits)."""
+    from sim.input_limits import decode_utf8, read_bytes_limited
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecplanError(f"{path}: {what} file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        data = read_bytes_limited(path, what)
+    except OSError as exc:
         raise SpecplanError(f"{path}: " + unreadable.format(what=what, exc=exc)) from None
+    return decode_utf8(data, path, what)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sim.errors import SpecplanError, read_text, where
+from sim.input_limits import check_nesting, check_tree
 from sim.timing_extras import (
     FusedTiming,
     StepOverhead,
@@ -381,6 +382,7 @@ class Profile:
     @classmethod
     def from_dict(cls, d: Any, origin: str) -> Profile:
         """Validate a parsed profile; ``origin`` names it in error messages."""
+        check_tree(d, origin, "profile")
         return _Parser(origin).profile(d)
 
     def sources(self) -> list[str]:
@@ -402,8 +404,11 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile JSON file; any problem is one ``SpecplanError`` line."""
     p = Path(path)
     text = read_text(p, "profile")
+    check_nesting(text, p, "JSON", toml=False)
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise SpecplanError(f"{p}: JSON nested too deeply to parse") from None
     except json.JSONDecodeError as exc:
         raise SpecplanError(
             f"{where(p, line=exc.lineno)}: invalid JSON at column {exc.colno}: {exc.msg}"

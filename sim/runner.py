@@ -17,8 +17,10 @@ import numpy as np
 import polars as pl
 
 from sim import metric_names as mn
+from sim.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.engine import StepTimer
 from sim.errors import SpecplanError
+from sim.input_limits import check_work, workload_size
 from sim.profile import Profile, load_profile
 from sim.scenario import Candidate, Scenario
 from sim.simulation import RunResult, extrapolation_notes, simulate_once
@@ -111,16 +113,12 @@ class ScenarioResult:
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write requests/steps/summary Parquet and summary.json into ``out_dir``."""
-        out = Path(out_dir)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SpecplanError(f"{out}: cannot create output folder ({exc.strerror})") from None
+        out = ensure_dir(out_dir)
         paths = [out / "requests.parquet", out / "steps.parquet", out / "summary.parquet"]
         for frame, path in zip((self.requests, self.steps, self.summary), paths, strict=True):
-            frame.write_parquet(path, statistics=False)
+            write_parquet_atomic(frame, path, statistics=False)  # whole or not at all
         js = out / "summary.json"
-        js.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        write_text_atomic(js, json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
         return [*paths, js]
 
     def verdict(self) -> Verdict | None:
@@ -193,6 +191,7 @@ def run_scenario(
         assert scenario.trace_path is not None
         trace = read_trace(scenario.trace_path)
     total = len(cands) * len(seed_list)
+    check_work(*workload_size(scenario.workload, scenario.run, trace), total, scenario.origin or "scenario")
     done = 0
     runs: list[RunResult] = []
     for seed in seed_list:

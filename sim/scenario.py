@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sim.errors import SpecplanError, read_text
+from sim.input_limits import check_nesting, check_tree, path_problem
 from sim.lengths import FieldError, LengthDist
 
 __all__ = [
@@ -76,7 +77,10 @@ def resolve_path(raw: str, base_dir: str | None) -> Path:
     Returns the first candidate that exists, or the scenario-folder candidate when none does
     (so an error message points where the user most likely meant).
     """
-    p = Path(raw).expanduser()
+    try:
+        p = Path(raw).expanduser()
+    except RuntimeError:  # ~user of an unknown user: left as written, reported as not found
+        p = Path(raw)
     if p.is_absolute():
         return p
     candidates = ([Path(base_dir) / p] if base_dir else []) + [Path.cwd() / p]
@@ -219,6 +223,8 @@ class TraceConfig:
     def __post_init__(self) -> None:
         if not self.path:
             raise FieldError("path", "must name a CSV file")
+        if why := path_problem(self.path):
+            raise FieldError("path", why)
         if self.start_s < 0:
             raise FieldError("start_s", f"must be ≥ 0 seconds, got {self.start_s}")
         if self.window_s is not None and not self.window_s > 0:
@@ -286,8 +292,8 @@ class SegmentConfig:
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
         if not self.share > 0:
             raise FieldError("share", f"must be > 0, got {self.share}")
-        if self.temperature < 0:
-            raise FieldError("temperature", f"must be ≥ 0, got {self.temperature}")
+        if not 0 <= self.temperature <= 100:
+            raise FieldError("temperature", f"must be ≥ 0 and ≤ 100, got {self.temperature}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,6 +546,8 @@ class FleetConfig:
     def __post_init__(self) -> None:
         if self.profile is not None and not self.profile:
             raise FieldError("profile", "must name a profile JSON file")
+        if self.profile is not None and (why := path_problem(self.profile)):
+            raise FieldError("profile", why)
         if self.replicas < 1:
             raise FieldError("replicas", f"must be ≥ 1, got {self.replicas}")
         if self.tensor_parallel_size < 1:
@@ -863,6 +871,7 @@ class Scenario:
         """
         if not isinstance(d, Mapping):
             raise SpecplanError(f"{origin or 'scenario'}: expected a table, got {type(d).__name__}")
+        check_tree(d, origin or "scenario", "scenario")
         if base_dir is None and origin is not None:
             base_dir = Path(origin).parent
         ctx = {"origin": origin, "base_dir": None if base_dir is None else str(base_dir)}
@@ -925,8 +934,11 @@ class Scenario:
 
 def parse_toml_text(text: str, origin: str) -> dict[str, Any]:
     """``tomllib.loads`` with the loader's error style: ``origin:line: TOML syntax error: …``."""
+    check_nesting(text, origin, "TOML", toml=True)
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise SpecplanError(f"{origin}: TOML nested too deeply to parse") from None
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None)
         msg = getattr(exc, "msg", None) or str(exc)

@@ -200,6 +200,9 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.waiting: deque[Request] = deque()
+        self.queue_log = array("d")
+        """(time, +1 | -1) pairs, flat: every entry to and exit from ``waiting``, so the queue
+        length's time average over any window is exact (sim.metrics.queue_len_tw)."""
         self.running: list[Request] = []
         self.free_blocks = config.kv_blocks
         self.finished: list[Request] = []
@@ -225,6 +228,7 @@ class Scheduler:
             return False
         req.status = WAITING
         self.waiting.append(req)
+        self.queue_log.extend((now, 1.0))
         if req.timeout_s is not None:
             heapq.heappush(self._timeouts, (req.arrival_s + req.timeout_s, req.idx, req))
         if cfg.max_queue_time_s is not None and not req.ever_scheduled:
@@ -233,10 +237,11 @@ class Scheduler:
             )
         return True
 
-    def adopt(self, req: Request) -> None:
+    def adopt(self, req: Request, now: float) -> None:
         """Take over a request re-routed from a restarted replica (keeps its deadlines)."""
         req.status = WAITING
         self.waiting.append(req)
+        self.queue_log.extend((now, 1.0))
         if req.timeout_s is not None:
             heapq.heappush(self._timeouts, (req.arrival_s + req.timeout_s, req.idx, req))
         if self.config.max_queue_time_s is not None and not req.ever_scheduled:
@@ -266,6 +271,7 @@ class Scheduler:
             deadline, _, req = heapq.heappop(q)
             if req.status == WAITING and not req.ever_scheduled:
                 self.waiting.remove(req)
+                self.queue_log.extend((deadline, -1.0))
                 self._end(req, "rejected", deadline)
         t = self._timeouts
         while t and t[0][0] <= now:
@@ -275,6 +281,7 @@ class Scheduler:
                 self._end(req, "timed_out", deadline)
             elif req.status == WAITING:
                 self.waiting.remove(req)
+                self.queue_log.extend((deadline, -1.0))
                 self._end(req, "timed_out", deadline)
         if changed:
             self.running = [r for r in self.running if r.status == RUNNING]
@@ -362,6 +369,7 @@ class Scheduler:
             # vLLM puts preempted requests back at the front of the queue, oldest first
             for victim in preempted:
                 self.waiting.appendleft(victim)
+                self.queue_log.extend((now, 1.0))
         else:
             waiting = self.waiting
             max_seqs = cfg.max_num_seqs
@@ -382,6 +390,7 @@ class Scheduler:
                 if need > free:
                     break
                 waiting.popleft()
+                self.queue_log.extend((now, -1.0))
                 free -= need
                 req.blocks = need
                 req.status = RUNNING
@@ -508,12 +517,14 @@ class Scheduler:
         return total_accepted
 
     # ------------------------------------------------------------------ restarts
-    def evacuate(self) -> list[Request]:
+    def evacuate(self, now: float) -> list[Request]:
         """Take every in-flight request out (replica going down): KV freed, nothing computed.
 
         Returned oldest-admitted first (running ones, then the waiting queue in order).
         """
         out = list(self.running) + list(self.waiting)
+        for _ in self.waiting:
+            self.queue_log.extend((now, -1.0))
         for req in out:
             self.free_blocks += req.blocks
             req.blocks = 0
@@ -527,7 +538,7 @@ class Scheduler:
 
     def drop_all(self, now: float) -> list[Request]:
         """End every in-flight request as lost with the replica (outcome ``rejected``)."""
-        out = self.evacuate()
+        out = self.evacuate(now)
         for req in out:
             self._end(req, "rejected", now)
         return out

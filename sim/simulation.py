@@ -104,8 +104,17 @@ def acceptance_model(
             keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
             if seg.acceptance.fallback is not None:
                 fallbacks[seg.name] = seg.acceptance.fallback
-        model = AcceptanceModel.from_profile(profile, candidate.proposer, keys, fallbacks)
-    model.check_k(candidate.max_k)
+        try:
+            model = AcceptanceModel.from_profile(profile, candidate.proposer, keys, fallbacks)
+        except SpecplanError as exc:  # the scenario's segments ask; the profile lacks the match
+            raise SpecplanError(f"{scenario.origin or 'scenario'}: candidate {candidate.name!r}: {exc}") from None
+    try:
+        model.check_k(candidate.max_k)
+    except SpecplanError as exc:  # name the file that asks for that k, and the one that limits it
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: candidates[{candidate.name}]: {exc} in "
+            f"{profile.origin if not candidate.assumed_acceptance else 'assumed_acceptance'}"
+        ) from None
     return model
 
 
@@ -157,7 +166,13 @@ def simulate_once(
     eng = scenario.fleet.engine
     check_replica_shape(scenario.fleet.tensor_parallel_size, profile, scenario.origin)
     limits = engine_limits(scenario, profile)
-    kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
+    try:
+        kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
+    except SpecplanError as exc:  # the scenario's engine settings ask for what the profile lacks
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: fleet.engine (memory_utilization "
+            f"{eng.memory_utilization:g}, block_size {eng.block_size}), candidate {cand.name!r}: {exc}"
+        ) from None
     timer = step_timer
     if timer is None:
         timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
@@ -204,6 +219,7 @@ def simulate_once(
         replicas=fl.replicas,
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
+        queue_log=run.queue_log,
     )
     extrap, timer_steps = _extrapolations(timer)
     notes = [] if extrap is not None else list(_timer_notes(timer))

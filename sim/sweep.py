@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,6 +26,7 @@ from typing import Any, Literal
 import polars as pl
 
 from sim.errors import SpecplanError
+from sim.input_limits import MAX_SWEEP_CELLS, check_tree
 
 Engine = Literal["dask", "processes", "serial"]
 ENGINES: tuple[str, ...] = ("dask", "processes", "serial")
@@ -73,6 +75,8 @@ def parse_vary(text: str) -> Vary:
     key, _, rest = text.partition("=")
     raw = [v for v in rest.split(",") if v.strip()]
     values = [parse_value(v) for v in raw]
+    for v in values:  # the same magnitude limits as a scenario file (sim/input_limits.py)
+        check_tree(v, f"--vary {key.strip()}", "value")
     if any(isinstance(v, float) for v in values) and all(
             isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         values = [float(v) for v in values]
@@ -84,6 +88,9 @@ def expand_grid(varies: Sequence[Vary]) -> list[dict[str, Any]]:
     keys = [v.key for v in varies]
     if len(set(keys)) != len(keys):
         raise SpecplanError(f"--vary: a key is given twice: {keys}")
+    n = math.prod(len(v.values) for v in varies)
+    if n > MAX_SWEEP_CELLS:
+        raise SpecplanError(f"--vary: {n:,} cells, over the limit of {MAX_SWEEP_CELLS:,}")
     return [dict(zip(keys, combo, strict=True)) for combo in
             itertools.product(*(v.values for v in varies))]
 
@@ -93,6 +100,8 @@ def scenario_overrides(cell: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in cell.items():
         if k in SEED_ALIASES or (k == "run.seeds" and not isinstance(v, list)):
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != int(v):
+                raise SpecplanError(f"--vary {k}: a seed must be an integer >= 0, got {v!r}")
             out["run.seeds"] = [int(v)]
         else:
             out[k] = v

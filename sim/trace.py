@@ -13,16 +13,18 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from sim.errors import SpecplanError
+from sim.input_limits import check_file
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _TS_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,9})?$")
-_INT_RE = re.compile(r"^\d+$")
+_INT_RE = re.compile(r"^\d{1,15}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,7 @@ class Trace:
 
 def read_trace(path: str | Path) -> Trace:
     """Read and validate an Azure-schema CSV; SpecplanError naming ``file:line`` on bad input."""
-    p = Path(path)
+    p, _ = check_file(path, "trace")
     try:
         with p.open("rb") as fh:
             first = fh.readline().decode("utf-8-sig", errors="replace").strip()
@@ -92,15 +94,15 @@ def read_trace(path: str | Path) -> Trace:
     gen = df["GeneratedTokens"].str.strip_chars()
     bad = (
         ts.is_null()
-        | ~ctx.str.contains(r"^\d+$").fill_null(False)
-        | ~gen.str.contains(r"^\d+$").fill_null(False)
+        | ~ctx.str.contains(r"^\d{1,15}$").fill_null(False)
+        | ~gen.str.contains(r"^\d{1,15}$").fill_null(False)
     )
     if bad.any():
         _raise_first_bad_line(p)
         line = int(df["_row"][int(bad.arg_max() or 0)]) + 2
         raise SpecplanError(
             f"{p}:{line}: bad row; valid: TIMESTAMP as YYYY-MM-DD HH:MM:SS[.fraction], "
-            "token counts as integers ≥ 0"
+            "token counts as integers ≥ 0 (at most 15 digits)"
         )
     ns = ts.dt.epoch("ns").to_numpy().astype(np.int64)
     diffs = np.diff(ns)
@@ -125,26 +127,33 @@ def _raise_first_bad_line(p: Path) -> None:
     """Scan the file row by row (only on the error path) and raise for the first bad row."""
     with p.open(encoding="utf-8-sig", errors="replace", newline="") as fh:
         reader = csv.reader(fh)
-        next(reader, None)
-        for row in reader:
-            line = reader.line_num
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) != 3:
+        try:
+            next(reader, None)
+            _scan_rows(p, reader)
+        except csv.Error as exc:
+            raise SpecplanError(f"{p}:{reader.line_num}: not CSV: {exc}") from None
+
+
+def _scan_rows(p: Path, reader: Any) -> None:
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != 3:
+            raise SpecplanError(
+                f"{p}:{line}: expected 3 fields ({','.join(HEADER)}), got {len(row)}"
+            )
+        t, c, g = (x.strip() for x in row)
+        if not _TS_RE.match(t) or not _parses(t):
+            raise SpecplanError(
+                f"{p}:{line}: TIMESTAMP {t!r} is not a time; valid: "
+                "YYYY-MM-DD HH:MM:SS[.fraction up to 9 digits]"
+            )
+        for name, v in (("ContextTokens", c), ("GeneratedTokens", g)):
+            if not _INT_RE.match(v):
                 raise SpecplanError(
-                    f"{p}:{line}: expected 3 fields ({','.join(HEADER)}), got {len(row)}"
+                    f"{p}:{line}: {name} {v!r} is not a token count; valid: integers ≥ 0 (at most 15 digits)"
                 )
-            t, c, g = (x.strip() for x in row)
-            if not _TS_RE.match(t) or not _parses(t):
-                raise SpecplanError(
-                    f"{p}:{line}: TIMESTAMP {t!r} is not a time; valid: "
-                    "YYYY-MM-DD HH:MM:SS[.fraction up to 9 digits]"
-                )
-            for name, v in (("ContextTokens", c), ("GeneratedTokens", g)):
-                if not _INT_RE.match(v):
-                    raise SpecplanError(
-                        f"{p}:{line}: {name} {v!r} is not a token count; valid: integers ≥ 0"
-                    )
 
 
 def _parses(t: str) -> bool:

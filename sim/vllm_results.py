@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from sim.errors import SpecplanError, where
+from sim.input_limits import check_nesting, read_text_limited
 
 # Per-request lists `--save-detailed` adds; without them there is nothing to compare per request.
 DETAILED_KEYS = ("input_lens", "output_lens", "ttfts", "itls")
@@ -229,10 +230,8 @@ def parse_result(obj: Any, source: str) -> VllmBenchResult:
 def load_vllm_results(path: str | Path) -> list[VllmBenchResult]:
     """Read every run in a `--save-result` file (one object, or one per line with --append-result)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecplanError(f"{p}: cannot read vLLM results: {exc.strerror or exc}") from None
+    text = read_text_limited(p, "vLLM results")
+    check_nesting(text, p, "JSON", toml=False)
     decoder = json.JSONDecoder()
     objects: list[tuple[Any, int]] = []
     pos = 0
@@ -244,6 +243,8 @@ def load_vllm_results(path: str | Path) -> list[VllmBenchResult]:
         line = text.count("\n", 0, pos) + 1
         try:
             obj, end = decoder.raw_decode(text, pos)
+        except RecursionError:
+            raise SpecplanError(f"{p}:{line}: JSON nested too deeply to parse") from None
         except json.JSONDecodeError as exc:
             raise SpecplanError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from None
         objects.append((obj, line))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.errors import SpecplanError
+from sim.input_limits import check_work, workload_size
 from sim.scenario import PiecewiseConfig, RunConfig, Scenario, WorkloadConfig
 from sim.trace import Trace, read_trace
 
@@ -167,6 +168,8 @@ def generate_arrays(
     """The same workload as ``generate_requests`` as columns (arrival_s float64, segment index,
     prompt_tokens and output_tokens int64), for vectorised consumers and plots."""
     duration = run.duration_s
+    if workload.arrival != "trace":  # refuse before allocating (a trace is bounded by its file)
+        check_work(*workload_size(workload, run), 1, "scenario")
     arrivals_rng = child_stream(seq, _ARRIVALS)
     rows: np.ndarray | None = None
     if workload.arrival in ("poisson", "gamma"):
