@@ -23,8 +23,8 @@ import torch
 from profiler.prompt_sets import Prompt, by_segment, encode_prompt
 from profiler.proposers import Proposer
 from profiler.speculative import SpecResult, speculative_generate
-from sim.acceptance import FEW_REQUESTS, mean_length_interval
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
+from sim.model.acceptance import FEW_REQUESTS, mean_length_interval
 
 DEFAULT_K_MAX = 6
 """Largest draft length measured; the simulator may ask for any k ≤ k_max."""

@@ -20,7 +20,7 @@ import numpy as np
 from profiler.gpu_specs import GpuSpec, match_device_name
 from profiler.memory import kv_capacity_rows
 from profiler.profile_io import assemble, provenance, safe_name
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PREFILL_CHUNK = 8192

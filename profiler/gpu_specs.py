@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 
 @dataclass(frozen=True)

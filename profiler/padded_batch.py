@@ -180,7 +180,7 @@ def add_to_profile(base: dict[str, Any], origin: str, target: LoadedModel, *, co
     from profiler import device as devmod
     from profiler.models import dtype_name
     from profiler.profile_io import provenance
-    from sim.errors import SpecplanError
+    from sim.contracts.errors import SpecplanError
 
     want = base["target"]["architecture"]
     have = target.identity["architecture"]

@@ -1,6 +1,6 @@
 """Assemble, validate, write (atomically) and merge calibration profiles.
 
-Validation is the simulator's own reader (``sim.profile.Profile.from_dict``): the profiler never
+Validation is the simulator's own reader (``sim.contracts.profile.Profile.from_dict``): the profiler never
 writes a file the simulator would refuse.
 """
 
@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError
-from sim.profile import Profile
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile
 
 SCHEMA = "specplan.profile"
 SCHEMA_VERSION = 1

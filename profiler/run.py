@@ -36,7 +36,7 @@ from profiler.timing import (
     default_grids,
     plan_tasks,
 )
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 _SELF_RE = re.compile(r"^selfdraft:(\d+)$")
 _NGRAM_RE = re.compile(r"^ngram(?::(\d+)-(\d+))?$")

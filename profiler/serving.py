@@ -1,7 +1,7 @@
 """A real serving loop: the simulator's own planner, executed with real forward passes.
 
 Why it exists: to measure how far the simulator is from reality, something must serve the
-same open-loop arrivals for real. This loop asks ``sim.scheduler.Scheduler`` for a plan each
+same open-loop arrivals for real. This loop asks ``sim.model.scheduler.Scheduler`` for a plan each
 step — exactly the planner the simulator runs — and *executes* it: the plan's prefill chunks
 as one packed target pass (each chunk over its own request's KV cache), its decoding requests
 as one batched target pass over ``1 + k`` tokens each (the last token plus ``k`` drafts from a real proposer),
@@ -46,11 +46,11 @@ from transformers import DynamicCache
 
 from profiler.models import architecture, count_parameters
 from profiler.timing import crop_to
-from sim import records
-from sim.engine import FleetRun, StepLog
-from sim.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
-from sim.speculation import PolicyState, SpeculationPolicy
-from sim.step_time import DecodeBatchRows, StepShape
+from sim.model.engine import FleetRun, StepLog
+from sim.model.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
+from sim.model.speculation import PolicyState, SpeculationPolicy
+from sim.model.step_time import DecodeBatchRows, StepShape
+from sim.results import records
 
 HOLE_LIMIT = 16
 """Rejected-draft columns (beyond the longest row) the batched KV may carry before it is
@@ -107,11 +107,11 @@ class ServingResult:
     """What the real loop measured, in the simulator's frame layouts (architecture.md)."""
 
     requests: pl.DataFrame
-    """Per-request records (``sim.records`` layout, the simulator's own)."""
+    """Per-request records (``sim.results.records`` layout, the simulator's own)."""
     steps: pl.DataFrame
-    """Per-step records (``sim.records`` layout); ``duration_s`` is measured wall time."""
+    """Per-step records (``sim.results.records`` layout); ``duration_s`` is measured wall time."""
     itl: pl.DataFrame
-    """Gaps between consecutive bursts of each request (``sim.records`` layout)."""
+    """Gaps between consecutive bursts of each request (``sim.results.records`` layout)."""
     bursts: pl.DataFrame
     """Every streamed burst: ``id``, ``t_s`` (seconds from start), ``tokens``."""
     plans: tuple[PlanRecord, ...]
@@ -653,8 +653,8 @@ def warm_up(
     masks and positions, verification, repacking) so first-call allocations and kernel
     selection stay out of the measured run: a few short requests on a virtual clock; with
     ``peak``, also the largest passes the run can reach (``touch_peak``)."""
-    from sim.speculation import OFF
-    from sim.step_time import FixedStepTimer
+    from sim.model.speculation import OFF
+    from sim.model.step_time import FixedStepTimer
 
     gen = torch.Generator().manual_seed(int(seed))
     reqs = []

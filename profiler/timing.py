@@ -22,7 +22,7 @@ from transformers import DynamicCache
 
 from profiler.clock import Timeline, Timing, time_op, time_steps
 from profiler.models import LoadedModel, dtype_bytes, max_positions
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 OOM_REASON = "out of memory"
 WINDOW_REASON = "beyond the model's context window"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sim.synthetic import synthetic_profile_dict
+from sim.contracts.synthetic import synthetic_profile_dict
 
 
 def write_scenario(

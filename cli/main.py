@@ -1,0 +1,65 @@
+"""`specplan` command line: parse arguments, call the library, turn input errors into exit 2.
+
+Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; only the chosen one is imported, so `simulate` never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+from sim.contracts.errors import SpecplanError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": ("cli.simulate", "predict latency, goodput and cost for a scenario's candidates"),
+    "breakeven": ("cli.breakeven", "break-even of speculative decoding from a profile or numbers"),
+    "capacity": ("cli.capacity", "highest sustainable rate and fewest replicas per candidate"),
+    "sweep": ("cli.sweep", "run a scenario over a grid of field values into one Parquet table"),
+    "validate": ("cli.validate", "measure the simulator against real serving"),
+    "profile": ("cli.profile", "measure a calibration profile on this machine (needs torch)"),
+    "dashboard": ("cli.dashboard", "open the what-if dashboard"),
+    "report": ("cli.report", "write a self-contained HTML decision report"),
+}
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    return {
+        name: spec for name, spec in COMMANDS.items() if importlib.util.find_spec(spec[0]) is not None
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _available()
+    parser = argparse.ArgumentParser(
+        prog="specplan",
+        description="Capacity planner for LLM serving with speculative decoding.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in commands.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except SpecplanError as exc:
+        print(f"specplan {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"specplan {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

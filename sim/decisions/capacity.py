@@ -1,0 +1,641 @@
+"""Capacity search: the highest arrival rate one replica sustains, and the fewest replicas for a rate.
+
+Capacity is a root of "does the fleet still meet its SLOs at this load?" over the arrival rate.
+The check is monotone in practice (more load never makes a queue shorter) but each evaluation
+is a whole simulation, so the search brackets the boundary by doubling/halving and then narrows
+it on log-rate with a safeguarded secant step (interpolating the SLO margin, clamped inside the
+bracket so it never does worse than bisection by much) instead of a blind grid.
+
+**Sustains**: at a given rate, over the measured
+window (after warm-up), for every metric the scenario puts an SLO on (ttft, tpot, e2el, pause)
+the chosen percentile (default the scenario's ``slo.percentile``) is at most its limit, *and*
+requests lost to admission rejection or client timeout are at most ``max_loss_fraction``
+(default 1 %) of the requests that arrived in the window; a probe with fewer than two measured
+requests above the percentile (40 for p95) cannot show it and fails. The margin of a probe is the largest
+of ``observed/limit`` over those checks (``loss/max_loss`` for losses), so margin ≤ 1 ⇔ sustained.
+Searches run with ``run.drain = true`` so an overloaded run's backlog is measured, not cut off,
+and (stationary arrivals) long enough for ``min_requests`` measured requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from sim.contracts.errors import SpecplanError
+
+SLO_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2el", "pause")
+
+# Two-sided 95 % Student t critical values by degrees of freedom (1..30); beyond 30 the normal
+# value is within 2 % and is used.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ci95_halfwidth(values: Sequence[float]) -> float:
+    """Half-width of the 95 % confidence interval of the mean (Student t); 0 for one value."""
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+    if v.size < 2:
+        return 0.0
+    t = _T95[v.size - 2] if v.size - 1 <= len(_T95) else 1.96
+    return float(t * v.std(ddof=1) / math.sqrt(v.size))
+
+
+# ---------------------------------------------------------------------------------------------
+# Root finding over a monotone pass/fail check
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One evaluation of the check at ``rate``: passed or not, and by how much.
+
+    ``margin`` is a continuous measure that crosses 1 at the boundary (observed/limit); it lets
+    the search interpolate. ``None`` when the check has no such measure (pure bisection then).
+    """
+
+    rate: float
+    sustained: bool
+    margin: float | None = None
+    reason: str = ""
+    conclusive: bool = True
+    """False when the run was too small to judge (too few requests for the percentile): the
+    search then treats this rate as a floor it cannot look below, not as a failure."""
+
+
+SearchStatus = Literal["bracketed", "below_min", "above_max", "below_probes", "above_probes"]
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySearch:
+    """Result of one search: the highest rate seen to pass and the lowest seen to fail.
+
+    ``status``: ``bracketed`` (the boundary lies in ``(lower, upper]``), ``below_min`` (even
+    ``min_rate`` failed: capacity < ``min_rate``, reported as 0), ``above_max`` (``max_rate``
+    still passed: capacity ≥ ``max_rate``, a lower bound), ``below_probes`` / ``above_probes``
+    (the evaluation budget ran out before a bracket: capacity < ``upper``, reported as 0, or
+    ≥ ``rate``).
+    """
+
+    rate: float
+    lower: float
+    upper: float
+    status: SearchStatus
+    probes: tuple[Probe, ...]
+
+    @property
+    def relative_width(self) -> float:
+        """How tight the bracket is: upper/lower − 1 (inf when not bracketed)."""
+        if self.status != "bracketed" or self.lower <= 0:
+            return math.inf
+        return self.upper / self.lower - 1.0
+
+
+def find_capacity(
+    check: Callable[[float], Probe],
+    start: float,
+    *,
+    rel_tol: float = 0.05,
+    max_evals: int = 12,
+    min_rate: float = 1e-3,
+    max_rate: float = 1e4,
+    growth: float = 2.0,
+) -> CapacitySearch:
+    """Highest rate where ``check`` passes, assuming pass below and fail above one boundary.
+
+    Bracket from ``start`` by multiplying/dividing by ``growth``, ``growth²``, … (at most 16×
+    a step, so a boundary far from the start costs few probes); then shrink the bracket on
+    log-rate until ``upper/lower − 1 ≤ rel_tol`` or ``max_evals`` evaluations were spent.
+    Each step interpolates log(margin) linearly in log(rate) when both ends have a margin,
+    clamped to the middle 80 % of the bracket (so the bracket shrinks by ≥ 10 % per step and a
+    kinked margin, typical at saturation, cannot stall it); else it bisects.
+    """
+    if not (start > 0 and min_rate > 0 and max_rate > min_rate):
+        raise SpecplanError(f"capacity search: need 0 < min_rate < max_rate and start > 0, got "
+                            f"start={start}, min_rate={min_rate}, max_rate={max_rate}")
+    if rel_tol <= 0 or max_evals < 2 or growth <= 1:
+        raise SpecplanError("capacity search: rel_tol must be > 0, max_evals ≥ 2, growth > 1")
+    probes: list[Probe] = []
+
+    def ev(rate: float) -> Probe:
+        p = check(rate)
+        probes.append(p)
+        return p
+
+    rate = min(max(start, min_rate), max_rate)
+    p = ev(rate)
+    lo: Probe | None = p if p.sustained else None
+    hi: Probe | None = None if p.sustained else p
+    step = growth
+    floor: float | None = None  # highest rate found too small to judge
+    while lo is None or hi is None:
+        if len(probes) >= max_evals:
+            break
+        if lo is None:  # everything so far failed: go down
+            assert hi is not None
+            if hi.rate <= min_rate:
+                return CapacitySearch(0.0, 0.0, hi.rate, "below_min", tuple(probes))
+            if floor is not None and hi.rate / floor - 1.0 <= rel_tol:
+                break  # cannot judge lower rates: capacity < hi.rate, below_probes
+            x = hi.rate / step
+            if floor is not None:
+                x = max(x, math.sqrt(floor * hi.rate))
+            q = ev(max(x, min_rate))
+            if not q.conclusive:
+                floor = q.rate if floor is None else max(floor, q.rate)
+            elif q.sustained:
+                lo = q
+            else:
+                hi = q
+        else:  # everything so far passed: go up
+            if lo.rate >= max_rate:
+                return CapacitySearch(lo.rate, lo.rate, math.inf, "above_max", tuple(probes))
+            q = ev(min(lo.rate * step, max_rate))
+            if q.sustained:
+                lo = q
+            else:
+                hi = q
+        step = min(step * growth, 16.0)  # accelerate: a far-off boundary is bracketed in few probes
+    if lo is None:
+        assert hi is not None
+        return CapacitySearch(0.0, 0.0, hi.rate, "below_probes", tuple(probes))
+    if hi is None:
+        return CapacitySearch(lo.rate, lo.rate, math.inf, "above_probes", tuple(probes))
+    last_side, streak = "", 0
+    while hi.rate / lo.rate - 1.0 > rel_tol and len(probes) < max_evals:
+        # interpolate, but bisect after the same end moved twice running (Illinois-style
+        # safeguard: a one-sided secant on a kinked margin would otherwise creep)
+        q = ev(_next_point(lo, hi, interpolate=streak < 2))
+        side = "lo" if q.sustained else "hi"
+        streak = streak + 1 if side == last_side else 1
+        last_side = side
+        if q.sustained:
+            lo = q
+        else:
+            hi = q
+    return CapacitySearch(lo.rate, lo.rate, hi.rate, "bracketed", tuple(probes))
+
+
+def _next_point(lo: Probe, hi: Probe, interpolate: bool = True) -> float:
+    a, b = math.log(lo.rate), math.log(hi.rate)
+    x = 0.5 * (a + b)
+    if (interpolate and lo.margin is not None and hi.margin is not None and lo.margin > 0 and hi.margin > 0
+            and math.isfinite(hi.margin) and hi.margin > lo.margin):
+        fa, fb = math.log(lo.margin), math.log(hi.margin)
+        if fb > 0 >= fa:
+            x = a + (b - a) * (0.0 - fa) / (fb - fa)
+    lo_x, hi_x = a + 0.1 * (b - a), b - 0.1 * (b - a)
+    return math.exp(min(max(x, lo_x), hi_x))
+
+
+# ---------------------------------------------------------------------------------------------
+# What "sustains" means, on one summary row
+
+
+@dataclass(frozen=True, slots=True)
+class SustainCriteria:
+    """SLO limits (ms) held at ``percentile``, plus the tolerated share of lost requests."""
+
+    limits_ms: Mapping[str, float]
+    percentile: float = 95.0
+    max_loss_fraction: float = 0.01
+
+    @property
+    def min_measured(self) -> int:
+        """Fewest measured requests a probe needs: two above the percentile (40 for p95)."""
+        return math.ceil(2.0 / (1.0 - self.percentile / 100.0) - 1e-9)
+
+    def __post_init__(self) -> None:
+        if not self.limits_ms:
+            raise SpecplanError("slo: capacity needs at least one SLO limit (ttft_ms, tpot_ms, "
+                                "e2el_ms or pause_ms)")
+        for m, v in self.limits_ms.items():
+            if m not in SLO_METRICS:
+                raise SpecplanError(f"slo: unknown SLO metric {m!r}; valid: {', '.join(SLO_METRICS)}")
+            if not v > 0:
+                raise SpecplanError(f"slo.{m}_ms: must be > 0, got {v}")
+        if self.percentile not in (50, 95, 99):
+            raise SpecplanError(f"--percentile: must be 50, 95 or 99 (the percentiles the summary "
+                                f"carries), got {self.percentile:g}")
+        if not 0 <= self.max_loss_fraction < 1:
+            raise SpecplanError(f"--max-loss: must be in [0, 1), got {self.max_loss_fraction}")
+
+    def column(self, metric: str) -> str:
+        """Summary column holding ``metric`` at this percentile (architecture.md names)."""
+        suffix = {50: "median", 95: "p95", 99: "p99"}[int(self.percentile)]
+        if metric == "pause" and suffix == "median":
+            return "pause_ms_p95"  # the summary has no median pause; p95 is the stricter bound
+        return f"{metric}_ms_{suffix}"
+
+    def judge(self, row: Mapping[str, Any], rate: float) -> Probe:
+        """Pass/fail and margin of one summary row (one candidate, segment ``all``)."""
+        measured = sum(float(row.get(c) or 0) for c in ("completed", "rejected", "timed_out", "unfinished"))
+        if measured < self.min_measured:
+            return Probe(rate, False, None, f"only {measured:.0f} measured requests; p{self.percentile:g} "
+                                           f"needs ≥ {self.min_measured} (lengthen the run)",
+                         conclusive=False)
+        ratios: list[tuple[float, str]] = []
+        for m, limit in self.limits_ms.items():
+            col = self.column(m)
+            v = row.get(col)
+            obs = math.inf if v is None or not math.isfinite(float(v)) else float(v)
+            ratios.append((obs / limit, f"{col}={obs:.0f}ms vs {limit:g}"))
+        loss = loss_fraction(row)
+        if self.max_loss_fraction > 0:
+            ratios.append((loss / self.max_loss_fraction,
+                           f"lost={loss:.1%} vs {self.max_loss_fraction:.1%}"))
+        elif loss > 0:
+            ratios.append((math.inf, f"lost={loss:.1%} vs 0"))
+        margin, why = max(ratios, key=lambda t: t[0])
+        return Probe(rate=rate, sustained=margin <= 1.0, margin=margin, reason=why)
+
+
+def loss_fraction(row: Mapping[str, Any]) -> float:
+    """Share of measured requests rejected or timed out (0 when none were measured)."""
+    done = float(row.get("completed") or 0)
+    lost = sum(float(row.get(c) or 0) for c in ("rejected", "timed_out", "unfinished"))
+    total = done + lost
+    return lost / total if total > 0 else 1.0
+
+
+def criteria_from_scenario(scenario: Any, percentile: float | None = None,
+                           max_loss_fraction: float = 0.01) -> SustainCriteria:
+    """SLO limits from ``scenario.slo`` (fields ``ttft_ms`` … ``pause_ms``)."""
+    slo = scenario.slo
+    limits = {m: float(getattr(slo, f"{m}_ms")) for m in SLO_METRICS
+              if getattr(slo, f"{m}_ms", None) is not None}
+    pct = float(percentile if percentile is not None else getattr(slo, "percentile", 95))
+    return SustainCriteria(limits_ms=limits, percentile=pct, max_loss_fraction=max_loss_fraction)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulator glue
+
+
+@dataclass(frozen=True)
+class CandidateCapacity:
+    """Capacity of one candidate: per seed, mean ± CI, replicas for the target, and its cost."""
+
+    candidate: str
+    per_seed: tuple[CapacitySearch, ...]
+    seeds: tuple[int, ...]
+    target_rate: float
+    replicas: int | None
+    replicas_status: str
+    operating_row: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    fleet_replicas: int = 1
+    """Replicas of the fleet the search ran on (the scenario's); capacities are per replica."""
+
+    @property
+    def capacities(self) -> list[float]:
+        """Capacity per replica, one per seed (the fleet's divided by its replicas)."""
+        return [s.rate / self.fleet_replicas for s in self.per_seed]
+
+    @property
+    def fleet_mean(self) -> float:
+        return float(np.mean([s.rate for s in self.per_seed]))
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.capacities))
+
+    @property
+    def ci95(self) -> float:
+        return ci95_halfwidth(self.capacities)
+
+    @property
+    def evaluations(self) -> int:
+        return sum(len(s.probes) for s in self.per_seed)
+
+    @property
+    def bounded(self) -> str:
+        """'' when every seed bracketed; else which seeds hit a search limit."""
+        odd = []
+        for sd, s in zip(self.seeds, self.per_seed, strict=True):
+            if s.status in ("below_min", "below_probes"):
+                judged = [p for p in s.probes if p.conclusive]
+                unjudged = [p for p in s.probes if not p.conclusive]
+                msg = f"seed {sd}: not sustained at any rate probed"
+                if judged:
+                    low = min(judged, key=lambda p: p.rate)
+                    msg += f", down to {low.rate:.3g} req/s ({low.reason})"
+                if unjudged:
+                    msg += (f"; at {max(p.rate for p in unjudged):.3g} req/s and below a run holds "
+                            f"too few requests to judge")
+                odd.append(msg)
+            elif s.status == "above_max":
+                odd.append(f"seed {sd}: sustained up to the search limit {s.rate:.3g} req/s")
+            elif s.status == "above_probes":
+                odd.append(f"seed {sd}: at least {s.rate:.3g} req/s (probe budget spent)")
+        return "; ".join(odd)
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """Everything `specplan capacity` prints: per-candidate capacity plus frames for decisions."""
+
+    scenario_name: str
+    criteria: SustainCriteria
+    candidates: tuple[CandidateCapacity, ...]
+    load_summary: Any  # pl.DataFrame: candidate, segment, rate (per replica), fleet_rate, replicas, k, metrics
+    operating_summary: Any  # pl.DataFrame at the target rate with each candidate's replicas
+    sources: tuple[str, ...]
+    rel_tol: float
+    max_evals: int
+    duration_s: float
+    bottlenecks: tuple[Any, ...] = ()
+    notes: tuple[str, ...] = ()
+    baseline: str = "baseline"
+    price_source: str = ""
+
+    def decisions(self, thresholds: Any = None) -> list[Any]:
+        """The decision table over the load levels (and the operating point's replicas)."""
+        from sim.decisions.rules import Thresholds, decision_table
+
+        th = thresholds or Thresholds(min_slo_attainment=self.criteria.percentile / 100.0)
+        if self.load_summary.height == 0:
+            return []
+        return decision_table(self.load_summary, self.baseline, thresholds=th)
+
+
+def arrival_rate(scenario: Any) -> float:
+    """Mean arrival rate of the scenario (req/s): what capacity is expressed in."""
+    w = scenario.workload
+    rate = w.mean_rate(scenario.run.duration_s)
+    if rate is None or not rate > 0:
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: workload.arrival: capacity scales the "
+                            f"arrival rate, so it needs poisson, gamma or piecewise arrivals with a "
+                            f"rate > 0, got {w.arrival!r}")
+    return float(rate)
+
+
+def with_duration(scenario: Any, duration_s: float) -> Any:
+    """The scenario with a shorter (or longer) run, warm-up scaled alike — refused when the
+    scenario's time structure (piecewise points, a restart) would fall outside the new run."""
+    if not duration_s > 0:
+        raise SpecplanError(f"--duration: must be > 0 s, got {duration_s}")
+    w, f = scenario.workload, scenario.fleet
+    if w.piecewise is not None and w.piecewise.shape != "daily":
+        last = max(t for t, _ in w.piecewise.points)
+        if duration_s < last:
+            raise SpecplanError(f"--duration: {duration_s:g} s would cut the piecewise arrival "
+                                f"profile (last point at {last:g} s); give ≥ {last:g} s")
+    if f.restart is not None and duration_s <= f.restart.at_s + f.restart.cold_start_s:
+        end = f.restart.at_s + f.restart.cold_start_s
+        raise SpecplanError(f"--duration: {duration_s:g} s would cut the restart (at {f.restart.at_s:g} s, "
+                            f"serving again at {end:g} s); give > {end:g} s")
+    run = scenario.run
+    warm = run.warmup_s * duration_s / run.duration_s
+    return scenario.with_overrides({"run.duration_s": float(duration_s), "run.warmup_s": warm})
+
+
+def at_load(scenario: Any, rate: float, replicas: int, min_requests: int = 0) -> Any:
+    """The scenario with its mean arrival rate scaled to ``rate`` and ``replicas`` replicas.
+
+    The traffic's shape (burstiness, piecewise profile, segment mix) is kept; only its level
+    changes (``Scenario.with_load_scale``). With stationary arrivals (poisson, gamma) and no
+    restart, the run is lengthened so that at least ``min_requests`` arrive after warm-up: a
+    percentile judged on a handful of requests is noise, and simulation cost grows with the
+    number of requests, not with simulated time, so this keeps every probe equally cheap.
+    """
+    sc = scenario.with_load_scale(rate / arrival_rate(scenario))
+    over: dict[str, Any] = {}
+    if int(replicas) != int(scenario.fleet.replicas):
+        over["fleet.replicas"] = int(replicas)
+    run = scenario.run
+    if (min_requests > 0 and scenario.workload.arrival in ("poisson", "gamma")
+            and scenario.fleet.restart is None):
+        need = run.warmup_s + min_requests / rate
+        if need > run.duration_s:
+            over["run.duration_s"] = float(need)
+    return sc.with_overrides(over) if over else sc
+
+
+class SimulatedLoad:
+    """Evaluates one candidate of a scenario at a rate (and replica count) by simulation.
+
+    Keeps every summary it computed so the decision table and bottleneck attribution can reuse
+    them without simulating again.
+    """
+
+    def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
+                 min_requests: int = 0) -> None:
+        from sim.results.runner import (
+            run_scenario,  # the simulator; imported late to keep this testable
+        )
+
+        self._run = run_scenario
+        self.scenario = scenario
+        self.profile = profile
+        self.criteria = criteria
+        self.min_requests = min_requests
+        self.rows: list[dict[str, Any]] = []
+        self.sources: set[str] = set()
+        self.notes: set[str] = set()
+
+    def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
+        """The full ``run_scenario`` result of one candidate at one load."""
+        sc = at_load(self.scenario, rate, replicas, self.min_requests)
+        res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds))
+        self.sources.update(res.sources)
+        self.notes.update(res.notes)
+        return res
+
+    def summary(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
+        return self.result(candidate, rate, replicas, seeds).summary
+
+    def probe(self, candidate: str, rate: float, seed: int, replicas: int) -> Probe:
+        import polars as pl
+
+        s = self.summary(candidate, rate, replicas, [seed])
+        rows = s.filter((pl.col("candidate") == candidate) & (pl.col("segment") == "all"))
+        if rows.height != 1:
+            raise RuntimeError(f"run_scenario summary has {rows.height} 'all' rows for {candidate}")
+        row = rows.row(0, named=True)
+        self.rows.append({**row, "rate": rate, "replicas": replicas, "seed": seed})
+        return self.criteria.judge(row, rate)
+
+
+def plan_capacity(
+    scenario: Any,
+    profile: Any = None,
+    *,
+    percentile: float | None = None,
+    target_rate: float | None = None,
+    seeds: Sequence[int] | None = None,
+    candidates: Sequence[str] | None = None,
+    rel_tol: float = 0.1,
+    max_evals: int = 8,
+    max_loss_fraction: float = 0.01,
+    load_fractions: Sequence[float] = (0.25, 0.5, 0.8, 1.0),
+    max_replicas: int = 256,
+    min_requests: int = 200,
+    progress: Callable[[str], None] | None = None,
+) -> CapacityReport:
+    """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
+
+    Per seed: ``find_capacity`` starting at the scenario's rate. Then the fewest replicas that
+    sustain ``target_rate`` (default: the scenario's rate) on every seed, starting from
+    ``ceil(target / mean capacity)`` and walking up/down by one. Finally every candidate is
+    simulated at ``load_fractions`` × the baseline's mean capacity so decisions can compare
+    candidates at equal load. Searches and load levels use the scenario's replica count (a
+    restart scenario needs its second replica to reroute to); capacity is reported per replica
+    (the fleet's divided by its replicas).
+    """
+    import polars as pl
+
+    from sim.results.runner import resolve_profile
+
+    profile = resolve_profile(scenario, profile)
+    criteria = criteria_from_scenario(scenario, percentile, max_loss_fraction)
+    base_rate = arrival_rate(scenario)
+    target = float(target_rate if target_rate is not None else base_rate)
+    if not target > 0:
+        raise SpecplanError(f"--target-rate: must be > 0 req/s, got {target}")
+    seeds = tuple(int(s) for s in (seeds if seeds is not None else scenario.run.seeds))
+    names = [c.name for c in scenario.candidates]
+    chosen = list(candidates) if candidates else names
+    for c in chosen:
+        if c not in names:
+            raise SpecplanError(f"--candidates: unknown candidate {c!r}; the scenario has "
+                                f"{', '.join(names)}")
+    if not scenario.run.drain:
+        # an undrained run drops its backlog unseen; capacity must see it
+        scenario = scenario.with_overrides({"run.drain": True})
+    load = SimulatedLoad(scenario, profile, criteria, min_requests)
+    say = progress or (lambda _msg: None)
+    pw = scenario.workload.piecewise
+    if pw is not None:
+        load.notes.add(f"rates are mean arrival rates over the run; the piecewise profile peaks at "
+                       f"{pw.max_rate() / base_rate:.2g}× its mean")
+    fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
+
+    results: list[CandidateCapacity] = []
+    op_rows: list[dict[str, Any]] = []
+    found: list[float] = []
+    for name in chosen:
+        per_seed: list[CapacitySearch] = []
+        for seed in seeds:
+            # warm start: this candidate's earlier seeds (close: small steps), else the other
+            # candidates' capacities (same order of magnitude), else the scenario's rate
+            mine = [x.rate for x in per_seed if x.rate > 0]
+            start, growth = ((float(np.mean(mine)), 1.25) if mine else
+                             (float(np.mean(found)), 1.5) if found else (base_rate, 2.0))
+            say(f"{name}: searching capacity, seed {seed}")
+            per_seed.append(find_capacity(lambda r, n=name, s=seed: load.probe(n, r, s, fleet), start,
+                                          rel_tol=rel_tol, max_evals=max_evals, growth=growth))
+        found += [x.rate for x in per_seed if x.rate > 0]
+        cap = float(np.mean([s.rate for s in per_seed])) / fleet
+        say(f"{name}: replicas for {target:g} req/s")
+        n, status, row = _fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas)
+        if row is not None:
+            op_rows.append({**row, "replicas": n, "rate": target})
+        results.append(CandidateCapacity(name, tuple(per_seed), seeds, target, n, status, row,
+                                         fleet_replicas=fleet))
+
+    base = next((r for r in results if r.candidate == scenario.baseline.name), None)
+    ref = base.fleet_mean if base is not None and base.mean > 0 else max(r.fleet_mean for r in results)
+    if not ref > 0:
+        # nothing sustains the SLOs at any probed rate: still compare the candidates, at
+        # fractions of the scenario's own rate, so the decision table can say why
+        ref = base_rate
+        load.notes.add(f"no candidate sustains the SLOs at any probed rate; load levels are "
+                       f"fractions of the scenario's rate ({base_rate:g} req/s) instead")
+    from sim.decisions.bottleneck import attribute_result
+
+    load_frames = []
+    attributions = []
+    if ref > 0:
+        for frac in load_fractions:
+            rate = frac * ref
+            for name in chosen:
+                say(f"{name}: load level {frac:g} × capacity")
+                res = load.result(name, rate, fleet, seeds)
+                attributions += attribute_result(res, profile, rate / fleet)
+                ks = {c.name: c.max_k for c in scenario.candidates}
+                load_frames.append(res.summary.with_columns(
+                    pl.lit(rate / fleet).alias("rate"), pl.lit(rate).alias("fleet_rate"),
+                    pl.lit(frac).alias("load_fraction"),
+                    pl.lit(fleet).alias("replicas"), pl.lit(ks.get(name, 0)).alias("k")))
+    load_summary = pl.concat(load_frames, how="diagonal_relaxed") if load_frames else pl.DataFrame()
+    operating = pl.from_dicts(op_rows, infer_schema_length=None) if op_rows else pl.DataFrame()
+    return CapacityReport(
+        scenario_name=scenario.name, criteria=criteria, candidates=tuple(results),
+        load_summary=load_summary, operating_summary=operating,
+        sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
+        duration_s=float(scenario.run.duration_s), bottlenecks=tuple(attributions),
+        notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
+        price_source=(f"cost: scenario fleet.price_per_gpu_hour = {scenario.fleet.price_per_gpu_hour} $/h "
+                      f"per replica, draft_price_per_hour = {scenario.fleet.draft_price_per_hour} $/h "
+                      f"(prices as the scenario states them)"),
+    )
+
+
+def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean over seeds of numeric columns (others from the first row); adds ``n_seeds``."""
+    out: dict[str, Any] = dict(rows[0])
+    for k, v in rows[0].items():
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            vals = [float(r[k]) for r in rows if r.get(k) is not None]
+            out[k] = float(np.mean(vals)) if vals else None
+    out["n_seeds"] = len(rows)
+    out.pop("seed", None)
+    return out
+
+
+def _fewest_replicas(load: SimulatedLoad, name: str, target: float, cap: float,
+                     seeds: Sequence[int], criteria: SustainCriteria,
+                     max_replicas: int) -> tuple[int | None, str, dict[str, Any] | None]:
+    """Smallest n whose fleet sustains ``target`` on every seed; (None, why, None) if > max.
+
+    Starts at ``ceil(target / capacity per replica)``, gallops (1, 2, 4, … away) to a count
+    that passes and one that fails, then bisects: more replicas never serve a rate worse, so
+    this is the same monotone search as the rate's, on integers."""
+
+    def ok(n: int) -> tuple[bool, dict[str, Any]]:
+        start = len(load.rows)
+        probes = [load.probe(name, target, sd, n) for sd in seeds]
+        return all(p.sustained for p in probes), mean_row(load.rows[start:])
+
+    if not cap > 0:
+        return None, "no capacity found: more replicas cannot help a per-request SLO", None
+    n = min(max(1, math.ceil(target / cap)), max_replicas)
+    cache: dict[int, tuple[bool, dict[str, Any]]] = {}
+
+    def check(m: int) -> bool:
+        if m not in cache:
+            cache[m] = ok(m)
+        return cache[m][0]
+
+    # gallop to a passing count, then bisect between the last failing and the first passing
+    if check(n):
+        good, bad = n, 0
+        step = 1
+        while good - step >= 1 and check(good - step):
+            good, step = good - step, step * 2
+        bad = max(bad, good - step) if good - step >= 1 else 0
+    else:
+        bad, step = n, 1
+        good = 0
+        while bad + step <= max_replicas:
+            if check(bad + step):
+                good = bad + step
+                break
+            bad, step = bad + step, step * 2
+        if not good:
+            if bad < max_replicas and check(max_replicas):
+                good = max_replicas
+            else:
+                return None, f"not sustained with {max_replicas} replicas", None
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if check(mid):
+            good = mid
+        else:
+            bad = mid
+    return good, "sustained on every seed", cache[good][1]

@@ -1,0 +1,228 @@
+"""All candidates × seeds of a scenario, aggregated to mean and 95% CI per metric.
+
+Each seed's workload is generated once and served by every candidate (common random numbers),
+so differences between candidates are not differences between request samples. The
+confidence interval is Student t over seeds: with few seeds it is wide, as it should be.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile, load_profile
+from sim.contracts.scenario import Candidate, Scenario
+from sim.contracts.trace import read_trace
+from sim.model.engine import StepTimer
+from sim.model.workload import generate_requests
+from sim.results import metric_names as mn
+from sim.results.simulation import RunResult, extrapolation_notes, simulate_once
+
+# two-sided 95% Student t quantiles t_{0.975, df} for df = 1..30
+_T975 = (
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+)
+
+
+def t_quantile_975(df: int) -> float:
+    """``t_{0.975, df}``: table up to 30, then the Cornish–Fisher expansion (error < 1e-4)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959963984540054
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
+
+
+def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and CI half-width over seeds; nulls are skipped, ``inf`` propagates (CI null)."""
+    xs = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not xs:
+        return None, None
+    if any(math.isinf(x) for x in xs):
+        return (math.inf if all(x > 0 for x in xs if math.isinf(x)) else -math.inf), None
+    mean = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return mean, None
+    sd = float(np.std(xs, ddof=1))
+    return mean, t_quantile_975(len(xs) - 1) * sd / math.sqrt(len(xs))
+
+
+def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:
+    """Per-seed summary rows → one row per (candidate, segment): mean and ``_ci95`` columns."""
+    metric_cols = [c for c in mn.METRIC_COLUMNS if c in per_seed.columns]
+    rows = []
+    order: list[tuple[str, str]] = []
+    for key in per_seed.select(mn.CANDIDATE, mn.SEGMENT).iter_rows():
+        if key not in order:
+            order.append(key)
+    for cand, seg in order:
+        g = per_seed.filter((pl.col(mn.CANDIDATE) == cand) & (pl.col(mn.SEGMENT) == seg))
+        row: dict[str, object] = {mn.CANDIDATE: cand, mn.SEGMENT: seg, mn.N_SEEDS: g.height}
+        cis: dict[str, object] = {}
+        for col in metric_cols:
+            mean, ci = mean_ci95(g[col].to_list())
+            row[col] = mean
+            cis[mn.ci_col(col)] = ci
+        row.update(cis)
+        rows.append(row)
+    schema: dict[str, pl.DataType] = {
+        mn.CANDIDATE: pl.String(), mn.SEGMENT: pl.String(), mn.N_SEEDS: pl.Int64()
+    }
+    for col in metric_cols:
+        schema[col] = pl.Float64()
+    for col in metric_cols:
+        schema[mn.ci_col(col)] = pl.Float64()
+    return pl.DataFrame(rows, schema=schema)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """Everything one ``specplan simulate`` produces."""
+
+    scenario: Scenario
+    summary: pl.DataFrame
+    """Aggregated: one row per candidate and segment, metric means and ``_ci95`` half-widths."""
+    per_seed: pl.DataFrame
+    """The per-seed summary rows the aggregate was computed from."""
+    requests: pl.DataFrame
+    steps: pl.DataFrame
+    sources: tuple[str, ...]
+    """Provenance of every profile section used, plus assumed acceptance lines."""
+    notes: tuple[str, ...]
+    """Extrapolation and approximation notes."""
+    candidates: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write requests/steps/summary Parquet and summary.json into ``out_dir``."""
+        out = Path(out_dir)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecplanError(f"{out}: cannot create output folder ({exc.strerror})") from None
+        paths = [out / "requests.parquet", out / "steps.parquet", out / "summary.parquet"]
+        for frame, path in zip((self.requests, self.steps, self.summary), paths, strict=True):
+            frame.write_parquet(path, statistics=False)
+        js = out / "summary.json"
+        js.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        return [*paths, js]
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON: ``inf`` cost per good answer becomes null with a label."""
+        rows = []
+        for row in self.summary.iter_rows(named=True):
+            clean: dict[str, object] = {}
+            for k, v in row.items():
+                if isinstance(v, float) and math.isinf(v):
+                    clean[k] = None
+                    clean[f"{k}_note"] = "no SLO-conformant answers (infinite)"
+                else:
+                    clean[k] = v
+            rows.append(clean)
+        return {
+            "scenario": self.scenario.name,
+            "candidates": list(self.candidates),
+            "seeds": list(self.seeds),
+            "slo": self.scenario.slo.limits,
+            "summary": rows,
+            "sources": list(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+def resolve_profile(scenario: Scenario, profile: Profile | str | Path | None) -> Profile:
+    """The profile to use: given, or the scenario's ``fleet.profile``."""
+    if isinstance(profile, Profile):
+        return profile
+    if profile is not None:
+        return load_profile(profile)
+    return load_profile(scenario.require_profile_path())
+
+
+def run_scenario(
+    scenario: Scenario,
+    profile: Profile | str | Path | None = None,
+    candidates: Sequence[str | Candidate] | None = None,
+    seeds: Sequence[int] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    step_timer_factory: Callable[[Profile], StepTimer] | None = None,
+) -> ScenarioResult:
+    """Simulate every candidate on every seed; ``progress(done, total, label)`` after each run."""
+    prof = resolve_profile(scenario, profile)
+    cands = [
+        scenario.candidate(c) if isinstance(c, str) else c
+        for c in (candidates if candidates is not None else scenario.candidates)
+    ]
+    # baseline first, then the others in scenario order
+    cands.sort(key=lambda c: not c.is_baseline)
+    seed_list = tuple(seeds if seeds is not None else scenario.run.seeds)
+    if not seed_list:
+        raise SpecplanError("no seeds to run; give at least one (run.seeds or --seeds)")
+    if not cands:
+        raise SpecplanError("no candidates to run")
+    trace = None
+    if scenario.workload.arrival == "trace":
+        assert scenario.trace_path is not None
+        trace = read_trace(scenario.trace_path)
+    total = len(cands) * len(seed_list)
+    done = 0
+    runs: list[RunResult] = []
+    for seed in seed_list:
+        work_ss = np.random.SeedSequence(seed).spawn(2)[0]
+        specs = generate_requests(scenario, rng=work_ss, trace=trace)
+        for cand in cands:
+            timer = step_timer_factory(prof) if step_timer_factory is not None else None
+            runs.append(simulate_once(scenario, prof, cand, seed, timer, requests=specs))
+            done += 1
+            if progress is not None:
+                progress(done, total, f"{cand.name} seed {seed}")
+    order = {c.name: i for i, c in enumerate(cands)}
+    runs.sort(key=lambda r: (order[r.candidate], r.seed))
+    per_seed = pl.concat([r.summary for r in runs], how="vertical")
+    summary = aggregate(per_seed)
+    sources = list(prof.sources())
+    notes: list[str] = []
+    extrap: dict[str, dict[str, int]] = {}
+    steps_by: dict[str, int] = {}
+    for r in runs:
+        for line in r.sources:
+            if line not in sources:
+                sources.append(line)
+        counts = r.extra.get("extrapolations") or {}
+        per = extrap.setdefault(r.candidate, {})
+        for what, n in counts.items():
+            per[what] = per.get(what, 0) + n
+        steps_by[r.candidate] = steps_by.get(r.candidate, 0) + int(r.extra.get("timer_steps", 0))
+        for line in r.notes:
+            if line not in notes:
+                notes.append(line)
+    for cand, counts in extrap.items():
+        notes.extend(
+            extrapolation_notes(counts, steps_by[cand], f"{cand}, {len(seed_list)} seed(s)")
+        )
+    return ScenarioResult(
+        scenario=scenario,
+        summary=summary,
+        per_seed=per_seed,
+        requests=pl.concat([r.requests for r in runs], how="vertical"),
+        steps=pl.concat([r.steps for r in runs], how="vertical"),
+        sources=tuple(sources),
+        notes=tuple(notes),
+        candidates=tuple(c.name for c in cands),
+        seeds=seed_list,
+    )
