@@ -12,7 +12,7 @@ import polars as pl
 from cli.main import main
 from tests.helpers import write_scenario
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SCENARIO = """
 name = "cli"

@@ -19,7 +19,7 @@ from sim.contracts.synthetic import synthetic_profile_dict
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # four browser sessions: ~1 min together
 
-SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 SCENARIO = """
 name = "small"

@@ -43,7 +43,7 @@ def test_builtin_llama_configs_have_the_real_parameter_counts():
 
 
 def test_config_from_a_json_file(tmp_path: Path):
-    cfg = Path(__file__).resolve().parents[1] / "profiler" / "builtin_configs" / "tiny-llama.json"
+    cfg = Path(__file__).resolve().parents[2] / "profiler" / "builtin_configs" / "tiny-llama.json"
     copy = tmp_path / "my.json"
     copy.write_text(cfg.read_text())
     m = load_model(f"config:{copy}", device="cpu")

@@ -327,7 +327,7 @@ def test_keep_freed_memory_keeps_a_freed_heap_top_in_the_process():
     import subprocess
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
 
     def dropped(mode: str) -> int:
         out = subprocess.run([sys.executable, "-c", _FREE_AT_TOP, mode], cwd=root, capture_output=True,

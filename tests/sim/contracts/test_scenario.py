@@ -18,7 +18,7 @@ from sim.contracts.scenario import (
     resolve_path,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
 TRACES = REPO.parent / "shared" / "traces"
 

@@ -10,7 +10,7 @@ import pytest
 from sim.contracts.errors import SpecplanError
 from sim.contracts.trace import read_trace
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 

@@ -20,7 +20,7 @@ from sim.model.workload import (
     renewal_arrivals,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 TRACES = REPO.parent / "shared" / "traces"
 
 
