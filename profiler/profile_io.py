@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import Profile
+from sim.contracts.profile import SCHEMA, SCHEMA_VERSION, Profile
 
-SCHEMA = "specplan.profile"
-SCHEMA_VERSION = 1
 _NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

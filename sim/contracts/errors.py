@@ -1,4 +1,7 @@
-"""The one exception type that reaches users as a clean one-line error (exit code 2)."""
+"""The input errors that reach users as a clean one-line message (exit code 2): SpecplanError,
+and FieldError for one field of a frozen dataclass, located as the loader descends."""
+
+from __future__ import annotations
 
 from pathlib import Path
 
@@ -9,6 +12,28 @@ class SpecplanError(Exception):
     Raise it (never print-and-exit) from library code; the CLI turns it into one line on
     stderr and exit code 2, so nothing already computed is lost by a traceback.
     """
+
+
+class FieldError(SpecplanError):
+    """A validation problem of one field, located relative to the dataclass that raised it.
+
+    The scenario loader prefixes the dotted path of the enclosing tables and the file name, so
+    dataclasses stay usable (and their errors readable) when built directly in code.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}" if field else problem)
+
+    def under(self, prefix: str) -> FieldError:
+        """The same problem located under an enclosing path (``prefix.field``)."""
+        if not prefix:
+            return self
+        if not self.field:
+            return FieldError(prefix, self.problem)
+        joiner = "" if self.field.startswith("[") else "."
+        return FieldError(f"{prefix}{joiner}{self.field}", self.problem)
 
 
 def where(path: object, field: str | None = None, line: int | None = None) -> str:

@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import FieldError
 
 DistName = Literal["fixed", "uniform", "lognormal", "empirical"]
 
@@ -29,28 +29,6 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "lognormal": ("median", "sigma"),
     "empirical": ("values",),
 }
-
-
-class FieldError(SpecplanError):
-    """A validation problem of one field, located relative to the dataclass that raised it.
-
-    The scenario loader prefixes the dotted path of the enclosing tables and the file name, so
-    dataclasses stay usable (and their errors readable) when built directly in code.
-    """
-
-    def __init__(self, field: str, problem: str) -> None:
-        self.field = field
-        self.problem = problem
-        super().__init__(f"{field}: {problem}" if field else problem)
-
-    def under(self, prefix: str) -> FieldError:
-        """The same problem located under an enclosing path (``prefix.field``)."""
-        if not prefix:
-            return self
-        if not self.field:
-            return FieldError(prefix, self.problem)
-        joiner = "" if self.field.startswith("[") else "."
-        return FieldError(f"{prefix}{joiner}{self.field}", self.problem)
 
 
 @dataclass(frozen=True, slots=True)

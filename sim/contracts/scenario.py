@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.contracts.errors import SpecplanError, read_text
-from sim.contracts.lengths import FieldError, LengthDist
+from sim.contracts.errors import FieldError, SpecplanError, read_text
+from sim.contracts.lengths import LengthDist
 
 __all__ = [
-    "AcceptanceKey",
+    "AcceptanceRef",
     "AdaptiveConfig",
     "AdmissionConfig",
     "Candidate",
@@ -241,7 +241,7 @@ class TraceConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class AcceptanceKey:
+class AcceptanceRef:
     """Which of the profile's acceptance segments a workload segment uses."""
 
     task: str
@@ -269,7 +269,7 @@ class SegmentConfig:
     trace there, so giving one is an error)."""
     output_tokens: LengthDist | None = None
     """Output length distribution; required except with trace arrivals."""
-    acceptance: AcceptanceKey | None = None
+    acceptance: AcceptanceRef | None = None
     """Key into the profile's acceptance segments; required by speculative candidates that do
     not give assumed_acceptance."""
     temperature: float = 0.0

@@ -27,24 +27,9 @@ from typing import Any, Literal
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
+from sim.results.intervals import ci95_halfwidth
 
 SLO_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2el", "pause")
-
-# Two-sided 95 % Student t critical values by degrees of freedom (1..30); beyond 30 the normal
-# value is within 2 % and is used.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def ci95_halfwidth(values: Sequence[float]) -> float:
-    """Half-width of the 95 % confidence interval of the mean (Student t); 0 for one value."""
-    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
-    if v.size < 2:
-        return 0.0
-    t = _T95[v.size - 2] if v.size - 1 <= len(_T95) else 1.96
-    return float(t * v.std(ddof=1) / math.sqrt(v.size))
-
 
 # ---------------------------------------------------------------------------------------------
 # Root finding over a monotone pass/fail check

@@ -15,11 +15,11 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import simpy
 
+from sim.contracts.scenario import RestartConfig
 from sim.model.router import Router, Routing
 from sim.model.scheduler import DONE, Request, Scheduler, SchedulerConfig
 from sim.model.speculation import OFF, PolicyState, SpeculationPolicy
@@ -28,30 +28,6 @@ from sim.model.step_time import DecodeBatchRows, StepShape
 StepTimer = Callable[[StepShape], float]
 
 _UNIFORM_CHUNK = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class RestartPlan:
-    """One replica restart during the run ([fleet.restart] of a scenario)."""
-
-    at_s: float
-    """Simulated time the replica goes down."""
-    replica: int
-    """Which replica (0-based)."""
-    cold_start_s: float
-    """How long it stays down."""
-    on_restart: Literal["reroute", "drop"] = "reroute"
-    """reroute: in-flight requests recompute from scratch elsewhere; drop: they are lost."""
-    fallback: Literal["baseline", "same"] = "same"
-    """baseline: the replica comes back without speculation."""
-
-    def __post_init__(self) -> None:
-        if self.at_s < 0 or self.cold_start_s < 0:
-            raise ValueError("restart at_s and cold_start_s must be >= 0")
-        if self.on_restart not in ("reroute", "drop"):
-            raise ValueError(f"on_restart {self.on_restart!r}: valid are reroute, drop")
-        if self.fallback not in ("baseline", "same"):
-            raise ValueError(f"fallback {self.fallback!r}: valid are baseline, same")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +40,7 @@ class FleetSpec:
     """Proposer named in step shapes when ``k > 0``."""
     replicas: int = 1
     routing: Routing = "least_outstanding"
-    restart: RestartPlan | None = None
+    restart: RestartConfig | None = None
     drain: bool = True
     """True: run until every request ends; False: stop at ``duration_s``."""
     duration_s: float | None = None
@@ -339,7 +315,7 @@ class Fleet:
                 yield env.timeout(dt)
             replicas[router.pick()].submit(req, env.now)
 
-    def _restart_at(self, plan: RestartPlan):
+    def _restart_at(self, plan: RestartConfig):
         yield self.env.timeout(plan.at_s)
         proc = self.replicas[plan.replica].proc
         assert proc is not None

@@ -20,7 +20,7 @@ from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Candidate, Scenario
 from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
-from sim.model.engine import Fleet, FleetSpec, RestartPlan, StepTimer
+from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.kv_capacity import kv_capacity
 from sim.model.scheduler import Request, SchedulerConfig
 from sim.model.speculation import SpeculationPolicy, policy_from_candidate
@@ -136,11 +136,7 @@ def simulate_once(
         proposer=proposer,
         replicas=scenario.fleet.replicas,
         routing=scenario.fleet.routing,
-        restart=None
-        if restart is None
-        else RestartPlan(
-            restart.at_s, restart.replica, restart.cold_start_s, restart.on_restart, restart.fallback
-        ),
+        restart=restart,
         drain=scenario.run.drain,
         duration_s=scenario.run.duration_s,
     )

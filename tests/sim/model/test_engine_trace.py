@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from sim.model.engine import Fleet, FleetSpec, RestartPlan
+from sim.contracts.scenario import RestartConfig
+from sim.model.engine import Fleet, FleetSpec
 from sim.model.scheduler import Request, SchedulerConfig
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_time import FixedStepTimer
@@ -155,7 +156,7 @@ def restart_run(on_restart: str, replicas: int = 1, extra: list[Request] | None 
         SpeculationPolicy("fixed", k=2),
         proposer="p",
         replicas=replicas,
-        restart=RestartPlan(at_s=0.25, replica=0, cold_start_s=1.0, on_restart=on_restart,
+        restart=RestartConfig(at_s=0.25, replica=0, cold_start_s=1.0, on_restart=on_restart,
                             fallback="baseline"),
     )
     fleet = Fleet(spec, FixedStepTimer(0.1), np.random.default_rng(0))

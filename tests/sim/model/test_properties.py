@@ -12,7 +12,8 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.model.engine import Fleet, FleetSpec, RestartPlan
+from sim.contracts.scenario import RestartConfig
+from sim.model.engine import Fleet, FleetSpec
 from sim.model.scheduler import Request, SchedulerConfig
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_time import StepShape
@@ -58,7 +59,7 @@ def fleets(draw):
     replicas = draw(st.integers(1, 2))
     restart = None
     if draw(st.booleans()):
-        restart = RestartPlan(
+        restart = RestartConfig(
             at_s=draw(st.floats(0.0, 3.0)),
             replica=draw(st.integers(0, replicas - 1)),
             cold_start_s=draw(st.floats(0.0, 2.0)),

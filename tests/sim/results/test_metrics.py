@@ -169,7 +169,7 @@ def test_number_in_system() -> None:
 
 
 def test_ci95_is_student_t_over_seeds() -> None:
-    from sim.results.runner import mean_ci95, t_quantile_975
+    from sim.results.intervals import mean_ci95, t_quantile_975
 
     mean, ci = mean_ci95([1.0, 2.0, 3.0])
     assert mean == pytest.approx(2.0)
