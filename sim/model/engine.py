@@ -14,7 +14,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -22,7 +22,8 @@ import simpy
 from sim.contracts.scenario import RestartConfig
 from sim.model.router import Router, Routing
 from sim.model.scheduler import DONE, Request, Scheduler, SchedulerConfig
-from sim.model.speculation import OFF, PolicyState, SpeculationPolicy
+from sim.model.speculation import OFF, SpeculationPolicy
+from sim.model.step_protocol import FleetRun, StepCycle, StepLog
 from sim.model.step_time import DecodeBatchRows, StepShape
 
 StepTimer = Callable[[StepShape], float]
@@ -58,63 +59,6 @@ class FleetSpec:
             )
 
 
-@dataclass
-class StepLog:
-    """Per-step columns as compact arrays (8 bytes a value), turned into a frame at the end."""
-
-    replica: array = field(default_factory=lambda: array("q"))
-    t_start_s: array = field(default_factory=lambda: array("d"))
-    duration_s: array = field(default_factory=lambda: array("d"))
-    decode_seqs: array = field(default_factory=lambda: array("q"))
-    prefill_tokens: array = field(default_factory=lambda: array("q"))
-    k: array = field(default_factory=lambda: array("q"))
-    draft_tokens: array = field(default_factory=lambda: array("q"))
-    accepted_tokens: array = field(default_factory=lambda: array("q"))
-    queue_len: array = field(default_factory=lambda: array("q"))
-    kv_used_blocks: array = field(default_factory=lambda: array("q"))
-    kv_total_blocks: array = field(default_factory=lambda: array("q"))
-    preempted: array = field(default_factory=lambda: array("q"))
-
-    def __len__(self) -> int:
-        return len(self.t_start_s)
-
-    @classmethod
-    def from_flat(cls, flat: array) -> StepLog:
-        """Columns from ``(replica, t_start_s, duration_s, decode_seqs, prefill_tokens, k,
-        accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted)`` rows stored
-        back to back in one float array (one ``extend`` per step in the hot loop)."""
-        m = np.frombuffer(flat, dtype=np.float64).reshape(-1, 11) if len(flat) else np.empty((0, 11))
-        log = cls()
-        ints = m[:, [0, 3, 4, 5, 6, 7, 8, 9, 10]].astype(np.int64)
-        log.replica = array("q", ints[:, 0].tobytes())
-        log.t_start_s = array("d", np.ascontiguousarray(m[:, 1]).tobytes())
-        log.duration_s = array("d", np.ascontiguousarray(m[:, 2]).tobytes())
-        log.decode_seqs = array("q", ints[:, 1].tobytes())
-        log.prefill_tokens = array("q", ints[:, 2].tobytes())
-        log.k = array("q", ints[:, 3].tobytes())
-        log.draft_tokens = array("q", (ints[:, 1] * ints[:, 3]).tobytes())
-        log.accepted_tokens = array("q", ints[:, 4].tobytes())
-        log.queue_len = array("q", ints[:, 5].tobytes())
-        log.kv_used_blocks = array("q", ints[:, 6].tobytes())
-        log.kv_total_blocks = array("q", ints[:, 7].tobytes())
-        log.preempted = array("q", ints[:, 8].tobytes())
-        return log
-
-
-@dataclass
-class FleetRun:
-    """Raw outcome of one fleet simulation (turned into frames by sim.results.records)."""
-
-    requests: list[Request]
-    steps: StepLog
-    gap_idx: array
-    """Request index of each inter-burst gap (ITL sample)."""
-    gap_s: array
-    """Seconds between a burst and the previous one of the same request."""
-    end_s: float
-    """Simulated time the run ended."""
-
-
 class _Uniforms:
     """Uniforms from one generator, drawn in chunks (same sequence as one ``random()`` a time)."""
 
@@ -144,9 +88,8 @@ class Replica:
         self.fleet = fleet
         self.index = index
         self.scheduler = scheduler
-        self.policy = policy
-        self.policy_state = PolicyState()
-        self.batch_rows = DecodeBatchRows()
+        self.cycle = StepCycle(index, scheduler, policy, fleet.spec.proposer, fleet.step_rows)
+        """The step protocol (choose k, shape, update, log) this replica drives on SimPy's clock."""
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
@@ -172,28 +115,24 @@ class Replica:
         if w is not None and not w.triggered:
             w.succeed()
 
-    def run(self):  # noqa: C901 - the hot loop, kept flat on purpose
+    def run(self):
+        """The replica's SimPy process: one event per engine iteration (see StepCycle).
+
+        Why one function of ~60 lines: this is the simulator's hot loop; the protocol's parts
+        live in StepCycle, what stays here is the clock (timeout, interrupt) and the draws.
+        """
         fleet = self.fleet
         env = fleet.env
         sched = self.scheduler
+        cycle = self.cycle
         timer = fleet.step_timer
-        log_extend = fleet.step_rows.extend
         uni = fleet.uniforms
         gap_idx = fleet.gap_idx
         gap_s = fleet.gap_s
-        proposer = fleet.spec.proposer
-        kv_total = sched.config.kv_blocks
         idx = self.index
         while True:
-            policy = self.policy
-            if policy.name == "fixed":
-                k = policy.k
-            elif policy.name == "off":
-                k = 0
-            else:
-                k = policy.k_for(self.policy_state, sched.num_decoding())
             now = env.now
-            plan = sched.schedule(now, k)
+            plan = cycle.plan(now)
             if not plan.decode and not plan.prefill:
                 if plan.preempted:
                     continue  # everything running was preempted: admit from the queue now
@@ -210,32 +149,17 @@ class Replica:
                     yield from self._restart()
                 self.wake = None
                 continue
-            nd = len(plan.decode)
-            pk = plan.k
-            qlen = len(sched.waiting)
-            kv_used = kv_total - sched.free_blocks
-            joined, left = self.batch_rows.change([r.id for r in plan.decode])
-            dt = timer(
-                StepShape(
-                    nd,
-                    plan.decode_context,
-                    pk,
-                    proposer if pk else None,
-                    plan.prefill_tokens,
-                    plan.prefill_context,
-                    plan.decode_context_max,
-                    now,
-                    joined,
-                    left,
-                )
-            )
+            dt = timer(cycle.shape(plan, now))
             try:
                 yield env.timeout(dt)
             except simpy.Interrupt:
                 yield from self._restart()
                 continue
             end = env.now
+            accepted = None
+            pk = plan.k
             if pk:
+                nd = len(plan.decode)
                 pos = uni.pos
                 end_pos = pos + nd
                 if end_pos > len(uni.buf):
@@ -247,15 +171,7 @@ class Replica:
                     bisect_left(r.negrates, -u, 0, pk)
                     for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
                 ]
-                total_acc = sched.update(plan, accepted, end, gap_idx, gap_s)
-            else:
-                total_acc = sched.update(plan, None, end, gap_idx, gap_s)
-            log_extend(
-                (idx, now, dt, nd, plan.prefill_tokens, pk, total_acc, qlen, kv_used, kv_total,
-                 len(plan.preempted))
-            )
-            if policy.name == "adaptive":
-                policy.observe(self.policy_state, end, dt, nd)
+            cycle.finish(plan, accepted, now, dt, end, gap_idx, gap_s)
 
     def _restart(self):
         """Go down now, hand in-flight work on (or drop it), come back after the cold start."""
@@ -264,7 +180,7 @@ class Replica:
         plan = fleet.spec.restart
         assert plan is not None
         self.up = False
-        self.batch_rows = DecodeBatchRows()  # the batch's KV is gone with the process
+        self.cycle.batch_rows = DecodeBatchRows()  # the batch's KV is gone with the process
         now = env.now
         if plan.on_restart == "drop":
             self.scheduler.drop_all(now)
@@ -278,7 +194,7 @@ class Replica:
         yield env.timeout(plan.cold_start_s)
         self.up = True
         if plan.fallback == "baseline":
-            self.policy = OFF
+            self.cycle.policy = OFF
 
 
 class Fleet:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from sim.model.engine import FleetRun
+from sim.model.step_protocol import FleetRun
 
 REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "candidate": pl.String(),
