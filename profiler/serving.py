@@ -46,10 +46,10 @@ from transformers import DynamicCache
 
 from profiler.models import architecture, count_parameters
 from profiler.timing import crop_to
-from sim.model.engine import FleetRun, StepLog
 from sim.model.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
-from sim.model.speculation import PolicyState, SpeculationPolicy
-from sim.model.step_time import DecodeBatchRows, StepShape
+from sim.model.speculation import SpeculationPolicy
+from sim.model.step_protocol import ROW_WIDTH, FleetRun, StepCycle, StepLog
+from sim.model.step_time import StepShape
 from sim.results import records
 
 HOLE_LIMIT = 16
@@ -711,15 +711,14 @@ def serve(
     k_max = policy.k_max
     sched = Scheduler(config)
     execu = BatchExecutor(model, proposer_factory=proposer_factory)
-    batch_rows = DecodeBatchRows()
-    pstate = PolicyState()
     sreqs = [
         Request(idx=i, id=spec.id, arrival_s=spec.arrival_s, prompt_tokens=len(spec.prompt_ids),
                 output_tokens=spec.output_tokens, segment=spec.segment, timeout_s=spec.timeout_s)
         for i, spec in enumerate(order)
     ]
     by_id = {r.id: r for r in sreqs}
-    log = StepLog()
+    rows: array = array("d")
+    cycle = StepCycle(0, sched, policy, proposer_name, rows)
     gap_idx: array = array("q")
     gap_s: array = array("d")
     bursts: list[tuple[int, float, int]] = []
@@ -728,7 +727,6 @@ def serve(
     widths: list[int] = []
     n = len(order)
     say = progress or (lambda _m: None)
-    kv_total = config.kv_blocks
 
     virtual = step_timer is not None
     vnow = 0.0
@@ -775,14 +773,8 @@ def serve(
             if max_wall_s is not None and not virtual and now > max_wall_s:
                 aborted = True
                 break
-            if policy.name == "fixed":
-                k = policy.k
-            elif policy.name == "off":
-                k = 0
-            else:
-                k = policy.k_for(pstate, sched.num_decoding())
             done_before = len(sched.finished)
-            plan = sched.schedule(now, k)
+            plan = cycle.plan(now)
             for r in sched.finished[done_before:]:
                 execu.release(r.id)  # expired while waiting or running
             if plan.empty:
@@ -807,15 +799,8 @@ def serve(
             plans.append(PlanRecord.of(plan))
             gen_before = {r.id: r.generated for r in plan.decode}
             gen_before.update({r.id: r.generated for r, _ in plan.prefill})
-            nd = len(plan.decode)
-            qlen = len(sched.waiting)
-            kv_used = kv_total - sched.free_blocks
             start = clock()
-            joined, left = batch_rows.change([r.id for r in plan.decode])
-            shape = StepShape(nd, plan.decode_context, plan.k,
-                              proposer_name if plan.k else None,
-                              plan.prefill_tokens, plan.prefill_context, plan.decode_context_max, start,
-                              joined, left)
+            shape = cycle.shape(plan, start)
             shapes.append(shape)
             execu.last_width = 0
             accepted = execu.execute(plan)
@@ -825,24 +810,14 @@ def serve(
                 vnow = start + step_timer(shape)
             end = clock()
             done_before = len(sched.finished)
-            total_acc = sched.update(plan, accepted if plan.k else None, end, gap_idx, gap_s)
+            cycle.finish(plan, accepted, start, end - start, end, gap_idx, gap_s)
             for rid, g in gen_before.items():
                 got = by_id[rid].generated - g
                 if got > 0:
                     bursts.append((rid, end, got))
             for r in sched.finished[done_before:]:
                 execu.release(r.id)
-            for col, val in (
-                ("replica", 0), ("t_start_s", start), ("duration_s", end - start),
-                ("decode_seqs", nd), ("prefill_tokens", plan.prefill_tokens), ("k", plan.k),
-                ("draft_tokens", nd * plan.k), ("accepted_tokens", total_acc),
-                ("queue_len", qlen), ("kv_used_blocks", kv_used), ("kv_total_blocks", kv_total),
-                ("preempted", len(plan.preempted)),
-            ):
-                getattr(log, col).append(val)
-            if policy.name == "adaptive":
-                policy.observe(pstate, end, end - start, nd)
-            if len(log) % 200 == 0:
+            if len(rows) % (200 * ROW_WIDTH) == 0:
                 say(f"{candidate}: {len(sched.finished)}/{n} requests ended, t={end:.1f}s")
     finally:
         if feeder is not None:
@@ -855,7 +830,7 @@ def serve(
             req.finish_s = None
     if aborted:
         say(f"{candidate}: stopped after {wall:.0f}s (max_wall_s); unfinished requests kept as such")
-    run = FleetRun(sreqs, log, gap_idx, gap_s, wall)
+    run = FleetRun(sreqs, StepLog.from_flat(rows), gap_idx, gap_s, wall)
     outputs = {rid: tuple(sq.generated) for rid, sq in execu.seqs.items()}
     return ServingResult(
         requests=records.requests_frame(run, candidate, seed, warmup_s),
