@@ -9,58 +9,23 @@ import polars as pl
 import pytest
 
 from cli.main import main
-from tests.helpers import write_scenario
+from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
 
-SCENARIO = """
-name = "tiny"
-[run]
-duration_s = 120
-warmup_s = 10
-seeds = [1, 2]
-
-[workload]
-arrival = "poisson"
-rate = 2.0
-
-[[workload.segments]]
-name = "chat-en"
-share = 0.7
-prompt_tokens = {{dist = "fixed", value = 64}}
-output_tokens = {{dist = "fixed", value = 24}}
-acceptance = {{task = "chat", language = "en"}}
-
-[[workload.segments]]
-name = "code-sv"
-share = 0.3
-prompt_tokens = {{dist = "fixed", value = 128}}
-output_tokens = {{dist = "fixed", value = 40}}
-acceptance = {{task = "code", language = "sv"}}
-
-[slo]
-ttft_ms = 1500
-tpot_ms = 60
-
-[fleet]
-profile = "{profile}"
-price_per_gpu_hour = 2.0
-
-[fleet.engine]
-max_num_seqs = 8
-
-[[candidates]]
-name = "baseline"
-speculation = "off"
-
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-"""
+SCENARIO = scenario_toml(
+    'tiny',
+    run={'duration_s': 120, 'warmup_s': 10, 'seeds': [1, 2]},
+    workload={'arrival': 'poisson', 'rate': 2.0},
+    segments=[segment('chat-en', share=0.7, output=24), segment('code-sv', share=0.3, prompt=128, output=40, task='code', language='sv')],
+    slo={'ttft_ms': 1500, 'tpot_ms': 60},
+    fleet={'profile': 'synthetic.json', 'price_per_gpu_hour': 2.0},
+    engine={'max_num_seqs': 8},
+    candidates=[BASELINE, NGRAM_K3],
+)
 
 
 @pytest.fixture()
 def scenario_path(tmp_path: Path) -> Path:
-    return write_scenario(tmp_path, SCENARIO.format(profile="synthetic.json"),
+    return write_scenario(tmp_path, SCENARIO,
                           profile_file="synthetic.json", scenario_file="tiny.toml",
                           segments=(("chat", "en", 0.0), ("code", "sv", 0.0)))
 

@@ -10,36 +10,19 @@ from pathlib import Path
 import polars as pl
 
 from cli.main import main
-from tests.helpers import write_scenario
+from tests.helpers import NGRAM_K3, scenario_toml, segment, write_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
-SCENARIO = """
-name = "cli"
-[run]
-duration_s = 40
-warmup_s = 5
-seeds = [1, 2]
-[workload]
-arrival = "poisson"
-rate = 2.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "fixed", value = 100}
-output_tokens = {dist = "fixed", value = 30}
-acceptance = {task = "chat", language = "en"}
-[slo]
-ttft_ms = 1000
-tpot_ms = 100
-[fleet]
-profile = "profile.json"
-price_per_gpu_hour = 2.0
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-"""
+SCENARIO = scenario_toml(
+    'cli',
+    run={'duration_s': 40, 'warmup_s': 5, 'seeds': [1, 2]},
+    workload={'arrival': 'poisson', 'rate': 2.0},
+    segments=[segment(prompt=100, output=30)],
+    slo={'ttft_ms': 1000, 'tpot_ms': 100},
+    fleet={'profile': 'profile.json', 'price_per_gpu_hour': 2.0},
+    candidates=[NGRAM_K3],
+)
 
 
 def files(tmp_path: Path) -> Path:

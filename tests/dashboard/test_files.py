@@ -17,45 +17,17 @@ from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile_dict
+from tests.helpers import NGRAM_K3, scenario_toml, segment
 
-SCENARIO = """
-name = "tiny"
-[run]
-duration_s = 30
-warmup_s = 5
-seeds = [1, 2]
-[workload]
-arrival = "poisson"
-rate = 1.0
-[[workload.segments]]
-name = "chat"
-share = 0.6
-prompt_tokens = {dist = "fixed", value = 100}
-output_tokens = {dist = "fixed", value = 20}
-acceptance = {task = "chat", language = "en"}
-[[workload.segments]]
-name = "code"
-share = 0.4
-prompt_tokens = {dist = "fixed", value = 200}
-output_tokens = {dist = "fixed", value = 30}
-acceptance = {task = "code", language = "en"}
-[slo]
-ttft_ms = 1000
-tpot_ms = 100
-[fleet]
-profile = "../profiles/syn.json"
-price_per_gpu_hour = 1.0
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-[[candidates]]
-name = "ngram-cut"
-proposer = "ngram"
-k = 4
-policy = "off_above_batch"
-max_batch = 8
-"""
+SCENARIO = scenario_toml(
+    'tiny',
+    run={'duration_s': 30, 'warmup_s': 5, 'seeds': [1, 2]},
+    workload={'arrival': 'poisson', 'rate': 1.0},
+    segments=[segment(share=0.6, prompt=100, output=20), segment('code', share=0.4, prompt=200, output=30, task='code')],
+    slo={'ttft_ms': 1000, 'tpot_ms': 100},
+    fleet={'profile': '../profiles/syn.json', 'price_per_gpu_hour': 1.0},
+    candidates=[NGRAM_K3, {'name': 'ngram-cut', 'proposer': 'ngram', 'k': 4, 'policy': 'off_above_batch', 'max_batch': 8}],
+)
 
 
 @pytest.fixture

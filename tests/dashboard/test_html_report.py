@@ -17,7 +17,7 @@ from dashboard.html_report import (
     write_report,
 )
 from sim.contracts.synthetic import synthetic_profile_dict
-from tests.helpers import write_scenario
+from tests.helpers import NGRAM_K3, scenario_toml, segment, write_scenario
 
 
 def _content() -> ReportContent:
@@ -72,33 +72,16 @@ def test_write_report_atomic(tmp_path: Path):
         write_report(tmp_path / "missing" / "r.html", "x")
 
 
-SCENARIO = """
-name = "tiny"
-description = "report test"
-[run]
-duration_s = 40
-warmup_s = 5
-seeds = [1, 2]
-[workload]
-arrival = "poisson"
-rate = 1.5
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "fixed", value = 120}
-output_tokens = {dist = "fixed", value = 30}
-acceptance = {task = "chat", language = "en"}
-[slo]
-ttft_ms = 800
-tpot_ms = 50
-[fleet]
-profile = "syn.json"
-price_per_gpu_hour = 1.0
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-"""
+SCENARIO = scenario_toml(
+    'tiny',
+    description='report test',
+    run={'duration_s': 40, 'warmup_s': 5, 'seeds': [1, 2]},
+    workload={'arrival': 'poisson', 'rate': 1.5},
+    segments=[segment(prompt=120, output=30)],
+    slo={'ttft_ms': 800, 'tpot_ms': 50},
+    fleet={'profile': 'syn.json', 'price_per_gpu_hour': 1.0},
+    candidates=[NGRAM_K3],
+)
 
 
 def test_cli_report_end_to_end(tmp_path: Path, capsys):

@@ -16,6 +16,7 @@ from sim.model.acceptance import (
     mean_acceptance_length,
     mean_length_interval,
 )
+from tests.helpers import NGRAM_K2, scenario_toml, segment
 
 # (drafts as (k, accepted)), expected drafts, draft tokens, accepted, accepted per position, mean AL
 COUNTING = [
@@ -201,28 +202,14 @@ def test_model_precision_uses_each_requests_drafts() -> None:
     assert no_rows.precision("s", 2)[2] == 0
 
 
-THIN_SCENARIO = """
-name = "thin"
-[run]
-duration_s = 20
-warmup_s = 0
-seeds = [1]
-[workload]
-arrival = "poisson"
-rate = 1.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "fixed", value = 64}
-output_tokens = {dist = "fixed", value = 16}
-acceptance = {task = "chat", language = "en"}
-[fleet]
-profile = "profile.json"
-[[candidates]]
-name = "ngram-k2"
-proposer = "ngram"
-k = 2
-"""
+THIN_SCENARIO = scenario_toml(
+    'thin',
+    run={'duration_s': 20, 'warmup_s': 0, 'seeds': [1]},
+    workload={'arrival': 'poisson', 'rate': 1.0},
+    segments=[segment()],
+    fleet={'profile': 'profile.json'},
+    candidates=[NGRAM_K2],
+)
 
 
 @pytest.mark.parametrize(

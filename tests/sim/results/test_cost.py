@@ -11,7 +11,7 @@ from sim.contracts.scenario import load_scenario
 from sim.results import metric_names as mn
 from sim.results.cost import cost_per_good_answer, describe_cost_per_good_answer, fleet_cost_usd
 from sim.results.runner import run_scenario
-from tests.helpers import write_scenario
+from tests.helpers import NGRAM_K2, scenario_toml, segment, write_scenario
 
 
 def test_fleet_cost_is_hours_times_price_including_idle() -> None:
@@ -30,37 +30,20 @@ def test_cost_per_good_answer() -> None:
     assert "n/a" in describe_cost_per_good_answer(None)
 
 
-SCENARIO = """
-name = "cost"
-[run]
-duration_s = 120
-warmup_s = 20
-seeds = [1]
-[workload]
-arrival = "poisson"
-rate = 2.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {{dist = "fixed", value = 64}}
-output_tokens = {{dist = "fixed", value = 16}}
-acceptance = {{task = "chat", language = "en"}}
-[slo]
-ttft_ms = {ttft}
-[fleet]
-profile = "profile.json"
-replicas = 2
-price_per_gpu_hour = 3.6
-draft_price_per_hour = 0.36
-[[candidates]]
-name = "ngram-k2"
-proposer = "ngram"
-k = 2
-"""
+def scenario_text(ttft: float) -> str:
+    return scenario_toml(
+        'cost',
+        run={'duration_s': 120, 'warmup_s': 20, 'seeds': [1]},
+        workload={'arrival': 'poisson', 'rate': 2.0},
+        segments=[segment()],
+        slo={'ttft_ms': ttft},
+        fleet={'profile': 'profile.json', 'replicas': 2, 'price_per_gpu_hour': 3.6, 'draft_price_per_hour': 0.36},
+        candidates=[NGRAM_K2],
+    )
 
 
 def scenario(tmp_path, ttft: float):
-    return load_scenario(write_scenario(tmp_path, SCENARIO.format(ttft=ttft)))
+    return load_scenario(write_scenario(tmp_path, scenario_text(ttft)))
 
 
 def test_simulated_cost_covers_the_window_and_divides_by_good_answers(tmp_path) -> None:

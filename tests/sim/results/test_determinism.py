@@ -4,45 +4,18 @@ from __future__ import annotations
 
 from sim.contracts.scenario import load_scenario
 from sim.results.runner import run_scenario
-from tests.helpers import write_scenario
+from tests.helpers import NGRAM_K3, scenario_toml, segment, write_scenario
 
-SCENARIO = """
-name = "det"
-[run]
-duration_s = 60
-warmup_s = 5
-seeds = [3]
-[workload]
-arrival = "poisson"
-rate = 3.0
-client_timeout_s = 20
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "lognormal", median = 200, sigma = 0.7, min = 8, max = 2048}
-output_tokens = {dist = "lognormal", median = 60, sigma = 0.7, min = 1, max = 400}
-acceptance = {task = "chat", language = "en"}
-[slo]
-ttft_ms = 500
-[fleet]
-profile = "profile.json"
-replicas = 2
-routing = "round_robin"
-price_per_gpu_hour = 1.0
-[fleet.engine]
-max_num_seqs = 16
-max_num_batched_tokens = 256
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-[[candidates]]
-name = "ngram-adaptive"
-proposer = "ngram"
-policy = "adaptive"
-k = 4
-adaptive = {on_below_batch = 2, off_above_batch = 6, window_s = 2.0}
-"""
+SCENARIO = scenario_toml(
+    'det',
+    run={'duration_s': 60, 'warmup_s': 5, 'seeds': [3]},
+    workload={'arrival': 'poisson', 'rate': 3.0, 'client_timeout_s': 20},
+    segments=[segment(prompt={'dist': 'lognormal', 'median': 200, 'sigma': 0.7, 'min': 8, 'max': 2048}, output={'dist': 'lognormal', 'median': 60, 'sigma': 0.7, 'min': 1, 'max': 400})],
+    slo={'ttft_ms': 500},
+    fleet={'profile': 'profile.json', 'replicas': 2, 'routing': 'round_robin', 'price_per_gpu_hour': 1.0},
+    engine={'max_num_seqs': 16, 'max_num_batched_tokens': 256},
+    candidates=[NGRAM_K3, {'name': 'ngram-adaptive', 'proposer': 'ngram', 'policy': 'adaptive', 'k': 4, 'adaptive': {'on_below_batch': 2, 'off_above_batch': 6, 'window_s': 2.0}}],
+)
 
 
 def write_all(tmp_path, name: str, seeds: list[int]) -> dict[str, bytes]:
