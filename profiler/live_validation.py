@@ -22,7 +22,9 @@ import torch
 from profiler import serving
 from profiler.idle_probes import IdleProbes
 from profiler.models import load_model
+from profiler.serving_prompts import segment_prompts
 from profiler.timing import Point, ReferencePasses, remeasure
+from profiler.warm_up import PeakShape, keep_freed_memory, touch_peak, warm_up
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
@@ -154,7 +156,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     scenario, profile, caps = v.scenario, v.profile, v.capacities
     scenario_path, cands, seed, n_req = v.scenario_path, list(v.candidates), v.seed, v.requests
     reps, real_reps = v.sim_reps, v.real_reps
-    kept = serving.keep_freed_memory()
+    kept = keep_freed_memory()
     if v.threads:
         torch.set_num_threads(v.threads)
     spec = v.model or model_spec(profile)
@@ -166,7 +168,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         say(warn)
     vocab = int(target.identity["architecture"]["vocab_size"])
     max_pos = getattr(target.model.config, "max_position_embeddings", None)
-    serving.warm_up(target.model, vocab)
+    warm_up(target.model, vocab)
 
     seg_keys = {
         s.name: ((s.acceptance.task, s.acceptance.language) if s.acceptance else ("support", "en"))
@@ -192,7 +194,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                     f"{scenario_path}: workload.segments: a request needs {longest} positions but "
                     f"{spec} has a {max_pos}-token window; lower prompt_tokens/output_tokens max"
                 )
-        prompts, pnotes = serving.segment_prompts(specs, seg_keys, target.tokenizer, vocab, seed)
+        prompts, pnotes = segment_prompts(specs, seg_keys, target.tokenizer, vocab, seed)
         notes.extend(pnotes)
         reqs = [serving.ServingRequest(s.id, s.arrival_s, prompts[s.id], s.output_tokens, s.segment, s.timeout_s)
                 for s in specs]
@@ -203,7 +205,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     engine = scenario.fleet.engine
     all_specs = [s for p in points for s in p[4]]
     k_max = max(policy_from_candidate(scenario.candidate(c)).k_max for c in cands)
-    peak = serving.PeakShape(
+    peak = PeakShape(
         decode_seqs=min(engine.max_num_seqs, max(len(p[4]) for p in points)),
         context=max(s.prompt_tokens + s.output_tokens for s in all_specs),
         tokens_per_seq=1 + k_max, prefill_tokens=engine.max_num_batched_tokens)
@@ -313,7 +315,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         "sim_replications": reps, "drift": drifts, "drift_correct": v.drift_correct,
         "drift_corrections": corrections, "idle_probes": v.idle_probes,
     }
-    serving.touch_peak(target.model, peak)  # the drift check must not pay first-touch costs either
+    touch_peak(target.model, peak)  # the drift check must not pay first-touch costs either
     probes = None
     if v.idle_probes:
         probes = IdleProbes(ReferencePasses(target, [Point(c.quantity, c.coords) for c in cells], seed=seed), cells)
@@ -325,7 +327,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
             cfg = scheduler_config(sc, kv.kv_blocks)
             factory = proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
-            serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
+            warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
                             proposer_factory=proposer_factory(profile, proposer, target.model, 4) if proposer else None)
             # re-timed before every real run: this VM's speed moves within minutes
             drift = check_drift(f"before real run {rep + 1} of {name} at {load:.0%}")

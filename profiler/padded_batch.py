@@ -22,11 +22,13 @@ from typing import Any
 
 import torch
 
+from profiler.batch_executor import BatchExecutor, _cache_from, _Seq
 from profiler.clock import Timing, time_op
 from profiler.memory import kv_bytes_per_token
 from profiler.models import LoadedModel
-from profiler.serving import BatchExecutor, ServingRequest, _cache_from, _Seq, keep_freed_memory
+from profiler.serving import ServingRequest
 from profiler.timing import Measured, Point, _grid, combine_rounds, point
+from profiler.warm_up import keep_freed_memory
 
 CELL_KV_LIMIT = 2 << 30
 """Cells whose batch KV is larger are left unmeasured (``null``): random KV that size takes

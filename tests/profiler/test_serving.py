@@ -16,13 +16,8 @@ torch = pytest.importorskip("torch")
 
 from profiler.models import load_model  # noqa: E402
 from profiler.proposers import NgramProposer  # noqa: E402
-from profiler.serving import (  # noqa: E402
-    PlanRecord,
-    ServingRequest,
-    fit_prompt,
-    segment_prompts,
-    serve,
-)
+from profiler.serving import PlanRecord, ServingRequest, serve  # noqa: E402
+from profiler.serving_prompts import fit_prompt, segment_prompts  # noqa: E402
 from sim.model.engine import Fleet, FleetSpec  # noqa: E402
 from sim.model.scheduler import Request, SchedulerConfig  # noqa: E402
 from sim.model.speculation import OFF, SpeculationPolicy  # noqa: E402
@@ -133,12 +128,12 @@ def test_a_steps_prefill_chunks_run_as_one_exact_pass(tiny, speculate):
 def test_cropped_and_compacted_kv_stays_exact_and_as_wide_as_the_longest_row(tiny, monkeypatch, hole_limit):
     """Rejected drafts are cropped or compacted away, so a decode pass attends over the longest
     row's context (what the simulator charges a padded engine) — and the output stays greedy."""
-    from profiler import serving
+    from profiler import batch_executor
 
     compactions = []
-    real_compact = serving.BatchExecutor._compact
-    monkeypatch.setattr(serving, "HOLE_LIMIT", hole_limit)
-    monkeypatch.setattr(serving.BatchExecutor, "_compact", lambda self: (compactions.append(1), real_compact(self)))
+    real_compact = batch_executor.BatchExecutor._compact
+    monkeypatch.setattr(batch_executor, "HOLE_LIMIT", hole_limit)
+    monkeypatch.setattr(batch_executor.BatchExecutor, "_compact", lambda self: (compactions.append(1), real_compact(self)))
     reqs = _requests(n=4, gap=0.0)
     k = 3
     res = serve(reqs, CFG, tiny, policy=SpeculationPolicy("fixed", k=k),
@@ -261,7 +256,7 @@ def test_fit_prompt_and_random_prompts_have_exact_lengths():
 def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tiny):
     """Decode-set changes edit the batch in place (swap-remove, append): every row's valid KV
     columns stay its own, a live leaver gets its compact cache back, padding nobody needs goes."""
-    from profiler.serving import BatchExecutor, _cache_from, _Seq
+    from profiler.batch_executor import BatchExecutor, _cache_from, _Seq
 
     cfg = tiny.config
     heads, dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
@@ -299,7 +294,7 @@ def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tin
 
 _FREE_AT_TOP = r"""
 import ctypes, ctypes.util, sys
-from profiler.serving import keep_freed_memory
+from profiler.warm_up import keep_freed_memory
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
