@@ -23,7 +23,8 @@ from profiler import serving
 from profiler.idle_probes import IdleProbes
 from profiler.models import load_model
 from profiler.serving_prompts import segment_prompts
-from profiler.timing import Point, ReferencePasses, remeasure
+from profiler.timing import ReferencePasses, remeasure
+from profiler.timing_grids import Point
 from profiler.warm_up import PeakShape, keep_freed_memory, touch_peak, warm_up
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile

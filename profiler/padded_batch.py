@@ -27,7 +27,8 @@ from profiler.clock import Timing, time_op
 from profiler.memory import kv_bytes_per_token
 from profiler.models import LoadedModel
 from profiler.serving import ServingRequest
-from profiler.timing import Measured, Point, _grid, combine_rounds, point
+from profiler.timing_assembly import _grid
+from profiler.timing_grids import Measured, Point, combine_rounds, point
 from profiler.warm_up import keep_freed_memory
 
 CELL_KV_LIMIT = 2 << 30

@@ -15,7 +15,7 @@ pytestmark = [
 
 def test_cuda_timing_and_memory_of_a_tiny_profile(tmp_path: Path):
     from profiler.run import ProfileRequest, ProposerRequest, run_profile
-    from profiler.timing import TimingGrids
+    from profiler.timing_grids import TimingGrids
     from sim.contracts.profile import load_profile
 
     grids = TimingGrids(batch=(1, 8), tokens_per_seq=(1, 4), context=(64, 256), prefill_tokens=(16, 128),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from profiler.models import load_model
-from profiler.timing import default_grids
+from profiler.timing_grids import default_grids
 
 
 @pytest.mark.parametrize("quick", [False, True])

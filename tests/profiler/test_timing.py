@@ -9,15 +9,9 @@ from transformers import DynamicCache
 
 from profiler.clock import Timing, time_op, time_steps
 from profiler.models import load_model
-from profiler.timing import (
-    OOM_REASON,
-    DraftRuntime,
-    Measured,
-    TimingGrids,
-    assemble_timing,
-    crop_to,
-    plan_tasks,
-)
+from profiler.timing import crop_to, plan_tasks
+from profiler.timing_assembly import assemble_timing
+from profiler.timing_grids import OOM_REASON, DraftRuntime, Measured, TimingGrids
 from sim.contracts.errors import SpecplanError
 
 CPU = torch.device("cpu")
@@ -130,7 +124,7 @@ def test_out_of_memory_cells_become_limits(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_measured_roundtrips_through_json():
-    from profiler.timing import point
+    from profiler.timing_grids import point
 
     m = Measured(point("target_forward", batch=1, tokens_per_seq=1, context=8), 0.5, 0.4, 0.6, 3, None, {"a": 1.0})
     assert Measured.from_json(m.to_json()) == m
@@ -139,7 +133,8 @@ def test_measured_roundtrips_through_json():
 def test_remeasure_times_cells_as_the_profile_run_does_without_autograd():
     """validate's drift check re-times cells with ``remeasure``: it must run under inference
     mode as the grid run does, or autograd bookkeeping reads as machine drift."""
-    from profiler.timing import Point, remeasure
+    from profiler.timing import remeasure
+    from profiler.timing_grids import Point
 
     tiny = load_model("config:tiny-llama", device="cpu")
     seen: list[bool] = []
