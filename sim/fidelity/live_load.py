@@ -95,7 +95,9 @@ def capacity_of(scenario: Scenario, profile: Profile, seed: int, candidate: str 
     from the profile: the baseline's batch-1 service time per request (prefill + decode steps
     at its mean context), i.e. 1 / mean service time — conservative, since batching raises capacity.
     """
-    from sim.decisions.capacity import SimulatedLoad, criteria_from_scenario, find_capacity
+    from sim.decisions.capacity import SimulatedLoad
+    from sim.decisions.capacity_search import find_capacity
+    from sim.decisions.sustain import criteria_from_scenario
 
     base = candidate or scenario.baseline.name
     if scenario.slo.limits:

@@ -8,12 +8,8 @@ import math
 import pytest
 
 from sim.contracts.errors import SpecplanError
-from sim.decisions.capacity import (
-    Probe,
-    SustainCriteria,
-    find_capacity,
-    loss_fraction,
-)
+from sim.decisions.capacity_search import Probe, find_capacity
+from sim.decisions.sustain import SustainCriteria, loss_fraction
 from sim.results.intervals import ci95_halfwidth
 
 
