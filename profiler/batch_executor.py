@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from profiler.timing import crop_to
-from sim.model.scheduler import Request, StepPlan
+from sim.model.step_plan import Request, StepPlan
 
 if TYPE_CHECKING:
     from profiler.serving import ServingRequest

@@ -43,8 +43,9 @@ import polars as pl
 import torch
 
 from profiler.batch_executor import BatchExecutor
-from sim.model.scheduler import DONE, Request, Scheduler, SchedulerConfig, StepPlan
+from sim.model.scheduler import Scheduler
 from sim.model.speculation import SpeculationPolicy
+from sim.model.step_plan import DONE, Request, SchedulerConfig, StepPlan
 from sim.model.step_protocol import ROW_WIDTH, FleetRun, StepCycle, StepLog
 from sim.model.step_time import StepShape
 from sim.results import records

@@ -14,8 +14,8 @@ from profiler.batch_executor import _cache_from
 from profiler.models import architecture, count_parameters
 from profiler.serving import ServingRequest, serve
 from profiler.serving_prompts import fit_prompt
-from sim.model.scheduler import SchedulerConfig
 from sim.model.speculation import SpeculationPolicy
+from sim.model.step_plan import SchedulerConfig
 
 # ---------------------------------------------------------------------------------------------
 # the loop

@@ -21,8 +21,9 @@ import simpy
 
 from sim.contracts.scenario import RestartConfig
 from sim.model.router import Router, Routing
-from sim.model.scheduler import DONE, Request, Scheduler, SchedulerConfig
+from sim.model.scheduler import Scheduler
 from sim.model.speculation import OFF, SpeculationPolicy
+from sim.model.step_plan import DONE, Request, SchedulerConfig
 from sim.model.step_protocol import FleetRun, StepCycle, StepLog
 from sim.model.step_time import DecodeBatchRows, StepShape
 

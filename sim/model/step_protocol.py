@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.model.scheduler import Request, Scheduler, StepPlan
+from sim.model.scheduler import Scheduler
 from sim.model.speculation import PolicyState, SpeculationPolicy
+from sim.model.step_plan import Request, StepPlan
 from sim.model.step_time import DecodeBatchRows, StepShape
 
 ROW_WIDTH = 11

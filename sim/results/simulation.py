@@ -22,8 +22,8 @@ from sim.contracts.scenario import Candidate, Scenario
 from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.kv_capacity import kv_capacity
-from sim.model.scheduler import Request, SchedulerConfig
 from sim.model.speculation import SpeculationPolicy, policy_from_candidate
+from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer
 from sim.model.workload import RequestSpec, generate_requests
 from sim.results import metric_names as mn

@@ -19,8 +19,8 @@ from profiler.proposers import NgramProposer  # noqa: E402
 from profiler.serving import PlanRecord, ServingRequest, serve  # noqa: E402
 from profiler.serving_prompts import fit_prompt, segment_prompts  # noqa: E402
 from sim.model.engine import Fleet, FleetSpec  # noqa: E402
-from sim.model.scheduler import Request, SchedulerConfig  # noqa: E402
 from sim.model.speculation import OFF, SpeculationPolicy  # noqa: E402
+from sim.model.step_plan import Request, SchedulerConfig  # noqa: E402
 from sim.model.step_time import FixedStepTimer, StepShape  # noqa: E402
 from sim.results.records import requests_frame, steps_frame  # noqa: E402
 

@@ -13,8 +13,8 @@ from polars.testing import assert_frame_equal
 
 from sim.contracts.scenario import RestartConfig
 from sim.model.engine import Fleet, FleetSpec
-from sim.model.scheduler import Request, SchedulerConfig
 from sim.model.speculation import SpeculationPolicy
+from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer
 from sim.results.records import REQUEST_SCHEMA, STEP_SCHEMA, requests_frame, steps_frame
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from sim.contracts.scenario import RestartConfig
 from sim.model.engine import Fleet, FleetSpec
-from sim.model.scheduler import Request, SchedulerConfig
 from sim.model.speculation import OFF, SpeculationPolicy
+from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import StepShape
 from sim.results.metrics import utilization
 from sim.results.records import requests_frame, steps_frame

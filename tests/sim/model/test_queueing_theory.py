@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sim.model.engine import Fleet, FleetSpec
-from sim.model.scheduler import Request, SchedulerConfig
+from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer, RandomServiceTimer
 from sim.results.metrics import number_in_system_tw
 from sim.results.records import requests_frame

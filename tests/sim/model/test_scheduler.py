@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.model.scheduler import DONE, RUNNING, WAITING, Request, Scheduler, SchedulerConfig
+from sim.model.scheduler import Scheduler
 from sim.model.speculation import PolicyState, SpeculationPolicy
+from sim.model.step_plan import DONE, RUNNING, WAITING, Request, SchedulerConfig
 
 
 def cfg(**kw) -> SchedulerConfig:
