@@ -218,7 +218,8 @@ def _summary(profile: dict[str, Any], out: str) -> None:
 def _run_estimate(args: argparse.Namespace) -> int:
     from profiler.estimate import Efficiency, EstimateProposer, calibrate, estimate_profile
     from profiler.gpu_specs import gpu_spec
-    from profiler.models import load_config, max_positions
+    from profiler.model_types import max_positions
+    from profiler.models import load_config
     from profiler.profile_io import check_writable, read_profile_dict, write_profile
 
     if not args.gpu or not args.target:

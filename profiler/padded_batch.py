@@ -25,7 +25,7 @@ import torch
 from profiler.batch_executor import BatchExecutor, _cache_from, _Seq
 from profiler.clock import Timing, time_op
 from profiler.memory import kv_bytes_per_token
-from profiler.models import LoadedModel
+from profiler.model_types import LoadedModel
 from profiler.serving import ServingRequest
 from profiler.timing_assembly import _grid
 from profiler.timing_grids import Measured, Point, combine_rounds, point
@@ -181,7 +181,7 @@ def add_to_profile(base: dict[str, Any], origin: str, target: LoadedModel, *, co
     import copy
 
     from profiler import device as devmod
-    from profiler.models import dtype_name
+    from profiler.model_types import dtype_name
     from profiler.profile_io import provenance
     from sim.contracts.errors import SpecplanError
 

@@ -17,7 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from profiler.clock import Timeline, Timing, time_op, time_steps
-from profiler.models import LoadedModel, dtype_bytes, max_positions
+from profiler.model_types import LoadedModel, dtype_bytes, max_positions
 from profiler.timing_grids import (
     OOM_REASON,
     WINDOW_REASON,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from profiler.clock import Timing
-from profiler.models import LoadedModel, max_positions
+from profiler.model_types import LoadedModel, max_positions
 from sim.contracts.errors import SpecplanError
 
 OOM_REASON = "out of memory"

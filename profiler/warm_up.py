@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from profiler.batch_executor import _cache_from
-from profiler.models import architecture, count_parameters
+from profiler.model_types import architecture, count_parameters
 from profiler.serving import ServingRequest, serve
 from profiler.serving_prompts import fit_prompt
 from sim.model.speculation import SpeculationPolicy

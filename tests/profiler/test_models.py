@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from profiler.model_types import parse_dtype
 from profiler.models import (
     check_tokenizers_compatible,
     load_config,
     load_model,
-    parse_dtype,
     tokenizers_compatible,
 )
 from sim.contracts.errors import SpecplanError
