@@ -179,6 +179,10 @@ def serve(
     ``idle_work(now, until_next_arrival_s)`` is called (wall clock only) whenever the system is
     empty — every request due so far admitted and ended — and returns whether it did something;
     it must finish before the next arrival (``specplan validate`` times reference passes there).
+
+    Why one function of ~180 lines: this is the wall-clock driver of the step protocol
+    (``StepCycle`` holds the protocol itself); admission, the idle path and the step share the
+    clock, the pending arrivals and the executor as closure state, on the real loop's hot path.
     """
     if policy.speculates and proposer_factory is None:
         raise ValueError("a speculating policy needs a proposer_factory")

@@ -101,6 +101,9 @@ def synthetic_profile_dict(
     proposer (``None``: no acceptance entry); every segment gets the same rates, with
     ``per_request_rows`` deterministic rows spread around them. ``k_max`` defaults to
     ``len(acceptance_rates)`` (or 5 without acceptance).
+
+    Why one function of ~140 lines: it is one literal profile document (every section a
+    formula of the arguments), read top to bottom against docs/profile-format.md.
     """
     if k_max is None:
         k_max = len(acceptance_rates) if acceptance_rates is not None else 5

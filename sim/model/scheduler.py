@@ -136,7 +136,12 @@ class Scheduler:
         return self.config.kv_blocks - self.free_blocks
 
     def schedule(self, now: float, k: int = 0) -> StepPlan:
-        """Plan one step at ``now`` with ``k`` draft tokens per decoding request."""
+        """Plan one step at ``now`` with ``k`` draft tokens per decoding request.
+
+        Why one function of ~110 lines: it runs once per engine step over every request in the
+        batch (the simulator's hot path), and its phases (running first, then waiting, then the
+        plan) share the step's budget, free blocks and output lists as locals.
+        """
         self.expire(now)
         cfg = self.config
         bs = cfg.block_size
@@ -264,6 +269,9 @@ class Scheduler:
         and frees the lookahead blocks they held. A prefill chunk that completes the prompt
         (or a recompute) samples one token. ``gap_idx``/``gap_s`` (optional) receive each
         burst's request index and seconds since its previous burst (ITL samples).
+
+        Why one function of ~90 lines: once per engine step over the batch, like ``schedule``;
+        the decode and prefill halves share the commit counters as locals.
         """
         k = plan.k
         bs = self.config.block_size
