@@ -162,18 +162,8 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     if scenario.workload.arrival not in ("poisson", "gamma"):
         raise SpecplanError(f"{scenario_path}: workload.arrival: validate needs poisson or gamma arrivals")
 
-    if args.capacity:
-        given = live_load.CapacityEstimate(_float("--capacity", args.capacity), "given with --capacity")
-        caps = {c: given for c in cands}
-    elif args.load_basis == "baseline":
-        _say("searching the baseline's capacity in the simulator …")
-        base = live_load.capacity_of(scenario, profile, seed)
-        caps = {c: base for c in cands}
-    else:
-        caps = {}
-        for c in cands:
-            _say(f"searching {c}'s capacity in the simulator …")
-            caps[c] = live_load.capacity_of(scenario, profile, seed, c)
+    given = _float("--capacity", args.capacity) if args.capacity else None
+    caps = live_load.capacities(scenario, profile, seed, cands, args.load_basis, given, say=_say)
     for c, cap in caps.items():
         _say(f"{c}: loads are fractions of {cap.rate:.3g} req/s — {cap.method}")
 
@@ -202,63 +192,25 @@ def _vllm_scenario(args: argparse.Namespace, result: Any) -> Scenario:
         return load_scenario(path)
     if not args.profile:
         raise SpecplanError("--vllm-results: give --scenario (engine limits, SLOs) or at least --profile")
-    # assumed: vLLM's engine defaults for online serving; a scenario file should say what the server ran
-    return Scenario.from_dict({
-        "name": "vllm-bench",
-        "description": "assumed vLLM engine defaults (no --scenario given)",
-        "run": {"duration_s": 1.0},
-        "workload": {"arrival": "poisson", "rate": 1.0, "segments": [{
-            "name": "bench", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 1},
-            "output_tokens": {"dist": "fixed", "value": 1}}]},
-        "fleet": {"profile": str(Path(args.profile).resolve()), "engine": {
-            "max_num_seqs": 256, "max_num_batched_tokens": 8192, "block_size": 16,
-            "memory_utilization": 0.9, "chunked_prefill": True}},
-        "candidates": [{"name": "baseline", "speculation": "off"}],
-    }, origin="(vLLM defaults)")
+    return vllm_compare.vllm_default_scenario(args.profile)
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
     from sim.fidelity.vllm_results import load_vllm_results
 
     results = load_vllm_results(args.vllm_results)
-    rows: list[dict[str, Any]] = []
-    notes: list[str] = []
-    scenario: Scenario | None = None
-    profile: Profile | None = None
     seeds = [_int("--seeds", s.strip(), lo=0) for s in args.seeds.split(",") if s.strip()]
     if not seeds:
         raise SpecplanError("--seeds: give at least one seed")
-    sources: set[str] = set()
-    for res in results:
-        scenario = _vllm_scenario(args, res)
-        profile = profile or _profile(args, scenario)
-        sources.update(profile.sources())
-        cand = args.candidate or scenario.baseline.name
-        if cand not in scenario.candidate_names:
-            raise SpecplanError(f"--candidate: unknown candidate {cand!r}; the scenario has {', '.join(scenario.candidate_names)}")
-        if not res.open_loop:
-            notes.append(f"{res.source}: not open loop (max_concurrency={res.max_concurrency}, "
-                         f"request_rate={res.request_rate}); the simulator sends at the rate regardless")
-        measured = vllm_compare.vllm_measured_values(res, scenario.slo.limits)
-        pred = vllm_compare.simulate_vllm(res, scenario, profile, cand, seeds)
-        notes.extend(pred.notes)
-        sources.update(pred.sources)
-        rate = res.request_rate if math.isfinite(res.request_rate) else float("nan")
-        rows.extend(comparison.error_rows(res.source, None, rate, cand, pred.values, measured))
-    table = comparison.error_table(rows)
-    header = [
-        f"specplan validate --vllm-results {args.vllm_results}: vLLM benchmark vs simulator "
-        f"(profile {profile.name if profile else '?'}, arrival draws {','.join(map(str, seeds))})",
-        "measured: vLLM's per-request ttfts/itls; E2EL = ttft + sum(itls); arrivals re-drawn at vLLM's "
-        "rate/burstiness (vLLM saves none), lengths replayed in order",
-        *[f"source: {s}" for s in sorted(sources)],
-        *[f"note: {n}" for n in comparison.compact_notes(notes)],
-    ]
+    cmp = vllm_compare.compare_vllm_results(
+        results, str(args.vllm_results), lambda res: _vllm_scenario(args, res),
+        lambda scenario: _profile(args, scenario), args.candidate, seeds)
     out = Path(args.out)
-    _write(out, table, {}, header, {"vllm_results": str(args.vllm_results),
-                                    "scenario": _scenario_path(args), "profile": profile.origin if profile else None,
-                                    "seeds": seeds})
-    _print(args, table, header, out)
+    _write(out, cmp.table, {}, cmp.header, {"vllm_results": str(args.vllm_results),
+                                            "scenario": _scenario_path(args),
+                                            "profile": cmp.profile.origin if cmp.profile else None,
+                                            "seeds": seeds})
+    _print(args, cmp.table, cmp.header, out)
     return 0
 
 
@@ -272,21 +224,9 @@ def _say(msg: str) -> None:
 
 def _write(out: Path, table: pl.DataFrame, frames: dict[str, list[pl.DataFrame]],
            header: list[str], meta: dict[str, Any]) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecplanError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
-    table.write_parquet(out / "fidelity.parquet")
-    table.write_csv(out / "fidelity.csv")
-    for name, parts in frames.items():
-        if parts:
-            pl.concat(parts, how="diagonal_relaxed").write_parquet(out / f"{name}.parquet")
-    (out / "fidelity.json").write_text(json.dumps({
-        **meta, "header": header, "bar": comparison.format_bar(table).splitlines(),
-        "rows": table.to_dicts(),
-    }, indent=1, default=str), encoding="utf-8")
+    comparison.write_tables(out, table, frames, header, meta)
     fidelity_figures.write_html(fidelity_figures.figures(table), out / "fidelity.html", "specplan validate",
-                        "\n".join(header + [comparison.format_bar(table)]))
+                                "\n".join(header + [comparison.format_bar(table)]))
 
 
 def _print(args: argparse.Namespace, table: pl.DataFrame, header: list[str], out: Path) -> None:

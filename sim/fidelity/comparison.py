@@ -12,13 +12,16 @@ No torch here: the live serving path lives in ``profiler/serving.py`` and is imp
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from sim.contracts.errors import SpecplanError
 from sim.results import metric_names as mn
 
 # (label, summary column) in table order: what the brief and docs/fidelity.md call "every
@@ -222,3 +225,21 @@ def compact_notes(notes: Sequence[str]) -> list[str]:
         else:
             out.setdefault(n, n)
     return list(out.values())
+
+
+def write_tables(out: Path, table: pl.DataFrame, frames: Mapping[str, Sequence[pl.DataFrame]],
+                 header: Sequence[str], meta: Mapping[str, Any]) -> None:
+    """``fidelity.parquet``/``.csv``/``.json`` and one Parquet file per frame list into ``out``."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecplanError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
+    table.write_parquet(out / "fidelity.parquet")
+    table.write_csv(out / "fidelity.csv")
+    for name, parts in frames.items():
+        if parts:
+            pl.concat(parts, how="diagonal_relaxed").write_parquet(out / f"{name}.parquet")
+    (out / "fidelity.json").write_text(json.dumps({
+        **meta, "header": list(header), "bar": format_bar(table).splitlines(),
+        "rows": table.to_dicts(),
+    }, indent=1, default=str), encoding="utf-8")

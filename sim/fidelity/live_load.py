@@ -3,7 +3,7 @@ the exact requests a real run served, and the per-step residuals of the step-tim
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +113,25 @@ def capacity_of(scenario: Scenario, profile: Profile, seed: int, candidate: str 
                 f"{search.status}, ±{search.relative_width:.0%})",
             )
     return _service_time_capacity(scenario, profile)
+
+
+def capacities(scenario: Scenario, profile: Profile, seed: int, candidates: Sequence[str], basis: str,
+               given: float | None = None, say: Callable[[str], None] = lambda _m: None,
+               ) -> dict[str, CapacityEstimate]:
+    """What each candidate's loads are fractions of: ``given`` (req/s) for all, the baseline's
+    simulated capacity for all (``basis="baseline"``) or each one's own (see ``LOAD_BASES``)."""
+    if given is not None:
+        cap = CapacityEstimate(given, "given with --capacity")
+        return {c: cap for c in candidates}
+    if basis == "baseline":
+        say("searching the baseline's capacity in the simulator …")
+        base = capacity_of(scenario, profile, seed)
+        return {c: base for c in candidates}
+    caps = {}
+    for c in candidates:
+        say(f"searching {c}'s capacity in the simulator …")
+        caps[c] = capacity_of(scenario, profile, seed, c)
+    return caps
 
 
 def _service_time_capacity(scenario: Scenario, profile: Profile) -> CapacityEstimate:

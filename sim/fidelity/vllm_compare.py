@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,14 @@ import polars as pl
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
-from sim.fidelity.comparison import COMPARED, mean_values, values_from_run
+from sim.fidelity.comparison import (
+    COMPARED,
+    compact_notes,
+    error_rows,
+    error_table,
+    mean_values,
+    values_from_run,
+)
 from sim.fidelity.live_load import Prediction
 from sim.model.workload import RequestSpec
 from sim.results import metric_names as mn
@@ -117,3 +126,66 @@ def simulate_vllm(
     notes = tuple(dict.fromkeys(n for r in runs for n in r.notes))
     sources = tuple(dict.fromkeys(s for r in runs for s in r.sources))
     return Prediction(mean_values(vals), tuple(runs), notes, sources)
+
+
+def vllm_default_scenario(profile_path: str | Path) -> Scenario:
+    """A scenario of vLLM's engine defaults for online serving (``assumed``; the description says
+    so): what ``validate --vllm-results`` compares against when no scenario file is given."""
+    return Scenario.from_dict({
+        "name": "vllm-bench",
+        "description": "assumed vLLM engine defaults (no --scenario given)",
+        "run": {"duration_s": 1.0},
+        "workload": {"arrival": "poisson", "rate": 1.0, "segments": [{
+            "name": "bench", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 1},
+            "output_tokens": {"dist": "fixed", "value": 1}}]},
+        "fleet": {"profile": str(Path(profile_path).resolve()), "engine": {
+            "max_num_seqs": 256, "max_num_batched_tokens": 8192, "block_size": 16,
+            "memory_utilization": 0.9, "chunked_prefill": True}},
+        "candidates": [{"name": "baseline", "speculation": "off"}],
+    }, origin="(vLLM defaults)")
+
+
+@dataclass(frozen=True)
+class VllmComparison:
+    """The error table of one or more vLLM result runs against the simulator, and its header."""
+
+    table: pl.DataFrame
+    header: list[str]
+    profile: Profile | None
+
+
+def compare_vllm_results(results: Sequence[Any], source: str, scenario_for: Callable[[Any], Scenario],
+                         profile_for: Callable[[Scenario], Profile], candidate: str | None,
+                         seeds: Sequence[int]) -> VllmComparison:
+    """Simulate each result's load (``scenario_for(result)``, the profile from ``profile_for``) for
+    ``candidate`` (default the scenario's baseline) on ``seeds`` and compare every prediction."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    profile: Profile | None = None
+    sources: set[str] = set()
+    for res in results:
+        scenario = scenario_for(res)
+        profile = profile or profile_for(scenario)
+        sources.update(profile.sources())
+        cand = candidate or scenario.baseline.name
+        if cand not in scenario.candidate_names:
+            raise SpecplanError(f"--candidate: unknown candidate {cand!r}; the scenario has {', '.join(scenario.candidate_names)}")
+        if not res.open_loop:
+            notes.append(f"{res.source}: not open loop (max_concurrency={res.max_concurrency}, "
+                         f"request_rate={res.request_rate}); the simulator sends at the rate regardless")
+        measured = vllm_measured_values(res, scenario.slo.limits)
+        pred = simulate_vllm(res, scenario, profile, cand, seeds)
+        notes.extend(pred.notes)
+        sources.update(pred.sources)
+        rate = res.request_rate if math.isfinite(res.request_rate) else float("nan")
+        rows.extend(error_rows(res.source, None, rate, cand, pred.values, measured))
+    table = error_table(rows)
+    header = [
+        f"specplan validate --vllm-results {source}: vLLM benchmark vs simulator "
+        f"(profile {profile.name if profile else '?'}, arrival draws {','.join(map(str, seeds))})",
+        "measured: vLLM's per-request ttfts/itls; E2EL = ttft + sum(itls); arrivals re-drawn at vLLM's "
+        "rate/burstiness (vLLM saves none), lengths replayed in order",
+        *[f"source: {s}" for s in sorted(sources)],
+        *[f"note: {n}" for n in compact_notes(notes)],
+    ]
+    return VllmComparison(table, header, profile)
