@@ -28,11 +28,11 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 
 test: setup browser
-	$(VENV)/bin/ruff check sim profiler dashboard tests bench
+	$(VENV)/bin/ruff check cli sim profiler dashboard tests bench
 	$(PY) -m pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check sim profiler dashboard tests bench
+	$(VENV)/bin/ruff check cli sim profiler dashboard tests bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -33,7 +33,7 @@ from dashboard.view import FIGURE_IDS  # noqa: E402
 def _synthetic_root(scenario_name: str) -> tuple[Path, str]:
     """A temporary root with the scenario and a synthetic profile (assumed numbers) that has its
     proposers and acceptance segments, for when the shipped profile has not been measured yet."""
-    from sim.synthetic import synthetic_profile_dict
+    from sim.contracts.synthetic import synthetic_profile_dict
 
     roots = Roots.under(REPO)
     s = load_named_scenario(roots, scenario_name)

@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim import fidelity  # noqa: E402
-from sim.profile import load_profile  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
+from sim.contracts.profile import load_profile  # noqa: E402
+from sim.contracts.scenario import load_scenario  # noqa: E402
+from sim.fidelity import live_load  # noqa: E402
 
 METRICS = ("ttft_ms_median", "ttft_ms_p95", "e2el_ms_median", "e2el_ms_p95")
 
@@ -38,20 +38,20 @@ def main() -> None:
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     loads = [float(x) for x in args.loads.split(",")]
-    sc0, _ = fidelity.live_scenario(load_scenario(args.scenario))
+    sc0, _ = live_load.live_scenario(load_scenario(args.scenario))
     prof = load_profile(sc0.require_profile_path())
     cands = [sc0.baseline.name] + ([sc0.speculative[0].name] if sc0.speculative else [])
     d = args.delta
     print(f"profile {prof.name}; {args.requests} requests per point; seeds {seeds}; step times × {1 - d:g} and × {1 + d:g}")
     print(f"{'candidate':10} {'load':>5} " + " ".join(f"{m:>24}" for m in METRICS))
     for cand in cands:
-        cap = fidelity.capacity_of(sc0, prof, 0, cand).rate
+        cap = live_load.capacity_of(sc0, prof, 0, cand).rate
         for load in loads:
             moves: dict[str, list[tuple[float, float]]] = {m: [] for m in METRICS}
             for seed in seeds:
-                sc = fidelity.scenario_at(sc0, load * cap, args.requests, seed)
-                reqs = fidelity.workload_requests(sc, seed)
-                v = {s: fidelity.predict(sc, prof, cand, reqs, seed, 3, scales=(s, s)).values
+                sc = live_load.scenario_at(sc0, load * cap, args.requests, seed)
+                reqs = live_load.workload_requests(sc, seed)
+                v = {s: live_load.predict(sc, prof, cand, reqs, seed, 3, scales=(s, s)).values
                      for s in (1 - d, 1.0, 1 + d)}
                 for m in METRICS:
                     mid = v[1.0][m]

@@ -2,7 +2,7 @@
 conversation trace (19,366 requests) through one replica with a speculative candidate.
 
 Target: >= 5,000 simulated requests per CPU-second; memory growing linearly with requests.
-The step times come from a *synthetic* profile (sim.synthetic, provenance ``assumed``) sized so
+The step times come from a *synthetic* profile (sim.contracts.synthetic, provenance ``assumed``) sized so
 one replica keeps up with the trace's ~5.5 req/s: the numbers measure the simulator, not any
 hardware. Run: ``.venv/bin/python bench/bench_sim.py [--repeats 3]``.
 """
@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
 sys.path.insert(0, str(REPO))
 
-from sim.scenario import load_scenario  # noqa: E402
-from sim.simulation import simulate_once  # noqa: E402
-from sim.synthetic import synthetic_profile  # noqa: E402
+from sim.contracts.scenario import load_scenario  # noqa: E402
+from sim.contracts.synthetic import synthetic_profile  # noqa: E402
+from sim.results.simulation import simulate_once  # noqa: E402
 
 SCENARIO = """
 name = "bench-azure-conv"
@@ -137,7 +137,7 @@ def main() -> int:
         print(f"skip: trace not found at {TRACE} (shared/traces is not part of the repo)")
         return 0
     profile = synthetic_profile(**PROFILE)
-    print("profile: synthetic (assumed step times, sim.synthetic) — measures the simulator only")
+    print("profile: synthetic (assumed step times, sim.contracts.synthetic) — measures the simulator only")
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         full = scenario(tmp, 1.0)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.scenario import Scenario, load_scenario
-from sim.trace import read_trace
-from sim.workload import generate_requests
+from sim.contracts.scenario import Scenario, load_scenario
+from sim.contracts.trace import read_trace
+from sim.model.workload import generate_requests
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"

@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python bench/fuzz.py [N=20000] [--seed S] [--subprocess-every K]
 
-Same generator and oracle as tests/test_fuzz.py (tests/fuzz_cases.py): exit 0 or 2 only, no
+Same generator and oracle as tests/cli/test_fuzz.py (tests/fuzz_cases.py): exit 0 or 2 only, no
 traceback, no uncaught exception, nothing over 60 s, every error one line naming its input.
 Exit status 1 if any case failed.
 """
@@ -32,9 +32,9 @@ def main() -> int:
         inproc, subproc = fuzz(args.n, args.seed, Path(d), subprocess_every=args.subprocess_every)
     wall = time.perf_counter() - t
     print(f"fuzz: seed {args.seed}, work limit {FUZZ_MAX_REQUEST_STEPS} request-steps, {wall:.0f} s")
-    print("in-process (sim.cli.main):")
+    print("in-process (cli.main.main):")
     print("\n".join("  " + ln for ln in inproc.lines()))
-    print("subprocess (python -m sim):")
+    print("subprocess (python -m cli):")
     print("\n".join("  " + ln for ln in subproc.lines()))
     return 1 if inproc.fails or subproc.fails else 0
 

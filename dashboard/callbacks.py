@@ -33,7 +33,7 @@ from dashboard.files import (
     profile_name_of,
     upload_label,
 )
-from dashboard.report import DECISION_COLUMNS, ReportContent, decision_rows, render_report
+from dashboard.html_report import DECISION_COLUMNS, ReportContent, decision_rows, render_report
 from dashboard.view import (
     FIGURE_IDS,
     FIGURES,
@@ -43,9 +43,9 @@ from dashboard.view import (
     report_content,
     view_figures,
 )
-from sim.errors import SpecplanError
-from sim.profile import Profile
-from sim.scenario import Scenario
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile
+from sim.contracts.scenario import Scenario
 
 UPLOADED = "__upload__"
 """Dropdown value meaning 'the uploaded file' (uploads live in a dcc.Store, never on disk)."""
@@ -357,7 +357,7 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
         figs = [out.figures[fid] for fid in FIGURE_IDS]
         decisions = (ly.table(out.decisions, DECISION_COLUMNS, "sp-table sp-decisions") if out.decisions
                      else html.P("No decision rule fired: no difference between candidates exceeded its "
-                                 "threshold (sim/decisions.py).", className="sp-muted"))
+                                 "threshold (sim/decisions/rules.py).", className="sp-muted"))
         kcols = [(k, k) for k in (out.key_numbers[0].keys() if out.key_numbers else ())]
         keys = html.Div([html.Ul([html.Li(line.strip()) for line in out.verdict], className="sp-verdict"),
                          ly.table(out.key_numbers, kcols, "sp-table sp-numbers")])

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError
-from sim.input_limits import check_nesting
-from sim.profile import Profile, load_profile
-from sim.scenario import Scenario, load_scenario, parse_toml_text
+from sim.contracts.errors import SpecplanError
+from sim.contracts.input_limits import check_nesting
+from sim.contracts.profile import Profile, load_profile
+from sim.contracts.scenario import Scenario, load_scenario, parse_toml_text
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 """Largest upload accepted (profiles are well under 1 MB; scenarios a few kB)."""

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
-from sim.errors import SpecplanError
-from sim.scenario import Scenario
+from sim.contracts.errors import SpecplanError
+from sim.contracts.scenario import Scenario
 
 DEFAULT_LOAD_FACTORS: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
 """Load sweep of the interactive view, as multiples of the scenario's arrival rate."""

@@ -2,10 +2,10 @@
 
 The dashboard's run callback, ``specplan report`` and the benchmark all call
 :func:`compute_view` then :func:`view_figures`, so what the browser shows and what the report
-holds are the same numbers. Nothing here simulates: it calls ``sim.runner.run_scenario`` at the
+holds are the same numbers. Nothing here simulates: it calls ``sim.results.runner.run_scenario`` at the
 scenario's load and at each load factor of the sweep (``Scenario.with_load_scale``), the break-
-even model (``sim.breakeven``), the acceptance models the simulator uses (``sim.acceptance``) and
-the decision rules (``sim.decisions``), and reshapes their frames for the figure builders.
+even model (``sim.decisions.breakeven``), the acceptance models the simulator uses (``sim.model.acceptance``) and
+the decision rules (``sim.decisions.rules``), and reshapes their frames for the figure builders.
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ import polars as pl
 
 from dashboard import figures as fg
 from dashboard.colors import candidate_colors
-from dashboard.report import ReportContent
+from dashboard.html_report import ReportContent
 from dashboard.state import DEFAULT_LOAD_FACTORS
-from sim import metric_names as mn
-from sim.acceptance import AcceptanceModel
-from sim.breakeven import BreakevenRow, acceptance_length_rates, breakeven_from_profile
-from sim.decisions import decision_table, decisions_frame
-from sim.errors import SpecplanError
-from sim.metrics import with_latencies
-from sim.profile import AcceptanceKey, Profile
-from sim.runner import ScenarioResult, aggregate, run_scenario
-from sim.scenario import Scenario
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import AcceptanceKey, Profile
+from sim.contracts.scenario import Scenario
+from sim.decisions.breakeven import BreakevenRow, acceptance_length_rates, breakeven_from_profile
+from sim.decisions.rules import decision_table, decisions_frame
+from sim.model.acceptance import AcceptanceModel
+from sim.results import metric_names as mn
+from sim.results.metrics import with_latencies
+from sim.results.runner import ScenarioResult, aggregate, run_scenario
 
 Progress = Callable[[int, int, str], None]
 
@@ -79,7 +79,7 @@ class View:
     """The run at the scenario's own load: CDFs, levels and per-segment acceptance come from it."""
     sweep: pl.DataFrame
     """Summary rows (every segment) of every load point, plus ``load_factor``, ``offered_rate``
-    (fleet req/s) and ``rate`` (req/s per replica, what ``sim.decisions`` reads)."""
+    (fleet req/s) and ``rate`` (req/s per replica, what ``sim.decisions.rules`` reads)."""
     acceptance: pl.DataFrame
     breakeven: pl.DataFrame
     breakeven_label: str
@@ -89,8 +89,8 @@ class View:
     seconds: Mapping[str, float] = field(default_factory=dict)
     """Wall time of each part (simulation, figures), for the benchmark and the page footer."""
     verdict: tuple[str, ...] = ()
-    """The answer first (``sim.verdict`` at the scenario's load, then the replicas each
-    candidate needs from the sweep, ``sim.fleet_sizing``): the page and the report lead with it."""
+    """The answer first (``sim.results.verdict`` at the scenario's load, then the replicas each
+    candidate needs from the sweep, ``sim.decisions.fleet_sizing``): the page and the report lead with it."""
 
     @property
     def colors(self) -> dict[str, str]:
@@ -242,9 +242,9 @@ def compute_view(
 
 def view_verdict(scenario: Scenario, result: ScenarioResult, sweep: pl.DataFrame) -> tuple[str, ...]:
     """The verdict lines at the scenario's load and the fleet each candidate needs (the same
-    ``sim.verdict`` the terminal prints, and ``sim.fleet_sizing`` over the sweep)."""
-    from sim.capacity import criteria_from_scenario
-    from sim.fleet_sizing import size_from_sweep
+    ``sim.results.verdict`` the terminal prints, and ``sim.decisions.fleet_sizing`` over the sweep)."""
+    from sim.decisions.fleet_sizing import size_from_sweep
+    from sim.decisions.sustain import criteria_from_scenario
 
     v = result.verdict()
     lines = list(v.lines()) if v is not None else []
@@ -347,7 +347,7 @@ def typical_length(d: object) -> float:
 
 def latency_values(result: ScenarioResult, metric: str) -> pl.DataFrame:
     """Per-request latency in ms of the first seed's measured, completed requests:
-    ``candidate``, ``value_ms`` (latencies as ``sim.metrics.with_latencies`` defines them)."""
+    ``candidate``, ``value_ms`` (latencies as ``sim.results.metrics.with_latencies`` defines them)."""
     seed = result.seeds[0]
     req = with_latencies(result.requests.filter((pl.col(mn.SEED) == seed) & pl.col("in_window")))
     col = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2el_s"}[metric]

@@ -24,8 +24,8 @@ import torch
 from profiler.prompt_sets import Prompt, by_segment, encode_prompt
 from profiler.proposers import Proposer
 from profiler.speculative import SpecResult, speculative_generate
-from sim.acceptance import FEW_REQUESTS, mean_length_interval
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
+from sim.model.acceptance import FEW_REQUESTS, mean_length_interval
 
 DEFAULT_K_MAX = 6
 """Largest draft length measured; the simulator may ask for any k ≤ k_max."""
@@ -248,7 +248,7 @@ def measure_acceptance(
     """Run speculative decoding on every (segment, temperature, prompt); return the entry.
 
     ``on_result(key, prompt_id, result)`` (optional) sees every request's result, e.g. to write
-    an acceptance trace (``sim/acceptance_trace.py``: the accepted length of every step).
+    an acceptance trace (``sim/contracts/acceptance_trace.py``: the accepted length of every step).
 
     ``target`` is a LoadedModel (``model``, ``tokenizer``, ``identity``). Prompts are grouped by
     (task, language); the first ``prompts_per_segment`` of each group are used (all when None).

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 INSTALL_HINT = "aiconfigurator-core is not installed: pip install 'specplan[gpu-data]'"
 BACKENDS = ("vllm", "sglang", "trtllm")

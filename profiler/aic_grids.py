@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.aic_database import Engine
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 MS = 1e-3
 

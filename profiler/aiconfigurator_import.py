@@ -19,7 +19,7 @@ from typing import Any
 
 from profiler import aic_database as db
 from profiler.aic_grids import GridBuilder, target_forward_notes
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 BATCH = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 CONTEXT = [128, 512, 1024, 2048, 4096, 8192, 16384, 32768]

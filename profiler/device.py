@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 

@@ -15,7 +15,7 @@ hf_config.py), so no torch or transformers is needed.
 Every grid cell is computed from the formula, including cells no engine reaches (KV beyond the
 replica's memory, positions beyond the context window): those are listed in ``timing.limits``
 but keep the formula's value, because the simulator interpolates toward neighbouring cells and a
-null would be filled from a shorter context (sim/grid.py), under-pricing long contexts.
+null would be filled from a shorter context (sim/contracts/grid.py), under-pricing long contexts.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from profiler.gpu_specs import GpuSpec, match_device_name
 from profiler.profile_io import assemble, provenance, safe_name
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PREFILL_CHUNK = 8192
@@ -282,7 +282,7 @@ def kv_capacity_rows(device_bytes: int, target_w: int, target_act: int, target_k
                      proposers: dict[str, dict[str, int]],
                      utilizations: Sequence[float] = (0.8, 0.9)) -> list[dict[str, Any]]:
     """KV tokens at each utilisation, target alone and with each draft, by the simulator's formula
-    (sim/kv_capacity.py) on the replica's totals."""
+    (sim/model/kv_capacity.py) on the replica's totals."""
     rows = []
     for u in utilizations:
         for name in [None, *proposers]:

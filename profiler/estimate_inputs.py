@@ -23,7 +23,7 @@ from profiler.estimate import (
 from profiler.gpu_specs import resolve_gpu
 from profiler.hf_config import read_config
 from profiler.profile_io import read_profile_dict, safe_name
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 _SELF_RE = re.compile(r"^selfdraft:(\d+)$")
 _DTYPES = {"auto": "bfloat16", "bf16": "bfloat16", "fp16": "float16", "bfloat16": "bfloat16",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError, read_text
+from sim.contracts.errors import SpecplanError, read_text
 
 ALLREDUCE_LATENCY_S = 8e-6
 """Assumed fixed cost of one small all-reduce (8 µs): the order of NCCL's and vLLM's custom

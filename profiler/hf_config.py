@@ -3,7 +3,7 @@
 The roofline estimate needs layer counts and widths, not weights, so it must not need torch or
 transformers (a planner on a laptop estimates a 70B model on H100s). This reads the keys of
 llama-style decoders (Llama, Mistral, Qwen2/3, ...) and counts parameters from them the way the
-model classes build their tensors (``tests/test_estimate_roofline.py`` checks the count against
+model classes build their tensors (``tests/profiler/test_estimate_roofline.py`` checks the count against
 Llama-3.1-8B's published 8,030,261,248).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_configs"
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")

@@ -5,7 +5,7 @@ cells, ~15 s) can only bracket a run; a 140 s run can slow down in its middle an
 sees it. When the serving loop has nothing to do and the next arrival is far enough away
 (``profiler/serving.py: serve(idle_work=…)``), this times one pass of one profile cell (after
 an untimed warm-up pass), so no request ever waits for it. The ratios (measured / profile) become knots of the run's
-``sim.machine_speed.SpeedTimeline``. Prefill cells take one probe in three when the gap allows:
+``sim.model.machine_speed.SpeedTimeline``. Prefill cells take one probe in three when the gap allows:
 prefill drifts apart from decode on a CPU, and TTFT leans on it.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from profiler.timing import ReferencePasses
-from sim.fidelity import DriftCell
-from sim.machine_speed import SpeedSample
+from sim.fidelity.drift import DriftCell
+from sim.model.machine_speed import SpeedSample
 
 
 @dataclass(frozen=True)

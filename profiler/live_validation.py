@@ -3,7 +3,7 @@
 Why a module of its own: it is the orchestration of ``specplan validate SCENARIO`` — load the
 profile's target, warm it, check how far the machine has drifted from the profile, run every
 load point × candidate for real (``profiler/serving.py``) ``real_reps`` times, simulate the same
-requests (``sim/fidelity.py``) and reduce both to the error table. The CLI (``sim/cmd_validate``)
+requests (``sim/fidelity/comparison.py``) and reduce both to the error table. The CLI (``cli/validate``)
 only parses arguments and writes what this returns. torch is needed, so it lives in profiler/.
 """
 
@@ -22,16 +22,20 @@ import torch
 from profiler import serving
 from profiler.idle_probes import IdleProbes
 from profiler.models import load_model
-from profiler.timing import Point, ReferencePasses, remeasure
-from sim import fidelity
-from sim.engine_defaults import engine_limits
-from sim.errors import SpecplanError
-from sim.kv_capacity import kv_capacity
-from sim.machine_speed import speed_timeline
-from sim.profile import Profile
-from sim.scenario import Scenario
-from sim.simulation import scheduler_config
-from sim.speculation import policy_from_candidate
+from profiler.serving_prompts import segment_prompts
+from profiler.timing import ReferencePasses, remeasure
+from profiler.timing_grids import Point
+from profiler.warm_up import PeakShape, keep_freed_memory, touch_peak, warm_up
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile
+from sim.contracts.scenario import Scenario
+from sim.fidelity import comparison, live_load
+from sim.fidelity import drift as drift_check
+from sim.model.engine_defaults import engine_limits
+from sim.model.kv_capacity import kv_capacity
+from sim.model.machine_speed import speed_timeline
+from sim.model.speculation import policy_from_candidate
+from sim.results.simulation import scheduler_config
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,10 @@ class LiveValidation:
     profile: Profile
     loads: tuple[float, ...]
     candidates: tuple[str, ...]
-    capacities: dict[str, fidelity.CapacityEstimate]
+    capacities: dict[str, live_load.CapacityEstimate]
     """Per candidate, the capacity its loads are fractions of."""
     load_basis: str = "own"
-    """``own``, ``baseline`` (see ``sim.fidelity.LOAD_BASES``) or ``given`` (--capacity)."""
+    """``own``, ``baseline`` (see ``sim.fidelity.live_load.LOAD_BASES``) or ``given`` (--capacity)."""
     requests: int = 60
     seed: int = 0
     sim_reps: int = 5
@@ -62,7 +66,7 @@ class LiveValidation:
     """Notes for the report from the caller (e.g. the KV layout the scenario was run with)."""
     drift_correct: bool = False
     """Predict each real run with the profile's step times × the machine's speed during it
-    (``sim/machine_speed.py``: decode parts by the decode cells', prefill parts by the prefill
+    (``sim/model/machine_speed.py``: decode parts by the decode cells', prefill parts by the prefill
     cells' now/profile ratio, from the checks around the run and its idle-gap probes); the raw
     profile's bar is reported beside it."""
     idle_probes: bool = True
@@ -134,7 +138,7 @@ def threads_note(profile: Profile, threads: int) -> str | None:
 # the run
 
 
-def capacity_lines(caps: dict[str, fidelity.CapacityEstimate], basis: str) -> list[str]:
+def capacity_lines(caps: dict[str, live_load.CapacityEstimate], basis: str) -> list[str]:
     """Report lines saying what each candidate's loads are fractions of."""
     rates = {c: cap.rate for c, cap in caps.items()}
     if basis == "own":
@@ -154,7 +158,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     scenario, profile, caps = v.scenario, v.profile, v.capacities
     scenario_path, cands, seed, n_req = v.scenario_path, list(v.candidates), v.seed, v.requests
     reps, real_reps = v.sim_reps, v.real_reps
-    kept = serving.keep_freed_memory()
+    kept = keep_freed_memory()
     if v.threads:
         torch.set_num_threads(v.threads)
     spec = v.model or model_spec(profile)
@@ -166,7 +170,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         say(warn)
     vocab = int(target.identity["architecture"]["vocab_size"])
     max_pos = getattr(target.model.config, "max_position_embeddings", None)
-    serving.warm_up(target.model, vocab)
+    warm_up(target.model, vocab)
 
     seg_keys = {
         s.name: ((s.acceptance.task, s.acceptance.language) if s.acceptance else ("support", "en"))
@@ -181,8 +185,8 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     points = []  # one per (load, candidate): a candidate's loads are fractions of its capacity
     for load, name in ((ld, c) for ld in v.loads for c in cands):
         rate = load * caps[name].rate
-        sc = fidelity.scenario_at(scenario, rate, n_req, seed)
-        specs = fidelity.workload_requests(sc, seed)
+        sc = live_load.scenario_at(scenario, rate, n_req, seed)
+        specs = live_load.workload_requests(sc, seed)
         if not specs:
             raise SpecplanError(f"{scenario_path}: no requests at {rate:.3g} req/s; raise --requests")
         if max_pos is not None:
@@ -192,7 +196,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                     f"{scenario_path}: workload.segments: a request needs {longest} positions but "
                     f"{spec} has a {max_pos}-token window; lower prompt_tokens/output_tokens max"
                 )
-        prompts, pnotes = serving.segment_prompts(specs, seg_keys, target.tokenizer, vocab, seed)
+        prompts, pnotes = segment_prompts(specs, seg_keys, target.tokenizer, vocab, seed)
         notes.extend(pnotes)
         reqs = [serving.ServingRequest(s.id, s.arrival_s, prompts[s.id], s.output_tokens, s.segment, s.timeout_s)
                 for s in specs]
@@ -203,7 +207,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     engine = engine_limits(scenario, profile)
     all_specs = [s for p in points for s in p[4]]
     k_max = max(policy_from_candidate(scenario.candidate(c)).k_max for c in cands)
-    peak = serving.PeakShape(
+    peak = PeakShape(
         decode_seqs=min(engine.max_num_seqs, max(len(p[4]) for p in points)),
         context=max(s.prompt_tokens + s.output_tokens for s in all_specs),
         tokens_per_seq=1 + k_max, prefill_tokens=engine.max_num_batched_tokens)
@@ -211,7 +215,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                  f"{peak.decode_seqs} × {peak.tokens_per_seq} tokens at {peak.context} context, a "
                  f"{peak.prefill_tokens}-token prefill) so no memory is first touched mid-run"
                  + ("; freed memory kept in the process (glibc mallopt)" if kept else ""))
-    cells = fidelity.drift_cells(
+    cells = drift_check.drift_cells(
         profile, decode_seqs=max(2, engine.max_num_seqs // 4),
         context=float(np.median([s.prompt_tokens + s.output_tokens / 2 for s in all_specs])),
         tokens_per_seq=1 + max((policy_from_candidate(scenario.candidate(c)).k_max for c in cands[1:]), default=0),
@@ -220,10 +224,10 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
 
     def check_drift(when: str) -> tuple[float, float]:
         got = remeasure(target, [Point(c.quantity, c.coords) for c in cells], warmup=1, repeats=3)
-        d = fidelity.drift_summary(cells, [m.median for m in got], when)
+        d = drift_check.drift_summary(cells, [m.median for m in got], when)
         drifts.append(d)
-        say(fidelity.format_drift(d))
-        return fidelity.drift_scales(d)
+        say(drift_check.format_drift(d))
+        return drift_check.drift_scales(d)
 
     measured_runs: dict[tuple[float, str], list[dict[str, float | None]]] = {}
     step_preds: dict[tuple[float, str], list[dict[str, float | None]]] = {}
@@ -238,7 +242,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     def settle(after: tuple[float, float]) -> None:
         """--drift-correct: predict the last real run with the machine's speed over it — a
         timeline from the drift checks before and after it and the reference passes timed in
-        its idle gaps (``sim/machine_speed.py``)."""
+        its idle gaps (``sim/model/machine_speed.py``)."""
         nonlocal pending
         if pending is None:
             return
@@ -253,10 +257,10 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         say(f"{run['label']}: simulating again at the machine's speed over it (decode ×{avg[0]:.2f}, "
             f"prefill ×{avg[1]:.2f} on average; {len(speed.decode_t)} + {len(speed.prefill_t)} knots) …")
         scaled_preds.setdefault(key, []).append(
-            fidelity.predict(run["scenario"], profile, key[1], run["specs"], seed, reps, speed=speed).values)
-        corrected = fidelity.profile_step_times(run["shapes"], profile, layout, speed=speed)
-        scaled_steps.setdefault(key, []).append(fidelity.step_time_values(run["durations"], corrected, run["shapes"])[0])
-        frames["step_residuals"].append(fidelity.step_residuals(run["durations"], corrected, run["shapes"])
+            live_load.predict(run["scenario"], profile, key[1], run["specs"], seed, reps, speed=speed).values)
+        corrected = live_load.profile_step_times(run["shapes"], profile, layout, speed=speed)
+        scaled_steps.setdefault(key, []).append(live_load.step_time_values(run["durations"], corrected, run["shapes"])[0])
+        frames["step_residuals"].append(live_load.step_residuals(run["durations"], corrected, run["shapes"])
                                         .with_columns(*run["tag"], pl.lit(True).alias("drift_corrected")))
 
     def rows_of(corrected: bool) -> list[dict[str, Any]]:
@@ -267,11 +271,11 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             if corrected and key not in scaled_preds:
                 continue  # its only run is still waiting for the drift check after it
             steps = scaled_steps[key] if corrected else step_preds[key]
-            step = {k: v for k, v in fidelity.median_values(steps).items() if v is not None}
-            base = fidelity.median_values(scaled_preds[key]) if corrected else preds[key].values
+            step = {k: v for k, v in comparison.median_values(steps).items() if v is not None}
+            base = comparison.median_values(scaled_preds[key]) if corrected else preds[key].values
             pred = {**{k: v for k, v in base.items() if v is not None}, **step}
-            rows.extend(fidelity.error_rows("live", load, rate, name, pred, fidelity.median_values(runs),
-                                            fidelity.spread_values(runs), len(runs)))
+            rows.extend(comparison.error_rows("live", load, rate, name, pred, comparison.median_values(runs),
+                                            comparison.spread_values(runs), len(runs)))
         return rows
 
     def table_and_header() -> tuple[pl.DataFrame, list[str]]:
@@ -285,7 +289,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 + (" and the reference passes timed in its idle gaps" if v.idle_probes else "")
                 + "); predicted = median over the runs",
                 *[f"without drift correction: {line}" for line in
-                  fidelity.format_bar(fidelity.error_table(rows_of(False))).splitlines()],
+                  comparison.format_bar(comparison.error_table(rows_of(False))).splitlines()],
             ]
         header = [
             f"specplan validate {scenario_path}: real serving vs simulator, {n_req} requests per load, "
@@ -293,16 +297,16 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             f"real: {target.label} on {v.device}, torch threads={threads}, {time.time() - started:.0f}s wall",
             f"simulated: profile {profile.name}, kv_layout {layout}",
             *capacity_lines(caps, v.load_basis),
-            "both sides: the same requests, the same scheduler (sim/scheduler.py); real step times and real "
+            "both sides: the same requests, the same scheduler (sim/model/scheduler.py); real step times and real "
             "acceptance vs the profile's step-time and acceptance models",
-            *fidelity.drift_lines(drifts),
+            *drift_check.drift_lines(drifts),
             *probe_lines(frames["probes"]),
             *residual_lines(frames["step_residuals"], v.drift_correct),
             *correction,
             *[f"source: {s}" for s in sorted(sources)],
-            *[f"note: {n}" for n in fidelity.compact_notes(notes)],
+            *[f"note: {n}" for n in comparison.compact_notes(notes)],
         ]
-        return fidelity.error_table(rows), header
+        return comparison.error_table(rows), header
 
     meta = {
         "command": v.command,
@@ -313,7 +317,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
         "sim_replications": reps, "drift": drifts, "drift_correct": v.drift_correct,
         "drift_corrections": corrections, "idle_probes": v.idle_probes,
     }
-    serving.touch_peak(target.model, peak)  # the drift check must not pay first-touch costs either
+    touch_peak(target.model, peak)  # the drift check must not pay first-touch costs either
     probes = None
     if v.idle_probes:
         probes = IdleProbes(ReferencePasses(target, [Point(c.quantity, c.coords) for c in cells], seed=seed), cells)
@@ -325,7 +329,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             kv = kv_capacity(profile, sc.fleet.engine.memory_utilization, sc.fleet.engine.block_size, proposer)
             cfg = scheduler_config(sc, kv.kv_blocks, engine_limits(sc, profile))
             factory = proposer_factory(profile, proposer, target.model, len(reqs)) if proposer else None
-            serving.warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
+            warm_up(target.model, vocab, policy=policy, proposer_name=proposer, peak=peak,
                             proposer_factory=proposer_factory(profile, proposer, target.model, 4) if proposer else None)
             # re-timed before every real run: this VM's speed moves within minutes
             drift = check_drift(f"before real run {rep + 1} of {name} at {load:.0%}")
@@ -340,17 +344,17 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
             if real.aborted:
                 notes.append(f"{name} at {load:.0%}: real run {rep + 1} stopped at {max_wall:.0f}s; "
                              "unfinished requests count as not completed")
-            measured = fidelity.measured_values(real.requests, real.steps, real.itl, sc)
+            measured = live_load.measured_values(real.requests, real.steps, real.itl, sc)
             durations = real.steps["duration_s"].to_list()
-            profile_times = fidelity.profile_step_times(real.shapes, profile, layout)
-            step_pred, step_meas = fidelity.step_time_values(durations, profile_times, real.shapes)
+            profile_times = live_load.profile_step_times(real.shapes, profile, layout)
+            step_pred, step_meas = live_load.step_time_values(durations, profile_times, real.shapes)
             key = (load, name)
             measured_runs.setdefault(key, []).append({**measured, **step_meas})
             step_preds.setdefault(key, []).append(step_pred)
             tag = [pl.lit(load).alias("load"), pl.lit(rate).alias("rate")]
             run_tag = [pl.lit(name).alias("candidate"), *tag, pl.lit(rep).alias("real_run")]
             frames["step_residuals"].append(
-                fidelity.step_residuals(durations, profile_times, real.shapes)
+                live_load.step_residuals(durations, profile_times, real.shapes)
                 .with_columns(*run_tag, pl.lit(False).alias("drift_corrected")))
             frames["measured_requests"].append(real.requests.with_columns(*tag, pl.lit(rep).alias("real_run")))
             frames["measured_steps"].append(real.steps.with_columns(
@@ -366,7 +370,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
                 pl.Series("prefill_context", [sh.prefill_context for sh in real.shapes], dtype=pl.Float64)))
             if key not in preds:
                 say(f"{name} at {load:.0%} load: simulating the same {len(specs)} requests …")
-                pred = fidelity.predict(sc, profile, name, specs, seed, reps)
+                pred = live_load.predict(sc, profile, name, specs, seed, reps)
                 preds[key] = pred
                 notes.extend(pred.notes)
                 sources.update(pred.sources)
@@ -402,7 +406,7 @@ def residual_lines(parts: list[pl.DataFrame], corrected: bool) -> list[str]:
     if frame is None or frame.is_empty():
         return []
     frame = frame.filter(pl.col("drift_corrected") == corrected)
-    return fidelity.residual_lines(frame, "drift-corrected" if corrected else "raw profile")
+    return live_load.residual_lines(frame, "drift-corrected" if corrected else "raw profile")
 
 
 def probe_lines(parts: list[pl.DataFrame]) -> list[str]:

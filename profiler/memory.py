@@ -20,7 +20,7 @@ import torch
 from transformers import DynamicCache
 
 from profiler.device import device_memory_bytes
-from profiler.models import LoadedModel, architecture, count_parameters, dtype_bytes
+from profiler.model_types import LoadedModel, architecture, count_parameters, dtype_bytes
 
 UTILIZATIONS = (0.8, 0.9)
 

@@ -22,11 +22,14 @@ from typing import Any
 
 import torch
 
+from profiler.batch_executor import BatchExecutor, _cache_from, _Seq
 from profiler.clock import Timing, time_op
 from profiler.memory import kv_bytes_per_token
-from profiler.models import LoadedModel
-from profiler.serving import BatchExecutor, ServingRequest, _cache_from, _Seq, keep_freed_memory
-from profiler.timing import Measured, Point, _grid, combine_rounds, point
+from profiler.model_types import LoadedModel
+from profiler.serving import ServingRequest
+from profiler.timing_assembly import _grid
+from profiler.timing_grids import Measured, Point, combine_rounds, point
+from profiler.warm_up import keep_freed_memory
 
 CELL_KV_LIMIT = 2 << 30
 """Cells whose batch KV is larger are left unmeasured (``null``): random KV that size takes
@@ -178,9 +181,9 @@ def add_to_profile(base: dict[str, Any], origin: str, target: LoadedModel, *, co
     import copy
 
     from profiler import device as devmod
-    from profiler.models import dtype_name
+    from profiler.model_types import dtype_name
     from profiler.profile_io import provenance
-    from sim.errors import SpecplanError
+    from sim.contracts.errors import SpecplanError
 
     want = base["target"]["architecture"]
     have = target.identity["architecture"]

@@ -1,6 +1,6 @@
 """Assemble, validate, write (atomically) and merge calibration profiles.
 
-Validation is the simulator's own reader (``sim.profile.Profile.from_dict``): the profiler never
+Validation is the simulator's own reader (``sim.contracts.profile.Profile.from_dict``): the profiler never
 writes a file the simulator would refuse.
 """
 
@@ -16,11 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError
-from sim.profile import Profile
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import SCHEMA, SCHEMA_VERSION, Profile
 
-SCHEMA = "specplan.profile"
-SCHEMA_VERSION = 1
 _NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

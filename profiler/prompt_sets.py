@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sim.errors import SpecplanError, read_text, where
+from sim.contracts.errors import SpecplanError, read_text, where
 
 BUILTIN_TASKS = ("support", "summarization", "code", "creative", "translation")
 """Tasks shipped in profiler/prompts/<task>.jsonl."""

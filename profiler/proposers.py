@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 ProposerKind = Literal["ngram", "draft_model", "self_draft"]
 

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 RateKind = Literal["survival", "conditional", "alpha"]
 RATE_KINDS: tuple[str, ...] = ("survival", "conditional", "alpha")

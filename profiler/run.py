@@ -22,21 +22,22 @@ import torch
 
 from profiler import device as devmod
 from profiler.memory import ProposerMemoryInput, measure_memory
-from profiler.models import LoadedModel, check_tokenizers_compatible, dtype_name, load_model
+from profiler.model_types import LoadedModel, dtype_name
+from profiler.models import check_tokenizers_compatible, load_model
 from profiler.padded_batch import NOTE as PADDED_NOTE
 from profiler.padded_batch import measure_padded_batch
 from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
-from profiler.timing import (
+from profiler.timing import plan_tasks
+from profiler.timing_assembly import assemble_timing
+from profiler.timing_grids import (
     DraftRuntime,
     Measured,
     Point,
     TimingGrids,
-    assemble_timing,
     combine_rounds,
     default_grids,
-    plan_tasks,
 )
-from sim.errors import SpecplanError
+from sim.contracts.errors import SpecplanError
 
 _SELF_RE = re.compile(r"^selfdraft:(\d+)$")
 _NGRAM_RE = re.compile(r"^ngram(?::(\d+)-(\d+))?$")

@@ -6,7 +6,7 @@ first mismatch is replaced by the target's argmax; if all are kept the target's 
 bonus. Sampling (temperature T > 0): token ``x`` at position ``i`` is kept with probability
 ``min(1, p_i(x) / q_i(x))``; on the first rejection a token is sampled from
 ``normalise(max(0, p_i − q_i))``; if all are kept a bonus is sampled from ``p_{k+1}``. Both make
-the output distribution equal to the target's own (tests/test_speculative.py checks this).
+the output distribution equal to the target's own (tests/profiler/test_speculative.py checks this).
 
 Counting (written to the profile, docs/profile-format.md "acceptance entries"): every target
 verification step is one **draft** of ``k`` positions. When the proposer returns fewer than ``k``

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import SpecplanError, read_text
+from sim.contracts.errors import SpecplanError, read_text
 
 MARK = "SpecDecoding metrics:"
 _FIELD_RE = re.compile(

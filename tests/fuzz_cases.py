@@ -5,7 +5,7 @@ a trace CSV, a vLLM results file, CLI flags and ``--vary`` overrides: over-long 
 bytes, ``~user`` paths, deep nesting, integers beyond 64 bits, floats near 1e308/inf/nan,
 absurd sizes, wrong types, missing files, directories as files, binary garbage.
 
-Run and judged by tests/fuzz_oracle.py, for tests/test_fuzz.py (in the suite) and bench/fuzz.py
+Run and judged by tests/fuzz_oracle.py, for tests/cli/test_fuzz.py (in the suite) and bench/fuzz.py
 (the long run).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.synthetic import synthetic_profile_dict
+from sim.contracts.synthetic import synthetic_profile_dict
 
 REPO = Path(__file__).resolve().parents[1]
 # in-process runs are refused above this many simulated request-steps (SPECPLAN_MAX_REQUEST_STEPS)

@@ -1,5 +1,5 @@
-"""Running fuzz cases and judging them: in-process through ``sim.cli.main`` (the function the
-``specplan`` script calls) or as a real ``python -m sim`` subprocess, then the oracle.
+"""Running fuzz cases and judging them: in-process through ``cli.main.main`` (the function the
+``specplan`` script calls) or as a real ``python -m cli`` subprocess, then the oracle.
 
 The oracle (``judge``): exit code 0 or 2; no uncaught exception, no traceback, no "internal
 error"; every error exactly one line that names the input (file or flag); under 60 s.
@@ -56,9 +56,9 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def run_in_process(case: Case, folder: Path) -> Outcome:
-    """``sim.cli.main(argv)`` in ``folder`` with stdout/stderr captured; any exception that
+    """``cli.main.main(argv)`` in ``folder`` with stdout/stderr captured; any exception that
     escapes main is recorded (it would be a traceback on the real command line)."""
-    from sim.cli import main
+    from cli.main import main
 
     materialize(case, folder)
     out, err = io.StringIO(), io.StringIO()
@@ -91,7 +91,7 @@ def run_subprocess(case: Case, folder: Path) -> Outcome:
     t = time.perf_counter()
     try:
         argv = [a.encode("utf-8", "surrogateescape") if "\x00" not in a else a for a in case.argv]
-        r = subprocess.run([sys.executable, "-m", "sim", *argv], cwd=folder, capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "cli", *argv], cwd=folder, capture_output=True,
                            timeout=TIME_LIMIT_S, env=env)
     except subprocess.TimeoutExpired:
         return Outcome(None, "", "", time.perf_counter() - t, "timeout")

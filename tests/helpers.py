@@ -6,7 +6,61 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sim.synthetic import synthetic_profile_dict
+from sim.contracts.synthetic import synthetic_profile_dict
+
+BASELINE: dict[str, Any] = {"name": "baseline", "speculation": "off"}
+NGRAM_K2: dict[str, Any] = {"name": "ngram-k2", "proposer": "ngram", "k": 2}
+NGRAM_K3: dict[str, Any] = {"name": "ngram-k3", "proposer": "ngram", "k": 3}
+
+
+def segment(name: str = "chat", share: float = 1.0, prompt: int | dict[str, Any] = 64,
+            output: int | dict[str, Any] = 16, task: str = "chat", language: str = "en") -> dict[str, Any]:
+    """One ``[[workload.segments]]`` table; an int length means ``{dist = "fixed", value = N}``."""
+    def dist(v: int | dict[str, Any]) -> dict[str, Any]:
+        return {"dist": "fixed", "value": v} if isinstance(v, int) else v
+
+    return {"name": name, "share": share, "prompt_tokens": dist(prompt), "output_tokens": dist(output),
+            "acceptance": {"task": task, "language": language}}
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return "{" + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + "}"
+
+
+def scenario_toml(name: str, *, run: dict[str, Any], workload: dict[str, Any],
+                  segments: list[dict[str, Any]], fleet: dict[str, Any],
+                  candidates: list[dict[str, Any]] = (), slo: dict[str, Any] | None = None,
+                  engine: dict[str, Any] | None = None, description: str | None = None) -> str:
+    """The text of a small scenario (docs/scenario-format.md), one table after another: the one
+    builder tests use instead of pasting scenario TOML into every module."""
+    lines = ["", f"name = {_toml(name)}"]
+    if description is not None:
+        lines.append(f"description = {_toml(description)}")
+
+    def table(header: str, body: dict[str, Any]) -> None:
+        lines.append(header)
+        lines.extend(f"{k} = {_toml(v)}" for k, v in body.items())
+
+    table("[run]", run)
+    table("[workload]", workload)
+    for seg in segments:
+        table("[[workload.segments]]", seg)
+    if slo is not None:
+        table("[slo]", slo)
+    table("[fleet]", fleet)
+    if engine is not None:
+        table("[fleet.engine]", engine)
+    for cand in candidates:
+        table("[[candidates]]", cand)
+    return "\n".join(lines) + "\n"
 
 
 def write_scenario(

@@ -1,0 +1,239 @@
+"""`specplan capacity SCENARIO`: highest sustainable rate per replica and fewest replicas per
+candidate, with the decision table, bottlenecks and a load-dependent policy recommendation.
+
+Accuracy is a trade against time: each probe simulates ``run.duration_s`` (``--duration``
+shortens it) and the search stops when the bracket is within ``--rel-tol`` or after
+``--max-evals`` probes per seed; the printed bracket and the spread over seeds say how exact
+the answer is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from sim.contracts.errors import SpecplanError
+from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML")
+    parser.add_argument("--percentile", metavar="P", help="hold SLOs at this percentile: 50, 95 or "
+                        "99 (default: the scenario's slo.percentile)")
+    parser.add_argument("--target-rate", metavar="R", help="req/s the fleet must serve for the "
+                        "replica count (default: the scenario's mean rate)")
+    parser.add_argument("--seeds", metavar="S,S,…", help="seeds (default: the scenario's run.seeds)")
+    parser.add_argument("--candidates", metavar="A,B,…", help="only these candidates")
+    parser.add_argument("--profile", metavar="PATH", help="profile instead of the scenario's fleet.profile")
+    parser.add_argument("--duration", metavar="S", help="simulated seconds per probe (default: the "
+                        "scenario's run.duration_s; shorter is faster and noisier)")
+    parser.add_argument("--rel-tol", metavar="F", default="0.1", help="stop when the bracket is "
+                        "within this relative width (default 0.1)")
+    parser.add_argument("--max-evals", metavar="N", default="8", help="probes per seed and "
+                        "candidate (default 8)")
+    parser.add_argument("--max-loss", metavar="F", default="0.01", help="tolerated share of "
+                        "rejected or timed-out requests (default 0.01)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
+    parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
+    parser.add_argument("--no-profile-band", action="store_true",
+                        help="skip the two extra searches at the profile's p90/p10 step times")
+
+
+def _num(name: str, raw: str | None, conv: type = float) -> Any:
+    if raw is None:
+        return None
+    try:
+        v = conv(raw)
+    except ValueError:
+        raise SpecplanError(f"{name}: expected a {'number' if conv is float else 'whole number'}, "
+                            f"got {raw!r}") from None
+    if conv is float and not math.isfinite(v):
+        raise SpecplanError(f"{name}: must be finite, got {raw!r}")
+    return v
+
+
+def _int_list(name: str, raw: str | None) -> list[int] | None:
+    if raw is None:
+        return None
+    try:
+        vals = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise SpecplanError(f"{name}: expected comma-separated whole numbers, got {raw!r}") from None
+    if any(not 0 <= v <= 2**53 for v in vals) or len(vals) > 1000:
+        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {raw[:80]!r}")
+    return vals
+
+
+def run(args: argparse.Namespace) -> int:
+    from sim.contracts.scenario import load_scenario
+    from sim.decisions.capacity import plan_capacity, with_duration
+    from sim.results.runner import resolve_profile
+
+    scenario = load_scenario(args.scenario)
+    duration = _num("--duration", args.duration)
+    if duration is not None:
+        scenario = with_duration(scenario, duration)
+    profile = resolve_profile(scenario, args.profile)
+    cands = [c.strip() for c in args.candidates.split(",")] if args.candidates else None
+    rel_tol = _num("--rel-tol", args.rel_tol)
+    max_evals = _num("--max-evals", args.max_evals, int)
+    if not (rel_tol and rel_tol > 0) or max_evals < 2:
+        raise SpecplanError("--rel-tol must be > 0 and --max-evals ≥ 2")
+    quiet = args.json or not sys.stderr.isatty()
+    report = plan_capacity(
+        scenario, profile,
+        percentile=_num("--percentile", args.percentile),
+        target_rate=_num("--target-rate", args.target_rate),
+        seeds=_int_list("--seeds", args.seeds),
+        candidates=cands, rel_tol=rel_tol, max_evals=max_evals,
+        max_loss_fraction=_num("--max-loss", args.max_loss),
+        progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
+        profile_band=not args.no_profile_band,
+        cache_dir=Path(args.out) / "probes" if args.out else None,
+    )
+    advice = _advice(scenario, profile, report, cands)
+    doc = to_json(report, advice)
+    if args.out:
+        write_outputs(report, doc, Path(args.out))
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print("\n".join(format_report(report, advice, verbose=args.verbose)))
+    return 0
+
+
+def _advice(scenario: Any, profile: Any, report: Any, cands: list[str] | None) -> list[Any]:
+    """Policy advice for each proposer the (chosen) speculative candidates use."""
+    from sim.decisions.policy_advice import advise_for_capacity
+
+    return advise_for_capacity(scenario, profile, report, cands)
+
+
+def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
+    from sim.decisions.bottleneck import Attribution
+    from sim.decisions.rules import decisions_frame
+    from sim.results.verdict import capacity_verdict
+
+    c = report.criteria
+    return {
+        "scenario": report.scenario_name,
+        "sustains": {"percentile": c.percentile, "limits_ms": dict(c.limits_ms),
+                     "max_loss_fraction": c.max_loss_fraction},
+        "search": {"rel_tol": report.rel_tol, "max_evals": report.max_evals,
+                   "duration_s": report.duration_s},
+        "candidates": [
+            {"candidate": r.candidate, "capacity_rps_mean": r.mean, "capacity_rps_ci95": r.ci95,
+             "capacity_rps_profile_band": list(r.profile_band) if r.profile_band else None,
+             "fleet_replicas": r.fleet_replicas,
+             "per_seed": [{"seed": sd, "capacity_rps": s.rate / r.fleet_replicas,
+                           "fleet_capacity_rps": s.rate, "bracket": [s.lower, s.upper],
+                           "status": s.status, "evaluations": len(s.probes),
+                           "probes": [[p.rate, p.sustained, p.margin, p.reason] for p in s.probes]}
+                          for sd, s in zip(r.seeds, r.per_seed, strict=True)],
+             "target_rate": r.target_rate, "replicas": r.replicas, "replicas_status": r.replicas_status,
+             "gpus_per_replica": report.gpus_per_replica,
+             "gpus": None if r.replicas is None else r.replicas * report.gpus_per_replica,
+             "cost_per_good_answer_usd": (r.operating_row or {}).get("cost_per_good_answer_usd"),
+             "operating_point": r.operating_row}
+            for r in report.candidates
+        ],
+        "decisions": decisions_frame(report.decisions()).to_dicts(),
+        "bottlenecks": [a.to_row() for a in report.bottlenecks if isinstance(a, Attribution)],
+        "policy_advice": [
+            {"proposer": a.proposer, "k_by_batch": a.k_by_batch, "off_above_batch": a.off_above_batch,
+             "on_below_batch": a.on_below_batch, "fixed_k": a.fixed_k,
+             "vllm_speculative_config": a.vllm_speculative_config(), "vllm_notes": a.vllm_notes(),
+             "sources": list(a.sources), "notes": list(a.notes)} for a in advice
+        ],
+        "verdict": capacity_verdict(report),
+        "sources": [*report.sources, *([report.price_source] if report.price_source else [])],
+        "notes": list(report.notes),
+    }
+
+
+def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
+    from sim.decisions.bottleneck import attributions_frame
+    from sim.decisions.rules import decisions_frame
+
+    ensure_dir(out)  # every file below is written whole or not at all (sim/results/atomic_io.py)
+    write_text_atomic(out / "capacity.json", json.dumps(doc, indent=2, default=str) + "\n")
+    if report.load_summary.height:
+        write_parquet_atomic(report.load_summary, out / "load_levels.parquet")
+    if report.operating_summary.height:
+        write_parquet_atomic(report.operating_summary, out / "operating_point.parquet")
+    write_parquet_atomic(decisions_frame(report.decisions()), out / "decisions.parquet")
+    bf = attributions_frame(list(report.bottlenecks))
+    if bf.height:
+        write_parquet_atomic(bf, out / "bottlenecks.parquet")
+
+
+def _money(v: Any) -> str:
+    """Dollars per 1,000 good answers: the one cost unit of every surface."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return "∞" if math.isinf(v) else f"${1000.0 * v:.3g}"
+
+
+def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list[str]:
+    from sim.decisions.bottleneck import format_attributions
+    from sim.decisions.rules import format_decisions
+    from sim.results.summary_table import condense_notes, short_source
+    from sim.results.verdict import capacity_verdict
+
+    c = report.criteria
+    limits = ", ".join(f"{c.column(m)} ≤ {v:g} ms" for m, v in c.limits_ms.items())
+    lines = [
+        f"capacity of {report.scenario_name}: sustains = {limits}, and ≤ {c.max_loss_fraction:.1%} "
+        f"of requests rejected or timed out (simulated)",
+        f"search: double/halve to bracket, then safeguarded secant/bisection on log-rate; stop at "
+        f"±{report.rel_tol:.0%} or {report.max_evals} probes per seed; {report.duration_s:g} s "
+        f"simulated per probe",
+        "",
+        f"{'candidate':<18} {'req/s per replica':>18} {'±95% CI':>8}  {'per seed':<22} {'probes':>6} "
+        f"{'replicas':>9} {'@ req/s':>8}  $ per 1k good answers",
+    ]
+    verdict = capacity_verdict(report)
+    if verdict:
+        lines[0:0] = [*verdict, ""]
+    fleets = {r.fleet_replicas for r in report.candidates}
+    if fleets != {1}:
+        lines.insert(2, f"searched on the scenario's fleet of {', '.join(map(str, sorted(fleets)))} "
+                        f"replicas; capacity shown per replica (fleet ÷ replicas)")
+    for r in report.candidates:
+        per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)
+        reps = "-" if r.replicas is None else str(r.replicas)
+        cap = f"{r.mean:.3g}" if r.mean > 0 else "none"
+        lines.append(f"{r.candidate:<18} {cap:>18} {r.ci95:>8.2g}  {per_seed:<22} "
+                     f"{r.evaluations:>6} {reps:>9} {r.target_rate:>8.3g}  "
+                     f"{_money((r.operating_row or {}).get('cost_per_good_answer_usd'))}")
+        if r.profile_band is not None:
+            lines.append(f"{'':<18} model band: {r.profile_band[0]:.3g}–{r.profile_band[1]:.3g} req/s per "
+                         f"replica with every step at the profile's p90 / p10 times (seed {r.seeds[0]})")
+        if r.bounded:
+            lines.append(f"{'':<18} note: {r.bounded}")
+        if r.replicas is None:
+            lines.append(f"{'':<18} note: {r.replicas_status}")
+    g = report.gpus_per_replica
+    if g > 1:
+        gpus = ", ".join(f"{r.candidate} {r.replicas} × {g} = {r.replicas * g} GPUs"
+                         for r in report.candidates if r.replicas is not None)
+        lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
+                     f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
+    lines += ["", "decisions (load levels: fractions of the baseline's capacity; rates per replica):",
+              format_decisions(report.decisions())]
+    if report.bottlenecks:
+        lines += ["", "bottlenecks (measure that shows it):", *format_attributions(list(report.bottlenecks))]
+    for a in advice:
+        lines += ["", *a.format_table(), "vLLM speculative_config:", a.vllm_snippet()]
+    sources = list(report.sources) if verbose else [short_source(s) for s in report.sources]
+    lines += ["", "sources:" if verbose else "sources: (one line per section; --verbose: full provenance)",
+              *(f"  {s}" for s in sources), *([f"  {report.price_source}"] if report.price_source else [])]
+    notes = list(report.notes) if verbose else condense_notes(report.notes, [c.candidate for c in report.candidates])
+    if notes:
+        lines += ["notes:", *(f"  {n}" for n in notes)]
+    return lines

@@ -1,0 +1,392 @@
+"""``specplan profile``: measure a calibration profile, or estimate / merge / import / publish one.
+
+``specplan profile --target SPEC …`` (no action word) measures on this machine. The actions:
+
+- ``estimate``    roofline estimate for a datasheet GPU (no acceptance section);
+- ``merge``       timing + memory from one profile, acceptance from another;
+- ``import-vllm`` acceptance counters from a running vLLM's Prometheus ``/metrics``;
+- ``published``   acceptance typed in from a paper or blog, with its citation;
+- ``import-aiconfigurator`` GPU timing and memory from NVIDIA's kernel database (optional extra
+  ``specplan[gpu-data]``; cli/profile_import_aiconfigurator.py);
+- ``padded-batch`` add ``timing.padded_batch`` (a padded engine's batch join/leave cost),
+  measured now, to a copy of ``--profile BASE``.
+
+The CLI parses and calls the library; every user error is a SpecplanError (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from sim.contracts.errors import SpecplanError
+
+ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch", "import-aiconfigurator")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", default="run", choices=ACTIONS,
+                        help="what to do (default: run = measure on this machine)")
+    parser.add_argument("-o", "--out", help="output profile JSON (written atomically)")
+    parser.add_argument("--name", help="profile name ([A-Za-z0-9._-]+); default from the target")
+
+    m = parser.add_argument_group("measure (run) and estimate")
+    m.add_argument("--target", help="smollm2 | FILE.gguf | MODEL_DIR | org/name (cached) | config:NAME | config:FILE.json")
+    m.add_argument("--proposer", action="append", default=[], metavar="P",
+                   help="ngram[:MIN-MAX] | selfdraft:LAYERS | draft:MODEL_SPEC (repeatable)")
+    m.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (estimate: bf16 default)")
+    m.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    m.add_argument("--quick", action="store_true", help="small grids and few prompts: a useful profile in minutes")
+    m.add_argument("--resume", action="store_true", help="reuse points checkpointed in OUT.partial.jsonl")
+    m.add_argument("--prompts", help="JSONL prompt file (task, language, prompt[, id]); default: built-in sets")
+    m.add_argument("--temperatures", default="0,0.7", help="comma-separated sampling temperatures")
+    m.add_argument("--k-max", type=int, default=6, help="largest draft length measured (default 6)")
+    m.add_argument("--prompts-per-segment", type=int, help="prompts per (task, language) for acceptance (default 10, --quick 1)")
+    m.add_argument("--max-new-tokens", type=int, help="tokens generated per prompt for acceptance")
+    m.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadier on a busy machine)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--rounds", type=int, default=1,
+                   help="measure the whole timing grid this many times, spread over the run, and keep per cell "
+                        "the median of the rounds (default 1; 3 on a shared machine whose speed drifts)")
+    m.add_argument("--no-acceptance", action="store_true", help="timing and memory only")
+    m.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    e = parser.add_argument_group("estimate")
+    e.add_argument("--gpu", help="A100-80GB | H100-SXM | H200 | L40S | B200 | FILE.toml/.json (a GPU spec file)")
+    e.add_argument("--tensor-parallel-size", type=int, metavar="T",
+                   help="GPUs per replica sharding the model (default 1; --tp works too)")
+    e.add_argument("--step-overhead-ms", type=float, metavar="MS",
+                   help="host time added to every target pass (default 1 ms, assumed)")
+    e.add_argument("--draft-pass-overhead-ms", type=float, metavar="MS",
+                   help="host time added to every draft pass (default 0.5 ms, assumed)")
+    e.add_argument("--proposer-model", action="append", default=[], metavar="SPEC",
+                   help="draft model architecture for the estimate (repeatable)")
+    e.add_argument("--calibrate-from", metavar="PROFILE", help="carry efficiency over from a profile measured on a known GPU")
+    e.add_argument("--compute-efficiency", type=float, help="fraction of peak FLOP/s (default 0.6)")
+    e.add_argument("--bandwidth-efficiency", type=float, help="fraction of peak bandwidth (default 0.8)")
+
+    g = parser.add_argument_group("merge")
+    g.add_argument("--timing", metavar="PROFILE", help="profile whose timing and memory are kept")
+    g.add_argument("--acceptance", metavar="FILE", help="profile (or acceptance file) whose acceptance is taken")
+    g.add_argument("--acceptance-proposer", action="append", default=[], metavar="NAME",
+                   help="only these proposers' acceptance (repeatable; default all)")
+
+    i = parser.add_argument_group("import-vllm / published")
+    i.add_argument("--metrics", help="FILE or http://HOST:PORT/metrics of a running vLLM")
+    i.add_argument("--log", help="import-vllm from a vLLM server log's 'SpecDecoding metrics:' lines instead")
+    i.add_argument("--proposer-name", dest="proposer_name", metavar="NAME",
+                   help="proposer name the acceptance belongs to (--proposer NAME works too)")
+    i.add_argument("--segment", action="append", default=[], metavar="TASK:LANG:TEMP",
+                   help="segment key the numbers describe, e.g. chat:en:0.7")
+    i.add_argument("--baseline", help="an earlier scrape (FILE or URL) to subtract: import only the traffic since")
+    i.add_argument("--model-name", help="only counters with this vLLM model_name label")
+    i.add_argument("--rates", help="published per-position survival rates, e.g. 0.8,0.6,0.45")
+    i.add_argument("--rate-kind", default="survival", choices=("survival", "conditional", "alpha"),
+                   help="what --rates are: per-position survival, conditional, or one alpha (k_max from --k-max)")
+    i.add_argument("--citation", help="where the published numbers come from")
+    i.add_argument("--profile", metavar="BASE", help="add the entry to a copy of this profile (else write an acceptance file)")
+    i.add_argument("--proposer-kind", default=None, help="draft_model | eagle | eagle3 | mtp | ngram | suffix | self_draft (vLLM method names) when BASE lacks the proposer")
+    from cli import profile_import_aiconfigurator as cmd_import_aiconfigurator
+
+    cmd_import_aiconfigurator.add_arguments(parser)
+    _remember_flags(parser)
+
+
+_FLAGS: dict[str, tuple[str, Any]] = {}
+"""dest -> (option string, default): to write the command back into provenance."""
+
+
+def _remember_flags(parser: argparse.ArgumentParser) -> None:
+    for act in parser._actions:
+        if act.option_strings and act.dest != "help":
+            _FLAGS[act.dest] = (max(act.option_strings, key=len), act.default)
+
+
+def command_of(args: argparse.Namespace) -> str:
+    """The command as a user would retype it (non-default options; absolute paths shortened)."""
+    import os
+
+    words = ["specplan", "profile"] + ([args.action] if args.action != "run" else [])
+    for dest, (flag, default) in _FLAGS.items():
+        val = getattr(args, dest, default)
+        if val == default or val is None:
+            continue
+        for v in val if isinstance(val, list) else [val]:
+            if v is True:
+                words.append(flag)
+            else:
+                text = str(v)
+                words += [flag, os.path.basename(text) if os.path.isabs(text) else text]
+    return " ".join(words)
+
+
+def run(args: argparse.Namespace) -> int:
+    action = args.action
+    if action == "import-aiconfigurator":
+        from cli import profile_import_aiconfigurator as cmd_import_aiconfigurator
+
+        return cmd_import_aiconfigurator.run(args, command_of(args))
+    if not args.out:
+        raise SpecplanError(f"profile {action}: -o/--out OUT.json is required")
+    if action == "run":
+        return _run_measure(args)
+    if action == "estimate":
+        return _run_estimate(args)
+    if action == "merge":
+        return _run_merge(args)
+    if action == "padded-batch":
+        return _run_padded_batch(args)
+    return _run_acceptance_source(args)
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecplanError(f"{flag} {text!r}: expected comma-separated numbers") from None
+    if not vals:
+        raise SpecplanError(f"{flag} {text!r}: expected at least one number")
+    return vals
+
+
+def _set_threads(threads: int | None) -> None:
+    """``--threads N``: torch's CPU threads for this process (the same for timing and its checks)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise SpecplanError(f"--threads {threads}: must be at least 1")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_measure(args: argparse.Namespace) -> int:
+    from profiler.profile_io import check_writable
+    from profiler.run import ProfileRequest, ProposerRequest, run_profile
+
+    if not args.target:
+        raise SpecplanError("profile: --target SPEC is required (e.g. --target smollm2)")
+    check_writable(args.out)
+    _set_threads(args.threads)
+    if args.prompts:  # a bad prompt file fails now, not after minutes of timing
+        from profiler.prompt_sets import load_prompts
+
+        load_prompts(args.prompts)
+    for flag in ("prompts_per_segment", "max_new_tokens", "rounds"):
+        val = getattr(args, flag)
+        if val is not None and val < 1:
+            raise SpecplanError(f"--{flag.replace('_', '-')} {val}: must be at least 1")
+    req = ProfileRequest(
+        target=args.target,
+        out=Path(args.out),
+        proposers=tuple(ProposerRequest.parse(p) for p in args.proposer),
+        dtype=args.dtype,
+        device=args.device,
+        quick=args.quick,
+        resume=args.resume,
+        prompts=args.prompts,
+        temperatures=_floats(args.temperatures, "--temperatures"),
+        k_max=args.k_max,
+        name=args.name,
+        seed=args.seed,
+        command=command_of(args),
+        measure_acceptance=not args.no_acceptance,
+        prompts_per_segment=args.prompts_per_segment,
+        max_new_tokens=args.max_new_tokens,
+        progress=not args.no_progress,
+        rounds=args.rounds,
+    )
+    profile = run_profile(req)
+    _summary(profile, args.out)
+    return 0
+
+
+def _summary(profile: dict[str, Any], out: str) -> None:
+    tf = profile["timing"]["target_forward"]
+    t1 = tf["median"][0][0][0]
+    ctx = tf["axes"]["context"][0]
+    print(f"wrote {out}: {profile['name']}")
+    if t1 is not None:
+        print(f"  decode step T(batch=1, context={ctx}) = {t1 * 1e3:.2f} ms "
+              f"[{profile['timing']['provenance']['method']}]")
+    mem = profile["memory"]
+    print(f"  weights {mem['target_weight_bytes'] / 2**20:.1f} MiB, KV {mem['target_kv_bytes_per_token']} B/token "
+          f"[{mem['provenance']['method']}]")
+    for name, entry in (profile.get("acceptance") or {}).items():
+        segs = entry["segments"]
+        drafts = sum(s["num_drafts"] for s in segs)
+        acc = sum(s["num_accepted_tokens"] for s in segs)
+        mal = 1 + acc / drafts if drafts else float("nan")
+        print(f"  acceptance {name}: {len(segs)} segments, mean acceptance length {mal:.2f} "
+              f"[{entry['provenance']['method']}]")
+        from profiler.acceptance import precision_summary
+
+        thin = precision_summary(entry)
+        if thin:
+            print(f"    {thin}")
+    limits = profile["timing"].get("limits") or []
+    if limits:
+        print(f"  {len(limits)} grid cells not measured (see timing.limits)")
+
+
+def _run_estimate(args: argparse.Namespace) -> int:
+    from profiler.estimate_inputs import efficiency, estimate_from_specs
+    from profiler.profile_io import check_writable, write_profile
+
+    if not args.gpu or not args.target:
+        raise SpecplanError("profile estimate: --gpu NAME|FILE and --target SPEC are required")
+    check_writable(args.out)
+    eff = efficiency(calibrate_from=args.calibrate_from, compute=args.compute_efficiency,
+                     bandwidth=args.bandwidth_efficiency, step_overhead_ms=args.step_overhead_ms,
+                     draft_pass_overhead_ms=args.draft_pass_overhead_ms)
+    tp = args.tensor_parallel_size if args.tensor_parallel_size is not None else getattr(args, "tp", 1)
+    profile = estimate_from_specs(gpu=args.gpu, target=args.target, proposer_models=args.proposer_model,
+                                  proposers=args.proposer, dtype=args.dtype, k_max=args.k_max, eff=eff,
+                                  tensor_parallel_size=tp, command=command_of(args), name=args.name)
+    write_profile(args.out, profile)
+    _summary(profile, args.out)
+    return 0
+
+
+def _run_padded_batch(args: argparse.Namespace) -> int:
+    from profiler.models import load_model
+    from profiler.padded_batch import add_to_profile
+    from profiler.profile_io import check_writable, read_profile_dict, write_profile
+
+    if not args.profile or not args.target:
+        raise SpecplanError("profile padded-batch: --profile BASE.json and --target SPEC (BASE's target) are required")
+    check_writable(args.out)
+    base = read_profile_dict(args.profile)
+    if args.rounds < 1:
+        raise SpecplanError(f"--rounds {args.rounds}: must be at least 1")
+    _set_threads(args.threads)
+    target = load_model(args.target, dtype=args.dtype, device=args.device)
+    out = add_to_profile(base, args.profile, target, command=command_of(args), seed=args.seed,
+                         repeats=15, rounds=args.rounds)
+    write_profile(args.out, out)
+    join = out["timing"]["padded_batch"]["join"]
+    print(f"wrote {args.out}: {args.profile} + timing.padded_batch measured on {target.device} "
+          f"(join at batch {join['axes']['batch'][0]}, context {join['axes']['context'][0]}: "
+          f"{(join['median'][0][0] or float('nan')) * 1e3:.2f} ms)")
+    return 0
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    from profiler.profile_io import check_writable, merge, read_profile_dict, write_profile
+
+    if not args.timing or not args.acceptance:
+        raise SpecplanError("profile merge: --timing PROFILE and --acceptance FILE are required")
+    check_writable(args.out)
+    base = read_profile_dict(args.timing)
+    other = _read_acceptance_source(args.acceptance)
+    merged = merge(base, other, proposers=args.acceptance_proposer or None, name=args.name,
+                   timing_origin=args.timing, acceptance_origin=args.acceptance)
+    write_profile(args.out, merged)
+    print(f"wrote {args.out}: timing+memory from {args.timing}, acceptance of "
+          f"{', '.join(args.acceptance_proposer or list(other.get('acceptance', {})))} from {args.acceptance}")
+    return 0
+
+
+ACCEPTANCE_FILE = "specplan.acceptance"
+
+
+def _read_acceptance_source(path: str) -> dict[str, Any]:
+    """A full profile, or an acceptance file written by import-vllm / published."""
+    from profiler.profile_io import read_profile_dict
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecplanError(f"{path}: no such file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecplanError(f"{path}: not readable JSON ({exc})") from None
+    if isinstance(data, dict) and data.get("schema") == ACCEPTANCE_FILE:
+        for key in ("proposers", "acceptance"):
+            if not isinstance(data.get(key), dict):
+                raise SpecplanError(f"{path}: {key}: expected an object")
+        # shaped like a profile for merge(): proposers + acceptance, no target to compare
+        return {"name": data.get("name", Path(path).stem), "target": None, **data}
+    return read_profile_dict(path)
+
+
+def _segment_key(text: str) -> dict[str, Any]:
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        raise SpecplanError(f"--segment {text!r}: expected TASK:LANG:TEMPERATURE, e.g. chat:en:0.7")
+    try:
+        temp = float(parts[2])
+    except ValueError:
+        raise SpecplanError(f"--segment {text!r}: temperature {parts[2]!r} is not a number") from None
+    if temp < 0:
+        raise SpecplanError(f"--segment {text!r}: temperature must be >= 0")
+    return {"task": parts[0], "language": parts[1], "temperature": temp}
+
+
+def _run_acceptance_source(args: argparse.Namespace) -> int:
+    """import-vllm / published: build one acceptance entry with P2's modules, then write it."""
+    from profiler.profile_io import check_writable
+
+    if not args.proposer_name and args.proposer:
+        args.proposer_name = args.proposer[-1]
+    if not args.proposer_name:
+        raise SpecplanError(f"profile {args.action}: --proposer-name NAME is required (the proposer it measures)")
+    if len(args.segment) != 1:
+        raise SpecplanError(f"profile {args.action}: give exactly one --segment TASK:LANG:TEMP")
+    segment = _segment_key(args.segment[0])
+    check_writable(args.out)
+    if args.action == "import-vllm" and args.log:
+        from profiler.vllm_log import entry_from_log
+
+        entry = entry_from_log(args.log, task=segment["task"], language=segment["language"],
+                               temperature=segment["temperature"], command=command_of(args))
+        ident = {"kind": args.proposer_kind or "draft_model"}
+    elif args.action == "import-vllm":
+        if not args.metrics:
+            raise SpecplanError("profile import-vllm: --metrics FILE_OR_URL (or --log FILE) is required")
+        from profiler import vllm_import
+
+        entry = vllm_import.import_vllm_metrics(
+            args.metrics, baseline=args.baseline, model_name=args.model_name, task=segment["task"],
+            language=segment["language"], temperature=segment["temperature"], command=command_of(args),
+        )
+        ident = {"kind": args.proposer_kind or "draft_model"}
+    else:
+        if not args.rates or not args.citation:
+            raise SpecplanError("profile published: --rates R1,R2,... and --citation TEXT are required")
+        from profiler import published
+
+        entry = published.published_entry(
+            _floats(args.rates, "--rates"), citation=args.citation, kind=args.rate_kind,
+            k_max=args.k_max if args.rate_kind == "alpha" else None, segment=segment,
+            command=command_of(args),
+        )
+        ident = {"kind": args.proposer_kind or "draft_model"}
+    return _write_acceptance(args, entry, ident)
+
+
+def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: dict[str, Any]) -> int:
+    from profiler.profile_io import read_profile_dict, safe_name, write_json_atomic, write_profile
+
+    name = args.proposer_name
+    if safe_name(name) != name:
+        raise SpecplanError(f"--proposer-name {name!r}: use only letters, digits, '.', '_' and '-'")
+    if args.profile:
+        base = read_profile_dict(args.profile)
+        if name not in base["proposers"]:
+            raise SpecplanError(f"{args.profile}: proposers: no {name!r} (has: {', '.join(base['proposers']) or 'none'})")
+        base.setdefault("acceptance", {})[name] = entry
+        write_profile(args.out, base)
+        print(f"wrote {args.out}: {args.profile} with {args.action} acceptance for {name}")
+        return 0
+    from sim.contracts.profile import PROPOSER_KINDS
+
+    if ident["kind"] not in PROPOSER_KINDS:
+        raise SpecplanError(f"--proposer-kind {ident['kind']!r}: expected one of {', '.join(PROPOSER_KINDS)}")
+    doc = {"schema": ACCEPTANCE_FILE, "name": safe_name(f"{name}-{args.action}"),
+           "proposers": {name: ident}, "acceptance": {name: entry}}
+    write_json_atomic(args.out, doc)
+    print(f"wrote {args.out}: {args.action} acceptance for {name}; attach it with "
+          f"`specplan profile merge --timing PROFILE --acceptance {args.out} -o OUT.json`")
+    return 0

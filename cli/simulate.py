@@ -1,0 +1,69 @@
+"""``specplan simulate SCENARIO``: run every candidate × seed and print the comparison."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.scenario import load_scenario
+from sim.results.runner import run_scenario
+from sim.results.summary_table import render
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SpecplanError(f"--seeds: expected comma-separated integers like 1,2,3, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise SpecplanError(f"--seeds: need distinct integers >= 0, got {text!r}")
+    if any(s > 2**53 for s in seeds) or len(seeds) > 1000:
+        raise SpecplanError(f"--seeds: at most 1000 seeds, each <= 2**53, got {text[:80]!r}")
+    return seeds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML (docs/scenario-format.md)")
+    parser.add_argument("--profile", help="calibration profile JSON (default: the scenario's fleet.profile)")
+    parser.add_argument("--seeds", help="comma-separated seeds, e.g. 1,2 (default: the scenario's run.seeds)")
+    parser.add_argument("--candidates", help="comma-separated candidate names (default: all)")
+    parser.add_argument("--out", metavar="DIR", help="write requests/steps/summary Parquet and summary.json here")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    parser.add_argument("--by-segment", action="store_true", help="also print one table per workload segment")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--verbose", action="store_true",
+                        help="intervals in every cell, the full provenance and every note")
+
+
+def run(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    seeds = _seeds(args.seeds) if args.seeds else None
+    cands = [c.strip() for c in args.candidates.split(",") if c.strip()] if args.candidates else None
+    bar = None
+    progress = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, file=sys.stderr, unit="run", desc="simulate", leave=False)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.total = total
+            bar.set_postfix_str(label)
+            bar.update(done - bar.n)
+
+    try:
+        result = run_scenario(scenario, args.profile, cands, seeds, progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.out:
+        paths = result.write(args.out)
+        if not args.json:
+            print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        print(render(result, by_segment=args.by_segment, verbose=args.verbose))
+    return 0

@@ -1,3 +1,0 @@
-from sim.cli import main
-
-raise SystemExit(main())

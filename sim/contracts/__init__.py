@@ -1,0 +1,2 @@
+"""Contracts: what flows into the simulator, loaded from TOML/JSON and validated at the boundary
+(scenario, calibration profile, trace, grids, input errors)."""

@@ -1,0 +1,104 @@
+"""Optional parts of a profile's ``timing`` section: fused steps, per-step overhead, draft prefill.
+
+Why a module of its own: these keys describe how a GPU engine composes one step (one fused
+pass over prefill and decode tokens, a fixed host cost per step, the draft's pass over prompt
+tokens) — a contract the CPU profiler's profiles do not carry. Old profiles load unchanged:
+``step_composition`` defaults to ``"sum"`` (today's sum of a decode and a prefill pass).
+docs/profile-format.md, "Fused steps", is the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # profile.py imports this module; only the type names are needed here
+    from sim.contracts.profile import Provenance, TimingGrid
+
+StepComposition = Literal["sum", "fused"]
+STEP_COMPOSITIONS: tuple[str, ...] = ("sum", "fused")
+
+FUSED_GRIDS: dict[str, tuple[str, ...]] = {
+    "dense": ("tokens",),
+    "logits": ("tokens",),
+    "decode_attention": ("batch", "tokens_per_seq", "context"),
+    "prefill_attention": ("tokens", "context"),
+}
+"""Per-op decomposition of one fused pass: grid name -> axes (canonical order)."""
+
+DRAFT_PREFILL_AXES = ("tokens", "context")
+
+
+@dataclass(frozen=True)
+class FusedTiming:
+    """One forward pass priced by its contents (docs/profile-format.md, "Fused steps").
+
+    A pass over ``T`` scheduled tokens costs ``dense(T) + logits(rows) + decode_attention(b, s,
+    c̄) + prefill_attention(n, c₀)``: every op that is not attention or the LM head reads the
+    weights once for all tokens of the step, prefill and decode alike.
+    """
+
+    dense: TimingGrid
+    """Every op except attention and the LM head (GEMMs, norms, activation, all-reduces) over
+    ``tokens`` rows."""
+    logits: TimingGrid
+    """The LM head over ``tokens`` rows (decode rows × (k+1), plus one row per prompt chunk)."""
+    decode_attention: TimingGrid
+    """Attention of ``batch`` decode rows, each ``tokens_per_seq`` queries over ``context``
+    cached tokens."""
+    prefill_attention: TimingGrid
+    """Attention of ``tokens`` prompt tokens whose chunk starts after ``context`` cached ones."""
+
+
+@dataclass(frozen=True)
+class StepOverhead:
+    """Host time every engine step pays on top of its passes (scheduling, sampling, launch)."""
+
+    seconds: float
+    provenance: Provenance
+
+
+def parse_extras(parser: Any, v: dict, path: str) -> tuple[str, FusedTiming | None, StepOverhead | None]:
+    """``(step_composition, fused, step_overhead)`` of a timing object already key-checked."""
+    join = _join
+    comp = parser.choice(v.get("step_composition", "sum"), join(path, "step_composition"), STEP_COMPOSITIONS)
+    fused = None
+    if v.get("fused") is not None:
+        fp = join(path, "fused")
+        spec = parser.obj(v["fused"], fp, tuple(FUSED_GRIDS))
+        fused = FusedTiming(**{k: parser.grid(spec[k], join(fp, k), axes) for k, axes in FUSED_GRIDS.items()})
+    if comp == "fused" and fused is None:
+        raise parser.fail(join(path, "fused"), 'required when step_composition is "fused" (the per-op grids of one pass)')
+    overhead = None
+    if v.get("step_overhead") is not None:
+        op = join(path, "step_overhead")
+        spec = parser.obj(v["step_overhead"], op, ("seconds", "provenance"))
+        overhead = StepOverhead(
+            seconds=parser.num(spec["seconds"], join(op, "seconds"), minimum=0.0),
+            provenance=parser.provenance(spec["provenance"], join(op, "provenance")),
+        )
+    return comp, fused, overhead
+
+
+def parse_proposer_extras(parser: Any, spec: dict, path: str) -> tuple[TimingGrid | None, Provenance | None]:
+    """``(prefill grid, overhead provenance)`` of one ``timing.proposers.<p>`` entry."""
+    prefill = None
+    if spec.get("prefill") is not None:
+        prefill = parser.grid(spec["prefill"], _join(path, "prefill"), DRAFT_PREFILL_AXES)
+    prov = None
+    if spec.get("overhead_provenance") is not None:
+        prov = parser.provenance(spec["overhead_provenance"], _join(path, "overhead_provenance"))
+    return prefill, prov
+
+
+def describe_composition(comp: str, fused: FusedTiming | None, overhead: StepOverhead | None) -> str:
+    """The part of the timing sources line that says how steps are composed."""
+    text = ("steps: one fused pass per step (timing.fused)" if comp == "fused"
+            else "steps: sum of a decode and a prefill pass")
+    if overhead is not None:
+        text += f"; per-step overhead {overhead.seconds * 1e3:.2f} ms {overhead.provenance.describe()}"
+    return text
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key

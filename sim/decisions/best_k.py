@@ -1,0 +1,99 @@
+"""Best k per load: for each acceptance segment and decode batch size, the k (0 = no
+speculation) that minimises time per committed token, from a profile's grids.
+
+Why: whether speculation pays, and with how many draft tokens, changes with the batch (a
+verification pass is almost free at batch 1 and costs nearly k+1 decodes when the engine is
+compute-bound) and with the segment's acceptance. One cycle at batch ``b`` drafting ``k``:
+
+- proposal rate ``p`` (n-gram: the share of steps with a match; 1 for model drafters): on
+  average ``b·p`` rows draft ``k`` tokens, the rest feed one token (vLLM schedules them so);
+- step time ``target_forward(b, 1 + k·p, c) + D(b·p, k, c) + H(b·p, k)`` (a paged engine's
+  tokens priced at the mean tokens per row, as ``sim.model.step_time.verify_tokens_per_row``);
+- tokens committed per row ``1 + p·(s_1 + … + s_k)``;
+- time per committed token = step time / (b · tokens per row); k = 0 is the plain decode.
+
+This ignores queueing and the spread of acceptance across requests: the simulator answers those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.grid import GridInterpolator
+from sim.contracts.profile import AcceptanceSegment, Profile
+
+
+@dataclass(frozen=True)
+class BestK:
+    """One (segment, batch) cell: time per committed token at every k and the winner."""
+
+    segment: str
+    batch: int
+    proposal_rate: float
+    per_k_s: tuple[float, ...]
+    """Seconds per committed token at k = 0, 1, …, k_max."""
+
+    @property
+    def best_k(self) -> int:
+        return min(range(len(self.per_k_s)), key=lambda k: (self.per_k_s[k], k))
+
+    @property
+    def speedup(self) -> float:
+        """Plain decode time per token over the best k's."""
+        return self.per_k_s[0] / self.per_k_s[self.best_k]
+
+
+def best_k_table(
+    profile: Profile,
+    proposer: str,
+    batches: Sequence[int],
+    *,
+    context: float = 512.0,
+    segments: Sequence[AcceptanceSegment] | None = None,
+    k_max: int | None = None,
+) -> list[BestK]:
+    """One :class:`BestK` per segment (default: every segment of the proposer's entry) × batch."""
+    entry = profile.acceptance.get(proposer)
+    ptiming = profile.timing.proposers.get(proposer)
+    if entry is None or ptiming is None:
+        raise profile.error(f"acceptance.{proposer}", f"proposer {proposer!r} needs an acceptance entry and draft timing")
+    if not batches or any(b < 1 for b in batches):
+        raise SpecplanError(f"--best-k: batch sizes must be >= 1, got {list(batches)}")
+    top = entry.k_max if k_max is None else min(k_max, entry.k_max)
+
+    def interp(grid) -> GridInterpolator:
+        return GridInterpolator(grid.axes, grid.median, name=grid.quantity, axis_names=grid.axis_names)
+
+    fwd, draft, over = interp(profile.timing.target_forward), interp(ptiming.draft), interp(ptiming.overhead)
+    out = []
+    for seg in segments if segments is not None else entry.segments:
+        s, p = seg.survival, seg.proposal_rate
+        for b in batches:
+            times = [fwd(b, 1, context) / b]
+            for k in range(1, top + 1):
+                rows = b * p
+                step = fwd(b, 1 + k * p, context)
+                if rows >= 1:
+                    step += draft(rows, k, context) + over(rows, k)
+                elif rows > 0:  # under one drafting row on average: one row, that often
+                    step += rows * (draft(1, k, context) + over(1, k))
+                times.append(step / (b * (1 + p * sum(s[:k]))))
+            out.append(BestK(str(seg.key), int(b), p, tuple(times)))
+    return out
+
+
+def format_best_k(table: Sequence[BestK]) -> list[str]:
+    """Terminal lines: one row per segment, the best k (and speed-up) at each batch size."""
+    if not table:
+        return []
+    batches = sorted({c.batch for c in table})
+    lines = ["best k per load (k minimising time per committed token; 0 = no speculation):",
+             f"{'segment':<24} {'proposal':>8} " + " ".join(f"{'b=' + str(b):>11}" for b in batches)]
+    for seg in dict.fromkeys(c.segment for c in table):
+        cells = {c.batch: c for c in table if c.segment == seg}
+        first = next(iter(cells.values()))
+        row = " ".join(f"{cells[b].best_k:>2} ({cells[b].speedup:.2f}x)" for b in batches)
+        lines.append(f"{seg:<24} {100 * first.proposal_rate:>7.0f}% {row}")
+    return lines

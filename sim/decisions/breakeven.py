@@ -1,0 +1,318 @@
+"""The break-even model of speculative decoding: does drafting k tokens pay off?
+
+One speculative cycle drafts ``k`` tokens (D(k)), verifies them in one target pass over
+``k + 1`` tokens (V(k)) and pays bookkeeping H(k); it commits on average
+``M(k) = 1 + s_1 + ... + s_k`` tokens (``s_i`` the unconditional survival rate of position i;
+``s_i = α^i`` for a constant per-token acceptance α). Plain decoding commits one token per
+target step of T seconds, so speculation pays off when ``D + V + H < M·T``, and the speedup in
+time per committed token is ``M·T / (D + V + H)``. This ignores queueing and batching effects
+across requests; the simulator is what answers those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.grid import GridInterpolator
+from sim.contracts.profile import AcceptanceKey, Profile
+from sim.model.acceptance import match_segment
+
+
+def acceptance_length_alpha(alpha: float, k: int) -> float:
+    """``M(k) = 1 + α + α² + ... + α^k`` for per-token acceptance ``α`` in [0, 1]."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return float(sum(alpha**i for i in range(k + 1)))
+
+
+def acceptance_length_rates(rates: Sequence[float], k: int) -> float:
+    """``M(k) = 1 + s_1 + ... + s_k`` from unconditional survival rates."""
+    if k > len(rates):
+        raise ValueError(f"k={k} exceeds the {len(rates)} survival rates given")
+    return 1.0 + float(sum(rates[:k]))
+
+
+def alpha_needed(cycle_s: float, baseline_s: float, k: int) -> float | None:
+    """Smallest per-token acceptance α with ``M(k)·T >= cycle`` (None: unreachable even at α=1)."""
+    target = cycle_s / baseline_s
+    if target <= 1.0:
+        return 0.0
+    if target > k + 1:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # bisection: M is increasing in α
+        mid = (lo + hi) / 2
+        if acceptance_length_alpha(mid, k) < target:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class BreakevenRow:
+    """One k: its cycle cost, the tokens it commits and whether it beats plain decoding."""
+
+    k: int
+    draft_s: float
+    """D(k): drafting k tokens."""
+    verify_s: float
+    """V(k): one target pass over k + 1 tokens per sequence."""
+    overhead_s: float
+    """H(k): bookkeeping of the cycle."""
+    acceptance_length: float
+    """M(k): expected tokens committed per cycle."""
+    baseline_s: float
+    """T: one plain decode step (one token)."""
+
+    @property
+    def cycle_s(self) -> float:
+        return self.draft_s + self.verify_s + self.overhead_s
+
+    @property
+    def time_per_token_s(self) -> float:
+        return self.cycle_s / self.acceptance_length
+
+    @property
+    def speedup(self) -> float:
+        """Plain time per token over speculative time per token (> 1 pays off)."""
+        return self.acceptance_length * self.baseline_s / self.cycle_s if self.cycle_s > 0 else float("inf")
+
+    @property
+    def pays_off(self) -> bool:
+        """``D + V + H < M·T``."""
+        return self.cycle_s < self.acceptance_length * self.baseline_s
+
+    @property
+    def alpha_needed(self) -> float | None:
+        """Per-token acceptance at which this k breaks even (None: never)."""
+        return alpha_needed(self.cycle_s, self.baseline_s, self.k)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(
+            cycle_s=self.cycle_s,
+            time_per_token_s=self.time_per_token_s,
+            speedup=self.speedup,
+            pays_off=self.pays_off,
+            alpha_needed=self.alpha_needed,
+        )
+        return d
+
+
+@dataclass(frozen=True)
+class BreakevenResult:
+    """A break-even table over k with where its numbers came from."""
+
+    rows: tuple[BreakevenRow, ...]
+    baseline_s: float
+    sources: tuple[str, ...]
+    """Provenance of every number, one line each."""
+    notes: tuple[str, ...] = ()
+    """Extrapolations and other caveats."""
+    inputs: tuple[tuple[str, Any], ...] = ()
+    """What was asked (proposer, batch, context, segment, ...)."""
+
+    def best(self) -> BreakevenRow | None:
+        """The k with the lowest time per token, if any k pays off."""
+        paying = [r for r in self.rows if r.pays_off]
+        return min(paying, key=lambda r: r.time_per_token_s) if paying else None
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best()
+        return {
+            "inputs": dict(self.inputs),
+            "baseline_s": self.baseline_s,
+            "rows": [r.to_dict() for r in self.rows],
+            "best_k": best.k if best else None,
+            "sources": list(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+def breakeven_from_numbers(
+    *,
+    alpha: float,
+    baseline_s: float,
+    draft_per_token_s: float,
+    verify_s: float,
+    overhead_s: float = 0.0,
+    ks: Sequence[int] = (1, 2, 3, 4, 5, 6),
+) -> BreakevenResult:
+    """Break-even from typed-in numbers: D(k) = k·``draft_per_token_s``; V and H the same for every k."""
+    if not 0.0 <= alpha <= 1.0:
+        raise SpecplanError(f"--alpha: per-token acceptance must be in [0, 1], got {alpha}")
+    if not baseline_s > 0:
+        raise SpecplanError(f"--T-ms: plain decode step time must be > 0, got {baseline_s * 1e3:g}")
+    if draft_per_token_s < 0:
+        raise SpecplanError(f"--D-ms: draft time per token must be >= 0, got {draft_per_token_s * 1e3:g}")
+    if not verify_s > 0:
+        raise SpecplanError(f"--V-ms: verification time must be > 0, got {verify_s * 1e3:g}")
+    if overhead_s < 0:
+        raise SpecplanError(f"--H-ms: overhead must be >= 0, got {overhead_s * 1e3:g}")
+    if not ks or any(k < 1 for k in ks):
+        raise SpecplanError(f"--k: draft lengths must be >= 1, got {list(ks)}")
+    rows = tuple(
+        BreakevenRow(
+            k=k,
+            draft_s=k * draft_per_token_s,
+            verify_s=verify_s,
+            overhead_s=overhead_s,
+            acceptance_length=acceptance_length_alpha(alpha, k),
+            baseline_s=baseline_s,
+        )
+        for k in ks
+    )
+    src = (
+        f"assumed numbers from the command line: alpha={alpha:g}, T={baseline_s * 1e3:g} ms, "
+        f"D={draft_per_token_s * 1e3:g} ms per draft token, V={verify_s * 1e3:g} ms, H={overhead_s * 1e3:g} ms",
+    )
+    inputs = (("mode", "numbers"), ("alpha", alpha), ("ks", list(ks)))
+    return BreakevenResult(rows, baseline_s, src, (), inputs)
+
+
+def breakeven_from_profile(
+    profile: Profile,
+    proposer: str,
+    *,
+    segment: AcceptanceKey | None = None,
+    alpha: float | None = None,
+    batch: int = 1,
+    context: float = 512.0,
+    k_max: int | None = None,
+) -> BreakevenResult:
+    """Break-even at one batch size and context from a profile's grids and acceptance.
+
+    Acceptance comes from the proposer's entry (``segment`` picks one; required when there are
+    several), or from ``alpha`` (then labelled assumed). k runs from 1 to ``k_max`` (default:
+    the acceptance entry's k_max, or the largest measured draft k with ``alpha``).
+    """
+    if batch < 1:
+        raise SpecplanError(f"--batch: must be >= 1, got {batch}")
+    if context < 0:
+        raise SpecplanError(f"--context: must be >= 0, got {context}")
+    if proposer not in profile.proposers:
+        raise profile.error("proposers", f"unknown proposer {proposer!r} (profile proposers: {', '.join(profile.proposers) or 'none'})")
+    ptiming = profile.timing.proposers.get(proposer)
+    if ptiming is None:
+        raise profile.error(f"timing.proposers.{proposer}", f"no draft/overhead timing for proposer {proposer!r}")
+    sources = [f"timing: {profile.timing.provenance.describe()}"]
+    seg_label = None
+    prop = 1.0
+    if alpha is not None:
+        if not 0.0 <= alpha <= 1.0:
+            raise SpecplanError(f"--alpha: per-token acceptance must be in [0, 1], got {alpha}")
+        kmax_avail = int(ptiming.draft.axes[1][-1])
+        rates = None
+        sources.append(f"acceptance: assumed alpha={alpha:g} from the command line")
+    else:
+        entry = profile.acceptance.get(proposer)
+        if entry is None:
+            raise profile.error(
+                f"acceptance.{proposer}",
+                f"no acceptance entry for proposer {proposer!r} (entries: {', '.join(profile.acceptance) or 'none'}); pass --alpha",
+            )
+        kmax_avail = entry.k_max
+        if segment is None:
+            if len(entry.segments) != 1:
+                have = ", ".join(str(s.key) for s in entry.segments)
+                raise SpecplanError(f"--segment: {len(entry.segments)} acceptance segments, choose one of {have}")
+            chosen = entry.segments[0]
+        else:
+            chosen = match_segment(entry.segments, segment)
+            if chosen is None:
+                have = ", ".join(str(s.key) for s in entry.segments)
+                raise SpecplanError(f"--segment: no acceptance segment matches {segment}; available: {have}")
+        rates = chosen.survival
+        prop = chosen.proposal_rate
+        seg_label = str(chosen.key)
+        sources.append(f"acceptance[{proposer}]: {entry.provenance.describe()}")
+    top = kmax_avail if k_max is None else k_max
+    if top < 1:
+        raise SpecplanError(f"--k-max: must be >= 1, got {top}")
+    if rates is not None and top > len(rates):
+        raise SpecplanError(f"--k-max: acceptance is only known up to k_max={len(rates)}, got {top}")
+
+    def interp(grid: Any) -> GridInterpolator:
+        return GridInterpolator(grid.axes, grid.median, name=grid.quantity, axis_names=grid.axis_names)
+
+    fwd = interp(profile.timing.target_forward)
+    draft = interp(ptiming.draft)
+    over = interp(ptiming.overhead)
+    baseline = fwd(batch, 1, context)
+    rows = []
+    # issue 21: with a proposal on a share p of steps, b·p rows draft and the rest feed one
+    # token (sim/decisions/best_k.py has the same composition)
+    rows_d = batch * prop
+    share = 1.0 if rows_d >= 1 else rows_d
+    rows_d = max(rows_d, 1.0)
+    for k in range(1, top + 1):
+        m = acceptance_length_alpha(alpha, k) if rates is None else acceptance_length_rates(rates, k)
+        rows.append(
+            BreakevenRow(
+                k=k,
+                draft_s=share * draft(rows_d, k, context) if prop > 0 else 0.0,
+                verify_s=fwd(batch, 1 + k * prop, context),
+                overhead_s=share * over(rows_d, k) if prop > 0 else 0.0,
+                acceptance_length=1.0 + prop * (m - 1.0),
+                baseline_s=baseline,
+            )
+        )
+    notes = []
+    if prop < 1.0:
+        notes.append(f"proposal on {100 * prop:.1f}% of steps (n-gram without a match feeds one token): "
+                     "M(k) and the cycle are per verification step")
+    for g in (fwd, draft, over):
+        for what, n in g.extrapolations().items():
+            notes.append(f"extrapolated: {g.name.removeprefix('timing.')}.{what} in {n} of {g.calls} lookups")
+        if g.filled:
+            notes.append(f"filled: {g.name.removeprefix('timing.')} has {g.filled} null cells filled from neighbours")
+    inputs = (
+        ("mode", "profile"),
+        ("profile", profile.name),
+        ("proposer", proposer),
+        ("segment", seg_label),
+        ("alpha", alpha),
+        ("batch", batch),
+        ("context", context),
+    )
+    return BreakevenResult(tuple(rows), baseline, tuple(sources), tuple(notes), inputs)
+
+
+def format_table(result: BreakevenResult) -> list[str]:
+    """Terminal lines: one row per k plus sources and notes."""
+    inputs = dict(result.inputs)
+    if inputs.get("mode") == "profile":
+        head = (
+            f"break-even: profile {inputs['profile']}, proposer {inputs['proposer']}, batch {inputs['batch']}, "
+            f"context {inputs['context']:g}"
+            + (f", segment {inputs['segment']}" if inputs.get("segment") else "")
+            + (f", alpha {inputs['alpha']:g} (assumed)" if inputs.get("alpha") is not None else "")
+        )
+    else:
+        head = f"break-even: alpha {inputs.get('alpha'):g} (assumed numbers from the command line)"
+    lines = [head, f"plain decode T = {result.baseline_s * 1e3:.3f} ms per token"]
+    lines.append(
+        f"{'k':>3} {'D ms':>9} {'V ms':>9} {'H ms':>9} {'M(k)':>6} {'ms/token':>9} {'speedup':>8} {'pays off':>8} {'alpha needed':>12}"
+    )
+    for r in result.rows:
+        need = "never" if r.alpha_needed is None else f"{r.alpha_needed:.3f}"
+        lines.append(
+            f"{r.k:>3} {r.draft_s * 1e3:>9.3f} {r.verify_s * 1e3:>9.3f} {r.overhead_s * 1e3:>9.3f} "
+            f"{r.acceptance_length:>6.3f} {r.time_per_token_s * 1e3:>9.3f} {r.speedup:>7.3f}x "
+            f"{'yes' if r.pays_off else 'no':>8} {need:>12}"
+        )
+    best = result.best()
+    lines.append(
+        f"best: k={best.k} ({best.speedup:.3f}x)" if best else "best: no k pays off; serve without speculation"
+    )
+    lines.append("sources:")
+    lines.extend(f"  {s}" for s in result.sources)
+    for n in result.notes:
+        lines.append(f"note: {n}")
+    return lines

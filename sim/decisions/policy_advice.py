@@ -1,0 +1,393 @@
+"""Load-dependent speculation policy: k by batch size and a cut-off with hysteresis, from a profile.
+
+At decode batch ``b`` one speculative step costs ``step(b, k) = V(b, k+1) + D(b, k) + H(b, k)``
+(the simulator's own step timer) and commits ``b·M(k)`` tokens, ``M(k) = 1 + s_1 + … + s_k``
+from the profile's survival rates (share-weighted over the workload's segments); plain decoding
+costs ``T(b) = step(b, 0)`` per ``b`` tokens. So the time per committed token is
+``step(b, k) / (b·M(k))`` against ``T(b)/b``: the best k per batch is its argmin, and the cut-off
+is the largest batch up to which some k still beats the baseline. This is the per-step view: it
+ignores queueing, which the simulator (capacity, sweep) adds. The hysteresis band switches
+speculation off above the cut-off and back on only below the largest batch where it wins by a
+margin, so a batch hovering at the edge does not flap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import AcceptanceKey, Profile
+from sim.model.acceptance import match_segment
+from sim.model.step_time import ProfileStepTimer, StepShape
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAdvice:
+    """One decode batch size: time per committed token for k = 0..k_max and the best k."""
+
+    batch: int
+    baseline_s: float
+    """T(b)/b: seconds per committed token without speculation."""
+    per_k_s: tuple[float, ...]
+    """Seconds per committed token for k = 1..k_max."""
+    best_k: int
+    """argmin k (0 when no k beats the baseline)."""
+
+    @property
+    def speedup(self) -> float:
+        """Baseline time per token over the best k's (1.0 when the best is the baseline)."""
+        return self.baseline_s / self.per_k_s[self.best_k - 1] if self.best_k else 1.0
+
+
+@dataclass(frozen=True)
+class PolicyAdvice:
+    """k by batch, the cut-off with hysteresis, and where the numbers came from."""
+
+    profile: str
+    proposer: str
+    proposer_kind: str
+    context: float
+    batches: tuple[BatchAdvice, ...]
+    off_above_batch: int | None
+    """Speculation off when more than this many requests decode (None: wins at every batch)."""
+    on_below_batch: float | None
+    """Back on when the decode batch falls below this (hysteresis), None without a cut-off."""
+    fixed_k: int
+    """The single k to use below the cut-off where per-batch k is not available (0: none)."""
+    margin: float
+    acceptance: str
+    sources: tuple[str, ...]
+    notes: tuple[str, ...]
+    proposer_identity: Any = None
+
+    @property
+    def k_by_batch(self) -> list[list[int]]:
+        """``[[batch_at_least, k], …]`` (the scenario's ``k_by_batch`` policy format)."""
+        out: list[list[int]] = []
+        for b in self.batches:
+            if self.off_above_batch is not None and b.batch > self.off_above_batch:
+                break
+            if not out or out[-1][1] != b.best_k:
+                out.append([b.batch if out else 1, b.best_k])
+        if self.off_above_batch is not None and (not out or out[-1][1] != 0):
+            out.append([self.off_above_batch + 1, 0])
+        return out
+
+    def vllm_speculative_config(self) -> dict[str, Any]:
+        """The ``speculative_config`` to paste into vLLM (``--speculative-config`` JSON)."""
+        if self.fixed_k == 0:
+            return {}
+        p = self.proposer_identity
+        cfg: dict[str, Any] = {}
+        if self.proposer_kind == "ngram":
+            cfg["method"] = "ngram"
+            cfg["num_speculative_tokens"] = self.fixed_k
+            if p is not None and p.prompt_lookup_min is not None:
+                cfg["prompt_lookup_min"] = p.prompt_lookup_min
+            if p is not None and p.prompt_lookup_max is not None:
+                cfg["prompt_lookup_max"] = p.prompt_lookup_max
+        elif self.proposer_kind in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
+            cfg["method"] = self.proposer_kind
+            if self.proposer_kind != "suffix":
+                model = self._vllm_model_id()
+                if model is not None:
+                    cfg["model"] = model
+            cfg["num_speculative_tokens"] = self.fixed_k
+        else:
+            cfg["method"] = None  # self-draft (layer skip) has no vLLM method; see notes
+            cfg["num_speculative_tokens"] = self.fixed_k
+        if self.off_above_batch is not None:
+            cfg["disable_by_batch_size"] = self.off_above_batch
+        return cfg
+
+    def _vllm_model_id(self) -> str | None:
+        """A real checkpoint id for ``speculative_config.model``, or a fill-in placeholder.
+
+        A config-only profile (random weights, e.g. ``llama-3.2-1b-shaped``) names an
+        architecture, not a checkpoint vLLM can load: the snippet then says to fill one in.
+        """
+        p = self.proposer_identity
+        m = p.model if p is not None else None
+        if m is None:
+            return None if self.proposer_kind == "mtp" else f"<FILL IN: the {self.proposer_kind} checkpoint id>"
+        if m.config_only:
+            return f"<FILL IN: a real checkpoint id; this profile only has the architecture {m.id}>"
+        return m.id
+
+    def vllm_notes(self) -> list[str]:
+        """What the snippet can and cannot express, by vLLM version (checked against its docs)."""
+        notes = [
+            "vLLM has no per-batch-size k: num_speculative_tokens is fixed; the k-by-batch table "
+            "is for the simulator (policy = \"k_by_batch\") or an engine that supports it.",
+        ]
+        if self.off_above_batch is not None:
+            notes.append(
+                "disable_by_batch_size is a speculative_config key of vLLM's V0 spec-decode "
+                "worker (older releases: --speculative-disable-by-batch-size); it counts enqueued "
+                "requests, not the decode batch, and has no hysteresis; the V1 engine does not "
+                "offer it: there, run separate pools or pick k for the peak.")
+        if self.proposer_kind == "ngram":
+            notes.append("vLLM before 0.7 spells the ngram window ngram_prompt_lookup_min/max.")
+        model = self.vllm_speculative_config().get("model")
+        if isinstance(model, str) and model.startswith("<FILL IN"):
+            notes.append("speculative_config.model must name a checkpoint vLLM can load (a Hugging Face id "
+                         "or path); replace the <FILL IN ...> value before use.")
+        if self.proposer_kind == "mtp":
+            notes.append("mtp: vLLM uses the target's own MTP layers; model may be omitted (it "
+                         "defaults to the target).")
+        if self.proposer_kind == "self_draft":
+            notes.append("self-draft (first layers of the target) has no vLLM method; the numbers "
+                         "say what such a proposer would need to deliver.")
+        return notes
+
+    def vllm_snippet(self) -> str:
+        """JSON to paste, followed by the caveats as comment lines."""
+        cfg = self.vllm_speculative_config()
+        if not cfg:
+            return ("# no speculative_config: speculation does not beat the baseline at any batch "
+                    "size in this profile")
+        return json.dumps(cfg, indent=2) + "\n" + "\n".join(f"# {n}" for n in self.vllm_notes())
+
+    def scenario_candidates_toml(self) -> str:
+        """Two candidates to paste into a scenario to check the advice under queueing."""
+        if self.fixed_k == 0:
+            return ""
+        kb = ", ".join(f"[{b}, {k}]" for b, k in self.k_by_batch)
+        lines = ["[[candidates]]", f'name = "{self.proposer}-by-batch"', f'proposer = "{self.proposer}"',
+                 'policy = "k_by_batch"', f"k_by_batch = [{kb}]"]
+        if self.off_above_batch is not None and self.on_below_batch is not None:
+            lines += ["", "[[candidates]]", f'name = "{self.proposer}-adaptive"',
+                      f'proposer = "{self.proposer}"', 'policy = "adaptive"', f"k = {self.fixed_k}",
+                      f"adaptive = {{on_below_batch = {self.on_below_batch:g}, "
+                      f"off_above_batch = {self.off_above_batch}, window_s = 5.0}}"]
+        return "\n".join(lines)
+
+    def format_table(self) -> list[str]:
+        """Terminal lines: time per committed token by batch and k, best k, cut-off."""
+        kmax = len(self.batches[0].per_k_s) if self.batches else 0
+        head = f"{'batch':>5}  {'k=0 ms/tok':>10}  " + "  ".join(f"{'k=' + str(k):>7}" for k in range(1, kmax + 1))
+        lines = [f"policy advice for {self.proposer} on {self.profile} (context {self.context:.0f} "
+                 f"tokens, acceptance {self.acceptance})", head + "  best  speedup"]
+        show = {1, *(2**i for i in range(12))}
+        if self.off_above_batch is not None:
+            show |= {self.off_above_batch, self.off_above_batch + 1}
+        for prev, b in zip((None, *self.batches), self.batches, strict=False):
+            if prev is None or prev.best_k != b.best_k:
+                show.add(b.batch)
+        for b in self.batches:
+            if b.batch not in show and b is not self.batches[-1]:
+                continue
+            lines.append(f"{b.batch:>5}  {b.baseline_s * 1e3:>10.3f}  "
+                         + "  ".join(f"{t * 1e3:>7.3f}" for t in b.per_k_s)
+                         + f"  {b.best_k:>4}  {b.speedup:>6.2f}x")
+        if self.fixed_k == 0:
+            lines.append("speculation does not beat the baseline at any batch size: keep the baseline")
+        elif self.off_above_batch is None:
+            lines.append(f"speculation wins at every batch size up to {self.batches[-1].batch}: no cut-off needed")
+        else:
+            lines.append(f"cut-off: speculation off above decode batch {self.off_above_batch}, back on "
+                         f"below {self.on_below_batch:g} (hysteresis, margin {self.margin:.0%}); "
+                         f"fixed k below the cut-off: {self.fixed_k}")
+        lines += [f"source: {s}" for s in self.sources] + [f"note: {n}" for n in self.notes]
+        return lines
+
+
+def mixed_survival(profile: Profile, proposer: str,
+                   segments: Sequence[tuple[AcceptanceKey, float]] | None) -> tuple[np.ndarray, str]:
+    """Share-weighted survival rates over ``segments`` (all profile segments, equal, if None)."""
+    entry = profile.acceptance.get(proposer)
+    if entry is None:
+        raise profile.error(f"acceptance.{proposer}", f"no acceptance entry for proposer {proposer!r} "
+                            f"(entries: {', '.join(profile.acceptance) or 'none'})")
+    if segments is None:
+        chosen = [(s, 1.0) for s in entry.segments]
+    else:
+        chosen = []
+        for key, share in segments:
+            seg = match_segment(entry.segments, key)
+            if seg is None:
+                have = ", ".join(str(s.key) for s in entry.segments)
+                raise SpecplanError(f"{profile.origin}: acceptance.{proposer}: no segment matches "
+                                    f"{key}; available: {have}")
+            chosen.append((seg, float(share)))
+    total = sum(w for _, w in chosen)
+    if not chosen or total <= 0:
+        raise SpecplanError(f"{profile.origin}: acceptance.{proposer}: no segments to weigh")
+    rates = sum(np.asarray(s.survival) * (w / total) for s, w in chosen)
+    label = " + ".join(f"{s.key} ×{w / total:.2f}" for s, w in chosen)
+    return np.asarray(rates, dtype=float), label
+
+
+def advise_policy(
+    profile: Profile,
+    proposer: str,
+    *,
+    segments: Sequence[tuple[AcceptanceKey, float]] | None = None,
+    context: float = 512.0,
+    batches: Sequence[int] | None = None,
+    margin: float = 0.05,
+) -> PolicyAdvice:
+    """k by batch size, cut-off and hysteresis for ``proposer`` (see module docstring)."""
+    if proposer not in profile.proposers:
+        raise profile.error("proposers", f"unknown proposer {proposer!r} (profile proposers: "
+                            f"{', '.join(profile.proposers) or 'none'})")
+    if not 0 <= margin < 1:
+        raise SpecplanError(f"--margin: must be in [0, 1), got {margin}")
+    if context < 0:
+        raise SpecplanError(f"--context: must be >= 0 tokens, got {context}")
+    timer = ProfileStepTimer(profile)
+    timer.check_proposer(proposer)
+    rates, label = mixed_survival(profile, proposer, segments)
+    kmax = len(rates)
+    if batches is None:
+        top = int(profile.timing.target_forward.axes[0][-1])
+        batches = list(range(1, top + 1))
+    bs = sorted({int(b) for b in batches})
+    if not bs or bs[0] < 1:
+        raise SpecplanError(f"--batches: batch sizes must be >= 1, got {list(batches)}")
+    m = 1.0 + np.cumsum(rates)  # M(k) for k = 1..kmax
+    rows = []
+    for b in bs:
+        base = timer(StepShape(b, context, 0, None)) / b
+        per_k = tuple(timer(StepShape(b, context, k, proposer)) / (b * m[k - 1]) for k in range(1, kmax + 1))
+        best = int(np.argmin(per_k)) + 1
+        rows.append(BatchAdvice(b, base, per_k, best if per_k[best - 1] < base else 0))
+    wins = [r.best_k > 0 for r in rows]
+    if not any(wins):
+        off, on, fixed = None, None, 0
+    else:
+        first_loss = next((i for i, w in enumerate(wins) if not w), None)
+        off = None if first_loss is None else (rows[first_loss - 1].batch if first_loss > 0 else 0)
+        if off == 0:  # loses at the smallest batch already, wins only somewhere above: keep it off
+            off, on, fixed = None, None, 0
+        else:
+            on_rows = [r for r in rows if (off is None or r.batch <= off) and r.speedup >= 1 + margin]
+            on = None
+            if off is not None:
+                on = float(max((r.batch for r in on_rows), default=off))
+                if on >= off:
+                    on = max(off - 0.5, 0.5)
+            live = [r for r in rows if off is None or r.batch <= off]
+            # one k for all live batches: best geometric-mean speedup
+            score = [sum(math.log(r.baseline_s / r.per_k_s[k - 1]) for r in live) for k in range(1, kmax + 1)]
+            fixed = int(np.argmax(score)) + 1
+    notes = [*timer.describe_extrapolations()]
+    if fixed == 0:
+        notes.append("speculation does not beat the baseline at batch 1: no k and no cut-off to give")
+    sources = (f"timing: {profile.timing.provenance.describe()}",
+               f"acceptance[{proposer}]: {profile.acceptance[proposer].provenance.describe()}")
+    ident = profile.proposers[proposer]
+    return PolicyAdvice(profile.name, proposer, ident.kind, float(context), tuple(rows), off, on,
+                        fixed, margin, label, sources, tuple(notes), ident)
+
+
+def reachable_batch(scenario: Any, profile: Profile, proposer: str | None, context: float) -> tuple[int, str]:
+    """The largest decode batch the fleet can hold: ``max_num_seqs``, or fewer when the KV
+    cache (``sim.model.kv_capacity`` for the engine's memory utilisation) cannot hold that many
+    requests at the workload's mean ``context``; and a phrase saying which limit binds."""
+    from sim.model.engine_defaults import engine_limits
+    from sim.model.kv_capacity import kv_tokens
+
+    eng = scenario.fleet.engine
+    top = int(engine_limits(scenario, profile).max_num_seqs)
+    fits = int(kv_tokens(profile, eng.memory_utilization, eng.block_size, proposer) // max(context, 1.0))
+    if 1 <= fits < top:
+        return fits, f"KV holds {fits} requests at context {context:.0f}"
+    return top, f"max_num_seqs {top}"
+
+
+def advise_for_scenario(scenario: Any, profile: Profile, proposer: str, *,
+                        margin: float = 0.05,
+                        batch_weights: Mapping[int, float] | None = None) -> PolicyAdvice:
+    """Advice for a scenario's workload: its segments' acceptance keys and shares, its context
+    (mean prompt + half the mean output, estimated from 4000 draws with a fixed seed), and only
+    the decode batches the fleet reaches: up to ``max_num_seqs`` or what the KV cache holds at
+    that context, whichever is fewer. With ``batch_weights`` (share of decode steps at each batch
+    size in a simulation at the scenario's load) the single fixed k is the one that pays best
+    over the batches that load produces, weighted by how often each occurs — not a mean over
+    batch sizes the fleet never runs."""
+    w = scenario.workload
+    shares = np.asarray(w.shares, dtype=float) if hasattr(w, "shares") else None
+    segs: list[tuple[AcceptanceKey, float]] = []
+    ctx_parts: list[float] = []
+    rng = np.random.default_rng(np.random.SeedSequence(0))
+    for i, s in enumerate(w.segments):
+        share = float(shares[i]) if shares is not None else float(s.share)
+        if s.acceptance is not None:
+            segs.append((AcceptanceKey(s.acceptance.task, s.acceptance.language, float(s.temperature)), share))
+        p = float(np.mean(s.prompt_tokens.sample(rng, 4000))) if s.prompt_tokens is not None else 512.0
+        o = float(np.mean(s.output_tokens.sample(rng, 4000))) if s.output_tokens is not None else 128.0
+        ctx_parts.append(share * (p + o / 2))
+    context = float(sum(ctx_parts) / max(sum(float(x) for x in (shares if shares is not None else [1.0])), 1e-12))
+    top, why = reachable_batch(scenario, profile, proposer, context)
+    advice = advise_policy(profile, proposer, segments=segs or None, context=context,
+                           batches=range(1, top + 1), margin=margin)
+    notes = [*advice.notes, f"batches 1–{top} considered ({why})"]
+    fixed = advice.fixed_k
+    if batch_weights and fixed:
+        weights = {int(b): float(v) for b, v in batch_weights.items() if 1 <= int(b) <= top and v > 0}
+        live = [r for r in advice.batches if r.batch in weights and
+                (advice.off_above_batch is None or r.batch <= advice.off_above_batch)]
+        if live:
+            kmax = len(live[0].per_k_s)
+            score = [sum(weights[r.batch] * math.log(r.baseline_s / r.per_k_s[k - 1]) for r in live)
+                     for k in range(1, kmax + 1)]
+            fixed = int(np.argmax(score)) + 1
+            lo, hi = min(weights), max(weights)
+            notes.append(f"fixed k weighted by the decode batches seen at the scenario's load "
+                         f"(batch {lo}–{hi}, by share of steps)")
+    return dataclasses.replace(advice, fixed_k=fixed, notes=tuple(notes))
+
+
+def decode_batch_weights(steps: Any) -> dict[int, float]:
+    """Share of decode steps at each decode batch size in a simulation's step records."""
+    import polars as pl
+
+    dec = steps.filter(pl.col("decode_seqs") > 0)
+    if dec.height == 0:
+        return {}
+    counts = dec.group_by("decode_seqs").len()
+    return {int(b): n / dec.height for b, n in counts.iter_rows()}
+
+
+def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
+                        candidates: Sequence[str] | None = None) -> list[PolicyAdvice]:
+    """Policy advice for each proposer the (chosen) speculative candidates of a capacity report
+    use, over the decode batches the scenario's load produces (one simulation of that
+    candidate at the scenario's rate), and checked against the capacity search: where the
+    search's best candidate for the proposer runs another k, a note says so and why."""
+    from sim.results.runner import run_scenario
+
+    seen: list[PolicyAdvice] = []
+    caps = {c.candidate: c for c in report.candidates}
+    for c in scenario.speculative:
+        if (candidates and c.name not in candidates) or c.proposer in [a.proposer for a in seen]:
+            continue
+        if c.proposer not in profile.acceptance:
+            continue  # assumed acceptance only: nothing measured to advise from
+        res = run_scenario(scenario, profile, [c.name], [scenario.run.seeds[0]])
+        advice = advise_for_scenario(scenario, profile, c.proposer,
+                                     batch_weights=decode_batch_weights(res.steps))
+        mine = [x for x in scenario.speculative if x.proposer == c.proposer and x.name in caps
+                and caps[x.name].mean > 0]
+        if mine:
+            best = max(mine, key=lambda x: caps[x.name].mean)
+            if best.max_k != advice.fixed_k:
+                advice = dataclasses.replace(advice, notes=(*advice.notes, (
+                    f"the capacity search's best {c.proposer} candidate is {best.name} (k={best.max_k}, "
+                    f"{caps[best.name].mean:.3g} req/s per replica), not k={advice.fixed_k}: this table "
+                    f"is the per-step view (no queueing, prefill or tails), so size the fleet by the "
+                    f"search and use the table for the cut-off")))
+            else:
+                advice = dataclasses.replace(advice, notes=(*advice.notes, (
+                    f"agrees with the capacity search: its best {c.proposer} candidate {best.name} "
+                    f"runs k={best.max_k}")))
+        seen.append(advice)
+    return seen

@@ -1,0 +1,413 @@
+"""Sweeps: a scenario over a grid of field values, one cell per combination, run on a pool.
+
+A cell is a set of ``with_overrides`` paths → values. Each cell runs as one pure function call
+(``payload, overrides -> polars frame``) on an engine: a Dask cluster (a ``LocalCluster`` of
+processes by default, or an existing scheduler by address: the same code path on one machine
+or many), a plain ``concurrent.futures`` process pool, or in-process (``serial``, for tests and
+debugging). The parent writes each finished cell atomically to ``<out>.cells/<key>.parquet``;
+the key hashes the cell's overrides with the scenario's and profile's content, so an
+interrupted sweep keeps every finished cell and ``resume`` skips exactly those. At the end the
+cells of this grid are consolidated, in grid order, into one tidy Parquet table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.input_limits import MAX_SWEEP_CELLS, check_tree
+
+Engine = Literal["dask", "processes", "serial"]
+ENGINES: tuple[str, ...] = ("dask", "processes", "serial")
+SEED_ALIASES = ("seed", "run.seed")
+CellFn = Callable[[Any, Mapping[str, Any]], pl.DataFrame]
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid
+
+
+@dataclass(frozen=True, slots=True)
+class Vary:
+    """One ``--vary key=v1,v2,…``: a scenario path and the values it takes."""
+
+    key: str
+    values: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            raise SpecplanError("--vary: empty key; write --vary workload.rate=1,2,4")
+        if not self.values:
+            raise SpecplanError(f"--vary {self.key}: no values; write --vary {self.key}=v1,v2")
+        if len(set(map(repr, self.values))) != len(self.values):
+            raise SpecplanError(f"--vary {self.key}: values repeat: {list(self.values)}")
+
+
+def parse_value(text: str) -> Any:
+    """A CLI value: int, float, true/false, or a plain string (policy names)."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return t
+
+
+def parse_vary(text: str) -> Vary:
+    """Parse ``key=v1,v2,…`` (the key may contain ``candidates[name].k`` brackets)."""
+    if "=" not in text:
+        raise SpecplanError(f"--vary {text!r}: expected key=v1,v2,… (e.g. workload.rate=1,2,4)")
+    key, _, rest = text.partition("=")
+    raw = [v for v in rest.split(",") if v.strip()]
+    values = [parse_value(v) for v in raw]
+    for v in values:  # the same magnitude limits as a scenario file (sim/contracts/input_limits.py)
+        check_tree(v, f"--vary {key.strip()}", "value")
+    if any(isinstance(v, float) for v in values) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        values = [float(v) for v in values]
+    return Vary(key.strip(), tuple(values))
+
+
+def expand_grid(varies: Sequence[Vary]) -> list[dict[str, Any]]:
+    """Cartesian product of the varied values, first ``--vary`` slowest, in a stable order."""
+    keys = [v.key for v in varies]
+    if len(set(keys)) != len(keys):
+        raise SpecplanError(f"--vary: a key is given twice: {keys}")
+    n = math.prod(len(v.values) for v in varies)
+    if n > MAX_SWEEP_CELLS:
+        raise SpecplanError(f"--vary: {n:,} cells, over the limit of {MAX_SWEEP_CELLS:,}")
+    return [dict(zip(keys, combo, strict=True)) for combo in
+            itertools.product(*(v.values for v in varies))]
+
+
+def scenario_overrides(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """Cell values → ``with_overrides`` paths (``seed=3`` → ``run.seeds=[3]``)."""
+    out: dict[str, Any] = {}
+    for k, v in cell.items():
+        if k in SEED_ALIASES or (k == "run.seeds" and not isinstance(v, list)):
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != int(v):
+                raise SpecplanError(f"--vary {k}: a seed must be an integer >= 0, got {v!r}")
+            out["run.seeds"] = [int(v)]
+        else:
+            out[k] = v
+    return out
+
+
+def content_digest(*parts: Any) -> str:
+    """sha256 over canonical JSON of ``parts`` (what makes a cell's result what it is)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str, separators=(",", ":")).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def cell_key(base_digest: str, cell: Mapping[str, Any]) -> str:
+    """Stable file-name key of one cell: its overrides + the scenario/profile digest."""
+    return content_digest(base_digest, dict(cell))[:20]
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What one run of the engine did: cells computed now, cells found finished, the frame."""
+
+    computed: int
+    skipped: int
+    frame: pl.DataFrame
+    out: Path | None
+
+
+def _write_atomic(df: pl.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        df.write_parquet(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_WORKER_PAYLOAD: Any = None
+
+
+def _init_worker(payload: Any) -> None:
+    """Process-pool initializer: receive the shared payload once per worker process."""
+    global _WORKER_PAYLOAD
+    _WORKER_PAYLOAD = payload
+
+
+def _call_with_worker_payload(fn: CellFn, cell: Mapping[str, Any]) -> pl.DataFrame:
+    return fn(_WORKER_PAYLOAD, cell)
+
+
+def _lit(v: Any) -> pl.Expr:
+    """A cell value as a column literal: whole numbers as Int64 (polars would pick Int32)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return pl.lit(v, dtype=pl.Int64)
+    return pl.lit(v)
+
+
+def _describe(cell: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def run_cells(
+    cells: Sequence[Mapping[str, Any]],
+    fn: CellFn,
+    payload: Any,
+    *,
+    cells_dir: Path,
+    base_digest: str,
+    engine: Engine = "dask",
+    workers: int | None = None,
+    cluster: str | None = None,
+    processes: bool = True,
+    resume: bool = False,
+    progress: bool = True,
+    connect_timeout_s: float = 10.0,
+) -> tuple[int, int]:
+    """Run every unfinished cell; write each result as it completes. Returns (computed, skipped).
+
+    ``fn(payload, cell)`` must be a picklable top-level function; ``payload`` (scenario and
+    profile) is shipped once per worker. The frame a cell returns is stored with the cell's
+    values as leading columns and its key in ``cell``. A failing cell does not stop the cells
+    already running; the first failure is re-raised after they finish, naming the cell.
+    """
+    if engine not in ENGINES:
+        raise SpecplanError(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+    keys = [cell_key(base_digest, c) for c in cells]
+    if len(set(keys)) != len(keys):
+        raise SpecplanError("--vary: two cells are identical; remove repeated values")
+    existing = {p.stem for p in cells_dir.glob("*.parquet")} if cells_dir.exists() else set()
+    finished = [k for k in keys if k in existing]
+    if finished and not resume:
+        raise SpecplanError(f"{cells_dir}: {len(finished)} finished cells of this sweep are "
+                            f"there; pass --resume to keep them, or remove the folder to start over")
+    todo = [(k, c) for k, c in zip(keys, cells, strict=True) if k not in existing]
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    workers = max(1, int(workers or os.cpu_count() or 1))
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), unit="cell", desc="sweep")
+
+    def store(key: str, cell: Mapping[str, Any], df: pl.DataFrame) -> None:
+        lead = [_lit(v).alias(k) for k, v in cell.items()] + [pl.lit(key).alias("cell")]
+        _write_atomic(df.select(lead + [pl.col(c) for c in df.columns if c not in cell]),
+                      cells_dir / f"{key}.parquet")
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if engine == "serial":
+            for key, cell in todo:
+                try:
+                    df = fn(payload, cell)
+                except SpecplanError:
+                    raise
+                except Exception as exc:
+                    raise RuntimeError(f"sweep cell {_describe(cell)} failed: {exc}") from exc
+                store(key, cell, df)
+        elif engine == "processes":
+            _run_process_pool(todo, fn, payload, workers, store)
+        else:
+            _run_dask(todo, fn, payload, workers, cluster, processes, store, connect_timeout_s)
+    finally:
+        if bar is not None:
+            bar.close()
+    return len(todo), len(cells) - len(todo)
+
+
+def _first_error(errors: list[tuple[Mapping[str, Any], BaseException]]) -> None:
+    if not errors:
+        return
+    cell, exc = errors[0]
+    if isinstance(exc, SpecplanError):
+        raise exc
+    more = f" (and {len(errors) - 1} more cells)" if len(errors) > 1 else ""
+    raise RuntimeError(f"sweep cell {_describe(cell)} failed{more}: {exc!r}") from exc
+
+
+def _run_process_pool(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: Any,
+                      workers: int, store: Callable[..., None]) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    errors: list[tuple[Mapping[str, Any], BaseException]] = []
+    ctx = mp.get_context("spawn")  # no fork of a parent holding threads (polars, tqdm)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(payload,)) as pool:
+        futs = {pool.submit(_call_with_worker_payload, fn, cell): (key, cell) for key, cell in todo}
+        for fut in as_completed(futs):
+            key, cell = futs[fut]
+            try:
+                df = fut.result()
+            except Exception as exc:
+                errors.append((cell, exc))
+                continue
+            store(key, cell, df)
+    _first_error(errors)
+
+
+def _run_dask(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: Any, workers: int,
+              cluster: str | None, processes: bool, store: Callable[..., None],
+              connect_timeout_s: float = 10.0) -> None:
+    import logging
+
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:  # pragma: no cover - dask is in requirements.txt
+        raise SpecplanError("--engine dask: dask[distributed] is not installed; "
+                            "use --engine processes or pip install 'dask[distributed]'") from exc
+
+    local = None
+    if cluster:
+        try:
+            client = Client(cluster, timeout=f"{connect_timeout_s}s")
+        except OSError as exc:
+            raise SpecplanError(f"--cluster {cluster}: no Dask scheduler answered ({exc}); "
+                                f"give tcp://HOST:PORT of a running dask scheduler") from exc
+    else:
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                             dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(local)
+    errors: list[tuple[Mapping[str, Any], BaseException]] = []
+    try:
+        shared = client.scatter(payload, broadcast=True)
+        futs = {}
+        for key, cell in todo:
+            f = client.submit(fn, shared, dict(cell), key=f"specplan-cell-{key}", pure=False)
+            futs[f] = (key, cell)
+        for fut in as_completed(list(futs)):
+            key, cell = futs[fut]
+            try:
+                df = fut.result()
+            except Exception as exc:
+                errors.append((cell, exc))
+                continue
+            store(key, cell, df)
+            fut.release()
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+    _first_error(errors)
+
+
+def consolidate(cells: Sequence[Mapping[str, Any]], base_digest: str, cells_dir: Path,
+                out: Path | None) -> pl.DataFrame:
+    """One frame of this grid's cells in grid order; written atomically to ``out`` if given."""
+    frames = []
+    for c in cells:
+        p = cells_dir / f"{cell_key(base_digest, c)}.parquet"
+        if not p.exists():
+            raise RuntimeError(f"sweep: cell {_describe(c)} has no result at {p}")
+        frames.append(pl.read_parquet(p))
+    df = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    if out is not None:
+        _write_atomic(df, out)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------
+# Sweeping a scenario through the simulator
+
+
+def simulate_cell(payload: tuple[Any, Any, bool], cell: Mapping[str, Any]) -> pl.DataFrame:
+    """One cell: the scenario with the cell's overrides, all its candidates → summary rows."""
+    from sim.results.runner import run_scenario
+
+    scenario, profile, all_segments = payload
+    sc = scenario.with_overrides(scenario_overrides(cell))
+    summary = run_scenario(sc, profile=profile).summary
+    if not all_segments and "segment" in summary.columns:
+        summary = summary.filter(pl.col("segment") == "all")
+    return summary
+
+
+def scenario_digest(scenario: Any, profile: Any | None = None) -> str:
+    """Digest of what a cell's result depends on besides its overrides."""
+    parts: list[Any] = [scenario.to_dict()]
+    prof_path = scenario.profile_path
+    if prof_path is not None and prof_path.is_file():
+        parts.append(hashlib.sha256(prof_path.read_bytes()).hexdigest())
+    elif profile is not None:
+        parts.append(getattr(profile, "name", ""))
+    import sim
+
+    parts.append(getattr(sim, "__version__", ""))
+    return content_digest(*parts)
+
+
+def cells_dir_for(out: Path) -> Path:
+    """``sweep.parquet`` → ``sweep.parquet.cells/``."""
+    return out.with_name(out.name + ".cells")
+
+
+def sweep(
+    scenario: Any,
+    varies: Sequence[Vary],
+    out: Path,
+    *,
+    profile: Any = None,
+    engine: Engine = "dask",
+    workers: int | None = None,
+    cluster: str | None = None,
+    resume: bool = False,
+    all_segments: bool = False,
+    progress: bool = True,
+    processes: bool = True,
+    fn: CellFn = simulate_cell,
+) -> SweepOutcome:
+    """Run ``scenario`` over the grid of ``varies``; one row per cell × candidate in ``out``.
+
+    Every cell's overrides are applied in the parent first, so a bad path or value fails before
+    any work starts (with the scenario's own one-line error).
+    """
+    from sim.results.runner import resolve_profile
+
+    profile = resolve_profile(scenario, profile)
+    cells = expand_grid(varies)
+    for c in cells:
+        scenario.with_overrides(scenario_overrides(c))  # validates; raises SpecplanError
+    digest = scenario_digest(scenario, profile)
+    cdir = cells_dir_for(out)
+    computed, skipped = run_cells(cells, fn, (scenario, profile, all_segments), cells_dir=cdir,
+                                  base_digest=digest, engine=engine, workers=workers,
+                                  cluster=cluster, processes=processes, resume=resume,
+                                  progress=progress)
+    frame = consolidate(cells, digest, cdir, out)
+    return SweepOutcome(computed, skipped, frame, out)
+
+
+def describe_grid(varies: Iterable[Vary]) -> str:
+    """``workload.rate(3) × seed(2) = 6 cells`` for the CLI header."""
+    vs = list(varies)
+    n = 1
+    for v in vs:
+        n *= len(v.values)
+    return " × ".join(f"{v.key}({len(v.values)})" for v in vs) + f" = {n} cells"

@@ -1,0 +1,1 @@
+"""Fidelity: the simulator's predictions against measured serving (live runs, vLLM benchmarks)."""

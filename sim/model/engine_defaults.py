@@ -1,0 +1,94 @@
+"""Engine limits a scenario leaves unset, defaulted the way the engine would on that device.
+
+``vllm serve`` (the OpenAI-compatible server) picks ``max_num_batched_tokens`` and
+``max_num_seqs`` from the GPU it runs on: vLLM's ``EngineArgs.get_batch_defaults``
+(``vllm/engine/arg_utils.py``) uses 8192 tokens / 1024 sequences when the device has at least
+70 GiB and is not an A100 (PR #17885: large budgets cost A100 throughput), else 2048 / 256, and
+then caps the sequences at the token budget. A planner that keeps 2048 / 256 for an H100 or H200
+plans a different engine than the one deployed. The device is the profile's (timing provenance
+device name; one GPU's memory = the memory section's replica total ÷ tensor_parallel_size, as
+vLLM asks each device). CPU profiles (and runs without a profile) keep
+specplan's historical 2048 / 256, so earlier results stand; vLLM's own CPU backend would use
+2048·world / 128·world for the server, which specplan does not claim to model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile
+from sim.contracts.scenario import Scenario
+
+GIB = 1024**3
+LARGE_GPU_BYTES = 70 * GIB
+"""vLLM's threshold for its larger defaults (``device_memory >= 70 * GiB_bytes``)."""
+LARGE_GPU = (8192, 1024)
+"""(max_num_batched_tokens, max_num_seqs) of vLLM's OpenAI server on GPUs ≥ 70 GiB, not A100."""
+OTHER_GPU = (2048, 256)
+"""The same on other GPUs (and A100)."""
+CPU_DEFAULT = (2048, 256)
+"""specplan's defaults for CPU profiles and runs without a profile (unchanged since v1)."""
+VLLM_SOURCE = "vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OpenAI server"
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """The limits one replica's scheduler runs with, and where each unset one came from."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    source: str | None = None
+    """One line naming the default applied; None when the scenario set both."""
+
+
+def device_defaults(profile: Profile | None) -> tuple[int, int, str]:
+    """(tokens, seqs, why) for the profile's device."""
+    if profile is None:
+        return (*CPU_DEFAULT, "specplan's default without a profile")
+    dev = profile.timing.provenance.device or profile.memory.provenance.device
+    kind = (dev.kind if dev is not None else "cpu").lower()
+    if kind == "cpu":
+        return (*CPU_DEFAULT, "specplan's default for CPU profiles (kept so earlier results stand)")
+    name = dev.name if dev is not None else "unnamed GPU"
+    mem = profile.memory.device_memory_bytes // profile.replica.tensor_parallel_size  # one GPU's
+    gib = f"{mem / GIB:.0f} GiB"
+    if mem >= LARGE_GPU_BYTES and "a100" not in name.lower():
+        return (*LARGE_GPU, f"{VLLM_SOURCE} for '{name}' ({gib} ≥ 70 GiB, not A100)")
+    why = "A100" if "a100" in name.lower() else f"{gib} < 70 GiB"
+    return (*OTHER_GPU, f"{VLLM_SOURCE} for '{name}' ({why})")
+
+
+def engine_limits(scenario: Scenario, profile: Profile | None) -> EngineLimits:
+    """The scenario's engine limits with unset ones defaulted for the profile's device."""
+    eng = scenario.fleet.engine
+    if eng.max_num_seqs is not None and eng.max_num_batched_tokens is not None:
+        return EngineLimits(eng.max_num_seqs, eng.max_num_batched_tokens)
+    tokens, seqs, why = device_defaults(profile)
+    applied = []
+    if eng.max_num_batched_tokens is None:
+        applied.append(f"max_num_batched_tokens {tokens}")
+    else:
+        tokens = eng.max_num_batched_tokens
+    if eng.max_num_seqs is None:
+        seqs = min(seqs, tokens)  # vLLM caps a defaulted max_num_seqs at the token budget
+        applied.append(f"max_num_seqs {seqs}")
+    else:
+        seqs = eng.max_num_seqs
+    if eng.max_num_batched_tokens is None and not eng.chunked_prefill:
+        _check_prompts_fit(scenario, tokens)
+    return EngineLimits(seqs, tokens, f"engine: {', '.join(applied)} by default: {why}")
+
+
+def _check_prompts_fit(scenario: Scenario, tokens: int) -> None:
+    if scenario.workload.arrival == "trace":
+        return
+    for i, s in enumerate(scenario.workload.segments):
+        ub = s.prompt_tokens.upper_bound if s.prompt_tokens is not None else None
+        if ub is None or ub > tokens:
+            raise SpecplanError(
+                f"{scenario.origin or 'scenario'}: workload.segments[{i}].prompt_tokens: longest "
+                f"prompt ({'unbounded: set max' if ub is None else ub}) must fit the default "
+                f"max_num_batched_tokens ({tokens}) when chunked_prefill = false; set "
+                "fleet.engine.max_num_batched_tokens or a max"
+            )

@@ -1,0 +1,159 @@
+"""One engine iteration around the pure planner, written once for both clocks.
+
+The step is: choose ``k`` (the speculation policy), ``plan = scheduler.schedule(now, k)``,
+build the :class:`~sim.model.step_time.StepShape` the step timer prices (or the real loop
+runs), apply the outcome with ``scheduler.update``, log the row, feed the adaptive policy.
+:class:`StepCycle` holds that protocol; the SimPy engine (``sim/model/engine.py``: time from the
+step timer, acceptance drawn) and the real serving loop (``profiler/serving.py``: time from the
+wall clock, acceptance from real verification) are its two drivers. Both log into the same
+flat row array, so their step frames (``sim.results.records``) are built by the same code.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.model.scheduler import Scheduler
+from sim.model.speculation import PolicyState, SpeculationPolicy
+from sim.model.step_plan import Request, StepPlan
+from sim.model.step_time import DecodeBatchRows, StepShape
+
+ROW_WIDTH = 12
+"""Values per logged step: replica, t_start_s, duration_s, decode_seqs, prefill_tokens, k,
+accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted, drafting_seqs."""
+
+
+class StepCycle:
+    """The step protocol of one replica: policy state, batch rows and the row log it writes.
+
+    Plain object on purpose (the engine calls it every iteration). ``policy`` and
+    ``batch_rows`` are replaced on a restart (the fallback policy; the batch's KV is gone).
+    """
+
+    __slots__ = ("replica", "scheduler", "policy", "state", "proposer", "batch_rows", "rows",
+                 "kv_total", "_qlen", "_kv_used")
+
+    def __init__(self, replica: int, scheduler: Scheduler, policy: SpeculationPolicy,
+                 proposer: str | None, rows: array) -> None:
+        self.replica = replica
+        self.scheduler = scheduler
+        self.policy = policy
+        self.state = PolicyState()
+        self.proposer = proposer
+        self.batch_rows = DecodeBatchRows()
+        self.rows = rows
+        """Flat float array shared by a fleet's replicas; one ``extend`` per step."""
+        self.kv_total = scheduler.config.kv_blocks
+        self._qlen = 0
+        self._kv_used = 0
+
+    def plan(self, now: float) -> StepPlan:
+        """Choose ``k`` for this step and ask the planner for the step."""
+        policy = self.policy
+        name = policy.name
+        if name == "fixed":
+            k = policy.k
+        elif name == "off":
+            k = 0
+        else:
+            k = policy.k_for(self.state, self.scheduler.num_decoding())
+        return self.scheduler.schedule(now, k)
+
+    def shape(self, plan: StepPlan, start: float) -> StepShape:
+        """The shape of a non-empty step starting at ``start``; notes the queue and KV use
+        before it (what the row logs)."""
+        sched = self.scheduler
+        self._qlen = len(sched.waiting)
+        self._kv_used = self.kv_total - sched.free_blocks
+        k = plan.k
+        joined, left = self.batch_rows.change([r.id for r in plan.decode])
+        # rows without a proposal (n-gram no match) verify one token: the timer prices them so
+        drafting = plan.num_drafting if plan.drafting else None
+        return StepShape(len(plan.decode), plan.decode_context, k, self.proposer if k else None,
+                         plan.prefill_tokens, plan.prefill_context, plan.decode_context_max, start,
+                         joined, left, drafting)
+
+    def finish(self, plan: StepPlan, accepted: list[int] | None, start: float, duration: float,
+               end: float, gap_idx: array, gap_s: array, drafting: int | None = None) -> int:
+        """Apply the step's outcome (``accepted`` per decoding request, ignored without drafts),
+        log its row and feed the adaptive policy; returns the accepted draft tokens.
+        ``drafting``: rows that fed drafts when the driver knows better than the plan (the real
+        loop learns from its proposer which rows had a proposal)."""
+        nd = len(plan.decode)
+        k = plan.k
+        if k and accepted is not None and plan.drafting:
+            # rows without a proposal verified one token and accept nothing
+            accepted = [a if d else 0 for a, d in zip(accepted, plan.drafting, strict=True)]
+        total_acc = self.scheduler.update(plan, accepted if k else None, end, gap_idx, gap_s)
+        self.rows.extend((self.replica, start, duration, nd, plan.prefill_tokens, k, total_acc,
+                          self._qlen, self._kv_used, self.kv_total, len(plan.preempted),
+                          plan.num_drafting if drafting is None else drafting))
+        policy = self.policy
+        if policy.name == "adaptive":
+            policy.observe(self.state, end, duration, nd)
+        return total_acc
+
+
+@dataclass
+class StepLog:
+    """Per-step columns as compact arrays (8 bytes a value), turned into a frame at the end."""
+
+    replica: array = field(default_factory=lambda: array("q"))
+    t_start_s: array = field(default_factory=lambda: array("d"))
+    duration_s: array = field(default_factory=lambda: array("d"))
+    decode_seqs: array = field(default_factory=lambda: array("q"))
+    prefill_tokens: array = field(default_factory=lambda: array("q"))
+    k: array = field(default_factory=lambda: array("q"))
+    draft_tokens: array = field(default_factory=lambda: array("q"))
+    accepted_tokens: array = field(default_factory=lambda: array("q"))
+    queue_len: array = field(default_factory=lambda: array("q"))
+    kv_used_blocks: array = field(default_factory=lambda: array("q"))
+    kv_total_blocks: array = field(default_factory=lambda: array("q"))
+    preempted: array = field(default_factory=lambda: array("q"))
+    drafting_seqs: array = field(default_factory=lambda: array("q"))
+    """Decoding requests that fed drafts (the others had no proposal and verified 1 token)."""
+
+    def __len__(self) -> int:
+        return len(self.t_start_s)
+
+    @classmethod
+    def from_flat(cls, flat: array) -> StepLog:
+        """Columns from ``(replica, t_start_s, duration_s, decode_seqs, prefill_tokens, k,
+        accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted, drafting_seqs)``
+        rows stored back to back in one float array (one ``extend`` per step in the hot loop)."""
+        m = np.frombuffer(flat, dtype=np.float64).reshape(-1, ROW_WIDTH) if len(flat) else np.empty((0, ROW_WIDTH))
+        log = cls()
+        ints = m[:, [0, 3, 4, 5, 6, 7, 8, 9, 10, 11]].astype(np.int64)
+        log.replica = array("q", ints[:, 0].tobytes())
+        log.t_start_s = array("d", np.ascontiguousarray(m[:, 1]).tobytes())
+        log.duration_s = array("d", np.ascontiguousarray(m[:, 2]).tobytes())
+        log.decode_seqs = array("q", ints[:, 1].tobytes())
+        log.prefill_tokens = array("q", ints[:, 2].tobytes())
+        log.k = array("q", ints[:, 3].tobytes())
+        log.draft_tokens = array("q", (ints[:, 9] * ints[:, 3]).tobytes())
+        log.drafting_seqs = array("q", ints[:, 9].tobytes())
+        log.accepted_tokens = array("q", ints[:, 4].tobytes())
+        log.queue_len = array("q", ints[:, 5].tobytes())
+        log.kv_used_blocks = array("q", ints[:, 6].tobytes())
+        log.kv_total_blocks = array("q", ints[:, 7].tobytes())
+        log.preempted = array("q", ints[:, 8].tobytes())
+        return log
+
+
+@dataclass
+class FleetRun:
+    """Raw outcome of one fleet simulation (turned into frames by sim.results.records)."""
+
+    requests: list[Request]
+    steps: StepLog
+    gap_idx: array
+    """Request index of each inter-burst gap (ITL sample)."""
+    gap_s: array
+    """Seconds between a burst and the previous one of the same request."""
+    end_s: float
+    """Simulated time the run ended."""
+    queue_log: array = field(default_factory=lambda: array("d"))
+    """Every replica's (time, +1 | -1) waiting-queue entries and exits, flat."""

@@ -1,0 +1,405 @@
+"""How long one engine iteration takes: ``StepShape`` (what it computes) -> seconds.
+
+The engine is written against the plain callable ``step_timer(shape) -> float``, so the same
+engine runs on a measured profile (:class:`ProfileStepTimer`) or on the textbook service times
+of queueing-theory tests (:class:`FixedStepTimer` for M/D/1, :class:`RandomServiceTimer` for
+M/M/1 and other M/G/1 checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.contracts.grid import GridInterpolator
+from sim.contracts.profile import Profile, TimingGrid
+from sim.model.machine_speed import SpeedTimeline
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """What one engine iteration computes; the step timer turns it into seconds."""
+
+    decode_seqs: int
+    """Requests decoding in this step (each feeds ``k + 1`` tokens: last token + drafts)."""
+    decode_context: float
+    """Mean context (cached tokens) of those requests."""
+    k: int
+    """Draft tokens per decode request (0 = no speculation)."""
+    proposer: str | None
+    """Proposer drafting the ``k`` tokens; required when ``k > 0`` and requests decode."""
+    prefill_tokens: int = 0
+    """Prompt tokens computed in this step (all chunks summed)."""
+    prefill_context: float = 0.0
+    """Token-weighted mean start position of those chunks (0 = fresh prompts)."""
+    decode_context_max: float | None = None
+    """Longest context among the decoding requests (None: not known, taken as the mean)."""
+    start_s: float = 0.0
+    """When the step starts, seconds from the run's start (read only by a timer with a
+    ``SpeedTimeline``: the machine's speed at that moment)."""
+    rows_joined: int = 0
+    """Decoding requests that were not in the previous decode batch (``DecodeBatchRows``)."""
+    rows_left: int = 0
+    """Requests of the previous decode batch that are not in this one."""
+    drafting_seqs: int | None = None
+    """Decoding requests that feed ``k`` drafts; the others had no proposal (an n-gram lookup
+    without a match) and feed 1 token, as vLLM schedules them. None: all ``decode_seqs``."""
+
+    def __post_init__(self) -> None:
+        if self.drafting_seqs is not None and not 0 <= self.drafting_seqs <= self.decode_seqs:
+            raise ValueError(f"StepShape drafting_seqs must be in 0..decode_seqs: {self}")
+        if self.decode_seqs < 0 or self.prefill_tokens < 0 or self.k < 0 or self.rows_joined < 0 or self.rows_left < 0:
+            raise ValueError(f"StepShape counts must be >= 0: {self}")
+        if self.decode_context_max is not None and self.decode_context_max < self.decode_context - 1e-9:
+            raise ValueError(f"StepShape decode_context_max below the mean context: {self}")
+        if self.decode_context < 0 or self.prefill_context < 0:
+            raise ValueError(f"StepShape contexts must be >= 0: {self}")
+        if self.decode_seqs == 0 and self.prefill_tokens == 0:
+            raise ValueError("StepShape with no decode and no prefill: an engine step must compute something")
+        if self.k > 0 and self.decode_seqs > 0 and self.proposer is None:
+            raise ValueError(f"StepShape with k={self.k} needs a proposer")
+
+
+StepTimer = Callable[[StepShape], float]
+"""What the engine calls once per step."""
+
+
+class DecodeBatchRows:
+    """Rows joining and leaving the decode batch from one decoding step to the next.
+
+    Why: a padded engine keeps its decode batch's KV as one left-padded tensor and edits it
+    when the decode set changes (appends joiners, removes leavers) — work that step pays for
+    (``timing.padded_batch``). A step without decoding leaves the batch as it was, so changes
+    are counted against the last decode set. The simulator's engine and the real serving loop
+    both count with this, so they agree on every step.
+    """
+
+    def __init__(self) -> None:
+        self._rows: frozenset[int] = frozenset()
+        self._last: list[int] = []
+
+    def change(self, ids: Sequence[int]) -> tuple[int, int]:
+        """``(joined, left)`` for a step decoding ``ids``; ``(0, 0)`` for one that decodes nothing."""
+        if not ids or ids == self._last:  # most steps: the same requests in the same order (the hot path)
+            return 0, 0
+        self._last = list(ids)
+        now = frozenset(ids)
+        joined, left = len(now - self._rows), len(self._rows - now)
+        self._rows = now
+        return joined, left
+
+KV_LAYOUTS = ("paged", "padded")
+"""How an engine lays out the KV cache of a decode batch (scenario ``fleet.engine.kv_layout``).
+
+``paged`` (vLLM, SGLang, TensorRT-LLM): each row attends over its own context, so a decode
+step costs what a batch at the *mean* context costs. ``padded`` (a batch of left-padded rows,
+as Hugging Face ``generate`` and servers built on it run): every row attends over the
+*longest* row's context, so the step costs what a batch at the maximum context costs.
+"""
+
+
+class ProfileStepTimer:
+    """Step time from a profile's grids, composed as docs/profile-format.md says.
+
+    decode part  ``target_forward(b, k+1, c)`` plus, when ``k > 0``, ``D(b, k, c) + H(b, k)``
+    (with ``d < b`` drafting rows: ``target_forward(b, verify_tokens_per_row(...), c)`` plus
+    ``D(d, k, c) + H(d, k)``, nothing when ``d = 0``),
+    where ``c`` is the mean context ``c̄`` for a ``paged`` KV layout and the longest context
+    for a ``padded`` one (see ``KV_LAYOUTS``); prefill part ``target_prefill(n, c₀)`` when
+    ``n > 0``. A mixed step costs the sum, unless the profile says ``timing.step_composition =
+    "fused"``: then the target's part of every step is one pass priced from ``timing.fused``
+    (``dense(n + b(k+1)) + logits(b(k+1) + [n>0]) + decode_attention(b, k+1, c) +
+    prefill_attention(n, c₀)``), as GPU engines that fuse run it. A proposer with a
+    ``prefill`` grid also pays its pass over the step's prompt tokens (engines run the draft's
+    first pass over every scheduled token) — for steps drafting with it, and for every step of a
+    timer told ``attach_proposer`` (a speculating candidate's prefill-only steps too). A
+    ``timing.step_overhead`` is added to every step.
+    A ``padded`` engine also pays, when the decode set changed, ``J(b, w)`` once if rows joined
+    (one concatenation per layer however many) and ``L(b, w)`` per row that left, from the
+    profile's ``timing.padded_batch`` (``w`` the longest context); without those grids it pays
+    nothing and ``describe_extrapolations`` says so. Lookups outside the grid are counted per step
+    so results can say how much of the run relied on extrapolation.
+    """
+
+    def __init__(self, profile: Profile, *, kv_layout: str = "paged", scale: float = 1.0,
+                 prefill_scale: float | None = None, speed: SpeedTimeline | None = None,
+                 cache_size: int = 4096) -> None:
+        if kv_layout not in KV_LAYOUTS:
+            raise ValueError(f"kv_layout must be one of {', '.join(KV_LAYOUTS)}, got {kv_layout!r}")
+        prefill_scale = scale if prefill_scale is None else prefill_scale
+        for name, v in (("scale", scale), ("prefill_scale", prefill_scale)):
+            if not (v > 0 and np.isfinite(v)):
+                raise ValueError(f"{name} must be a finite number > 0, got {v}")
+        self.profile = profile
+        self.padded = kv_layout == "padded"
+        self.scale = float(scale)
+        """The decode part of every step is multiplied by this (and the prefill part by
+        ``prefill_scale``): 1 normally; ``specplan validate --drift-correct`` passes the
+        machine's measured now/profile speed ratios."""
+        self.prefill_scale = float(prefill_scale)
+        self.speed = speed
+        """Optional: the machine's speed over time (``--drift-correct``); each step's decode and
+        prefill parts are multiplied by its ratios at the step's ``start_s`` (on top of ``scale``)."""
+        t = profile.timing
+        self._forward = _interp(t.target_forward, cache_size)
+        self._prefill = _interp(t.target_prefill, cache_size)
+        self._draft = {name: _interp(p.draft, cache_size) for name, p in t.proposers.items()}
+        self._overhead = {name: _interp(p.overhead, cache_size) for name, p in t.proposers.items()}
+        pb = t.padded_batch if self.padded else None
+        self._join = _interp(pb.join, cache_size) if pb is not None else None
+        self._leave = _interp(pb.leave, cache_size) if pb is not None else None
+        self.fused = t.step_composition == "fused" and t.fused is not None
+        fz = t.fused
+        self._dense = _interp(fz.dense, cache_size) if self.fused and fz else None
+        self._logits = _interp(fz.logits, cache_size) if self.fused and fz else None
+        self._dattn = _interp(fz.decode_attention, cache_size) if self.fused and fz else None
+        self._pattn = _interp(fz.prefill_attention, cache_size) if self.fused and fz else None
+        self._draft_prefill = {name: _interp(p.prefill, cache_size) for name, p in t.proposers.items()
+                               if p.prefill is not None}
+        self.step_overhead_s = t.step_overhead.seconds if t.step_overhead is not None else 0.0
+        self.attached: str | None = None
+        """Proposer of a speculating candidate: its prefill pass is charged on every step with
+        prompt tokens, even steps that draft nothing (``attach_proposer``)."""
+        self.unpriced_changes = 0
+        """Padded-engine steps whose batch changed with no ``padded_batch`` grids to price it."""
+        self.steps = 0
+
+    def check_proposer(self, proposer: str, k: int | None = None) -> None:
+        """Raise a one-line error if the profile cannot time ``proposer`` (at ``k``)."""
+        if proposer not in self._draft:
+            have = ", ".join(self._draft) or "none"
+            raise self.profile.error(
+                f"timing.proposers.{proposer}",
+                f"no draft/overhead timing for proposer {proposer!r} (timed proposers: {have})",
+            )
+        if k is not None and k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+
+    def attach_proposer(self, proposer: str | None) -> None:
+        """The candidate speculates with ``proposer``: charge its pass over prompt tokens always.
+
+        Why: the engine names the proposer only on steps that draft, but a speculating engine
+        runs its drafter over the prompt tokens of every step (vLLM's proposers keep the draft's
+        KV and hidden states in step with the target's)."""
+        if proposer is not None:
+            self.check_proposer(proposer)
+        self.attached = proposer
+
+    def __call__(self, shape: StepShape) -> float:
+        """Seconds one engine step of ``shape`` takes."""
+        if self.fused:
+            return self._fused_step(shape)
+        self.steps += 1
+        total = 0.0
+        if self.speed is not None:
+            sd, sp = self.speed.at(shape.start_s)
+            sd *= self.scale
+            sp *= self.prefill_scale
+        else:
+            sd, sp = self.scale, self.prefill_scale
+        b = shape.decode_seqs
+        if b > 0:
+            k = shape.k
+            c = shape.decode_context
+            if self.padded and shape.decode_context_max is not None:
+                c = shape.decode_context_max
+            # --- issue 21: rows without a proposal (drafting_seqs < b) verify one token ---
+            nd = b if shape.drafting_seqs is None or k == 0 else shape.drafting_seqs
+            total = self._forward(b, verify_tokens_per_row(b, nd, k, self.padded), c)
+            if k > 0 and nd > 0:
+                draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
+                if draft is None:
+                    self.check_proposer(shape.proposer)  # type: ignore[arg-type]
+                total += draft(nd, k, c) + self._overhead[shape.proposer](nd, k)  # type: ignore[index,misc]
+            # --- end issue 21 ---
+            if self.padded and (shape.rows_joined or shape.rows_left):
+                if self._join is None or self._leave is None:
+                    self.unpriced_changes += 1
+                else:
+                    if shape.rows_joined:
+                        total += self._join(b, c)
+                    total += shape.rows_left * self._leave(b, c)
+            total *= sd
+        if shape.prefill_tokens > 0:
+            total += self._prefill(shape.prefill_tokens, shape.prefill_context) * sp
+            total += self._draft_prefill_s(shape) * sp
+        return total + self.step_overhead_s
+
+    def _draft_prefill_s(self, shape: StepShape) -> float:
+        name = shape.proposer if shape.proposer is not None else self.attached
+        grid = self._draft_prefill.get(name) if name is not None else None
+        return grid(shape.prefill_tokens, shape.prefill_context) if grid is not None else 0.0
+
+    def _fused_step(self, shape: StepShape) -> float:
+        """One pass over the step's prefill and decode tokens, plus drafting and overheads."""
+        self.steps += 1
+        if self.speed is not None:
+            sd, sp = self.speed.at(shape.start_s)
+            sd *= self.scale
+            sp *= self.prefill_scale
+        else:
+            sd, sp = self.scale, self.prefill_scale
+        assert self._dense is not None and self._logits is not None
+        assert self._dattn is not None and self._pattn is not None
+        b, n, k = shape.decode_seqs, shape.prefill_tokens, shape.k
+        # rows without a proposal (n-gram no match) feed one token, as vLLM schedules them
+        nd = b if shape.drafting_seqs is None or k == 0 else shape.drafting_seqs
+        rows = b * verify_tokens_per_row(b, nd, k, self.padded) if b > 0 else 0
+        c = shape.decode_context
+        if self.padded and shape.decode_context_max is not None:
+            c = shape.decode_context_max
+        total = self._dense(rows + n) + self._logits(rows + (1 if n else 0))
+        if b > 0:
+            total += self._dattn(b, rows / b, c)
+        if n > 0:
+            total += self._pattn(n, shape.prefill_context)
+        total *= sd if b > 0 else sp
+        if b > 0 and k > 0 and nd > 0:
+            draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
+            if draft is None:
+                self.check_proposer(shape.proposer)  # type: ignore[arg-type]
+            total += (draft(nd, k, c) + self._overhead[shape.proposer](nd, k)) * sd  # type: ignore[index,misc]
+        if self.padded and b > 0 and (shape.rows_joined or shape.rows_left):
+            if self._join is None or self._leave is None:
+                self.unpriced_changes += 1
+            else:
+                total += ((self._join(b, c) if shape.rows_joined else 0.0) + shape.rows_left * self._leave(b, c)) * sd
+        if n > 0:
+            total += self._draft_prefill_s(shape) * sp
+        return total + self.step_overhead_s
+
+    def grids(self) -> list[GridInterpolator]:
+        """Every grid this timer looks up."""
+        extra = [g for g in (self._join, self._leave) if g is not None]
+        extra += list(self._draft_prefill.values())
+        if self.fused:
+            fused = [g for g in (self._dense, self._logits, self._dattn, self._pattn) if g is not None]
+            return [*fused, *self._draft.values(), *self._overhead.values(), *extra]
+        return [self._forward, self._prefill, *self._draft.values(), *self._overhead.values(), *extra]
+
+    def extrapolations(self) -> dict[str, int]:
+        """Steps that extrapolated, keyed ``"<quantity>.<axis>"`` (e.g. ``target_forward.context``).
+
+        Each grid is looked up at most once per step, so the counts are step counts.
+        """
+        out: dict[str, int] = {}
+        for g in self.grids():
+            for axis, n in g.extrapolations_by_axis().items():
+                out[f"{_short(g.name)}.{axis}"] = n
+        return out
+
+    def describe_extrapolations(self) -> list[str]:
+        """Lines for results, e.g. ``extrapolated: target_forward.context above 2048 in 12.0% of steps``."""
+        lines = []
+        steps = max(self.steps, 1)
+        for g in self.grids():
+            for what, n in g.extrapolations().items():
+                lines.append(
+                    f"extrapolated: {_short(g.name)}.{what} in {100.0 * n / steps:.1f}% of steps ({n} of {self.steps})"
+                )
+        if self.unpriced_changes:
+            lines.append(
+                f"padded KV layout: {self.unpriced_changes} steps whose decode batch changed were charged "
+                "nothing for it (the profile has no timing.padded_batch grids; `specplan profile "
+                "padded-batch` measures them)"
+            )
+        for g in self.grids():
+            if g.filled:
+                lines.append(
+                    f"filled: {_short(g.name)} has {g.filled} unmeasured (null) cells filled from the "
+                    "nearest measured neighbour"
+                )
+        return lines
+
+
+def verify_tokens_per_row(rows: int, drafting: int, k: int, padded: bool) -> float:
+    """Tokens per row that a verification pass over ``rows`` rows is priced at, when only
+    ``drafting`` of them feed ``k`` drafts and the rest feed one token (no proposal).
+
+    A paged engine flattens the batch's tokens, so it costs about what ``rows`` rows at the mean
+    ``1 + k·drafting/rows`` tokens cost (``target_forward`` interpolated along
+    ``tokens_per_seq``; exact at 0 or all rows drafting). A padded engine runs a rectangle: any
+    drafting row makes every row ``k + 1`` wide; with none it is a plain decode.
+    """
+    if k == 0 or drafting == rows:
+        return float(k + 1)
+    if drafting == 0:
+        return 1.0
+    return float(k + 1) if padded else 1.0 + k * drafting / rows
+
+
+class FixedStepTimer:
+    """Every step takes ``seconds_per_step``: with batch 1 and 1-token outputs this is M/D/1."""
+
+    def __init__(self, seconds_per_step: float) -> None:
+        if not seconds_per_step > 0:
+            raise ValueError(f"seconds_per_step must be > 0, got {seconds_per_step}")
+        self.seconds_per_step = float(seconds_per_step)
+        self.steps = 0
+
+    def __call__(self, shape: StepShape) -> float:
+        self.steps += 1
+        return self.seconds_per_step
+
+    def extrapolations(self) -> dict[str, int]:
+        return {}
+
+    def describe_extrapolations(self) -> list[str]:
+        return []
+
+
+class RandomServiceTimer:
+    """Each step takes ``sampler()`` seconds, ignoring the shape (for M/M/1, M/G/1 tests).
+
+    With ``max_num_seqs = 1``, one-token outputs and no prefill cost of its own, one request is
+    one step, so a step's duration is that request's service time. The sampler owns its random
+    generator (passed in, never global): ``RandomServiceTimer.exponential(mean_s, rng)``.
+    """
+
+    def __init__(self, sampler: Callable[[], float]) -> None:
+        self.sampler = sampler
+        self.steps = 0
+
+    @classmethod
+    def exponential(cls, mean_s: float, rng: np.random.Generator) -> RandomServiceTimer:
+        """Exponential service with mean ``mean_s`` (rate ``1/mean_s``) drawn from ``rng``."""
+        if not mean_s > 0:
+            raise ValueError(f"mean_s must be > 0, got {mean_s}")
+        return cls(lambda: float(rng.exponential(mean_s)))
+
+    def __call__(self, shape: StepShape) -> float:
+        self.steps += 1
+        value = float(self.sampler())
+        if not value >= 0:
+            raise ValueError(f"service time sampler returned {value}; must be >= 0")
+        return value
+
+    def extrapolations(self) -> dict[str, int]:
+        return {}
+
+    def describe_extrapolations(self) -> list[str]:
+        return []
+
+
+def _interp(grid: TimingGrid, cache_size: int) -> GridInterpolator:
+    return GridInterpolator(
+        grid.axes, grid.median, name=grid.quantity, axis_names=grid.axis_names, cache_size=cache_size
+    )
+
+
+def _short(quantity: str) -> str:
+    return quantity.removeprefix("timing.")
+
+
+__all__ = [
+    "KV_LAYOUTS",
+    "DecodeBatchRows",
+    "FixedStepTimer",
+    "ProfileStepTimer",
+    "RandomServiceTimer",
+    "StepShape",
+    "StepTimer",
+    "verify_tokens_per_row",
+]

@@ -1,0 +1,216 @@
+"""Open-loop request generation: when requests arrive, which segment they belong to, how long.
+
+Open loop means arrival times never depend on how the fleet is doing: they are fixed before the
+simulation starts. Randomness comes from a caller-supplied ``numpy.random.SeedSequence``; this
+module derives fixed, named child streams from it (arrivals, segments, and per segment the prompt
+and output lengths) without mutating it, so changing a length distribution never moves an
+arrival and changing one segment's lengths never changes another's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.input_limits import check_work, workload_size
+from sim.contracts.scenario import PiecewiseConfig, RunConfig, Scenario, WorkloadConfig
+from sim.contracts.trace import Trace, read_trace
+
+# child-stream indices under the workload's SeedSequence (never reorder: results depend on it)
+_ARRIVALS, _SEGMENTS, _LENGTHS = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request as the client sends it (nothing about how it was served)."""
+
+    id: int
+    """0, 1, 2, … in arrival order within one generated workload."""
+    arrival_s: float
+    """Arrival time in simulated seconds, in [0, run.duration_s)."""
+    prompt_tokens: int
+    """Prompt length (≥ 1)."""
+    output_tokens: int
+    """Tokens the request will generate if served to completion (≥ 1)."""
+    segment: str
+    """Name of its workload segment."""
+    timeout_s: float | None
+    """The client abandons it this long after arrival; None: never."""
+
+
+def child_stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    """A generator on a fixed named child of ``seq`` (same key → same stream), without
+    advancing ``seq``'s spawn counter the way ``seq.spawn`` would."""
+    child = np.random.SeedSequence(
+        entropy=seq.entropy, spawn_key=(*seq.spawn_key, *key), pool_size=seq.pool_size
+    )
+    return np.random.default_rng(child)
+
+
+def _as_seedseq(rng: np.random.SeedSequence | int) -> np.random.SeedSequence:
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, int | np.integer) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.SeedSequence(int(rng))
+    raise TypeError(
+        "generate_requests needs a numpy.random.SeedSequence (or a non-negative int seed), "
+        f"got {type(rng).__name__}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# arrival processes (pure functions of a Generator; exposed for tests and the dashboard)
+
+
+def renewal_arrivals(
+    rng: np.random.Generator, duration_s: float, rate: float, burstiness: float = 1.0
+) -> np.ndarray:
+    """Arrival times in [0, duration_s) of a renewal process with gamma gaps.
+
+    Mean gap 1/rate; shape = burstiness (1 = exponential gaps = Poisson), so the squared
+    coefficient of variation of gaps is 1/burstiness. Gaps are uncapped. The first arrival is
+    one gap after 0, like a Poisson process started at 0.
+    """
+    if not (rate > 0 and burstiness > 0 and duration_s > 0):
+        raise ValueError("rate, burstiness and duration_s must be > 0")
+    expected = rate * duration_s
+    chunk = int(expected + 6.0 * np.sqrt(expected / burstiness) + 16)
+    total = 0.0
+    parts: list[np.ndarray] = []
+    while total < duration_s:
+        if burstiness == 1.0:
+            gaps = rng.exponential(1.0 / rate, size=chunk)
+        else:
+            gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=chunk)
+        times = total + np.cumsum(gaps)
+        parts.append(times)
+        total = float(times[-1])
+        chunk = max(16, chunk // 4)
+    t = np.concatenate(parts)
+    return t[t < duration_s]
+
+
+def piecewise_arrivals(
+    rng: np.random.Generator, duration_s: float, pw: PiecewiseConfig
+) -> np.ndarray:
+    """Arrival times in [0, duration_s) of a non-homogeneous Poisson process by thinning
+    (Lewis–Shedler): candidates at the peak rate, each kept with probability rate(t)/peak."""
+    peak = pw.max_rate()
+    cand = renewal_arrivals(rng, duration_s, peak, 1.0)
+    keep = rng.random(len(cand)) * peak < pw.rate_at(cand)
+    return cand[keep]
+
+
+def trace_arrivals(
+    trace: Trace, duration_s: float, start_s: float, window_s: float, rate_scale: float
+) -> np.ndarray:
+    """Indices of the trace rows replayed in a run of ``duration_s`` simulated seconds.
+
+    Rows with offset in [start_s, start_s + window_s) are replayed at
+    (offset − start_s) / rate_scale; those landing at or after ``duration_s`` are dropped.
+    """
+    off = trace.offsets_s
+    lo = np.searchsorted(off, start_s, side="left")
+    hi = np.searchsorted(off, start_s + window_s, side="left")
+    idx = np.arange(lo, hi)
+    times = (off[idx] - start_s) / rate_scale
+    return idx[times < duration_s]
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def generate_requests(
+    workload: WorkloadConfig | Scenario,
+    run: RunConfig | None = None,
+    rng: np.random.SeedSequence | int = 0,
+    trace: Trace | None = None,
+) -> list[RequestSpec]:
+    """All requests of one replication, in arrival order, ids 0..n−1.
+
+    ``workload`` may be a whole Scenario (then ``run`` defaults to its [run]). ``rng`` is the
+    SeedSequence of this replication's workload (e.g. ``SeedSequence(seed).spawn(2)[0]``, the
+    other child driving acceptance); an int is taken as ``SeedSequence(int)``. ``trace`` lets a
+    caller that already read the CSV pass it (it is read from ``workload.trace`` otherwise).
+    """
+    if isinstance(workload, Scenario):
+        run = run or workload.run
+        workload = workload.workload
+    if run is None:
+        raise TypeError("generate_requests needs the run config (duration_s) or a Scenario")
+    seq = _as_seedseq(rng)
+    arr = generate_arrays(workload, run, seq, trace)
+    names = workload.segment_names
+    seg_names = [names[i] for i in arr["segment"].tolist()]
+    timeout = workload.client_timeout_s
+    return [
+        RequestSpec(i, t, p, o, s, timeout)
+        for i, (t, p, o, s) in enumerate(
+            zip(
+                arr["arrival_s"].tolist(),
+                arr["prompt_tokens"].tolist(),
+                arr["output_tokens"].tolist(),
+                seg_names,
+                strict=True,
+            )
+        )
+    ]
+
+
+def generate_arrays(
+    workload: WorkloadConfig,
+    run: RunConfig,
+    seq: np.random.SeedSequence,
+    trace: Trace | None = None,
+) -> dict[str, np.ndarray]:
+    """The same workload as ``generate_requests`` as columns (arrival_s float64, segment index,
+    prompt_tokens and output_tokens int64), for vectorised consumers and plots."""
+    duration = run.duration_s
+    if workload.arrival != "trace":  # refuse before allocating (a trace is bounded by its file)
+        check_work(*workload_size(workload, run), 1, "scenario")
+    arrivals_rng = child_stream(seq, _ARRIVALS)
+    rows: np.ndarray | None = None
+    if workload.arrival in ("poisson", "gamma"):
+        assert workload.rate is not None
+        times = renewal_arrivals(arrivals_rng, duration, workload.rate, workload.burstiness)
+    elif workload.arrival == "piecewise":
+        assert workload.piecewise is not None
+        times = piecewise_arrivals(arrivals_rng, duration, workload.piecewise)
+    else:
+        tc = workload.trace
+        assert tc is not None
+        if trace is None:
+            trace = read_trace(tc.resolved_path)
+        window = tc.effective_window_s(duration)
+        rows = trace_arrivals(trace, duration, tc.start_s, window, tc.rate_scale)
+        times = (trace.offsets_s[rows] - tc.start_s) / tc.rate_scale
+        if len(rows) == 0:
+            raise SpecplanError(
+                f"{trace.path}: no trace rows in the window [{tc.start_s}, {tc.start_s + window}) s "
+                f"of a trace spanning {trace.span_s:.1f} s; lower workload.trace.start_s"
+            )
+    n = len(times)
+    segment = child_stream(seq, _SEGMENTS).choice(
+        len(workload.segments), size=n, p=workload.shares
+    ).astype(np.int64)
+    prompt = np.empty(n, dtype=np.int64)
+    output = np.empty(n, dtype=np.int64)
+    if rows is not None:
+        assert trace is not None
+        prompt[:] = np.maximum(trace.prompt_tokens[rows], 1)
+        output[:] = np.maximum(trace.output_tokens[rows], 1)
+    else:
+        for i, seg in enumerate(workload.segments):
+            mask = segment == i
+            m = int(mask.sum())
+            assert seg.prompt_tokens is not None and seg.output_tokens is not None
+            prompt[mask] = seg.prompt_tokens.sample(child_stream(seq, _LENGTHS, i, 0), m)
+            output[mask] = seg.output_tokens.sample(child_stream(seq, _LENGTHS, i, 1), m)
+    return {
+        "arrival_s": np.asarray(times, dtype=np.float64),
+        "segment": segment,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+    }

@@ -1,0 +1,253 @@
+"""Pure functions over record frames: latencies, goodput, SLO attainment, time-weighted levels.
+
+Semantics follow vLLM's benchmark: latency statistics are over completed requests; TPOT is
+``(e2el - ttft) / (output - 1)`` (undefined for one-token outputs, which then meet any TPOT
+limit); ITL samples are the gaps between bursts; a request is *good* only if it completed and
+meets every listed SLO (``request_goodput`` = good / window). Requests arriving during warm-up
+are simulated but excluded. Levels (queue length, KV use) are time-weighted over the window,
+idle time counting as zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from sim.results import metric_names as mn
+from sim.results.cost import cost_per_good_answer
+
+_QUANTILES = {"median": 0.5, "p95": 0.95, "p99": 0.99}
+
+
+def with_latencies(requests: pl.DataFrame) -> pl.DataFrame:
+    """Add ``ttft_s``, ``tpot_s``, ``e2el_s`` (null unless completed) to a requests frame."""
+    done = pl.col("outcome") == mn.COMPLETED
+    ttft = pl.col("first_token_s") - pl.col("arrival_s")
+    e2el = pl.col("finish_s") - pl.col("arrival_s")
+    tpot = (e2el - ttft) / (pl.col("generated_tokens") - 1)
+    return requests.with_columns(
+        pl.when(done).then(ttft).otherwise(None).alias("ttft_s"),
+        pl.when(done & (pl.col("generated_tokens") > 1)).then(tpot).otherwise(None).alias("tpot_s"),
+        pl.when(done).then(e2el).otherwise(None).alias("e2el_s"),
+    )
+
+
+def good_mask(requests: pl.DataFrame, limits_ms: Mapping[str, float]) -> pl.Series:
+    """True for requests that completed and meet every limit (``ttft``, ``tpot``, ``e2el``,
+    ``pause`` in ms); needs :func:`with_latencies` columns."""
+    expr = pl.col("outcome") == mn.COMPLETED
+    for name, limit in limits_ms.items():
+        s = limit / 1000.0
+        if name == mn.TTFT:
+            expr = expr & (pl.col("ttft_s") <= s)
+        elif name == mn.TPOT:
+            expr = expr & (pl.col("tpot_s").is_null() | (pl.col("tpot_s") <= s))
+        elif name == mn.E2EL:
+            expr = expr & (pl.col("e2el_s") <= s)
+        elif name == mn.PAUSE:
+            expr = expr & (pl.col("max_pause_s").fill_null(0.0) <= s)
+        else:
+            raise ValueError(f"unknown SLO {name!r}; valid: ttft, tpot, e2el, pause")
+    return requests.select(expr.fill_null(False).alias("good")).to_series()
+
+
+def measured_window(requests: pl.DataFrame, warmup_s: float, duration_s: float) -> tuple[float, float]:
+    """``[warmup_s, end]``: end is the later of ``duration_s`` and the last in-window finish."""
+    fin = requests.filter(pl.col("in_window"))["finish_s"].max()
+    end = max(duration_s, float(fin)) if fin is not None else duration_s  # type: ignore[arg-type]
+    return warmup_s, end
+
+
+def _stats(values: np.ndarray) -> dict[str, float | None]:
+    if values.size == 0:
+        return {"mean": None, "median": None, "p95": None, "p99": None, "max": None}
+    q = np.percentile(values, [50, 95, 99])
+    return {
+        "mean": float(values.mean()),
+        "median": float(q[0]),
+        "p95": float(q[1]),
+        "p99": float(q[2]),
+        "max": float(values.max()),
+    }
+
+
+def latency_stats(values_s: np.ndarray, metric: str) -> dict[str, float | None]:
+    """``{metric}_ms_{mean,median,p95,p99}`` of samples given in seconds (linear percentiles)."""
+    st = _stats(values_s * 1000.0)
+    return {mn.latency_col(metric, s): st[s] for s in mn.LATENCY_STATS}
+
+
+def pause_stats(max_pause_s: np.ndarray) -> dict[str, float | None]:
+    """``pause_ms_{p95,p99,max}`` over requests' longest stream pauses."""
+    st = _stats(max_pause_s * 1000.0)
+    return {mn.pause_col(s): st[s] for s in mn.PAUSE_STATS}
+
+
+def _overlap(steps: pl.DataFrame, t0: float, t1: float) -> pl.Expr:
+    start = pl.col("t_start_s")
+    end = start + pl.col("duration_s")
+    return (pl.min_horizontal(end, pl.lit(t1)) - pl.max_horizontal(start, pl.lit(t0))).clip(
+        lower_bound=0.0
+    )
+
+
+def time_weighted_levels(
+    steps: pl.DataFrame, t0: float, t1: float, replicas: int
+) -> tuple[float | None, float | None]:
+    """(fleet queue length, mean KV fraction in use), time-weighted over ``[t0, t1]``.
+
+    A step's level holds for its duration; idle time counts as an empty queue and empty KV.
+    """
+    span = t1 - t0
+    if span <= 0:
+        return None, None
+    if steps.height == 0:
+        return 0.0, 0.0
+    w = steps.select(
+        (_overlap(steps, t0, t1) * pl.col("queue_len")).sum().alias("q"),
+        (_overlap(steps, t0, t1) * pl.col("kv_used_blocks") / pl.col("kv_total_blocks"))
+        .sum()
+        .alias("kv"),
+    ).row(0)
+    return float(w[0]) / span, float(w[1]) / (span * replicas)
+
+
+def queue_len_tw(queue_log: Sequence[float] | np.ndarray, t0: float, t1: float) -> float | None:
+    """Time average of the fleet's waiting-queue length over ``[t0, t1]``, idle time included.
+
+    ``queue_log`` holds flat ``(time, +1 | -1)`` pairs, one per entry to or exit from a waiting
+    queue (sim.model.scheduler), in any order: the level L(t) is the sum of the deltas at or before
+    t, so ∫ L dt over the window is Σ delta · (t1 − clip(t, t0, t1)). Sampling the queue at step
+    starts instead misses every arrival during a step (4-20 % low at ρ = 0.8, issue 19).
+    """
+    span = t1 - t0
+    if span <= 0:
+        return None
+    log = np.frombuffer(queue_log, dtype=np.float64) if not isinstance(queue_log, np.ndarray) else queue_log
+    if log.size == 0:
+        return 0.0
+    t, delta = log[0::2], log[1::2]
+    return float(np.dot(delta, t1 - np.clip(t, t0, t1))) / span
+
+
+def queue_len_tw_from_requests(requests: pl.DataFrame, t0: float, t1: float) -> float | None:
+    """The same average from request records alone (arrival → first scheduled, or → end for
+    requests never scheduled); misses re-queueing after preemption. For real runs' frames."""
+    span = t1 - t0
+    if span <= 0:
+        return None
+    if requests.height == 0:
+        return 0.0
+    a = requests["arrival_s"].to_numpy().astype(np.float64)
+    s = requests["scheduled_s"].fill_null(requests["finish_s"]).to_numpy().astype(np.float64)
+    s = np.where(np.isnan(s), t1, s)
+    inside = np.clip(np.minimum(s, t1) - np.maximum(a, t0), 0.0, None)
+    return float(inside.sum()) / span
+
+
+def utilization(steps: pl.DataFrame, t0: float, t1: float, replicas: int) -> list[float]:
+    """Busy fraction of each replica over ``[t0, t1]`` (steps are back to back, never overlap)."""
+    span = t1 - t0
+    busy = (
+        steps.group_by("replica")
+        .agg(_overlap(steps, t0, t1).sum().alias("busy"))
+        .sort("replica")
+    )
+    by = dict(zip(busy["replica"].to_list(), busy["busy"].to_list(), strict=True))
+    return [float(by.get(r, 0.0)) / span for r in range(replicas)]
+
+
+def number_in_system_tw(requests: pl.DataFrame, t0: float, t1: float) -> float:
+    """Time-weighted mean number of requests in the system (arrived, not yet ended) on [t0, t1]."""
+    ended = requests.filter(pl.col("finish_s").is_not_null())
+    a = ended["arrival_s"].to_numpy()
+    f = ended["finish_s"].to_numpy()
+    inside = np.clip(np.minimum(f, t1) - np.maximum(a, t0), 0.0, None)
+    return float(inside.sum()) / (t1 - t0)
+
+
+def summarize(
+    requests: pl.DataFrame,
+    steps: pl.DataFrame,
+    itl: pl.DataFrame,
+    *,
+    segments: Sequence[str],
+    slo_ms: Mapping[str, float],
+    warmup_s: float,
+    duration_s: float,
+    replicas: int,
+    cost_total_usd: float | None,
+    keys: Mapping[str, object],
+    queue_log: Sequence[float] | np.ndarray | None = None,
+) -> pl.DataFrame:
+    """One summary row for ``"all"`` and one per segment, columns as in docs/architecture.md.
+
+    ``cost_total_usd`` is the fleet cost over the measured window (sim.results.cost); fleet-level
+    levels and cost repeat on segment rows, cost per good answer is for ``"all"`` only.
+    ``queue_log`` (the engine's queue entries and exits) makes ``queue_len_tw`` exact; without
+    it (a real run's frames) it comes from the request records.
+    """
+    req = with_latencies(requests)
+    good = good_mask(req, slo_ms) if slo_ms else pl.Series("good", [False] * req.height)
+    req = req.with_columns(good.alias("good"))
+    t0, t1 = measured_window(req, warmup_s, duration_s)
+    window = t1 - t0
+    _, kv_tw = time_weighted_levels(steps, t0, t1, replicas)
+    q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
+            else queue_len_tw_from_requests(requests, t0, t1))
+    measured = req.filter(pl.col("in_window"))
+    done_ids = measured.filter(pl.col("outcome") == mn.COMPLETED).select("id", "segment")
+    itl_done = itl.join(done_ids, on="id", how="inner") if itl.height else itl.with_columns(
+        pl.lit(None, dtype=pl.String).alias("segment")
+    )
+    rows = []
+    for seg in (mn.ALL_SEGMENTS, *segments):
+        m = measured if seg == mn.ALL_SEGMENTS else measured.filter(pl.col("segment") == seg)
+        gaps = itl_done if seg == mn.ALL_SEGMENTS else itl_done.filter(pl.col("segment") == seg)
+        row: dict[str, object] = dict(keys)
+        row[mn.SEGMENT] = seg
+        done = m.filter(pl.col("outcome") == mn.COMPLETED)
+        for metric, col in ((mn.TTFT, "ttft_s"), (mn.TPOT, "tpot_s"), (mn.E2EL, "e2el_s")):
+            row.update(latency_stats(done[col].drop_nulls().to_numpy(), metric))
+        row.update(latency_stats(gaps["gap_s"].to_numpy(), mn.ITL))
+        row.update(pause_stats(done["max_pause_s"].drop_nulls().to_numpy()))
+        n_done = done.height
+        counts = m["outcome"].value_counts()
+        by = dict(zip(counts["outcome"].to_list(), counts["count"].to_list(), strict=True))
+        row[mn.COMPLETED] = n_done
+        row[mn.REJECTED] = int(by.get(mn.REJECTED, 0))
+        row[mn.TIMED_OUT] = int(by.get(mn.TIMED_OUT, 0))
+        n_good = int(m["good"].sum())
+        row[mn.REQUEST_THROUGHPUT] = n_done / window if window > 0 else None
+        row[mn.OUTPUT_THROUGHPUT] = (
+            float(done["generated_tokens"].sum()) / window if window > 0 else None
+        )
+        row[mn.REQUEST_GOODPUT] = n_good / window if slo_ms and window > 0 else None
+        row[mn.SLO_ATTAINMENT] = n_good / m.height if slo_ms and m.height else None
+        drafts = int(m["num_drafts"].sum())
+        row[mn.MEAN_ACCEPTANCE_LENGTH] = (
+            1.0 + int(m["accepted_tokens"].sum()) / drafts if drafts else None
+        )
+        spec_steps = int(m["num_spec_steps"].sum()) if "num_spec_steps" in m.columns else drafts
+        row[mn.TOKENS_PER_STEP] = (
+            1.0 + int(m["accepted_tokens"].sum()) / spec_steps if spec_steps else None
+        )
+        row[mn.PREEMPTIONS] = int(m["preemptions"].sum())
+        row[mn.QUEUE_LEN_TW] = q_tw
+        row[mn.KV_USE_TW] = kv_tw
+        row[mn.COST_TOTAL_USD] = cost_total_usd
+        row[mn.COST_PER_GOOD_ANSWER_USD] = (
+            cost_per_good_answer(cost_total_usd, n_good)
+            if seg == mn.ALL_SEGMENTS and slo_ms
+            else None
+        )
+        rows.append(row)
+    schema: dict[str, pl.DataType] = {}
+    for key, value in keys.items():
+        schema[key] = pl.Int64() if isinstance(value, int) else pl.String()
+    schema[mn.SEGMENT] = pl.String()
+    for col in mn.METRIC_COLUMNS:
+        schema[col] = pl.Int64() if col in mn.COUNT_COLUMNS or col == mn.PREEMPTIONS else pl.Float64()
+    return pl.DataFrame(rows, schema=schema, orient="row")

@@ -1,0 +1,205 @@
+"""All candidates × seeds of a scenario, aggregated to mean and 95% CI per metric.
+
+Each seed's workload is generated once and served by every candidate (common random numbers),
+so differences between candidates are not differences between request samples. The
+confidence interval is Student t over seeds: with few seeds it is wide, as it should be.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.input_limits import check_work, workload_size
+from sim.contracts.profile import Profile, load_profile
+from sim.contracts.scenario import Candidate, Scenario
+from sim.contracts.trace import read_trace
+from sim.model.engine import StepTimer
+from sim.model.workload import generate_requests
+from sim.results import metric_names as mn
+from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
+from sim.results.intervals import mean_ci95
+from sim.results.simulation import RunResult, extrapolation_notes, simulate_once
+from sim.results.verdict import Verdict, verdict
+
+
+def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:
+    """Per-seed summary rows → one row per (candidate, segment): mean and ``_ci95`` columns."""
+    metric_cols = [c for c in mn.METRIC_COLUMNS if c in per_seed.columns]
+    rows = []
+    order: list[tuple[str, str]] = []
+    for key in per_seed.select(mn.CANDIDATE, mn.SEGMENT).iter_rows():
+        if key not in order:
+            order.append(key)
+    for cand, seg in order:
+        g = per_seed.filter((pl.col(mn.CANDIDATE) == cand) & (pl.col(mn.SEGMENT) == seg))
+        row: dict[str, object] = {mn.CANDIDATE: cand, mn.SEGMENT: seg, mn.N_SEEDS: g.height}
+        cis: dict[str, object] = {}
+        for col in metric_cols:
+            mean, ci = mean_ci95(g[col].to_list())
+            row[col] = mean
+            cis[mn.ci_col(col)] = ci
+        row.update(cis)
+        rows.append(row)
+    schema: dict[str, pl.DataType] = {
+        mn.CANDIDATE: pl.String(), mn.SEGMENT: pl.String(), mn.N_SEEDS: pl.Int64()
+    }
+    for col in metric_cols:
+        schema[col] = pl.Float64()
+    for col in metric_cols:
+        schema[mn.ci_col(col)] = pl.Float64()
+    return pl.DataFrame(rows, schema=schema)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """Everything one ``specplan simulate`` produces."""
+
+    scenario: Scenario
+    summary: pl.DataFrame
+    """Aggregated: one row per candidate and segment, metric means and ``_ci95`` half-widths."""
+    per_seed: pl.DataFrame
+    """The per-seed summary rows the aggregate was computed from."""
+    requests: pl.DataFrame
+    steps: pl.DataFrame
+    sources: tuple[str, ...]
+    """Provenance of every profile section used, plus assumed acceptance lines."""
+    notes: tuple[str, ...]
+    """Extrapolation and approximation notes."""
+    candidates: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write requests/steps/summary Parquet and summary.json into ``out_dir``."""
+        out = ensure_dir(out_dir)
+        paths = [out / "requests.parquet", out / "steps.parquet", out / "summary.parquet"]
+        for frame, path in zip((self.requests, self.steps, self.summary), paths, strict=True):
+            write_parquet_atomic(frame, path, statistics=False)  # whole or not at all
+        js = out / "summary.json"
+        write_text_atomic(js, json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
+        return [*paths, js]
+
+    def verdict(self) -> Verdict | None:
+        """The ranking every surface leads with (``sim.results.verdict``); None without a baseline to
+        compare against."""
+        base = next((c for c in self.candidates if c in self.scenario.candidate_names
+                     and self.scenario.candidate(c).is_baseline), None)
+        if base is None or len(self.candidates) < 2:
+            return None
+        w = self.scenario.workload
+        return verdict(self.summary, base, has_slo=bool(self.scenario.slo.limits),
+                       rate=w.rate if w.arrival != "trace" else None, n_seeds=len(self.seeds))
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON: ``inf`` cost per good answer becomes null with a label."""
+        rows = []
+        for row in self.summary.iter_rows(named=True):
+            clean: dict[str, object] = {}
+            for k, v in row.items():
+                if isinstance(v, float) and math.isinf(v):
+                    clean[k] = None
+                    clean[f"{k}_note"] = "no SLO-conformant answers (infinite)"
+                else:
+                    clean[k] = v
+            rows.append(clean)
+        return {
+            "scenario": self.scenario.name,
+            "candidates": list(self.candidates),
+            "seeds": list(self.seeds),
+            "slo": self.scenario.slo.limits,
+            "summary": rows,
+            "verdict": v.to_json() if (v := self.verdict()) is not None else None,
+            "sources": list(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+def resolve_profile(scenario: Scenario, profile: Profile | str | Path | None) -> Profile:
+    """The profile to use: given, or the scenario's ``fleet.profile``."""
+    if isinstance(profile, Profile):
+        return profile
+    if profile is not None:
+        return load_profile(profile)
+    return load_profile(scenario.require_profile_path())
+
+
+def run_scenario(
+    scenario: Scenario,
+    profile: Profile | str | Path | None = None,
+    candidates: Sequence[str | Candidate] | None = None,
+    seeds: Sequence[int] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    step_timer_factory: Callable[[Profile], StepTimer] | None = None,
+) -> ScenarioResult:
+    """Simulate every candidate on every seed; ``progress(done, total, label)`` after each run."""
+    prof = resolve_profile(scenario, profile)
+    cands = [
+        scenario.candidate(c) if isinstance(c, str) else c
+        for c in (candidates if candidates is not None else scenario.candidates)
+    ]
+    # baseline first, then the others in scenario order
+    cands.sort(key=lambda c: not c.is_baseline)
+    seed_list = tuple(seeds if seeds is not None else scenario.run.seeds)
+    if not seed_list:
+        raise SpecplanError("no seeds to run; give at least one (run.seeds or --seeds)")
+    if not cands:
+        raise SpecplanError("no candidates to run")
+    trace = None
+    if scenario.workload.arrival == "trace":
+        assert scenario.trace_path is not None
+        trace = read_trace(scenario.trace_path)
+    total = len(cands) * len(seed_list)
+    check_work(*workload_size(scenario.workload, scenario.run, trace), total, scenario.origin or "scenario")
+    done = 0
+    runs: list[RunResult] = []
+    for seed in seed_list:
+        work_ss = np.random.SeedSequence(seed).spawn(2)[0]
+        specs = generate_requests(scenario, rng=work_ss, trace=trace)
+        for cand in cands:
+            timer = step_timer_factory(prof) if step_timer_factory is not None else None
+            runs.append(simulate_once(scenario, prof, cand, seed, timer, requests=specs))
+            done += 1
+            if progress is not None:
+                progress(done, total, f"{cand.name} seed {seed}")
+    order = {c.name: i for i, c in enumerate(cands)}
+    runs.sort(key=lambda r: (order[r.candidate], r.seed))
+    per_seed = pl.concat([r.summary for r in runs], how="vertical")
+    summary = aggregate(per_seed)
+    sources = list(prof.sources())
+    notes: list[str] = []
+    extrap: dict[str, dict[str, int]] = {}
+    steps_by: dict[str, int] = {}
+    for r in runs:
+        for line in r.sources:
+            if line not in sources:
+                sources.append(line)
+        counts = r.extra.get("extrapolations") or {}
+        per = extrap.setdefault(r.candidate, {})
+        for what, n in counts.items():
+            per[what] = per.get(what, 0) + n
+        steps_by[r.candidate] = steps_by.get(r.candidate, 0) + int(r.extra.get("timer_steps", 0))
+        for line in r.notes:
+            if line not in notes:
+                notes.append(line)
+    for cand, counts in extrap.items():
+        notes.extend(
+            extrapolation_notes(counts, steps_by[cand], f"{cand}, {len(seed_list)} seed(s)")
+        )
+    return ScenarioResult(
+        scenario=scenario,
+        summary=summary,
+        per_seed=per_seed,
+        requests=pl.concat([r.requests for r in runs], how="vertical"),
+        steps=pl.concat([r.steps for r in runs], how="vertical"),
+        sources=tuple(sources),
+        notes=tuple(notes),
+        candidates=tuple(c.name for c in cands),
+        seeds=seed_list,
+    )

@@ -1,0 +1,363 @@
+"""One replication: a scenario's workload for one seed, served by one candidate, as frames.
+
+Random streams come from ``SeedSequence(seed).spawn(2)``: the first drives the workload
+(arrivals, segments, lengths — identical for every candidate of a seed, so candidates are
+compared on the same requests), the second acceptance (each request's survival rates, drawn
+once at admission, and every step's accepted count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile
+from sim.contracts.scenario import Candidate, Scenario
+from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
+from sim.model.engine import Fleet, FleetSpec, StepTimer
+from sim.model.engine_defaults import EngineLimits, engine_limits
+from sim.model.kv_capacity import check_replica_shape, kv_capacity
+from sim.model.speculation import SpeculationPolicy, policy_from_candidate
+from sim.model.step_plan import Request, SchedulerConfig
+from sim.model.step_time import ProfileStepTimer
+from sim.model.workload import RequestSpec, generate_requests
+from sim.results import metric_names as mn
+from sim.results.cost import fleet_cost_usd
+from sim.results.metrics import measured_window, summarize
+from sim.results.records import itl_frame, requests_frame, steps_frame
+
+MIXED_STEP_NOTE = (
+    "approximation: a step mixing prefill and decode is timed as the sum of the two passes "
+    "(a fused pass is cheaper on GPUs; docs/profile-format.md)"
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Frames of one candidate × seed."""
+
+    candidate: str
+    seed: int
+    requests: pl.DataFrame
+    steps: pl.DataFrame
+    itl: pl.DataFrame
+    """Per-burst gaps (``id``, ``gap_s``): the ITL samples behind the summary."""
+    summary: pl.DataFrame
+    """One row for ``all`` and one per segment (columns: docs/architecture.md)."""
+    notes: tuple[str, ...] = ()
+    """Extrapolation and approximation notes."""
+    sources: tuple[str, ...] = ()
+    """Provenance lines of what this run used (acceptance sections, assumed rates)."""
+    kv_blocks: int = 0
+    window: tuple[float, float] = (0.0, 0.0)
+    """Measured window ``[warmup_s, end]`` in simulated seconds."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def scheduler_config(
+    scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None
+) -> SchedulerConfig:
+    """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
+    for the profile's device; without, specplan's profile-less defaults)."""
+    eng = scenario.fleet.engine
+    adm = scenario.fleet.admission
+    lim = limits if limits is not None else engine_limits(scenario, None)
+    return SchedulerConfig(
+        max_num_seqs=lim.max_num_seqs,
+        max_num_batched_tokens=lim.max_num_batched_tokens,
+        block_size=eng.block_size,
+        kv_blocks=kv_blocks,
+        chunked_prefill=eng.chunked_prefill,
+        queue_limit=adm.queue_limit,
+        max_queue_time_s=adm.max_queue_time_s,
+    )
+
+
+def acceptance_model(
+    scenario: Scenario, profile: Profile, candidate: Candidate
+) -> AcceptanceModel | None:
+    """The candidate's acceptance (assumed rates win over the profile); None for the baseline."""
+    if candidate.is_baseline:
+        return None
+    assert candidate.proposer is not None
+    if candidate.assumed_acceptance is not None:
+        model = AcceptanceModel.from_assumed(
+            candidate.assumed_acceptance, proposer=candidate.proposer
+        )
+    elif candidate.acceptance_trace is not None:
+        model = _trace_model(scenario, candidate)
+    else:
+        keys = {}
+        fallbacks = {}
+        for seg in scenario.workload.segments:
+            if seg.acceptance is None:
+                raise SpecplanError(
+                    f"{scenario.origin or 'scenario'}: workload.segments: segment {seg.name!r} "
+                    f"has no acceptance key, needed by candidate {candidate.name!r}"
+                )
+            keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
+            if seg.acceptance.fallback is not None:
+                fallbacks[seg.name] = seg.acceptance.fallback
+        try:
+            model = AcceptanceModel.from_profile(profile, candidate.proposer, keys, fallbacks)
+        except SpecplanError as exc:  # the scenario's segments ask; the profile lacks the match
+            raise SpecplanError(f"{scenario.origin or 'scenario'}: candidate {candidate.name!r}: {exc}") from None
+    try:
+        model.check_k(candidate.max_k)
+    except SpecplanError as exc:  # name the file that asks for that k, and the one that limits it
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: candidates[{candidate.name}]: {exc} in "
+            f"{profile.origin if not candidate.assumed_acceptance else 'assumed_acceptance'}"
+        ) from None
+    return model
+
+
+def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
+    """Acceptance from the candidate's per-request trace (replayed, or drawn independently)."""
+    from sim.contracts.scenario import resolve_path
+    from sim.model.trace_acceptance import load_trace, trace_acceptance
+
+    path = str(resolve_path(str(candidate.acceptance_trace), scenario.base_dir))
+    records = load_trace(path, candidate.trace_format)
+    keys = None
+    if candidate.trace_format == "specplan":
+        keys = {}
+        for seg in scenario.workload.segments:
+            if seg.acceptance is None:
+                raise SpecplanError(f"{scenario.origin or 'scenario'}: workload.segments: segment {seg.name!r} "
+                                    f"has no acceptance key, needed by candidate {candidate.name!r}")
+            keys[seg.name] = (seg.acceptance.task, seg.acceptance.language, seg.temperature)
+    assert candidate.proposer is not None
+    model, chosen = trace_acceptance(records, candidate.max_k, keys, proposer=candidate.proposer, source=path)
+    if candidate.trace_replay:
+        model.traces = chosen
+        model.source += ", replayed per request"
+    else:
+        model.source += ", independent draws at each traced request's rates"
+    return model
+
+
+def _candidate(scenario: Scenario, candidate: Candidate | str) -> Candidate:
+    return scenario.candidate(candidate) if isinstance(candidate, str) else candidate
+
+
+def simulate_once(
+    scenario: Scenario,
+    profile: Profile,
+    candidate: Candidate | str,
+    seed: int,
+    step_timer: StepTimer | None = None,
+    *,
+    requests: Sequence[RequestSpec] | None = None,
+) -> RunResult:
+    """Simulate ``candidate`` on ``seed``'s workload; ``requests`` may be passed pre-generated
+    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``)."""
+    cand = _candidate(scenario, candidate)
+    work_ss, accept_ss = np.random.SeedSequence(seed).spawn(2)
+    specs = list(requests) if requests is not None else generate_requests(scenario, rng=work_ss)
+    policy: SpeculationPolicy = policy_from_candidate(cand)
+    proposer = cand.proposer if policy.speculates else None
+    eng = scenario.fleet.engine
+    check_replica_shape(scenario.fleet.tensor_parallel_size, profile, scenario.origin)
+    limits = engine_limits(scenario, profile)
+    try:
+        kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
+    except SpecplanError as exc:  # the scenario's engine settings ask for what the profile lacks
+        raise SpecplanError(
+            f"{scenario.origin or 'scenario'}: fleet.engine (memory_utilization "
+            f"{eng.memory_utilization:g}, block_size {eng.block_size}), candidate {cand.name!r}: {exc}"
+        ) from None
+    timer = step_timer
+    if timer is None:
+        timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
+    if proposer is not None and isinstance(timer, ProfileStepTimer):
+        timer.check_proposer(proposer, policy.k_max)
+    if isinstance(timer, ProfileStepTimer):  # the drafter's pass over prompt tokens, every step
+        timer.attach_proposer(proposer)
+    model = acceptance_model(scenario, profile, cand) if policy.speculates else None
+    rates_rng, draw_rng = (np.random.default_rng(s) for s in accept_ss.spawn(2))
+    reqs = _build_requests(specs, model, rates_rng)
+    restart = scenario.fleet.restart
+    spec = FleetSpec(
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits),
+        policy=policy,
+        proposer=proposer,
+        replicas=scenario.fleet.replicas,
+        routing=scenario.fleet.routing,
+        restart=restart,
+        drain=scenario.run.drain,
+        duration_s=scenario.run.duration_s,
+    )
+    run = Fleet(spec, timer, draw_rng).run(reqs)
+    req_df = requests_frame(run, cand.name, seed, scenario.run.warmup_s)
+    step_df = steps_frame(run, cand.name, seed)
+    itl_df = itl_frame(run, cand.name, seed)
+    t0, t1 = measured_window(req_df, scenario.run.warmup_s, scenario.run.duration_s)
+    fl = scenario.fleet
+    cost = fleet_cost_usd(
+        t1 - t0, fl.replicas, fl.price_per_gpu_hour, fl.draft_price_per_hour,
+        speculative=policy.speculates, gpus_per_replica=fl.gpus_per_replica,
+    )
+    summary = summarize(
+        req_df,
+        step_df,
+        itl_df,
+        segments=scenario.workload.segment_names,
+        slo_ms=scenario.slo.limits,
+        warmup_s=scenario.run.warmup_s,
+        duration_s=scenario.run.duration_s,
+        replicas=fl.replicas,
+        cost_total_usd=cost,
+        keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
+        queue_log=run.queue_log,
+    )
+    extrap, timer_steps = _extrapolations(timer)
+    notes = [] if extrap is not None else list(_timer_notes(timer))
+    fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
+    if not fused and step_df.height and (
+        step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
+    ):
+        notes.append(MIXED_STEP_NOTE)
+    if not scenario.run.drain:
+        n_unf = req_df.filter(pl.col("outcome") == mn.UNFINISHED).height
+        if n_unf:
+            notes.append(
+                f"{cand.name} seed {seed}: {n_unf} requests still in flight at duration_s "
+                "(drain = false) end as 'unfinished' and count as not good"
+            )
+    sources: list[str] = [limits.source] if limits.source else []
+    if model is not None and cand.assumed_acceptance is not None:
+        sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
+    elif model is not None:
+        if cand.acceptance_trace is not None:
+            sources.append(f"{cand.name}: {model.source}")
+        outputs = {
+            str(seg): float(med)
+            for seg, med in req_df.group_by("segment").agg(pl.col("output_tokens").median()).iter_rows()
+        }
+        notes.extend(
+            acceptance_notes(model, scenario.workload.segment_names, cand.name, policy.k_max, outputs)
+        )
+    return RunResult(
+        cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
+        kv.kv_blocks, (t0, t1),
+        {"extrapolations": extrap or {}, "timer_steps": timer_steps},
+    )
+
+
+def acceptance_notes(
+    model: AcceptanceModel,
+    segments: Sequence[str],
+    who: str,
+    k: int,
+    output_medians: Mapping[str, float] | None = None,
+) -> list[str]:
+    """Say when a segment's measured acceptance is thin or off-target: no per-request spread,
+    so few requests that its mean is uncertain, or answers much shorter or longer than the
+    workload's (``output_medians``: segment -> median output tokens simulated). A wrong mean
+    shifts every step count, so every latency."""
+    unknown = [s for s in segments if not _spread_known(model, s)]
+    notes = []
+    for name in segments:
+        seg = model.segments.get(name)
+        if seg is not None and seg.note:
+            notes.append(f"{who}: acceptance for segment {name}: {seg.note}")
+    if unknown:
+        notes.append(
+            f"{who}: acceptance spread across requests unknown for segment(s) "
+            f"{', '.join(unknown)}; every request gets the aggregate rates (tails may be "
+            "understated)"
+        )
+    thin: list[str] = []
+    off: dict[str, list[str]] = {"shorter": [], "longer": []}
+    for name in segments:
+        if name in unknown:
+            continue
+        mal, half, n = model.precision(name, k)
+        if 0 < n < FEW_REQUESTS:
+            thin.append(f"{name} ({n} requests: {mal:.2f} ± {half:.2f})")
+        want = (output_medians or {}).get(name, math.nan)
+        had = model.measured_output_tokens(name)
+        if want > 0 and had > 0 and max(want / had, had / want) > OUTPUT_LENGTH_RATIO:
+            # No simulated number in the text: the note must read the same for every seed.
+            off["shorter" if want > had else "longer"].append(f"{name} (~{had:.0f} tokens)")
+    if thin:
+        notes.append(
+            f"{who}: acceptance rests on few measured requests for segment(s) {', '.join(thin)} "
+            f"(mean acceptance length at k={k} ± the 95% interval of the mean); measure more "
+            "prompts per segment (specplan profile --prompts-per-segment)"
+        )
+    for side, names in off.items():
+        if names:
+            notes.append(
+                f"{who}: acceptance was measured on answers over {OUTPUT_LENGTH_RATIO:g}x {side} "
+                f"than the simulated outputs for segment(s) {', '.join(names)}; acceptance "
+                "changes with answer length (measure with specplan profile --max-new-tokens near "
+                "the outputs' lengths)"
+            )
+    return notes
+
+
+def _spread_known(model: AcceptanceModel, segment: str) -> bool:
+    try:
+        return model.spread_known(segment)
+    except KeyError:
+        return False
+
+
+def _extrapolations(timer: object) -> tuple[dict[str, int] | None, int]:
+    """Extrapolated lookups per ``quantity.axis side bound`` (None if the timer has no grids)."""
+    grids = getattr(timer, "grids", None)
+    if not callable(grids):
+        return None, 0
+    out: dict[str, int] = {}
+    for g in grids():
+        for what, n in g.extrapolations().items():
+            if n:
+                out[f"{g.name.removeprefix('timing.')}.{what}"] = n
+    return out, int(getattr(timer, "steps", 0))
+
+
+def extrapolation_notes(counts: dict[str, int], steps: int, who: str) -> list[str]:
+    """``extrapolated: target_forward.context above 2048 in 12.0% of steps (...)`` lines."""
+    return [
+        f"extrapolated ({who}): {what} in {100.0 * n / max(steps, 1):.1f}% of steps "
+        f"({n} of {steps})"
+        for what, n in sorted(counts.items())
+    ]
+
+
+def _timer_notes(timer: object) -> list[str]:
+    describe = getattr(timer, "describe_extrapolations", None)
+    return list(describe()) if callable(describe) else []
+
+
+def _build_requests(
+    specs: Sequence[RequestSpec], model: AcceptanceModel | None, rng: np.random.Generator
+) -> list[Request]:
+    out = []
+    for i, s in enumerate(specs):
+        neg = None
+        proposal = 1.0
+        trace = None
+        if model is not None and model.traces is not None:
+            from sim.model.trace_acceptance import draw_trace_request
+
+            rates, proposal, trace = draw_trace_request(model, model.traces, s.segment, rng)
+            neg = [-r for r in rates.tolist()]
+        elif model is not None:
+            rates, proposal = model.request_acceptance(s.segment, rng)
+            neg = [-r for r in rates.tolist()]
+        req = Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
+        req.proposal = proposal
+        if trace is not None:
+            req.replay = trace
+            req.proposes = trace.layout == "positions" or trace.values[0] >= 0
+        out.append(req)
+    return out

@@ -1,0 +1,243 @@
+"""Terminal table of a scenario result: baseline first, each candidate with its delta.
+
+Rows are metrics, columns candidates, each cell ``mean ± ci95`` over seeds; speculative
+candidates show the relative change against the baseline. Below the table: where every number
+came from (profile provenance, assumed acceptance) and the notes (extrapolation,
+approximations), so a reader never mistakes an assumption for a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from sim.results import metric_names as mn
+from sim.results.runner import ScenarioResult
+from sim.results.verdict import why_lines
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    column: str
+    decimals: int = 1
+    scale: float = 1.0
+    better: str = "lower"  # "lower" | "higher" | "none"
+
+
+ROWS: tuple[Row, ...] = (
+    Row("TTFT p50 (ms)", mn.latency_col(mn.TTFT, "median"), 0),
+    Row("TTFT p95 (ms)", mn.latency_col(mn.TTFT, "p95"), 0),
+    Row("TTFT p99 (ms)", mn.latency_col(mn.TTFT, "p99"), 0),
+    Row("TPOT p50 (ms)", mn.latency_col(mn.TPOT, "median"), 1),
+    Row("TPOT p95 (ms)", mn.latency_col(mn.TPOT, "p95"), 1),
+    Row("TPOT p99 (ms)", mn.latency_col(mn.TPOT, "p99"), 1),
+    Row("ITL p99 (ms)", mn.latency_col(mn.ITL, "p99"), 1),
+    Row("E2EL p50 (ms)", mn.latency_col(mn.E2EL, "median"), 0),
+    Row("E2EL p95 (ms)", mn.latency_col(mn.E2EL, "p95"), 0),
+    Row("E2EL p99 (ms)", mn.latency_col(mn.E2EL, "p99"), 0),
+    Row("stream pause p99 (ms)", mn.pause_col("p99"), 0),
+    Row("throughput (req/s)", mn.REQUEST_THROUGHPUT, 3, better="higher"),
+    Row("output (tok/s)", mn.OUTPUT_THROUGHPUT, 1, better="higher"),
+    Row("goodput (req/s)", mn.REQUEST_GOODPUT, 3, better="higher"),
+    Row("SLO attainment (%)", mn.SLO_ATTAINMENT, 1, 100.0, better="higher"),
+    Row("completed", mn.COMPLETED, 1, better="higher"),
+    Row("rejected", mn.REJECTED, 1),
+    Row("timed out", mn.TIMED_OUT, 1),
+    Row("mean acceptance length (vLLM, per draft)", mn.MEAN_ACCEPTANCE_LENGTH, 2, better="higher"),
+    Row("mean acceptance length (per step)", mn.TOKENS_PER_STEP, 2, better="higher"),
+    Row("preemptions", mn.PREEMPTIONS, 1),
+    Row("queue length (time-wt)", mn.QUEUE_LEN_TW, 2),
+    Row("KV use (time-wt, %)", mn.KV_USE_TW, 1, 100.0),
+    Row("$ per 1,000 good answers", mn.COST_PER_GOOD_ANSWER_USD, 3, 1000.0),
+)
+
+
+BOUNDED = (mn.SLO_ATTAINMENT, mn.KV_USE_TW)
+"""Shares: their intervals are clipped to [0, 1] (every other metric is clipped at 0)."""
+
+
+def _fmt(value: float | None, decimals: int, scale: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if math.isinf(value):
+        return "∞"
+    return f"{value * scale:,.{decimals}f}"
+
+
+def _cell(row: dict, spec: Row, base: dict | None, with_ci: bool = True) -> str:
+    v = row.get(spec.column)
+    ci = row.get(mn.ci_col(spec.column))
+    text = _fmt(v, spec.decimals, spec.scale)
+    if with_ci and ci is not None and v is not None and not math.isinf(v) and not math.isnan(ci):
+        top = 1.0 if spec.column in BOUNDED else math.inf
+        if v - ci < 0.0 or v + ci > top:
+            # a t interval from few seeds can pass the metric's own range (SLO met 14.8 % ± 44.1 %):
+            # show the interval clipped to it instead of a ± wider than the value
+            text += f" [{_fmt(max(v - ci, 0.0), spec.decimals, spec.scale)}–{_fmt(min(v + ci, top), spec.decimals, spec.scale)}]"
+        else:
+            text += " ± " + _fmt(ci, spec.decimals, spec.scale)
+    if base is not None:
+        b = base.get(spec.column)
+        if v is not None and b is not None and not math.isinf(v) and not math.isinf(b) and b != 0:
+            text += f" ({(v - b) / abs(b) * 100:+.0f}%)"
+    return text
+
+
+def table(result: ScenarioResult, segment: str = mn.ALL_SEGMENTS, with_ci: bool = True) -> str:
+    """The metric × candidate table for one segment (``all`` by default); without ``with_ci``
+    cells show the mean and its change against the baseline only, and all-zero rows are left out
+    (what fits a 100-column terminal; the intervals stay in the JSON and ``--verbose``)."""
+    rows = {
+        r[mn.CANDIDATE]: r
+        for r in result.summary.filter(pl.col(mn.SEGMENT) == segment).iter_rows(named=True)
+    }
+    names = [c for c in result.candidates if c in rows]
+    base_name = next((c for c in names if _is_baseline(result, c)), None)
+    base = rows.get(base_name) if base_name else None
+    header = ["metric", *names]
+    body = []
+    for spec in ROWS:
+        if all(rows[c].get(spec.column) is None for c in names):
+            continue
+        if not with_ci and all(rows[c].get(spec.column) in (None, 0.0) for c in names):
+            continue
+        body.append(
+            [spec.label]
+            + [_cell(rows[c], spec, None if c == base_name else base, with_ci) for c in names]
+        )
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in body:
+        lines.append(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
+    return "\n".join(lines)
+
+
+def _is_baseline(result: ScenarioResult, name: str) -> bool:
+    return name in result.scenario.candidate_names and result.scenario.candidate(name).is_baseline
+
+
+def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = False) -> str:
+    """Verdict first, then the table (and one per segment), SLOs and cost, sources and notes.
+
+    By default it fits one screen: sources one line per section and notes condensed
+    (``condense_notes``); ``verbose`` prints the intervals in every cell, the full provenance
+    and every note as the JSON has them.
+    """
+    sc = result.scenario
+    seeds = ", ".join(str(s) for s in result.seeds)
+    cells = ("mean ± 95% CI over seeds (Student t), (±x%) vs baseline" if verbose
+             else "mean over seeds, (±x%) vs baseline; 95% CIs with --verbose")
+    lines = [
+        f"scenario {sc.name}: {sc.description}".rstrip(": "),
+        f"{len(result.seeds)} seed(s) [{seeds}]; {sc.run.duration_s:g} s of arrivals, first "
+        f"{sc.run.warmup_s:g} s warm-up excluded",
+        "",
+        *verdict_block(result),
+        "",
+        f"cells: {cells}",
+        table(result, with_ci=verbose),
+        "",
+    ]
+    if by_segment:
+        for seg in sc.workload.segment_names:
+            lines += [f"segment {seg}:", table(result, seg, with_ci=verbose), ""]
+    limits = sc.slo.limits
+    if limits:
+        slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in limits.items())
+        lines.append(f"SLO (a good answer meets all): {slo}")
+    else:
+        lines.append("SLO: none set, so goodput, SLO attainment and cost per good answer are undefined")
+    cost_rows = result.summary.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS)
+    if any(
+        v is not None and math.isinf(v) for v in cost_rows[mn.COST_PER_GOOD_ANSWER_USD].to_list()
+    ):
+        lines.append("cost per good answer ∞: no SLO-conformant answers at any price")
+    if sc.fleet.price_per_gpu_hour is not None:
+        g = sc.fleet.gpus_per_replica
+        gpus = "" if g == 1 else f" × {g} GPUs"
+        lines.append(
+            f"cost: {sc.fleet.replicas} replica(s){gpus} × ${sc.fleet.price_per_gpu_hour:g}/h over the "
+            "measured window (idle and rejected/timed-out work included)"
+        )
+    lines.append("")
+    lines.append("sources:" if verbose else "sources: (one line per section; --verbose or --json: full provenance)")
+    lines.extend(f"  {s}" for s in (result.sources if verbose else [short_source(s) for s in result.sources]))
+    notes = list(result.notes) if verbose else condense_notes(result.notes, result.candidates)
+    if notes:
+        lines.append("notes:")
+        lines.extend(f"  {n}" for n in notes)
+    return "\n".join(lines)
+
+
+def verdict_block(result: ScenarioResult) -> list[str]:
+    """The verdict (``ScenarioResult.verdict``) and why each speculative candidate pays or not."""
+    v = result.verdict()
+    if v is None:
+        return ["verdict: one candidate only, nothing to compare"]
+    return [*v.lines(), *why_lines(result.steps, v.baseline)]
+
+
+SHORT = 100
+"""Columns a condensed line may take."""
+
+
+def _clip(text: str, width: int = SHORT - 2) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def short_source(line: str) -> str:
+    """A provenance line without its bracketed notes, clipped to one terminal line."""
+    return _clip(line.split(" [", 1)[0])
+
+
+_EXTRAP = re.compile(r"^extrapolated \((?P<who>.+), \d+ seed\(s\)\): (?P<quantity>[\w.-]+?)\."
+                     r"(?P<axis>\w+) (?P<side>above|below) (?P<edge>\S+) in (?P<pct>[\d.]+)% of steps")
+
+
+def condense_notes(notes: Sequence[str], candidates: Sequence[str]) -> list[str]:
+    """Notes without repeats: extrapolation one line per grid axis and side (the largest share
+    of steps and its candidate), the same note for several candidates once with their names,
+    and every line clipped to one terminal line."""
+    axes: dict[tuple[str, str], list[tuple[float, str, str, str]]] = {}
+    same: dict[str, list[str]] = {}
+    order: list[str] = []
+    for note in notes:
+        m = _EXTRAP.match(note)
+        if m:
+            key = (m["axis"], m["side"])
+            if key not in axes:
+                order.append(f"\0axis{len(axes)}")
+            axes.setdefault(key, []).append((float(m["pct"]), m["who"], m["quantity"], m["edge"]))
+            continue
+        who, _, rest = note.partition(": ")
+        if who in candidates and rest:
+            if rest not in same:
+                order.append(f"\0same{rest}")
+            same.setdefault(rest, []).append(who)
+        else:
+            order.append(note)
+    out = []
+    keys = list(axes)
+    for item in order:
+        if item.startswith("\0axis"):
+            axis, side = keys[int(item[5:])]
+            hits = axes[(axis, side)]
+            pct, who, _, edge = max(hits, key=lambda h: h[0])
+            grids = sorted({h[2] for h in hits})
+            edges = sorted({h[3] for h in hits}, key=lambda e: float(e) if e.replace(".", "", 1).isdigit() else 0)
+            out.append(_clip(f"extrapolated {axis} {side} {'/'.join(edges)}: up to {pct:g}% of steps "
+                             f"({who}) in {', '.join(g.removeprefix('proposers.') for g in grids)}"))
+        elif item.startswith("\0same"):
+            rest = item[5:]
+            out.append(_clip(f"{', '.join(same[rest])}: {rest}"))
+        else:
+            out.append(_clip(item))
+    return out

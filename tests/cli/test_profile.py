@@ -1,0 +1,222 @@
+"""`specplan profile` end to end: a tiny profile, estimate, merge, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli.main import main
+from sim.contracts.profile import load_profile
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def assert_one_line_error(code: int, err: str, words: str) -> None:
+    assert code == 2
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert words in lines[0]
+    assert "Traceback" not in err
+
+
+def test_tiny_profile_end_to_end(tmp_path: Path, capsys):
+    out = tmp_path / "tiny.json"
+    code, stdout, err = run_cli(["profile", "--target", "config:tiny-llama", "--proposer", "ngram",
+                                 "--proposer", "selfdraft:2", "--quick", "--k-max", "3", "--device", "cpu",
+                                 "--no-progress", "-o", str(out)], capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    assert prof.target.source == "config-only"
+    assert set(prof.proposers) == {"ngram", "selfdraft-l2"}
+    assert prof.acceptance == {}
+    raw = json.loads(out.read_text())
+    assert "acceptance not measured: config-only weights" in raw["proposers"]["ngram"]["note"]
+    assert raw["timing"]["provenance"]["method"] == "measured"
+    command = raw["timing"]["provenance"]["command"]
+    assert command.startswith("specplan profile ") and "--target config:tiny-llama" in command
+    assert "--quick" in command and str(tmp_path) not in command  # no machine paths
+    assert "wrote" in stdout and "[measured]" in stdout
+    assert "load average" in raw["timing"]["provenance"]["notes"]
+    # a padded engine's batch join/leave cost is measured in every run, on the forward grid's axes
+    pb = prof.timing.padded_batch
+    assert pb is not None and pb.join.axes[0] == prof.timing.target_forward.axes[0]
+    assert np.all(pb.join.median > 0) and np.all(pb.leave.median > 0)
+    assert "padded_batch: the serving loop's own BatchExecutor" in raw["timing"]["provenance"]["notes"]
+
+
+def test_padded_batch_action_adds_the_grids_with_their_own_provenance(tmp_path: Path, capsys):
+    base = tmp_path / "base.json"
+    code, _, err = run_cli(["profile", "--target", "config:tiny-llama", "--quick", "--device", "cpu",
+                            "--no-progress", "-o", str(base)], capsys)
+    assert code == 0, err
+    raw = json.loads(base.read_text())
+    del raw["timing"]["padded_batch"]  # as a profile measured before the grids existed
+    base.write_text(json.dumps(raw))
+    out = tmp_path / "with.json"
+    code, stdout, err = run_cli(["profile", "padded-batch", "--profile", str(base), "--target",
+                                 "config:tiny-llama", "--device", "cpu", "-o", str(out)], capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    pb = prof.timing.padded_batch
+    assert pb is not None and pb.provenance is not None and pb.provenance.method == "measured"
+    assert "specplan profile padded-batch" in (pb.provenance.command or "")
+    assert np.array_equal(prof.timing.target_forward.median, load_profile(base).timing.target_forward.median)
+    assert "timing.padded_batch measured on cpu" in stdout
+    # another model's profile is refused in one line
+    code, _, err = run_cli(["profile", "padded-batch", "--profile", str(base), "--target",
+                            "config:smollm2-135m", "--device", "cpu", "-o", str(tmp_path / "x.json")], capsys)
+    assert_one_line_error(code, err, "measure with the profile's own target")
+
+
+def test_draft_model_proposer_profile(tmp_path: Path, capsys):
+    out = tmp_path / "draft.json"
+    code, _, err = run_cli(["profile", "--target", "config:tiny-llama", "--proposer", "draft:config:tiny-llama",
+                            "--quick", "--k-max", "2", "--device", "cpu", "--no-progress", "-o", str(out)], capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    (name,) = prof.proposers
+    assert prof.proposers[name].kind == "draft_model"
+    assert prof.memory.proposers[name].weight_bytes == prof.memory.target_weight_bytes
+    assert prof.timing.proposers[name].draft.median.shape[1] == 2
+
+
+def test_estimate_cli(tmp_path: Path, capsys):
+    out = tmp_path / "h100.json"
+    code, stdout, err = run_cli(["profile", "estimate", "--gpu", "H100", "--target", "config:llama-3.1-8b",
+                                 "--proposer-model", "config:llama-3.2-1b", "-o", str(out)], capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    assert prof.timing.provenance.method == "estimated"
+    assert "llama-3.2-1b-shaped" in prof.proposers
+    assert "[estimated]" in stdout
+
+
+def test_merge_keeps_each_sections_provenance(tmp_path: Path, capsys):
+    timing = tmp_path / "t.json"
+    assert run_cli(["profile", "estimate", "--gpu", "A100-80GB", "--target", "config:llama-3.1-8b",
+                    "--proposer", "selfdraft:8", "-o", str(timing)], capsys)[0] == 0
+    acc = tmp_path / "acc.json"
+    seg = {"segment": {"task": "chat", "language": "en", "temperature": 0.0}, "num_drafts": 10,
+           "num_draft_tokens": 20, "num_accepted_tokens": 12, "accepted_per_pos": [7, 5]}
+    acc.write_text(json.dumps({
+        "schema": "specplan.acceptance", "name": "pub",
+        "proposers": {"selfdraft-l8": {"kind": "self_draft", "layers": list(range(8))}},
+        "acceptance": {"selfdraft-l8": {"provenance": {"method": "published", "citation": "a paper, table 2"},
+                                        "k_max": 2, "segments": [seg]}},
+        "x-run": {"wall_s": 123.0, "phases_s": {"acceptance": 120.0}},
+    }))
+    out = tmp_path / "merged.json"
+    code, _, err = run_cli(["profile", "merge", "--timing", str(timing), "--acceptance", str(acc), "-o", str(out)], capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    assert prof.timing.provenance.method == "estimated"
+    assert prof.acceptance["selfdraft-l8"].provenance.method == "published"
+    assert "merged from acc.json" in prof.acceptance["selfdraft-l8"].provenance.notes
+    # the record of the run that measured acceptance travels with it
+    assert json.loads(out.read_text())["x-run"]["acceptance_run"]["wall_s"] == 123.0
+    # merging new timing with a merged profile keeps the run that measured acceptance, not a chain
+    again = tmp_path / "again.json"
+    code, _, err = run_cli(["profile", "merge", "--timing", str(timing), "--acceptance", str(out), "-o", str(again)],
+                           capsys)
+    assert code == 0, err
+    run = json.loads(again.read_text())["x-run"]["acceptance_run"]
+    assert run["wall_s"] == 123.0 and "acceptance_run" not in run
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--target", "/no/such/model.gguf"], "no such GGUF"),
+        (["--target", "config:nope"], "built-in"),
+        (["--target", "config:tiny-llama", "--proposer", "bogus"], "--proposer"),
+        (["--target", "config:tiny-llama", "--proposer", "draft:config:smollm2-135m"], "tokenizer does not match"),
+        (["--target", "config:tiny-llama", "--temperatures", "a,b"], "--temperatures"),
+        ([], "--target"),
+    ],
+)
+def test_bad_inputs_exit_2_with_one_line(argv, words, tmp_path: Path, capsys):
+    code, _, err = run_cli(["profile", *argv, "--device", "cpu", "--no-progress", "-o", str(tmp_path / "x.json")], capsys)
+    assert_one_line_error(code, err, words)
+
+
+def test_garbage_gguf_exits_2(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECPLAN_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"\x00" * 64)
+    code, _, err = run_cli(["profile", "--target", str(bad), "-o", str(tmp_path / "x.json")], capsys)
+    assert_one_line_error(code, err, "could not be loaded")
+
+
+def test_empty_prompt_file_exits_2_before_loading(tmp_path: Path, capsys):
+    empty = tmp_path / "p.jsonl"
+    empty.write_text("")
+    code, _, err = run_cli(["profile", "--target", "smollm2", "--proposer", "ngram", "--prompts", str(empty),
+                            "-o", str(tmp_path / "x.json")], capsys)
+    assert_one_line_error(code, err, "p.jsonl")
+
+
+def test_unwritable_output_exits_2(tmp_path: Path, capsys):
+    code, _, err = run_cli(["profile", "--target", "config:tiny-llama", "-o", str(tmp_path / "nope" / "x.json")], capsys)
+    assert_one_line_error(code, err, "does not exist")
+    code, _, err = run_cli(["profile", "estimate", "--gpu", "H100", "--target", "config:llama-3.1-8b",
+                            "-o", str(tmp_path)], capsys)
+    assert_one_line_error(code, err, "is a directory")
+
+
+def test_estimate_errors(tmp_path: Path, capsys):
+    out = str(tmp_path / "x.json")
+    code, _, err = run_cli(["profile", "estimate", "--gpu", "TPU", "--target", "config:llama-3.1-8b", "-o", out], capsys)
+    assert_one_line_error(code, err, "unknown GPU")
+    code, _, err = run_cli(["profile", "estimate", "--gpu", "H100", "--target", "config:llama-3.1-8b",
+                            "--proposer", "ngram", "-o", out], capsys)
+    assert_one_line_error(code, err, "roofline")
+    code, _, err = run_cli(["profile", "merge", "--timing", str(tmp_path / "none.json"), "--acceptance", "x",
+                            "-o", out], capsys)
+    assert_one_line_error(code, err, "no such profile")
+
+
+def test_published_and_imported_acceptance_attach_to_a_profile(tmp_path: Path, capsys):
+    base = tmp_path / "base.json"
+    assert run_cli(["profile", "estimate", "--gpu", "H100", "--target", "config:llama-3.1-8b",
+                    "--proposer-model", "config:llama-3.2-1b", "-o", str(base)], capsys)[0] == 0
+    pub = tmp_path / "pub.json"
+    code, _, err = run_cli(["profile", "published", "--rates", "0.8,0.6,0.45", "--citation", "Paper X, table 3",
+                            "--proposer", "llama-3.2-1b-shaped", "--segment", "chat:en:0", "--profile", str(base),
+                            "-o", str(pub)], capsys)
+    assert code == 0, err
+    entry = load_profile(pub).acceptance["llama-3.2-1b-shaped"]
+    assert entry.provenance.method == "published" and entry.provenance.citation == "Paper X, table 3"
+    assert entry.segments[0].survival == pytest.approx((0.8, 0.6, 0.45))
+
+    metrics = tmp_path / "metrics.txt"
+    metrics.write_text(
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100\n'
+        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 300\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 150\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 70\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 50\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 30\n'
+    )
+    frag = tmp_path / "imported.json"
+    code, stdout, err = run_cli(["profile", "import-vllm", "--metrics", str(metrics), "--proposer", "llama-3.2-1b-shaped",
+                                 "--segment", "chat:en:0.7", "-o", str(frag)], capsys)
+    assert code == 0, err and "merge" in stdout
+    merged = tmp_path / "merged.json"
+    code, _, err = run_cli(["profile", "merge", "--timing", str(base), "--acceptance", str(frag), "-o", str(merged)], capsys)
+    assert code == 0, err
+    imported = load_profile(merged).acceptance["llama-3.2-1b-shaped"]
+    assert imported.provenance.method == "imported"
+    assert imported.segments[0].accepted_per_pos == (70, 50, 30)
+
+
+def test_published_needs_a_citation(tmp_path: Path, capsys):
+    code, _, err = run_cli(["profile", "published", "--rates", "0.8", "--proposer", "x", "--segment", "chat:en:0",
+                            "-o", str(tmp_path / "p.json")], capsys)
+    assert_one_line_error(code, err, "--citation")

@@ -1,0 +1,96 @@
+"""sim/contracts/input_limits.py: each limit refuses in one line naming the input, and lets valid input by."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.input_limits import (
+    MAX_DEPTH,
+    check_nesting,
+    check_path,
+    check_tree,
+    check_work,
+    read_text_limited,
+)
+
+
+@pytest.mark.parametrize(("text", "toml", "line"), [
+    ("x = " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), True, 1),
+    ("a = 1\n\n" + "[" * 100000, True, 3),
+    ('{"a":\n' * 40 + "1" + "}" * 40, False, MAX_DEPTH + 1),
+])
+def test_deep_nesting_is_refused_with_its_line(text: str, toml: bool, line: int) -> None:
+    with pytest.raises(SpecplanError, match=rf"^f\.x:{line}: .* deeper than {MAX_DEPTH} levels$"):
+        check_nesting(text, "f.x", "TOML" if toml else "JSON", toml=toml)
+
+
+@pytest.mark.parametrize(("text", "toml"), [
+    ('s = "' + "[" * 100 + '"', True),
+    ("s = '''\n" + "[" * 100 + "\n'''", True),
+    ("# " + "{" * 100, True),
+    ('{"a": "' + "[" * 100 + '"}', False),
+    ('{"a": "\\"' + "[" * 100 + '"}', False),
+    ("x = " + "[" * MAX_DEPTH + "]" * MAX_DEPTH, True),
+])
+def test_brackets_in_strings_and_comments_do_not_count(text: str, toml: bool) -> None:
+    check_nesting(text, "f", "X", toml=toml)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (2**64, "integer 18446744073709551616 out of range"),
+    (float("nan"), "must be a finite number"),
+    (float("-inf"), "must be a finite number"),
+    (1e308, "must be a finite number"),
+])
+def test_magnitudes_name_the_field(value: object, expected: str) -> None:
+    with pytest.raises(SpecplanError, match=rf"^s\.toml: run\.x\[1\]: {expected}"):
+        check_tree({"run": {"x": [1, value]}}, "s.toml", "profile")
+
+
+def test_size_caps_name_the_field() -> None:
+    with pytest.raises(SpecplanError, match=r"^s\.toml: fleet\.replicas: 1000000 is over the limit of 10,000$"):
+        check_tree({"fleet": {"replicas": 10**6}}, "s.toml", "scenario")
+    with pytest.raises(SpecplanError, match=r"run\.seeds: 1,001 entries"):
+        check_tree({"run": {"seeds": list(range(1001))}}, "s.toml", "scenario")
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("a\x00b", "NUL byte"), ("x" * 5000, "longer than 4096"), ("d/" + "n" * 300, "longer than 255"), ("", "empty"),
+])
+def test_path_form(path: str, expected: str) -> None:
+    with pytest.raises(SpecplanError, match=expected):
+        check_path(path, "scenario")
+
+
+def test_file_kinds(tmp_path: Path) -> None:
+    with pytest.raises(SpecplanError, match="is a directory"):
+        read_text_limited(tmp_path, "scenario")
+    with pytest.raises(SpecplanError, match="not a regular file"):
+        read_text_limited("/dev/zero", "scenario")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecplanError, match="not a regular file"):  # would block forever
+        read_text_limited(fifo, "scenario")
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * 101)
+    with pytest.raises(SpecplanError, match=r"big\.toml: scenario file is 101 bytes, over the limit of 100"):
+        read_text_limited(big, "scenario", limit=100)
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"a = 1\n\xff")
+    with pytest.raises(SpecplanError, match=r"bad\.toml:2: scenario file is not UTF-8"):
+        read_text_limited(bad, "scenario")
+    with pytest.raises(SpecplanError, match="not expanded"):
+        read_text_limited("~nosuchuser_x/s.toml", "scenario")
+
+
+def test_work_limit_gives_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECPLAN_MAX_REQUEST_STEPS", "1000")
+    check_work(10, 50, 2, "s.toml")  # exactly 1000
+    with pytest.raises(SpecplanError, match=r"^s\.toml: about 1e\+03 simulated request-steps .* over the limit of 1,000"):
+        check_work(10, 50.1, 2, "s.toml")
+    with pytest.raises(SpecplanError, match="requests per run"):
+        check_work(1e12, 1, 1, "s.toml")

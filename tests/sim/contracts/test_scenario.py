@@ -1,0 +1,513 @@
+"""Scenario loading: shipped files parse, every validation rule names its field, overrides and
+TOML round-trips give equal, re-validated scenarios."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.lengths import LengthDist
+from sim.contracts.scenario import (
+    Candidate,
+    Scenario,
+    dumps_toml,
+    load_scenario,
+    resolve_path,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
+TRACES = REPO.parent / "shared" / "traces"
+
+MINIMAL = """
+name = "t"
+[run]
+duration_s = 100
+[workload]
+arrival = "poisson"
+rate = 1.0
+[[workload.segments]]
+name = "a"
+share = 1
+prompt_tokens = {dist = "fixed", value = 10}
+output_tokens = {dist = "fixed", value = 5}
+acceptance = {task = "support", language = "en"}
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def _load_text(tmp_path: Path, text: str) -> Scenario:
+    return load_scenario(_write(tmp_path, text))
+
+
+# ---------------------------------------------------------------------------- shipped files
+
+
+def test_shipped_scenarios_exist() -> None:
+    names = {p.name for p in SCENARIOS}
+    assert {
+        "default.toml",
+        "decision-grid.toml",
+        "decision-grid-peak.toml",
+        "decision-grid-restart.toml",
+        "azure-conv-replay.toml",
+    } <= names
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def test_shipped_scenario_parses_and_round_trips(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    if "shared/traces" in text and not TRACES.is_dir():
+        pytest.skip(f"{TRACES} absent: the public Azure traces are not available here")
+    s = load_scenario(path)
+    assert s.baseline.is_baseline and s.candidates[0].is_baseline
+    assert s.profile_path is not None and s.profile_path.name == "smollm2-135m-cpu.json"
+    assert s.profile_path.parent == (REPO / "profiles")
+    assert s.slo.limits, "shipped scenarios must state SLOs"
+    assert len(s.run.seeds) >= 1 and s.run.duration_s <= 7200
+    again = Scenario.from_dict(tomllib.loads(s.to_toml()), s.origin, s.base_dir)
+    assert again == s
+
+
+def test_decision_grid_candidates() -> None:
+    for name in ("decision-grid.toml", "decision-grid-peak.toml", "decision-grid-restart.toml"):
+        s = load_scenario(REPO / "scenarios" / name)
+        got = {(c.name, c.proposer, c.max_k) for c in s.candidates}
+        assert got == {
+            ("baseline", None, 0),
+            ("ngram-k2", "ngram", 2),
+            ("ngram-k5", "ngram", 5),
+            ("selfdraft-l6-k3", "selfdraft-l6", 3),
+        }
+    peak = load_scenario(REPO / "scenarios" / "decision-grid-peak.toml")
+    assert peak.workload.piecewise is not None
+    rates = [r for _, r in peak.workload.piecewise.points]
+    assert max(rates) == pytest.approx(3 * min(rates))  # the peak triples the rate
+    restart = load_scenario(REPO / "scenarios" / "decision-grid-restart.toml")
+    assert restart.fleet.restart is not None and restart.fleet.restart.fallback == "baseline"
+    assert restart.fleet.replicas == 2
+
+
+# ---------------------------------------------------------------------------- basics
+
+
+def test_minimal_defaults_and_baseline_added(tmp_path: Path) -> None:
+    s = _load_text(tmp_path, MINIMAL)
+    assert s.run.seeds == (0,) and s.run.warmup_s == 0.0 and s.run.drain is True
+    assert s.candidate_names == ("baseline",)
+    assert s.baseline.max_k == 0
+    assert s.fleet.engine.block_size == 16 and s.fleet.profile_path is None
+    assert s.slo.limits == {} and s.slo.percentile == 95.0
+    assert s.workload.client_timeout_s is None
+
+
+def test_baseline_added_first_when_absent(tmp_path: Path) -> None:
+    s = _load_text(tmp_path, MINIMAL + '[[candidates]]\nname = "ng"\nproposer = "ngram"\nk = 3\n')
+    assert s.candidate_names == ("baseline", "ng")
+    assert s.speculative[0].max_k == 3 and not s.speculative[0].is_baseline
+
+
+def test_name_defaults_to_file_stem(tmp_path: Path) -> None:
+    s = load_scenario(_write(tmp_path, MINIMAL.replace('name = "t"\n', ""), "my-case.toml"))
+    assert s.name == "my-case"
+
+
+def test_slo_limits_and_derived(tmp_path: Path) -> None:
+    s = _load_text(tmp_path, MINIMAL + "[slo]\nttft_ms = 500\npause_ms = 900\npercentile = 99\n")
+    assert s.slo.limits == {"ttft": 500.0, "pause": 900.0}
+    assert s.run.measured_s == 100.0
+
+
+def test_max_k_by_policy() -> None:
+    assert Candidate("a", proposer="p", policy="k_by_batch",
+                     k_by_batch=((1, 5), (8, 2), (32, 0))).max_k == 5
+    assert Candidate("b", proposer="p", policy="off_above_batch", k=4, max_batch=8).max_k == 4
+
+
+def test_path_resolution_scenario_folder_then_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sub = tmp_path / "scen"
+    sub.mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "p.json").write_text("{}")
+    monkeypatch.chdir(tmp_path / "cwd")
+    # only in the cwd → found there
+    assert resolve_path("p.json", str(sub)) == (tmp_path / "cwd" / "p.json").resolve()
+    # in both → the scenario folder wins
+    (sub / "p.json").write_text("{}")
+    assert resolve_path("p.json", str(sub)) == (sub / "p.json").resolve()
+    # nowhere → points at the scenario folder
+    assert resolve_path("q.json", str(sub)) == (sub / "q.json").resolve()
+
+
+def test_require_profile_path(tmp_path: Path) -> None:
+    s = _load_text(tmp_path, MINIMAL + '[fleet]\nprofile = "missing.json"\n')
+    with pytest.raises(SpecplanError, match=r"fleet\.profile: file not found; looked in .*missing\.json"):
+        s.require_profile_path()
+    (tmp_path / "missing.json").write_text("{}")
+    assert s.require_profile_path() == (tmp_path / "missing.json").resolve()
+    with pytest.raises(SpecplanError, match=r"fleet\.profile: not set"):
+        _load_text(tmp_path, MINIMAL).require_profile_path()
+
+
+def test_trace_path_resolved_relative_to_scenario(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    text = MINIMAL.replace('rate = 1.0', 'trace = {path = "data/t.csv", rate_scale = 2.0}')
+    text = text.replace('arrival = "poisson"', 'arrival = "trace"')
+    text = text.replace('prompt_tokens = {dist = "fixed", value = 10}\n', "")
+    text = text.replace('output_tokens = {dist = "fixed", value = 5}\n', "")
+    s = _load_text(tmp_path, text)
+    assert s.trace_path == (tmp_path / "data" / "t.csv").resolve()
+    assert s.workload.trace is not None and s.workload.trace.effective_window_s(100) == 200.0
+
+
+# ---------------------------------------------------------------------------- validation table
+
+# (replacement applied to MINIMAL or text appended, expected substring of the message)
+BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
+    # id, (old, new) replacement or None, appended text, expected substring
+    ("unknown-top", ('name = "t"', 'nmae = "x"\nname = "t"'), "", "s.toml: nmae: unknown key; valid: name, run, workload"),
+    ("unknown-run", ("duration_s = 100", "duration_s = 100\nduraton = 3"), "", "run.duraton: unknown key; valid: duration_s, warmup_s, seeds, drain"),
+    ("missing-run", ("[run]\nduration_s = 100\n", ""), "", "run: required; add a [run] table"),
+    ("duration-neg", ("duration_s = 100", "duration_s = -1"), "", "run.duration_s: must be > 0"),
+    ("duration-type", ("duration_s = 100", 'duration_s = "long"'), "", "run.duration_s: expected a number, got string 'long'"),
+    ("warmup-too-long", ("duration_s = 100", "duration_s = 100\nwarmup_s = 100"), "", "run.warmup_s: must be ≥ 0 and < duration_s"),
+    ("seeds-empty", ("duration_s = 100", "duration_s = 100\nseeds = []"), "", "run.seeds: must list at least one seed"),
+    ("seeds-dup", ("duration_s = 100", "duration_s = 100\nseeds = [1, 1]"), "", "run.seeds: must be distinct"),
+    ("seeds-neg", ("duration_s = 100", "duration_s = 100\nseeds = [1, -2]"), "", "run.seeds[1]: must be ≥ 0"),
+    ("seeds-float", ("duration_s = 100", "duration_s = 100\nseeds = [1.5]"), "", "run.seeds[0]: expected an integer"),
+    ("drain-type", ("duration_s = 100", "duration_s = 100\ndrain = 1"), "", "run.drain: expected true or false"),
+    ("arrival-bad", ('arrival = "poisson"', 'arrival = "poison"'), "", "workload.arrival: must be one of 'poisson', 'gamma', 'piecewise', 'trace'; got string 'poison'"),
+    ("rate-missing", ("rate = 1.0\n", ""), "", "workload.rate: required for arrival 'poisson'"),
+    ("rate-zero", ("rate = 1.0", "rate = 0"), "", "workload.rate: must be > 0 req/s"),
+    ("rate-inf", ("rate = 1.0", "rate = inf"), "", "workload.rate: must be a finite number"),
+    ("rate-bool", ("rate = 1.0", "rate = true"), "", "workload.rate: expected a number, got boolean true"),
+    ("burst-poisson", ("rate = 1.0", "rate = 1.0\nburstiness = 0.5"), "", 'workload.burstiness: only used by arrival "gamma"'),
+    ("burst-zero", ('arrival = "poisson"\nrate = 1.0', 'arrival = "gamma"\nrate = 1.0\nburstiness = 0'), "", "workload.burstiness: must be > 0"),
+    ("piecewise-missing", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"'), "", "workload.piecewise: required for arrival"),
+    ("piecewise-with-poisson", ("rate = 1.0", 'rate = 1.0\npiecewise = {shape = "step", points = [[0, 1]]}'), "", 'workload.piecewise: only used by arrival "piecewise"'),
+    ("rate-with-piecewise", ('arrival = "poisson"', 'arrival = "piecewise"\npiecewise = {shape = "step", points = [[0, 1]]}'), "", "workload.rate: only used by poisson and gamma"),
+    ("pw-shape", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "wave", points = [[0, 1]]}'), "", "workload.piecewise.shape: must be one of 'step', 'linear', 'daily'"),
+    ("pw-empty", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "step", points = []}'), "", "workload.piecewise.points: must hold at least one"),
+    ("pw-order", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "step", points = [[10, 1], [5, 2]]}'), "", "workload.piecewise.points[1]: times must be non-decreasing"),
+    ("pw-neg-rate", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "linear", points = [[0, 1], [5, -2]]}'), "", "workload.piecewise.points[1]: rate must be ≥ 0"),
+    ("pw-all-zero", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "linear", points = [[0, 0], [5, 0]]}'), "", "workload.piecewise.points: at least one rate must be > 0"),
+    ("pw-point-len", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "linear", points = [[0, 1, 2]]}'), "", "workload.piecewise.points[0]: expected an array of 2 values"),
+    ("pw-daily-hours", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "daily", points = [[0, 1], [25, 2]]}'), "", "workload.piecewise.points[1]: daily times are hours in [0, 24)"),
+    ("pw-start-h", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "step", points = [[0, 1]], start_h = 3}'), "", "workload.piecewise.start_h: only used by shape 'daily'"),
+    ("trace-missing", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"'), "", "workload.trace: required for arrival"),
+    ("trace-file", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "nope.csv"}'), "", "workload.trace.path: file not found; looked in"),
+    ("timeout", ("rate = 1.0", "rate = 1.0\nclient_timeout_s = 0"), "", "workload.client_timeout_s: must be > 0"),
+    ("segments-missing", ("[[workload.segments]]", "[[other]]"), "", "other: unknown key"),
+    ("segments-empty", None, "", "workload.segments: required; add at least one [[workload.segments]] table"),
+    ("seg-dup", None, '[[workload.segments]]\nname = "a"\nshare = 1\nprompt_tokens = {dist = "fixed", value = 1}\noutput_tokens = {dist = "fixed", value = 1}\n', "workload.segments[1].name: duplicate segment name 'a'"),
+    ("seg-share", ("share = 1", "share = -0.2"), "", "workload.segments[0].share: must be > 0, got -0.2"),
+    ("seg-name", ('name = "a"', 'name = "a b"'), "", "workload.segments[0].name: must match"),
+    ("seg-unknown", ("share = 1", "share = 1\nweight = 3"), "", "workload.segments[0].weight: unknown key; valid: name, share, prompt_tokens"),
+    ("seg-temp", ("share = 1", "share = 1\ntemperature = -1"), "", "workload.segments[0].temperature: must be ≥ 0"),
+    ("seg-no-lengths", ('output_tokens = {dist = "fixed", value = 5}\n', ""), "", "workload.segments[0].output_tokens: required for arrival 'poisson'"),
+    ("acc-unknown", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "support", lang = "en"}'), "", "workload.segments[0].acceptance.lang: unknown key; valid: task, language"),
+    ("acc-missing-lang", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "support"}'), "", "workload.segments[0].acceptance.language: required"),
+    ("len-dist", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "normal", value = 10}'), "", "workload.segments[0].prompt_tokens.dist: must be one of 'fixed', 'uniform', 'lognormal', 'empirical'"),
+    ("len-fixed-zero", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "fixed", value = 0}'), "", "workload.segments[0].prompt_tokens.value: must be ≥ 1 token"),
+    ("len-fixed-extra", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "fixed", value = 10, sigma = 1.0}'), "", "workload.segments[0].prompt_tokens.sigma: not used by dist 'fixed'; valid: dist, value"),
+    ("len-uniform-order", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "uniform", min = 10, max = 5}'), "", "workload.segments[0].prompt_tokens.max: must be ≥ min (10)"),
+    ("len-uniform-missing", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "uniform", min = 10}'), "", "workload.segments[0].prompt_tokens.max: required for dist 'uniform'"),
+    ("len-lognormal-median", ('output_tokens = {dist = "fixed", value = 5}', 'output_tokens = {dist = "lognormal", median = 0, sigma = 1}'), "", "workload.segments[0].output_tokens.median: must be > 0"),
+    ("len-lognormal-sigma", ('output_tokens = {dist = "fixed", value = 5}', 'output_tokens = {dist = "lognormal", median = 10, sigma = -1}'), "", "workload.segments[0].output_tokens.sigma: must be ≥ 0"),
+    ("len-empirical", ('output_tokens = {dist = "fixed", value = 5}', 'output_tokens = {dist = "empirical", values = [3, 0]}'), "", "workload.segments[0].output_tokens.values[1]: must be ≥ 1 token"),
+    ("len-empirical-empty", ('output_tokens = {dist = "fixed", value = 5}', 'output_tokens = {dist = "empirical", values = []}'), "", "workload.segments[0].output_tokens.values: must hold at least one"),
+    ("slo-neg", None, "[slo]\nttft_ms = -5\n", "slo.ttft_ms: must be > 0 ms"),
+    ("slo-pct", None, "[slo]\npercentile = 100\n", "slo.percentile: must be in (0, 100)"),
+    ("slo-unknown", None, "[slo]\nttft = 5\n", "slo.ttft: unknown key; valid: ttft_ms, tpot_ms, e2el_ms, pause_ms, percentile"),
+    ("fleet-replicas", None, "[fleet]\nreplicas = 0\n", "fleet.replicas: must be ≥ 1"),
+    ("fleet-routing", None, '[fleet]\nrouting = "random"\n', "fleet.routing: must be one of 'round_robin', 'least_outstanding'"),
+    ("kv-layout", None, '[fleet.engine]\nkv_layout = "ragged"\n', "fleet.engine.kv_layout: must be one of 'paged', 'padded'; got string 'ragged'"),
+    ("fleet-price", None, "[fleet]\nprice_per_gpu_hour = -1\n", "fleet.price_per_gpu_hour: must be ≥ 0"),
+    ("fleet-draft-price", None, "[fleet]\ndraft_price_per_hour = -1\n", "fleet.draft_price_per_hour: must be ≥ 0"),
+    ("engine-seqs", None, "[fleet.engine]\nmax_num_seqs = 0\n", "fleet.engine.max_num_seqs: must be ≥ 1"),
+    ("engine-tokens", None, "[fleet.engine]\nmax_num_batched_tokens = 0\n", "fleet.engine.max_num_batched_tokens: must be ≥ 1"),
+    ("engine-block", None, "[fleet.engine]\nblock_size = 0\n", "fleet.engine.block_size: must be ≥ 1"),
+    ("engine-mem", None, "[fleet.engine]\nmemory_utilization = 1.5\n", "fleet.engine.memory_utilization: must be in (0, 1]"),
+    ("engine-chunk", None, "[fleet.engine]\nmax_num_batched_tokens = 8\nchunked_prefill = false\n", "workload.segments[0].prompt_tokens: longest prompt (10) must fit fleet.engine.max_num_batched_tokens (8)"),
+    ("engine-unknown", None, "[fleet.engine]\ngpu_memory_utilization = 0.5\n", "fleet.engine.gpu_memory_utilization: unknown key; valid: max_num_seqs"),
+    ("admission-queue", None, "[fleet.admission]\nqueue_limit = -1\n", "fleet.admission.queue_limit: must be ≥ 0"),
+    ("admission-time", None, "[fleet.admission]\nmax_queue_time_s = 0\n", "fleet.admission.max_queue_time_s: must be > 0"),
+    ("restart-replica", None, "[fleet.restart]\nat_s = 10\ncold_start_s = 5\nreplica = 1\n", "fleet.restart.replica: must be < replicas (1)"),
+    ("restart-at", None, "[fleet.restart]\nat_s = 100\ncold_start_s = 5\n", "fleet.restart.at_s: must be < run.duration_s"),
+    ("restart-cold", None, "[fleet.restart]\nat_s = 10\ncold_start_s = -5\n", "fleet.restart.cold_start_s: must be ≥ 0"),
+    ("restart-missing", None, "[fleet.restart]\nat_s = 10\n", "fleet.restart.cold_start_s: required"),
+    ("restart-on", None, '[fleet.restart]\nat_s = 10\ncold_start_s = 5\non_restart = "wait"\n', "fleet.restart.on_restart: must be one of 'reroute', 'drop'"),
+    ("restart-fallback", None, '[fleet.restart]\nat_s = 10\ncold_start_s = 5\nfallback = "off"\n', "fleet.restart.fallback: must be one of 'baseline', 'same'"),
+    ("cand-no-proposer", None, '[[candidates]]\nname = "x"\nk = 3\n', "candidates[0].proposer: required for a speculative candidate"),
+    ("cand-no-k", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\n', "candidates[0].k: required by policy 'fixed'"),
+    ("cand-k-zero", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 0\n', "candidates[0].k: must be ≥ 1"),
+    ("cand-policy", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\npolicy = "greedy"\n', "candidates[0].policy: must be one of 'fixed', 'off_above_batch', 'k_by_batch', 'adaptive'"),
+    ("cand-extra", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nmax_batch = 4\n', "candidates[0].max_batch: not used by policy 'fixed'; valid: k"),
+    ("cand-cutoff", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\npolicy = "off_above_batch"\n', "candidates[0].max_batch: required by policy 'off_above_batch'"),
+    ("cand-kbb-first", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = [[2, 3]]\n', "candidates[0].k_by_batch[0]: first threshold must be 1"),
+    ("cand-kbb-order", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = [[1, 3], [1, 2]]\n', "candidates[0].k_by_batch[1]: thresholds must increase"),
+    ("cand-kbb-neg", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = [[1, 3], [4, -1]]\n', "candidates[0].k_by_batch[1]: k must be ≥ 0"),
+    ("cand-adaptive", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "adaptive"\nk = 3\nadaptive = {on_below_batch = 8, off_above_batch = 4}\n', "candidates[0].adaptive.off_above_batch: must be > on_below_batch (8.0)"),
+    ("cand-adaptive-window", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "adaptive"\nk = 3\nadaptive = {on_below_batch = 2, off_above_batch = 4, window_s = 0}\n', "candidates[0].adaptive.window_s: must be > 0"),
+    ("cand-assumed-len", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 3\nassumed_acceptance = [0.5, 0.4]\n', "candidates[0].assumed_acceptance: needs ≥ max k (3) rates"),
+    ("cand-assumed-range", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nassumed_acceptance = [1.5, 0.4]\n', "candidates[0].assumed_acceptance[0]: must be in [0, 1]"),
+    ("cand-assumed-incr", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nassumed_acceptance = [0.4, 0.5]\n', "candidates[0].assumed_acceptance[1]: survival rates must be non-increasing"),
+    ("cand-dup", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\n[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 3\n', "candidates[2].name: duplicate candidate name 'x'"),
+    ("cand-two-baselines", None, '[[candidates]]\nname = "b1"\nspeculation = "off"\n[[candidates]]\nname = "b2"\nspeculation = "off"\n', "candidates[1].speculation: at most one baseline"),
+    ("cand-baseline-k", None, '[[candidates]]\nname = "b"\nspeculation = "off"\nk = 2\n', "candidates[0].k: not used by the baseline"),
+    ("cand-named-baseline", None, '[[candidates]]\nname = "baseline"\nproposer = "ngram"\nk = 2\n', 'candidates: a speculative candidate is named "baseline"'),
+    ("cand-unknown", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nnum_speculative_tokens = 3\n', "candidates[0].num_speculative_tokens: unknown key; valid: name, speculation, proposer"),
+    ("pw-neg-time", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "step", points = [[-1, 1]]}'), "", "workload.piecewise.points[0]: time must be ≥ 0"),
+    ("pw-start-h-range", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "daily", points = [[0, 1]], start_h = 24}'), "", "workload.piecewise.start_h: must be in [0, 24)"),
+    ("trace-empty-path", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = ""}'), "", "workload.trace.path: must name a CSV file"),
+    ("trace-start", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", start_s = -1}'), "", "workload.trace.start_s: must be ≥ 0"),
+    ("trace-window", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", window_s = 0}'), "", "workload.trace.window_s: must be > 0"),
+    ("trace-scale", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", rate_scale = 0}'), "", "workload.trace.rate_scale: must be > 0"),
+    ("trace-unknown", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", scale = 2}'), "", "workload.trace.scale: unknown key; valid: path, start_s, window_s, rate_scale"),
+    ("trace-lengths-given", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv"}'), "", 'workload.segments[0].prompt_tokens: not used with arrival "trace"'),
+    ("trace-with-poisson", ("rate = 1.0", 'rate = 1.0\ntrace = {path = "t.csv"}'), "", 'workload.trace: only used by arrival "trace"'),
+    ("acc-empty-task", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "", language = "en"}'), "", "workload.segments[0].acceptance.task: must be a non-empty task name"),
+    ("acc-empty-lang", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "support", language = ""}'), "", "workload.segments[0].acceptance.language: must be an ISO 639-1 code"),
+    ("len-min-zero", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "lognormal", median = 10, sigma = 1, min = 0}'), "", "workload.segments[0].prompt_tokens.min: must be ≥ 1 token"),
+    ("len-max-zero", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "lognormal", median = 10, sigma = 1, max = 0}'), "", "workload.segments[0].prompt_tokens.max: must be ≥ 1 token"),
+    ("table-expected", ("[run]\nduration_s = 100\n", "run = 3\n"), "", "run: expected a table, got int 3"),
+    ("array-expected", ("duration_s = 100", "duration_s = 100\nseeds = 3"), "", "run.seeds: expected an array, got int 3"),
+    ("string-expected", ('name = "a"', "name = 5"), "", "workload.segments[0].name: expected a string, got int 5"),
+    ("restart-at-neg", None, "[fleet.restart]\nat_s = -1\ncold_start_s = 5\n", "fleet.restart.at_s: must be ≥ 0"),
+    ("restart-replica-neg", None, "[fleet.restart]\nat_s = 1\ncold_start_s = 5\nreplica = -1\n", "fleet.restart.replica: must be ≥ 0"),
+    ("fleet-profile-empty", None, '[fleet]\nprofile = ""\n', "fleet.profile: must name a profile JSON file"),
+    ("engine-chunk-unbounded", ('prompt_tokens = {dist = "fixed", value = 10}', 'prompt_tokens = {dist = "lognormal", median = 10, sigma = 1}'), "[fleet.engine]\nchunked_prefill = false\n", "workload.segments[0].prompt_tokens: longest prompt (unbounded: set max) must fit"),
+    ("cand-name", None, '[[candidates]]\nname = "a/b"\nproposer = "ngram"\nk = 2\n', "candidates[0].name: must match [A-Za-z0-9._+-]+"),
+    ("cand-baseline-policy", None, '[[candidates]]\nname = "b"\nspeculation = "off"\npolicy = "adaptive"\n', "candidates[0].policy: not used by the baseline"),
+    ("cand-max-batch", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\npolicy = "off_above_batch"\nmax_batch = 0\n', "candidates[0].max_batch: must be ≥ 1"),
+    ("cand-kbb-empty", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = []\n', "candidates[0].k_by_batch: must hold at least one"),
+    ("cand-kbb-all-zero", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "k_by_batch"\nk_by_batch = [[1, 0]]\n', "candidates[0].k_by_batch: at least one k must be ≥ 1"),
+    ("cand-adaptive-neg", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\npolicy = "adaptive"\nk = 2\nadaptive = {on_below_batch = -1, off_above_batch = 4}\n', "candidates[0].adaptive.on_below_batch: must be ≥ 0"),
+    ("cand-speculation", None, '[[candidates]]\nname = "x"\nspeculation = "maybe"\n', "candidates[0].speculation: must be one of 'on', 'off'"),
+    ("cand-needs-acceptance", ('acceptance = {task = "support", language = "en"}\n', ""), '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\n', "workload.segments[0].acceptance: required by candidate 'x'"),
+]
+
+
+@pytest.mark.parametrize(("replace", "append", "expected"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_validation_names_the_field(
+    tmp_path: Path, replace: tuple[str, str] | None, append: str, expected: str
+) -> None:
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,1,1\n")
+    text = MINIMAL
+    if replace is not None:
+        assert replace[0] in text, f"test table out of date: {replace[0]!r}"
+        text = text.replace(replace[0], replace[1], 1)
+    if expected.startswith("workload.segments: required"):
+        text = text[: text.index("[[workload.segments]]")]
+    text += append
+    with pytest.raises(SpecplanError) as info:
+        _load_text(tmp_path, text)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(tmp_path / "s.toml") + ":")
+    assert expected in msg
+
+
+def test_toml_syntax_error_reports_line(tmp_path: Path) -> None:
+    with pytest.raises(SpecplanError, match=r"s\.toml:5: TOML syntax error"):
+        _load_text(tmp_path, 'name = "t"\n[run]\nduration_s = 100\n\nrate = = 2\n')
+
+
+def test_missing_file() -> None:
+    with pytest.raises(SpecplanError, match="scenario file not found"):
+        load_scenario("/nonexistent/x.toml")
+
+
+def test_direct_construction_errors_are_located() -> None:
+    with pytest.raises(SpecplanError, match=r"^max: must be ≥ min \(9\), got 3$"):
+        LengthDist("uniform", min=9, max=3)
+
+
+def test_assumed_acceptance_without_segment_keys_is_fine(tmp_path: Path) -> None:
+    text = MINIMAL.replace('acceptance = {task = "support", language = "en"}\n', "")
+    text += '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nassumed_acceptance = [0.6, 0.3]\n'
+    s = _load_text(tmp_path, text)
+    assert s.candidate("x").assumed_acceptance == (0.6, 0.3)
+
+
+# ---------------------------------------------------------------------------- overrides
+
+
+@pytest.fixture()
+def default() -> Scenario:
+    return load_scenario(REPO / "scenarios" / "default.toml")
+
+
+def test_overrides_apply_and_revalidate(default: Scenario) -> None:
+    s = default.with_overrides(
+        {
+            "workload.rate": 3.0,
+            "fleet.replicas": 2,
+            "fleet.engine.memory_utilization": 0.5,
+            "slo.ttft_ms": 750,
+            "run.seeds": [7, 8],
+            "candidates[ngram-k3].k": 2,
+            "workload.segments[support-en].share": 0.9,
+            "workload.segments[1].temperature": 0.7,
+        }
+    )
+    assert s.workload.rate == 3.0 and s.fleet.replicas == 2
+    assert s.fleet.engine.memory_utilization == 0.5 and s.slo.ttft_ms == 750.0
+    assert s.run.seeds == (7, 8) and s.candidate("ngram-k3").k == 2
+    assert s.workload.segments[0].share == 0.9 and s.workload.segments[1].temperature == 0.7
+    # the original is untouched, and unrelated fields are equal
+    assert default.workload.rate == 0.45 and default.candidate("ngram-k3").k == 3
+    assert s.fleet.engine.block_size == default.fleet.engine.block_size
+    assert s.origin == default.origin and s.profile_path == default.profile_path
+
+
+def test_override_switch_to_gamma(default: Scenario) -> None:
+    s = default.with_overrides({"workload.arrival": "gamma", "workload.burstiness": 0.5})
+    assert s.workload.arrival == "gamma" and s.workload.burstiness == 0.5
+
+
+def test_override_none_removes_field(default: Scenario) -> None:
+    s = default.with_overrides({"slo.tpot_ms": None})
+    assert "tpot" not in s.slo.limits and "ttft" in s.slo.limits
+
+
+def test_override_creates_missing_table(default: Scenario) -> None:
+    s = default.with_overrides({"fleet.restart": {"at_s": 100, "cold_start_s": 30}})
+    assert s.fleet.restart is not None and s.fleet.restart.fallback == "baseline"
+    s2 = s.with_overrides({"fleet.restart.at_s": 200})
+    assert s2.fleet.restart is not None and s2.fleet.restart.at_s == 200.0
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("workload.rte", 1.0, "override 'workload.rte': unknown field 'workload.rte'; valid: arrival, segments, rate"),
+        ("flet.replicas", 1, "unknown field 'flet'; valid: name, run, workload, fleet"),
+        ("candidates[nope].k", 2, "no item 'nope' in candidates; valid: baseline, ngram-k3"),
+        ("workload.rate.x", 1, "workload.rate is a value, not a table"),
+        ("run[0].seeds", 1, "run is not a list of tables"),
+        ("workload..rate", 1, "cannot parse"),
+    ],
+)
+def test_override_unknown_path(default: Scenario, path: str, value: object, expected: str) -> None:
+    with pytest.raises(SpecplanError) as info:
+        default.with_overrides({path: value})
+    assert expected in str(info.value)
+
+
+def test_override_invalid_value_is_revalidated(default: Scenario) -> None:
+    with pytest.raises(SpecplanError, match=r"workload\.rate: must be > 0 req/s.*after overrides workload\.rate=-1"):
+        default.with_overrides({"workload.rate": -1})
+    with pytest.raises(SpecplanError, match=r"fleet\.restart\.replica: must be < replicas \(1\)"):
+        default.with_overrides({"fleet.restart": {"at_s": 10, "cold_start_s": 1, "replica": 3}})
+
+
+def test_override_numpy_values(default: Scenario) -> None:
+    import numpy as np
+
+    s = default.with_overrides({"fleet.replicas": np.int64(3), "workload.rate": np.float64(0.5)})
+    assert s.fleet.replicas == 3 and isinstance(s.fleet.replicas, int) and s.workload.rate == 0.5
+
+
+def test_load_scale_every_arrival_kind(default: Scenario, tmp_path: Path) -> None:
+    assert default.with_load_scale(2.0).workload.rate == pytest.approx(2 * (default.workload.rate or 0))
+    peak = load_scenario(REPO / "scenarios" / "decision-grid-peak.toml")
+    pw = peak.with_load_scale(0.5).workload.piecewise
+    assert peak.workload.piecewise is not None and pw is not None
+    assert [r for _, r in pw.points] == pytest.approx([r / 2 for _, r in peak.workload.piecewise.points])
+    with pytest.raises(SpecplanError, match="load scale must be"):
+        default.with_load_scale(0.0)
+
+
+# ---------------------------------------------------------------------------- TOML writer
+
+
+def test_to_toml_round_trip_with_every_feature(tmp_path: Path) -> None:
+    text = MINIMAL.replace('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\n'
+                           'piecewise = {shape = "daily", points = [[0, 0.5], [12, 3.0]], start_h = 9.5}')
+    text += (
+        "[slo]\nttft_ms = 1500\n"
+        '[fleet]\nprofile = "p.json"\nreplicas = 2\nprice_per_gpu_hour = 1.25\n'
+        '[fleet.restart]\nat_s = 10\ncold_start_s = 5\nreplica = 1\non_restart = "drop"\n'
+        '[[candidates]]\nname = "kb"\nproposer = "ngram"\npolicy = "k_by_batch"\n'
+        "k_by_batch = [[1, 4], [8, 2], [16, 0]]\n"
+        '[[candidates]]\nname = "ad"\nproposer = "selfdraft-l6"\npolicy = "adaptive"\nk = 3\n'
+        "adaptive = {on_below_batch = 2, off_above_batch = 6}\nassumed_acceptance = [0.7, 0.5, 0.2]\n"
+    )
+    s = _load_text(tmp_path, 'description = "quotes \\" and ünïcode"\n' + text)
+    out = s.to_toml()
+    again = Scenario.from_dict(tomllib.loads(out), s.origin, s.base_dir)
+    assert again == s
+    assert again.description == 'quotes " and ünïcode'
+    assert again.candidate("kb").k_by_batch == ((1, 4), (8, 2), (16, 0))
+
+
+def test_dumps_toml_generic() -> None:
+    doc = {"a": 1, "b": [1.5, "x"], "t": {"c": True, "inner": {"d": "é"}},
+           "arr": [{"n": 1, "m": {"k": 2}}, {"n": 2}]}
+    assert tomllib.loads(dumps_toml(doc)) == doc
+
+
+def test_documented_example_loads(tmp_path: Path) -> None:
+    doc = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
+    start = doc.index("```toml\n") + len("```toml\n")
+    text = doc[start : doc.index("```", start)]
+    s = _load_text(tmp_path, text)
+    assert s.candidate_names[:2] == ("baseline", "ngram-k3")
+    assert s.candidate("ngram-by-batch").max_k == 5
+    assert s.candidate("ngram-assumed").assumed_acceptance == (0.7, 0.5, 0.35)
+    assert s.fleet.restart is not None and s.fleet.restart.at_s == 300.0
+
+
+def test_integral_floats_accepted_for_ints(default: Scenario) -> None:
+    assert default.with_overrides({"fleet.replicas": 2.0}).fleet.replicas == 2
+    with pytest.raises(SpecplanError, match=r"fleet\.replicas: expected an integer, got float 2\.5"):
+        default.with_overrides({"fleet.replicas": 2.5})
+
+
+def test_scenario_pickles_and_hashes(default: Scenario) -> None:
+    import pickle
+
+    again = pickle.loads(pickle.dumps(default))
+    assert again == default and hash(again) == hash(default)
+    assert again.profile_path == default.profile_path
+
+
+def test_dumps_toml_round_trips_arbitrary_documents() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
+    scalars = (
+        st.booleans()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+    )
+    values = st.recursive(
+        scalars, lambda inner: st.lists(inner, max_size=4), max_leaves=8
+    )
+    leaf_table = st.dictionaries(keys, values, max_size=4)
+    tables = st.recursive(
+        leaf_table,
+        lambda inner: st.dictionaries(
+            keys, values | inner | st.lists(leaf_table, min_size=1, max_size=3), max_size=4
+        ),
+        max_leaves=6,
+    )
+
+    @settings(max_examples=150, deadline=None)
+    @given(tables)
+    def check(doc: dict) -> None:
+        assert tomllib.loads(dumps_toml(doc)) == doc
+
+    check()

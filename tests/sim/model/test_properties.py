@@ -1,0 +1,117 @@
+"""Hypothesis properties of the engine over random small fleets and workloads.
+
+KV use never exceeds capacity (and every block comes back), every arrival ends in exactly one
+outcome, replicas never run two steps at once, utilisation stays within [0, 1], and completed
+requests got exactly the tokens they asked for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.contracts.scenario import RestartConfig
+from sim.model.engine import Fleet, FleetSpec
+from sim.model.speculation import OFF, SpeculationPolicy
+from sim.model.step_plan import Request, SchedulerConfig
+from sim.model.step_time import StepShape
+from sim.results.metrics import utilization
+from sim.results.records import requests_frame, steps_frame
+
+
+def shape_timer(shape: StepShape) -> float:
+    """Deterministic step time growing with the work in the step."""
+    return 0.01 + 0.002 * shape.decode_seqs * (1 + shape.k) + 0.0005 * shape.prefill_tokens
+
+
+@st.composite
+def fleets(draw):
+    n = draw(st.integers(1, 25))
+    gaps = draw(st.lists(st.floats(0.0, 0.2), min_size=n, max_size=n))
+    times = np.cumsum(gaps).tolist()
+    k = draw(st.integers(0, 3))
+    timeout = draw(st.one_of(st.none(), st.floats(0.05, 3.0)))
+    reqs = []
+    for i, t in enumerate(times):
+        rates = sorted(draw(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3)), reverse=True)
+        reqs.append(
+            Request(
+                i, i, t, draw(st.integers(1, 40)), draw(st.integers(1, 25)), "s",
+                timeout, [-r for r in rates],
+            )
+        )
+    block_size = draw(st.integers(1, 8))
+    # KV sized around the largest request (a few too-big ones get rejected) so that several
+    # running requests compete for blocks and preemption happens
+    longest = max(r.prompt_tokens + r.output_tokens for r in reqs) + k
+    kv_blocks = max(1, -(-longest // block_size) * draw(st.integers(1, 3)) + draw(st.integers(-2, 4)))
+    cfg = SchedulerConfig(
+        max_num_seqs=draw(st.integers(1, 6)),
+        max_num_batched_tokens=draw(st.integers(4, 48)),
+        block_size=block_size,
+        kv_blocks=kv_blocks,
+        chunked_prefill=draw(st.booleans()),
+        queue_limit=draw(st.one_of(st.none(), st.integers(0, 12))),
+        max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 2.0))),
+    )
+    replicas = draw(st.integers(1, 2))
+    restart = None
+    if draw(st.booleans()):
+        restart = RestartConfig(
+            at_s=draw(st.floats(0.0, 3.0)),
+            replica=draw(st.integers(0, replicas - 1)),
+            cold_start_s=draw(st.floats(0.0, 2.0)),
+            on_restart=draw(st.sampled_from(["reroute", "drop"])),
+            fallback=draw(st.sampled_from(["baseline", "same"])),
+        )
+    policy = SpeculationPolicy("fixed", k=k) if k else OFF
+    spec = FleetSpec(
+        cfg, policy, proposer="p" if k else None, replicas=replicas,
+        routing=draw(st.sampled_from(["round_robin", "least_outstanding"])), restart=restart,
+    )
+    return spec, reqs
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets())
+def test_engine_invariants(case) -> None:
+    spec, reqs = case
+    fleet = Fleet(spec, shape_timer, np.random.default_rng(0))
+    run = fleet.run(reqs)
+    req_df = requests_frame(run, "c", 0, 0.0)
+    steps = steps_frame(run, "c", 0)
+
+    # every arrival ends in exactly one outcome, once
+    assert req_df["outcome"].is_in(["completed", "rejected", "timed_out"]).all()
+    ended = [r.id for rep in fleet.replicas for r in rep.scheduler.finished]
+    assert sorted(ended) == [r.id for r in reqs]
+    assert req_df["finish_s"].is_not_null().all()
+    assert (req_df["finish_s"] >= req_df["arrival_s"] - 1e-12).all()
+
+    # KV never over capacity during any step, and every block is returned at the end
+    assert (steps["kv_used_blocks"] <= steps["kv_total_blocks"]).all()
+    assert (steps["kv_used_blocks"] >= 0).all()
+    for rep in fleet.replicas:
+        assert rep.scheduler.free_blocks == spec.scheduler.kv_blocks
+        assert not rep.scheduler.running and not rep.scheduler.waiting
+
+    # a replica runs one step at a time; utilisation within [0, 1]
+    for (_,), g in steps.group_by(["replica"]):
+        s = g.sort("t_start_s")
+        ends = (s["t_start_s"] + s["duration_s"]).to_numpy()[:-1]
+        assert (s["t_start_s"].to_numpy()[1:] >= ends - 1e-9).all()
+    end = max(run.end_s, 1e-9)
+    for u in utilization(steps, 0.0, end, spec.replicas):
+        assert 0.0 <= u <= 1.0 + 1e-9
+
+    # token accounting: budget respected, drafts bounded, completions complete
+    assert ((steps["prefill_tokens"] + steps["decode_seqs"] * (1 + steps["k"]))
+            <= spec.scheduler.max_num_batched_tokens).all() or not spec.scheduler.chunked_prefill
+    assert (steps["accepted_tokens"] <= steps["draft_tokens"]).all()
+    done = req_df.filter(pl.col("outcome") == "completed")
+    assert (done["generated_tokens"] == done["output_tokens"]).all()
+    assert (done["first_token_s"] <= done["finish_s"]).all()
+    assert (done["scheduled_s"] >= done["arrival_s"]).all()
+    assert (req_df["generated_tokens"] <= req_df["output_tokens"]).all()
