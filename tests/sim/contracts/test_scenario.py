@@ -69,7 +69,7 @@ def test_shipped_scenario_parses_and_round_trips(path: Path) -> None:
         pytest.skip(f"{TRACES} absent: the public Azure traces are not available here")
     s = load_scenario(path)
     assert s.baseline.is_baseline and s.candidates[0].is_baseline
-    assert s.profile_path is not None and s.profile_path.name == "smollm2-135m-cpu.json"
+    assert s.profile_path is not None and s.profile_path.is_file()  # a shipped profile (CPU or GPU)
     assert s.profile_path.parent == (REPO / "profiles")
     assert s.slo.limits, "shipped scenarios must state SLOs"
     assert len(s.run.seeds) >= 1 and s.run.duration_s <= 7200
