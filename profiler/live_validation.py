@@ -416,7 +416,7 @@ def probe_lines(parts: list[pl.DataFrame]) -> list[str]:
         return []
     if probes.is_empty():  # a busy machine: no idle gap was long enough for a reference pass
         return ["in-run probes (one reference pass in an idle gap, never delaying a request): none "
-                "fitted an idle gap in these runs; drift correction rests on the checks alone"]
+                "fitted an idle gap in these runs"]
 
     def med(kind: str) -> str:
         r = probes.filter(pl.col("kind") == kind)["ratio"]
