@@ -148,7 +148,7 @@ BAD: list[tuple[str, Callable[[dict], None], str]] = [
     ("machine path", _set("target.path", "/home/me/model.gguf"), "target.path: must be relative"),
     ("bool as int", _set("memory.device_memory_bytes", True), "memory.device_memory_bytes: expected an integer, got boolean true"),
     ("kv bytes zero", _set("memory.target_kv_bytes_per_token", 0), "memory.target_kv_bytes_per_token: must be >= 1"),
-    ("proposer kind", _set("proposers.ngram.kind", "eagle"), "proposers.ngram.kind: expected one of draft_model, self_draft, ngram"),
+    ("proposer kind", _set("proposers.ngram.kind", "medusa2"), "proposers.ngram.kind: expected one of draft_model, eagle, eagle3, medusa, mtp, ngram, suffix, self_draft"),
     ("padded_batch without leave", _set("timing.padded_batch", {"join": _PB_GRID}), "timing.padded_batch.leave: missing (required)"),
     ("padded_batch axes", _set("timing.padded_batch", {"join": {**_PB_GRID, "axes": {"batch": [1], "tokens": [1]}}, "leave": _PB_GRID}),
      "timing.padded_batch.join.axes: expected axes batch, context, got batch, tokens"),
