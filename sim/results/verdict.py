@@ -167,7 +167,9 @@ def verdict(summary: pl.DataFrame, baseline: str, *, has_slo: bool, rate: float 
             e2el = _num(r, E2EL_P50)
             parts.append(f"E2EL p50 {e2el or 0.0:,.0f} ms" if n == winner else
                          f"E2EL p50 {_pct(e2el, _num(ref, E2EL_P50))}")
-        if n != winner:
+        if n == baseline and n != winner:  # against the winner: how much slower it is
+            parts.append(f"E2EL p50 {_pct(_num(r, E2EL_P50), _num(ref, E2EL_P50))}")
+        elif n != winner:
             lat = _worst_latency(r, ref)
             if lat:
                 parts.append(lat)
@@ -176,8 +178,8 @@ def verdict(summary: pl.DataFrame, baseline: str, *, has_slo: bool, rate: float 
     ranked = "goodput" if has_slo else "E2EL p50 (no SLO set)"
     if on_latency:
         head = (f"{winner} is faster{at} at equal goodput (E2EL p50 "
-                f"{_pct(_num(best, E2EL_P50), _num(rows[baseline], E2EL_P50))}); cost per good "
-                f"answer differs only in fleet size: `specplan capacity`")
+                f"{_pct(_num(best, E2EL_P50), _num(rows[baseline], E2EL_P50))}); for cost, size the "
+                f"fleets: `specplan capacity`")
     elif winner == baseline:
         head = f"keep {baseline}{at}: no candidate beats it on {ranked}"
     else:

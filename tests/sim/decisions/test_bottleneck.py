@@ -109,7 +109,7 @@ def test_a_busy_replica_with_a_small_batch_has_headroom_when_the_limits_are_know
 
 def test_a_quarter_load_simulation_reports_no_bottleneck() -> None:
     from sim.decisions.capacity import plan_capacity
-    from tests.test_capacity import dd1_profile, dd1_scenario
+    from tests.sim.decisions.test_capacity import dd1_profile, dd1_scenario
 
     sc = dd1_scenario().with_overrides({"fleet.engine.max_num_seqs": 64})
     rep = plan_capacity(sc, dd1_profile(), candidates=["baseline"], rel_tol=0.1, max_evals=8,

@@ -99,14 +99,16 @@ def test_equal_goodput_at_a_fixed_fleet_is_decided_by_latency_and_points_to_capa
     ])
     v = verdict(df, "baseline", has_slo=True, rate=2.0, n_seeds=3)
     assert v.winner == "draft-k3"
-    assert v.headline == ("draft-k3 is faster at 2 req/s at equal goodput (E2EL p50 -30 %); cost per "
-                          "good answer differs only in fleet size: `specplan capacity`")
+    assert v.headline == ("draft-k3 is faster at 2 req/s at equal goodput (E2EL p50 -30 %); for cost, "
+                          "size the fleets: `specplan capacity`")
+    (base,) = [s for s in v.standings if s.candidate == "baseline"]
+    assert base.outcome == "tie" and base.detail.endswith("E2EL p50 +43 %")
 
 
 def test_the_capacity_verdict_recommends_the_candidate_needing_fewer_replicas():
     from cli.capacity import format_report, to_json
     from sim.decisions.capacity import plan_capacity
-    from tests.test_capacity import dd1_profile, dd1_scenario
+    from tests.sim.decisions.test_capacity import dd1_profile, dd1_scenario
 
     rep = plan_capacity(dd1_scenario(), dd1_profile(), target_rate=10.0, rel_tol=0.05, max_evals=10,
                         load_fractions=())
