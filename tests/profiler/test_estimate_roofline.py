@@ -27,7 +27,7 @@ from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.model.kv_capacity import kv_capacity
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BLOCK_TORCH = (
     "import sys, runpy\n"
     "class B:\n"

@@ -15,7 +15,7 @@ import pytest
 from sim.contracts.profile import load_profile
 from sim.model.step_time import ProfileStepTimer, StepShape
 
-ROOT = Path(__file__).resolve().parents[1] / "profiles"
+ROOT = Path(__file__).resolve().parents[2] / "profiles"
 GPU = ["llama-3.1-8b-h200-vllm.json", "llama-3.1-8b-h100-vllm.json", "llama-3.1-70b-h100-tp4-vllm.json"]
 
 

@@ -12,7 +12,7 @@ from profiler.published_tables import TABLE, library
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict
 
-FILE = Path(__file__).resolve().parents[1] / "profiles" / "acceptance" / "spec-bench-vicuna-7b-a100.json"
+FILE = Path(__file__).resolve().parents[2] / "profiles" / "acceptance" / "spec-bench-vicuna-7b-a100.json"
 DOC = json.loads(FILE.read_text())
 # The numbers as printed in Spec-Bench's Leaderboard.md, "Leaderboard on A100", Vicuna-7B-v1.3,
 # column "#Mean Accepted Tokens" (read from the repository's file, hemingkx/Spec-Bench).

@@ -11,7 +11,7 @@ import pytest
 from sim.contracts.synthetic import synthetic_profile
 from sim.decisions.best_k import best_k_table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 PARAMS = dict(base_step_s=0.010, per_seq_s=0.0001, per_token_s=0.001, per_context_token_s=1e-7,
               draft_base_s=0.0002, draft_per_token_s=0.00005, overhead_base_s=0.0003, overhead_per_seq_s=0.00002)
 

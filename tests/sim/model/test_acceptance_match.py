@@ -11,7 +11,7 @@ from sim.contracts.synthetic import synthetic_profile
 from sim.results.simulation import simulate_once
 from tests.helpers import write_scenario
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SCENARIO = """
 name = "t0"
 [run]

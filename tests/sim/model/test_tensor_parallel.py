@@ -16,7 +16,7 @@ from sim.contracts.synthetic import synthetic_profile_dict
 from sim.model.kv_capacity import kv_capacity
 from sim.results.cost import fleet_cost_usd
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 GIB = 1024**3
 # Llama-3.1-70B-shaped numbers on H100s: 80 GiB per GPU, 141.1 GB of bf16 weights (the whole
 # model), 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 327,680 KV bytes per token, 3 GiB

@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers import write_scenario
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 LAMBDA = 0.8
 SERVICE_S = 1.0
 RHO = LAMBDA * SERVICE_S

@@ -7,7 +7,7 @@ from pathlib import Path
 from cli.main import main
 from sim.results.summary_table import condense_notes, short_source
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_main_job_fits_one_screen_and_opens_with_the_verdict(capsys):
