@@ -66,7 +66,7 @@ def test_a_closed_pipe_ends_quietly() -> None:
 
 def test_a_closed_pipe_through_the_shell() -> None:
     r = subprocess.run(
-        f"{sys.executable} -m sim breakeven --alpha 0.7 --T-ms 10 --D-ms 1 --V-ms 12 --k 1..1000 | head -5",
+        f"{sys.executable} -m cli breakeven --alpha 0.7 --T-ms 10 --D-ms 1 --V-ms 12 --k 1..1000 | head -5",
         shell=True, capture_output=True, text=True, cwd=REPO, timeout=60,
     )
     assert r.returncode == 0

@@ -35,8 +35,8 @@ BLOCK_TORCH = (
     "        if name.split('.')[0] in ('torch', 'transformers'):\n"
     "            raise ImportError('blocked ' + name)\n"
     "sys.meta_path.insert(0, B())\n"
-    "sys.argv = ['sim'] + sys.argv[1:]\n"
-    "runpy.run_module('sim', run_name='__main__')\n"
+    "sys.argv = ['specplan'] + sys.argv[1:]\n"
+    "runpy.run_module('cli', run_name='__main__')\n"
 )
 
 
