@@ -23,7 +23,7 @@ from sim.contracts.synthetic import synthetic_profile_dict
 
 REPO = Path(__file__).resolve().parents[1]
 # in-process runs are refused above this many simulated request-steps (SPECPLAN_MAX_REQUEST_STEPS)
-FUZZ_MAX_REQUEST_STEPS = "200000"
+FUZZ_MAX_REQUEST_STEPS = "50000"
 
 BASE_SCENARIO: dict[str, Any] = {
     "name": "fuzz",

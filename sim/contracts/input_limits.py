@@ -183,9 +183,10 @@ _OPEN = np.frombuffer(b"[{", dtype=np.uint8)
 _CLOSE = np.frombuffer(b"]}", dtype=np.uint8)
 
 
-def check_tree(data: Any, origin: object, what: str, path: str = "") -> None:
+def check_tree(data: Any, origin: object, what: str, path: str = "", *, floats: bool = True) -> None:
     """Every number in a parsed document within the magnitude limits (one line naming the
-    field otherwise); for a scenario also the per-field size caps."""
+    field otherwise); for a scenario also the per-field size caps. ``floats=False`` checks
+    integers only (vLLM's result files may hold NaN statistics; their fields check them)."""
     stack: list[tuple[str, Any]] = [(path, data)]
     while stack:
         where, v = stack.pop()
@@ -199,7 +200,7 @@ def check_tree(data: Any, origin: object, what: str, path: str = "") -> None:
                 )
             continue
         if isinstance(v, float):
-            if not math.isfinite(v) or abs(v) > MAX_FLOAT:
+            if floats and (not math.isfinite(v) or abs(v) > MAX_FLOAT):
                 raise SpecplanError(
                     f"{_loc(origin, where)}: must be a finite number within "
                     f"±{MAX_FLOAT:g}, got {v!r}"

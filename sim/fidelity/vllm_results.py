@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from sim.contracts.errors import SpecplanError, where
-from sim.contracts.input_limits import check_nesting, read_text_limited
+from sim.contracts.input_limits import check_nesting, check_tree, read_text_limited
 
 # Per-request lists `--save-detailed` adds; without them there is nothing to compare per request.
 DETAILED_KEYS = ("input_lens", "output_lens", "ttfts", "itls")
@@ -186,6 +186,7 @@ def parse_result(obj: Any, source: str) -> VllmBenchResult:
     """Validate one result object (already decoded JSON) into a `VllmBenchResult`."""
     if not isinstance(obj, dict):
         raise SpecplanError(f"{source}: expected a JSON object, got {type(obj).__name__}")
+    check_tree(obj, source, "vLLM results", floats=False)  # integers within ±2**53
     missing = [k for k in DETAILED_KEYS if k not in obj]
     if missing:
         raise SpecplanError(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz_cases import REPO
+from tests.fuzz_cases import FUZZ_MAX_REQUEST_STEPS, REPO
 from tests.fuzz_oracle import fuzz
 
 N_IN_PROCESS = 2000
@@ -24,7 +24,7 @@ SUBPROCESS_EVERY = 67  # 30 real CLI runs
 
 @pytest.fixture(autouse=True)
 def _work_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPECPLAN_MAX_REQUEST_STEPS", "200000")
+    monkeypatch.setenv("SPECPLAN_MAX_REQUEST_STEPS", FUZZ_MAX_REQUEST_STEPS)
 
 
 def test_fuzz_every_loader_and_the_cli(tmp_path: Path) -> None:
