@@ -37,8 +37,8 @@ def test_a_candidate_that_clearly_beats_the_baseline_wins_and_is_never_told_to_k
     assert "keep" not in " ".join(v.lines())
     (best, base) = v.standings[1], v.standings[0]
     assert best.candidate == "draft-k3" and best.outcome == "winner"
-    assert best.detail == "goodput 12 req/s, SLO met 90.0 %, $0.15/1k good answers, E2EL p50 700 ms"
-    assert base.outcome == "worse" and base.detail.startswith("goodput -17 %, SLO met 90.0 %, $0.2/1k good answers")
+    assert best.detail == "goodput 12 req/s, SLO met 90.0 %, $0.15/1k good, E2EL p50 700 ms"
+    assert base.outcome == "worse" and base.detail.startswith("goodput -17 %, SLO met 90.0 %, $0.2/1k good")
     assert v.certainty == "(3 seed(s), 95 % CIs) clearly ahead of every other candidate"
 
 
@@ -99,8 +99,7 @@ def test_equal_goodput_at_a_fixed_fleet_is_decided_by_latency_and_points_to_capa
     ])
     v = verdict(df, "baseline", has_slo=True, rate=2.0, n_seeds=3)
     assert v.winner == "draft-k3"
-    assert v.headline == ("draft-k3 is faster at 2 req/s at equal goodput (E2EL p50 -30 %); for cost, "
-                          "size the fleets: `specplan capacity`")
+    assert v.headline == "draft-k3 is faster at 2 req/s, equal goodput (E2EL p50 -30 %); cost: `specplan capacity`"
     (base,) = [s for s in v.standings if s.candidate == "baseline"]
     assert base.outcome == "tie" and base.detail.endswith("E2EL p50 +43 %")
 
@@ -114,7 +113,7 @@ def test_the_capacity_verdict_recommends_the_candidate_needing_fewer_replicas():
                         load_fractions=())
     text = format_report(rep, [])
     assert text[0] == "verdict: sure-k2 pays for 10 req/s: 2 replica(s) instead of 3"
-    assert text[1].startswith("  baseline: 3 replica(s), $") and "/1k good answers" in text[1]
+    assert text[1].startswith("  baseline: 3 replica(s), $") and "/1k good" in text[1]
     assert to_json(rep, [])["verdict"][0] == text[0]
     assert rep.dominant() == ["sure-k2"]  # decisions never tell it to keep the baseline
 
