@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--verbose", action="store_true",
                         help="intervals in every cell, the full provenance and every note")
+    parser.add_argument("--sizing", metavar="F,F,…",
+                        help="also run these load factors (e.g. 0.5,1,1.5,2) and print the replicas each "
+                             "candidate needs for the scenario's rate and the cost at that size")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,8 +65,28 @@ def run(args: argparse.Namespace) -> int:
         paths = result.write(args.out)
         if not args.json:
             print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    sizing: list[str] = []
+    if args.sizing:
+        from sim.decisions.fleet_sizing import sizing_lines
+
+        sizing = sizing_lines(scenario, _factors(args.sizing), profile=args.profile, candidates=cands,
+                              seeds=seeds)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        doc = result.to_json()
+        if sizing:
+            doc["fleet_sizing"] = sizing
+        print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        print(render(result, by_segment=args.by_segment, verbose=args.verbose))
+        text = render(result, by_segment=args.by_segment, verbose=args.verbose)
+        if sizing:  # right under the verdict block, before the table
+            head, sep, rest = text.partition("\n\ncells: ")
+            text = head + "\n" + "\n".join(sizing) + sep + rest
+        print(text)
     return 0
+
+
+def _factors(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SpecplanError(f"--sizing: expected comma-separated load factors like 0.5,1,2, got {text[:80]!r}") from None

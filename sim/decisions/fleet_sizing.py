@@ -69,4 +69,33 @@ def size_from_sweep(sweep: pl.DataFrame, offered_rate: float, criteria: SustainC
     return out
 
 
-__all__ = ["Sizing", "size_from_sweep"]
+
+
+def sizing_lines(scenario, factors: Sequence[float], *, profile=None,  # noqa: ANN001 - Scenario, Profile | path
+                 candidates: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> list[str]:
+    """``specplan simulate --sizing``: the scenario run at each load factor × its rate, then
+    the replicas each candidate needs for the scenario's own rate and the cost at that size —
+    so one command answers "does it pay" where a fixed fleet makes every candidate cost the same."""
+    from sim.contracts.errors import SpecplanError
+    from sim.decisions.sustain import criteria_from_scenario
+    from sim.results.runner import run_scenario
+
+    rate = scenario.workload.mean_rate(scenario.run.duration_s)
+    if rate is None or not rate > 0:
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: --sizing scales the arrival rate; it needs "
+                            "poisson, gamma or piecewise arrivals")
+    if not factors or any(not (0 < f <= 100) for f in factors):
+        raise SpecplanError(f"--sizing: load factors must be in (0, 100], got {list(factors)}")
+    criteria = criteria_from_scenario(scenario)
+    parts = []
+    for f in sorted(set(factors)):
+        res = run_scenario(scenario.with_load_scale(f), profile, candidates, seeds)
+        parts.append(res.summary.with_columns(pl.lit(f * rate / scenario.fleet.replicas).alias("rate")))
+    names = list(candidates) if candidates else scenario.candidate_names
+    sizing = size_from_sweep(pl.concat(parts, how="vertical_relaxed"), rate, criteria, names)
+    levels = ", ".join(f"{f:g}" for f in sorted(set(factors)))
+    return [f"fleet for {rate:g} req/s from load points ×{levels} (upper bounds; `specplan capacity` "
+            f"searches exactly):", *[f"  {z.describe(rate)}" for z in sizing]]
+
+
+__all__ = ["Sizing", "size_from_sweep", "sizing_lines"]

@@ -91,3 +91,15 @@ def res_profile(root: Path):
     from sim.contracts.profile import load_profile
 
     return load_profile(root / "profiles" / "dd1.json")
+
+
+def test_simulate_sizing_gives_the_replicas_each_candidate_needs(tmp_path, capsys):
+    root = make_root(tmp_path)
+    path = root / "scenarios" / "dominant.toml"
+    assert main(["simulate", str(path), "--quiet", "--seeds", "1", "--sizing", "0.5,1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    i = out.index("fleet for 5 req/s from load points ×0.5, 1 (upper bounds; `specplan capacity` searches exactly):")
+    assert out[i + 1].startswith("  baseline: ≤ 2 replica(s) for 5 req/s")
+    assert out[i + 2].startswith("  sure-k2: ≤ 1 replica(s) for 5 req/s")
+    assert out[i - 1].startswith("  certainty") or out[i - 1].startswith("  why")  # under the verdict
+    assert main(["simulate", str(path), "--sizing", "0,x"]) == 2
