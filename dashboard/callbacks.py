@@ -344,6 +344,8 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
                 set_progress((str(done), str(total), f"{done}/{total} simulations · {label}"))
 
         done = time.monotonic_ns()  # a new value per run: the page's readiness signal
+        if set_progress is not None:  # the job has started (its process is up): say so at once
+            set_progress(("0", "1", "starting the simulations…"))
         try:
             out = run_view(roots, scenario_value=scenario_value, uploaded_scenario=uploaded_scenario,
                            profile_value=profile_value, uploaded_profile=uploaded_profile, whatif=whatif,

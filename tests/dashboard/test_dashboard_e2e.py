@@ -124,19 +124,37 @@ def run_state(driver) -> str:
                                  "return e ? e.textContent : '';") or ""
 
 
+STALL_S = 180.0
+"""A run fails when the page shows no sign of life (run state, progress text) for this long."""
+
+
 def wait_run(driver, after: str = "idle", what: str = "run") -> str:
     """Wait until the app finishes a run newer than state ``after`` and its charts are drawn;
-    an error state fails at once with the page's error box. Returns the new state."""
+    an error state fails at once with the page's error box. Returns the new state.
+
+    Why no fixed total timeout: on a loaded 2-core machine a run may take minutes, yet it keeps
+    moving its progress text; only a run whose page stops changing for ``STALL_S`` is stuck.
+    """
     from selenium.webdriver.common.by import By
+
+    seen = {"sign": None, "at": time.monotonic()}
 
     def finished(d) -> bool:
         state = run_state(d)
         if state.startswith("error") and state != after:
             raise RunFailed(f"{what}: the app reported an error: {text_of(d, 'error')!r}")
-        return state.startswith("done") and state != after and d.find_element(By.ID, "run-button").is_enabled()
+        if state.startswith("done") and state != after and d.find_element(By.ID, "run-button").is_enabled():
+            return True
+        sign = (state, text_of(d, "progress-text"))
+        if sign != seen["sign"]:
+            seen.update(sign=sign, at=time.monotonic())
+        elif time.monotonic() - seen["at"] > STALL_S:
+            raise RunFailed(f"{what}: no progress for {STALL_S:.0f} s (run state {state!r}, progress "
+                            f"{sign[1]!r}, error box {text_of(d, 'error')!r})")
+        return False
 
-    wait_for(driver, finished, timeout=120.0, what=what)
-    wait_for(driver, loaded, timeout=30.0, what=f"{what}: charts drawn")
+    wait_for(driver, finished, timeout=900.0, what=what)
+    wait_for(driver, loaded, timeout=60.0, what=f"{what}: charts drawn")
     return run_state(driver)
 
 
