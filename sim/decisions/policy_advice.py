@@ -225,6 +225,15 @@ def mixed_survival(profile: Profile, proposer: str,
     return np.asarray(rates, dtype=float), label
 
 
+def best_fixed_k(rows: Sequence[BatchAdvice], weights: Mapping[int, float] | None = None) -> int:
+    """The one k for all of ``rows``: the best (weighted) geometric-mean speedup over them;
+    ``weights`` by batch size (default: every batch counts once)."""
+    kmax = len(rows[0].per_k_s)
+    score = [sum((weights[r.batch] if weights else 1.0) * math.log(r.baseline_s / r.per_k_s[k - 1]) for r in rows)
+             for k in range(1, kmax + 1)]
+    return int(np.argmax(score)) + 1
+
+
 def advise_policy(
     profile: Profile,
     proposer: str,
@@ -274,10 +283,7 @@ def advise_policy(
                 on = float(max((r.batch for r in on_rows), default=off))
                 if on >= off:
                     on = max(off - 0.5, 0.5)
-            live = [r for r in rows if off is None or r.batch <= off]
-            # one k for all live batches: best geometric-mean speedup
-            score = [sum(math.log(r.baseline_s / r.per_k_s[k - 1]) for r in live) for k in range(1, kmax + 1)]
-            fixed = int(np.argmax(score)) + 1
+            fixed = best_fixed_k([r for r in rows if off is None or r.batch <= off])
     notes = [*timer.describe_extrapolations()]
     if fixed == 0:
         notes.append("speculation does not beat the baseline at batch 1: no k and no cut-off to give")
@@ -336,10 +342,7 @@ def advise_for_scenario(scenario: Any, profile: Profile, proposer: str, *,
         live = [r for r in advice.batches if r.batch in weights and
                 (advice.off_above_batch is None or r.batch <= advice.off_above_batch)]
         if live:
-            kmax = len(live[0].per_k_s)
-            score = [sum(weights[r.batch] * math.log(r.baseline_s / r.per_k_s[k - 1]) for r in live)
-                     for k in range(1, kmax + 1)]
-            fixed = int(np.argmax(score)) + 1
+            fixed = best_fixed_k(live, weights)
             lo, hi = min(weights), max(weights)
             notes.append(f"fixed k weighted by the decode batches seen at the scenario's load "
                          f"(batch {lo}–{hi}, by share of steps)")

@@ -196,12 +196,7 @@ def verdict(summary: pl.DataFrame, baseline: str, *, has_slo: bool, rate: float 
     return Verdict(winner, baseline, head, tuple(standings), certainty)
 
 
-def ranked_metric(has_slo: bool) -> str:
-    """The summary column the verdict ranks by."""
-    return GOODPUT if has_slo else E2EL_P50
-
-
-__all__ = ["Standing", "Verdict", "ranked_metric", "verdict"]
+__all__ = ["Standing", "Verdict", "capacity_verdict", "sweep_verdict", "verdict", "why_lines"]
 
 
 def why_lines(steps: pl.DataFrame, baseline: str) -> list[str]:
