@@ -20,6 +20,8 @@ import numpy as np
 import simpy
 
 from sim.contracts.scenario import RestartConfig
+from sim.model import batch_columns
+from sim.model.batch_columns import PROPOSAL, PROPOSES
 from sim.model.router import Router, Routing
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import OFF, SpeculationPolicy
@@ -88,16 +90,20 @@ def replay_proposes(req: Request) -> bool:
 class _Uniforms:
     """Uniforms from one generator, drawn in chunks (same sequence as one ``random()`` a time)."""
 
-    __slots__ = ("rng", "buf", "pos")
+    __slots__ = ("rng", "buf", "arr", "pos")
 
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng = rng
         self.buf: list[float] = []
+        self.arr = np.empty(0)
+        """The same values as ``buf``, as an array (for steps planned over batch columns)."""
         self.pos = 0
 
     def refill_keep(self, pos: int) -> None:
         """New buffer that starts with the unused tail ``buf[pos:]`` (sequence unchanged)."""
-        self.buf = self.buf[pos:] + self.rng.random(_UNIFORM_CHUNK).tolist()
+        new = self.rng.random(_UNIFORM_CHUNK)
+        self.buf = self.buf[pos:] + new.tolist()
+        self.arr = np.concatenate((self.arr[pos:], new))
         self.pos = 0
 
 
@@ -193,7 +199,9 @@ class Replica:
                     pos = 0
                     end_pos = nd
                 uni.pos = end_pos
-                if fleet.replay:
+                if plan.rows is not None:  # planned over batch columns: draw for all rows at once
+                    accepted = sched.columns.accepted(plan.rows, uni.arr[pos:end_pos], pk)  # type: ignore[union-attr]
+                elif fleet.replay:
                     accepted = [
                         bisect_left(r.negrates, -u, 0, pk) if r.replay is None else replay_accepted(r, pk)
                         for r, u in zip(plan.decode, uni.buf[pos:end_pos], strict=True)
@@ -207,8 +215,10 @@ class Replica:
                 for r in plan.decode:
                     if r.replay is not None and r.replay.layout == "positions":
                         r.replay_pos += 1
+            if fleet.partial_proposals and plan.rows is not None:
+                self._draw_column_proposals(plan)  # before finish: its rows are still in place
             cycle.finish(plan, accepted, now, dt, end, gap_idx, gap_s)
-            if fleet.partial_proposals:
+            if fleet.partial_proposals and plan.rows is None:
                 self._draw_proposals(plan)
 
     def _draw_proposals(self, plan) -> None:
@@ -225,6 +235,28 @@ class Replica:
                     uni.refill_keep(uni.pos)
                 req.proposes = uni.buf[uni.pos] < p
                 uni.pos += 1
+
+    def _draw_column_proposals(self, plan) -> None:
+        """``_draw_proposals`` for a step planned over batch columns: the same uniforms in the
+        same order (decode rows, then prefill rows, one per request proposing below 1)."""
+        cols = self.scheduler.columns
+        assert cols is not None
+        rows = plan.rows
+        if isinstance(rows, slice):
+            rows = np.arange(len(plan.decode))
+        if plan.prefill_rows:
+            rows = np.concatenate((rows, np.asarray(plan.prefill_rows, dtype=np.intp)))
+        p = cols.floats[PROPOSAL, rows]
+        need = p < 1.0
+        m = int(need.sum())
+        if not m:
+            return
+        uni = self.fleet.uniforms
+        while uni.pos + m > len(uni.buf):
+            uni.refill_keep(uni.pos)
+        u = uni.arr[uni.pos:uni.pos + m]
+        uni.pos += m
+        cols.ints[PROPOSES, rows[need]] = u < p[need]
 
     def _restart(self):
         """Go down now, hand in-flight work on (or drop it), come back after the cold start."""
@@ -309,6 +341,13 @@ class Fleet:
         for a, b in zip(requests, requests[1:], strict=False):
             if b.arrival_s < a.arrival_s:
                 raise ValueError("requests must be sorted by arrival_s")
+        if batch_columns.DEFAULT_FROM is not None and not self.replay:
+            for rep in self.replicas:  # GPU-sized batches planned as arrays (same records)
+                rep.scheduler.use_columns(batch_columns.DEFAULT_FROM, self.k_max)
+        # only padded engines pay for decode-set changes: others need not count them
+        track = bool(getattr(self.step_timer, "padded", True))
+        for rep in self.replicas:
+            rep.cycle.track_rows = track
         env = self.env
         for rep in self.replicas:
             rep.proc = env.process(rep.run())
@@ -320,6 +359,8 @@ class Fleet:
         else:
             env.run(until=spec.duration_s)
         end = env.now
+        for rep in self.replicas:
+            rep.scheduler.sync()
         for req in requests:
             if req.status != DONE:
                 req.outcome = "unfinished"

@@ -9,7 +9,7 @@ drafts plus the bonus token and rolls the rejected ones back, freeing their look
 
 ``schedule(now, k)`` returns a frozen :class:`StepPlan`; the engine times it, lets the clock
 run, then calls ``update(plan, accepted, end)``. Requests are plain ``__slots__`` objects
-mutated only by this module, so a step costs a few attribute updates per request.
+mutated only by the planner; large batches are planned over arrays (``use_columns``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ import heapq
 from array import array
 from collections import deque
 from collections.abc import Sequence
-from itertools import repeat
 
+import numpy as np
+
+from sim.model.batch_columns import BatchColumns, columns_for
+from sim.model.batch_step import schedule_columns, update_columns
 from sim.model.step_plan import (
     DONE,
     EMPTY_PLAN,
@@ -30,6 +33,7 @@ from sim.model.step_plan import (
     SchedulerConfig,
     StepPlan,
 )
+from sim.model.step_update import update_scalar
 
 
 class Scheduler:
@@ -53,6 +57,23 @@ class Scheduler:
         # (deadline, idx, request): client timeouts and queue-time limits, earliest first
         self._timeouts: list[tuple[float, int, Request]] = []
         self._queue_deadlines: list[tuple[float, int, Request]] = []
+        self.columns: BatchColumns | None = None
+        """The running batch as arrays while it is large (``use_columns``); None: scalar."""
+        self._columns_from: int | None = None
+        self._k_max = 0
+
+    def use_columns(self, from_running: int, k_max: int) -> None:
+        """Plan over batch columns (``sim.model.batch_columns``) whenever at least
+        ``from_running`` requests run (back to scalar below half that). Only for drivers whose
+        every request proposes on every speculative step (no n-gram misses, no replay)."""
+        self._columns_from = max(1, from_running)
+        self._k_max = k_max
+
+    def sync(self) -> None:
+        """Write the columns back into the request objects and plan scalar from here on."""
+        if self.columns is not None:
+            self.columns.store_all(self.running)
+            self.columns = None
 
     # ------------------------------------------------------------------ admission
     def add_request(self, req: Request, now: float, k_max: int = 0) -> bool:
@@ -122,12 +143,17 @@ class Scheduler:
             deadline, _, req = heapq.heappop(t)
             if req.status == RUNNING:
                 changed = True
+                if self.columns is not None:
+                    self.columns.store([self.running.index(req)], [req])
                 self._end(req, "timed_out", deadline)
             elif req.status == WAITING:
                 self.waiting.remove(req)
                 self.queue_log.extend((deadline, -1.0))
                 self._end(req, "timed_out", deadline)
         if changed:
+            if self.columns is not None:
+                keep = [r.status == RUNNING for r in self.running]
+                self.columns.keep(np.array(keep, dtype=bool))
             self.running = [r for r in self.running if r.status == RUNNING]
 
     # ------------------------------------------------------------------ planning
@@ -137,6 +163,8 @@ class Scheduler:
 
     def num_decoding(self) -> int:
         """Running requests past their prompt (candidates for a decode slot this step)."""
+        if self.columns is not None:
+            return self.columns.num_decoding()
         return sum(1 for r in self.running if r.generated and r.computed == r.num_tokens - 1)
 
     def used_blocks(self) -> int:
@@ -150,6 +178,11 @@ class Scheduler:
         plan) share the step's budget, free blocks and output lists as locals.
         """
         self.expire(now)
+        if self._columns_from is not None and columns_for(self, self._columns_from, self._k_max):
+            plan = schedule_columns(self, now, k)
+            if plan is not None:
+                return plan
+            self.sync()  # this step must preempt: the scalar planner does it
         cfg = self.config
         bs = cfg.block_size
         budget = cfg.max_num_batched_tokens
@@ -285,95 +318,16 @@ class Scheduler:
         and frees the lookahead blocks they held. A prefill chunk that completes the prompt
         (or a recompute) samples one token. ``gap_idx``/``gap_s`` (optional) receive each
         burst's request index and seconds since its previous burst (ITL samples).
-
-        Why one function of ~90 lines: once per engine step over the batch, like ``schedule``;
-        the decode and prefill halves share the commit counters as locals.
         """
-        k = plan.k
-        bs = self.config.block_size
-        free = self.free_blocks
-        finished = self.finished
-        record = gap_s is not None
-        if record:
-            idx_append = gap_idx.append  # type: ignore[union-attr]
-            gap_append = gap_s.append  # type: ignore[union-attr]
-        any_done = False
-        total_accepted = 0
-        decode = plan.decode
-        if k and accepted is not None:
-            pairs = zip(decode, accepted, strict=True)
-        else:
-            pairs = zip(decode, repeat(0))  # noqa: B905 - repeat is endless
-        drafting = plan.drafting
-        # requests in a plan are RUNNING until update: only schedule() ends or preempts them
-        for j, (req, a) in enumerate(pairs):
-            if k:
-                req.num_spec_steps += 1
-                if not drafting or drafting[j]:
-                    req.num_drafts += 1  # vLLM counts a draft only when there was a proposal
-                req.accepted_tokens += a
-                total_accepted += a
-            computed = req.computed + 1 + a
-            req.computed = computed
-            gen = req.generated + 1 + a
-            gap = now - req.last_burst_s
-            if gap > req.max_pause_s:
-                req.max_pause_s = gap
-            if record:
-                idx_append(req.idx)
-                gap_append(gap)
-            req.last_burst_s = now
-            req.num_bursts += 1
-            if gen >= req.output_tokens:
-                req.generated = req.output_tokens
-                free += req.blocks
-                req.blocks = 0
-                req.status = DONE
-                req.outcome = "completed"
-                req.finish_s = now
-                finished.append(req)
-                any_done = True
-            else:
-                req.generated = gen
-                keep = -(-computed // bs)
-                if keep < req.blocks:
-                    # rejected drafts rolled back: their lookahead blocks return
-                    free += req.blocks - keep
-                    req.blocks = keep
-        for req, n in plan.prefill:
-            req.computed += n
-            if req.computed >= req.prompt_tokens + req.generated:
-                req.generated += 1
-                if req.first_token_s is None:
-                    req.first_token_s = now
-                else:
-                    gap = now - req.last_burst_s
-                    if gap > req.max_pause_s:
-                        req.max_pause_s = gap
-                    if record:
-                        idx_append(req.idx)
-                        gap_append(gap)
-                req.last_burst_s = now
-                req.num_bursts += 1
-                if req.generated >= req.output_tokens:
-                    free += req.blocks
-                    req.blocks = 0
-                    req.status = DONE
-                    req.outcome = "completed"
-                    req.finish_s = now
-                    finished.append(req)
-                    any_done = True
-        self.free_blocks = free
-        if any_done:
-            self.running = [r for r in self.running if r.status == RUNNING]
-        return total_accepted
+        if plan.rows is not None:
+            return update_columns(self, plan, accepted, now, gap_idx, gap_s)
+        return update_scalar(self, plan, accepted, now, gap_idx, gap_s)
 
     # ------------------------------------------------------------------ restarts
     def evacuate(self, now: float) -> list[Request]:
         """Take every in-flight request out (replica going down): KV freed, nothing computed.
-
-        Returned oldest-admitted first (running ones, then the waiting queue in order).
-        """
+        Returned oldest-admitted first (running ones, then the waiting queue in order)."""
+        self.sync()
         out = list(self.running) + list(self.waiting)
         for _ in self.waiting:
             self.queue_log.extend((now, -1.0))

@@ -3,8 +3,8 @@ by the Scheduler), and the frozen plan of one step (StepPlan, vLLM's SchedulerOu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 WAITING = 0
 RUNNING = 1
@@ -150,6 +150,12 @@ class StepPlan:
     drafting: tuple[bool, ...] = ()
     """Per decoding request, whether it feeds ``k`` drafts (False: no proposal, one token);
     empty when every decoding request drafts (the common case)."""
+    rows: Any = field(default=None, compare=False)
+    """Planner-internal: the decoding requests' rows in the batch columns (a numpy index
+    array, or a slice when they are the first rows) when the step was planned over columns
+    (``sim.model.batch_columns``), else None."""
+    prefill_rows: tuple[int, ...] = field(default=(), compare=False)
+    """Planner-internal: the prefill chunks' rows in the batch columns (with ``rows``)."""
 
     @property
     def num_drafting(self) -> int:

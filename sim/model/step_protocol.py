@@ -34,7 +34,7 @@ class StepCycle:
     """
 
     __slots__ = ("replica", "scheduler", "policy", "state", "proposer", "batch_rows", "rows",
-                 "kv_total", "_qlen", "_kv_used")
+                 "kv_total", "_qlen", "_kv_used", "track_rows")
 
     def __init__(self, replica: int, scheduler: Scheduler, policy: SpeculationPolicy,
                  proposer: str | None, rows: array) -> None:
@@ -49,6 +49,8 @@ class StepCycle:
         self.kv_total = scheduler.config.kv_blocks
         self._qlen = 0
         self._kv_used = 0
+        self.track_rows = True
+        """Count rows joining/leaving the decode batch (only a padded engine's timer reads them)."""
 
     def plan(self, now: float) -> StepPlan:
         """Choose ``k`` for this step and ask the planner for the step."""
@@ -69,7 +71,7 @@ class StepCycle:
         self._qlen = len(sched.waiting)
         self._kv_used = self.kv_total - sched.free_blocks
         k = plan.k
-        joined, left = self.batch_rows.change([r.id for r in plan.decode])
+        joined, left = self.batch_rows.change([r.id for r in plan.decode]) if self.track_rows else (0, 0)
         # rows without a proposal (n-gram no match) verify one token: the timer prices them so
         drafting = plan.num_drafting if plan.drafting else None
         return StepShape(len(plan.decode), plan.decode_context, k, self.proposer if k else None,
@@ -86,7 +88,10 @@ class StepCycle:
         k = plan.k
         if k and accepted is not None and plan.drafting:
             # rows without a proposal verified one token and accept nothing
-            accepted = [a if d else 0 for a, d in zip(accepted, plan.drafting, strict=True)]
+            if plan.rows is not None:
+                accepted = np.where(np.asarray(plan.drafting), accepted, 0)
+            else:
+                accepted = [a if d else 0 for a, d in zip(accepted, plan.drafting, strict=True)]
         total_acc = self.scheduler.update(plan, accepted if k else None, end, gap_idx, gap_s)
         self.rows.extend((self.replica, start, duration, nd, plan.prefill_tokens, k, total_acc,
                           self._qlen, self._kv_used, self.kv_total, len(plan.preempted),

@@ -22,6 +22,7 @@ from sim.contracts.acceptance_trace import write_trace
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile
+from sim.model import batch_columns
 from sim.results.simulation import simulate_once
 from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
 
@@ -95,8 +96,14 @@ def _frames(case: str, tmp: Path) -> dict[str, pl.DataFrame]:
     return out
 
 
+@pytest.mark.parametrize("columns_from", [batch_columns.DEFAULT_FROM, 1, None],
+                         ids=["default", "columns-always", "scalar-always"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_frames_match_the_recorded_goldens(case: str, tmp_path) -> None:
+def test_frames_match_the_recorded_goldens(case: str, columns_from, tmp_path, monkeypatch) -> None:
+    """Both planners — scalar and batch columns (``sim.model.batch_columns``) — give the goldens."""
+    if RECORD and columns_from is not None:
+        pytest.skip("goldens are recorded from the scalar planner")
+    monkeypatch.setattr(batch_columns, "DEFAULT_FROM", columns_from)
     frames = _frames(case, tmp_path)
     folder = GOLDEN / case
     if RECORD:

@@ -1,0 +1,160 @@
+"""Engine cost per step and per request-iteration, at small and at GPU-sized batches.
+
+A *request-iteration* is one decoding request in one engine step (the steps frame's
+``decode_seqs`` summed). Cases: a small replica (synthetic profile, mean batch ~10) and
+Llama-3.1-8B on an H200 (the shipped profile imported from aiconfigurator-core, vLLM defaults
+1024 seqs / 8192 tokens, mean batch 200-500). Timed: CPU seconds of ``Fleet.run`` (the engine:
+scheduler, step timer, acceptance draws, SimPy), and of the whole ``simulate_once`` (frames and
+summary too). Medians of ``--repeats`` runs; the machine is shared, so compare trees in one run:
+
+    .venv/bin/python bench/bench_engine.py --tree /path/to/old/checkout
+
+runs every case in this tree and in the other one, interleaved, and prints the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CASES = {
+    # name: (scenario builder, candidate)
+    "small-baseline": ("small", "baseline"),
+    "small-ngram-k3": ("small", "ngram-k3"),
+    "gpu-baseline": ("gpu", "baseline"),
+    "gpu-draft-1b-k3": ("gpu", "draft-1b-k3"),
+}
+
+SMALL = """
+name = "bench-small"
+[run]
+duration_s = 300
+warmup_s = 0
+seeds = [1]
+[workload]
+arrival = "poisson"
+rate = 4.0
+[[workload.segments]]
+name = "chat"
+share = 1.0
+prompt_tokens = {dist = "uniform", min = 200, max = 400}
+output_tokens = {dist = "uniform", min = 100, max = 300}
+acceptance = {task = "chat", language = "en"}
+[fleet]
+profile = "p.json"
+replicas = 1
+price_per_gpu_hour = 1.0
+[fleet.engine]
+max_num_seqs = 16
+max_num_batched_tokens = 2048
+[[candidates]]
+name = "baseline"
+speculation = "off"
+[[candidates]]
+name = "ngram-k3"
+proposer = "ngram"
+k = 3
+"""
+
+
+def _load(kind: str, tmp: Path):
+    from sim.contracts.profile import load_profile
+    from sim.contracts.scenario import load_scenario
+    from sim.contracts.synthetic import synthetic_profile_dict
+
+    if kind == "small":
+        (tmp / "p.json").write_text(json.dumps(synthetic_profile_dict()), encoding="utf-8")
+        (tmp / "s.toml").write_text(SMALL, encoding="utf-8")
+        sc = load_scenario(tmp / "s.toml")
+    else:
+        sc = load_scenario(REPO / "scenarios" / "gpu-chat-h200.toml").with_overrides(
+            {"workload.rate": 30.0, "run.duration_s": 120.0, "run.warmup_s": 0.0})
+    return sc, load_profile(sc.require_profile_path())
+
+
+def measure(case: str, repeats: int) -> dict[str, float]:
+    """Run one case ``repeats`` times in this process (the tree on sys.path)."""
+    import sim.results.simulation as simulation
+
+    kind, cand = CASES[case]
+    engine_cpu: list[float] = []
+    orig = simulation.Fleet.run
+
+    def timed_run(self, reqs):
+        t0 = time.process_time()
+        out = orig(self, reqs)
+        engine_cpu.append(time.process_time() - t0)
+        return out
+
+    simulation.Fleet.run = timed_run
+    with tempfile.TemporaryDirectory() as td:
+        sc, prof = _load(kind, Path(td))
+        simulation.simulate_once(sc, prof, cand, 1)  # warm: imports, grid caches
+        engine_cpu.clear()
+        totals = []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            res = simulation.simulate_once(sc, prof, cand, 1)
+            totals.append(time.process_time() - t0)
+    simulation.Fleet.run = orig
+    steps = res.steps.height
+    req_iters = int(res.steps["decode_seqs"].sum())
+    eng = statistics.median(engine_cpu)
+    return {"steps": steps, "req_iters": req_iters, "mean_batch": req_iters / max(steps, 1),
+            "engine_s": eng, "total_s": statistics.median(totals),
+            "us_per_step": 1e6 * eng / max(steps, 1), "us_per_req_iter": 1e6 * eng / max(req_iters, 1)}
+
+
+def _in_tree(tree: Path, case: str, repeats: int) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, __file__, "--one", case, "--repeats", str(repeats)],
+                         capture_output=True, text=True, check=True, env=env, cwd=tree)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tree", type=Path, help="another checkout to compare with (run interleaved)")
+    ap.add_argument("--rounds", type=int, default=2, help="with --tree: interleaved rounds")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        sys.path.insert(0, os.environ.get("PYTHONPATH", str(REPO)))
+        print(json.dumps(measure(args.one, args.repeats)))
+        return 0
+    print("engine CPU per step / per request-iteration (medians; CPU time of Fleet.run)")
+    for case in CASES:
+        if args.tree is None:
+            m = _in_tree(REPO, case, args.repeats)
+            print(f"{case:16s} batch {m['mean_batch']:6.1f}  {m['steps']:7d} steps  "
+                  f"{m['us_per_step']:8.1f} us/step  {m['us_per_req_iter']:6.3f} us/req-iter  "
+                  f"(engine {m['engine_s']:.2f} s, simulate_once {m['total_s']:.2f} s)")
+            continue
+        new, old = [], []
+        for _ in range(args.rounds):
+            new.append(_in_tree(REPO, case, args.repeats))
+            old.append(_in_tree(args.tree.resolve(), case, args.repeats))
+        n = statistics.median(x["us_per_req_iter"] for x in new)
+        o = statistics.median(x["us_per_req_iter"] for x in old)
+        ns = statistics.median(x["us_per_step"] for x in new)
+        os_ = statistics.median(x["us_per_step"] for x in old)
+        nt = statistics.median(x["total_s"] for x in new)
+        ot = statistics.median(x["total_s"] for x in old)
+        print(f"{case:16s} batch {new[0]['mean_batch']:6.1f}  per req-iter {o:6.3f} -> {n:6.3f} us "
+              f"({o / n:4.1f}x)  per step {os_:8.1f} -> {ns:8.1f} us  simulate_once {ot:.2f} -> "
+              f"{nt:.2f} s ({ot / nt:4.1f}x)  [same records: {new[0]['steps'] == old[0]['steps']}]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
