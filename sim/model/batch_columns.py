@@ -23,7 +23,7 @@ import numpy as np
 
 from sim.model.step_plan import DONE, Request
 
-DEFAULT_FROM: int | None = 32
+DEFAULT_FROM: int | None = 128
 """Running requests from which a replica's planner switches to columns (back below half);
 None: never (tests set it to compare both planners)."""
 
