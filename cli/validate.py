@@ -185,7 +185,12 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
                        notes=(layout_note,) if layout_note else (), drift_correct=args.drift_correct,
                        idle_probes=not args.no_idle_probes, checkpoints=out / "checkpoints",
                        resume=args.resume)
-    res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
+    try:
+        res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
+    except KeyboardInterrupt:
+        _say(f"interrupted: the finished real runs are kept in {out / 'checkpoints'}; the same command "
+             "with --resume serves only the rest")
+        raise
     _write(out, res.table, res.frames, res.header, res.meta)
     _print(args, res.table, res.header, out)
     return 0

@@ -183,8 +183,9 @@ class _Live:
             self.drifts.append(d)
 
     def serve(self, rep: int, p: LoadPoint, peak: PeakShape, probes: IdleProbes | None,
-              ) -> RunRecord:
-        """Warm up, check the machine's speed, serve the point's requests for real once."""
+              checked: Callable[[dict[str, Any]], None]) -> RunRecord:
+        """Warm up, check the machine's speed (``checked`` gets the check at once: it is the last
+        run's "after"), serve the point's requests for real once."""
         v, target = self.v, self.target
         cand = p.scenario.candidate(p.name)
         policy = policy_from_candidate(cand)
@@ -198,6 +199,7 @@ class _Live:
                 proposer_factory=proposer_factory(v.profile, proposer, target.model, 4) if proposer else None)
         # re-timed before every real run: this VM's speed moves within minutes
         before = self.check_drift(f"before real run {rep + 1} of {p.name} at {p.load:.0%}")
+        checked(before)
         if probes is not None:
             probes.start_run(max(drift_check.drift_scales(before)))
         self.say(f"{p.name} at {p.load:.0%} load ({p.rate:.3g} req/s, {len(p.requests)} requests over "
@@ -343,9 +345,7 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     for rep, p in runs:
         rec = reused.get(run_key(p.load, p.name, p.rate, rep))
         if (rep, p.key) in todo:
-            rec = live.serve(rep, p, peak, probes)
-            if waiting is not None:
-                finish(live, store, waiting, rec.before)
+            rec = live.serve(rep, p, peak, probes, lambda d, w=waiting: finish(live, store, w, d))
             if store is not None:
                 store.save(rec)
             waiting = rec
@@ -366,8 +366,10 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     return live.result(meta, complete=True)
 
 
-def finish(live: _Live, store: RunStore | None, rec: RunRecord, after: dict[str, Any]) -> None:
+def finish(live: _Live, store: RunStore | None, rec: RunRecord | None, after: dict[str, Any]) -> None:
     """A served run's drift check after it: checkpointed, then its drift-corrected prediction."""
+    if rec is None:
+        return
     rec.after = after
     if store is not None:
         store.save_after(rec)
