@@ -4,7 +4,9 @@ Live: ``specplan validate SCENARIO [--loads 0.3,0.6,0.85] [--candidates baseline
 [--requests N] [--out DIR]`` serves one open-loop arrival schedule per load for real (the
 profile's target model on this machine, ``profiler/serving.py``) and simulates the same
 requests with the profile, then prints the error table and writes it (Parquet, CSV, JSON) and
-plots (HTML) to ``--out``. torch is imported only here, on this path.
+plots (HTML) to ``--out``. torch is imported only here, on this path. Every finished real run
+is checkpointed in ``--out``/checkpoints/ as it finishes; after an interruption (Ctrl-C, kill -9)
+the same command with ``--resume`` serves only the runs that had not finished.
 
 vLLM: ``specplan validate --vllm-results FILE [--scenario S] [--profile P]`` compares a
 `vllm bench serve --save-result --save-detailed` run with a simulation of the same load.
@@ -41,7 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", metavar="A,B", help="candidates to validate (default: baseline and the "
                         "scenario's first speculative candidate)")
     parser.add_argument("--requests", default="60", metavar="N", help="requests per load point (default 60)")
-    parser.add_argument("--out", default="validate-out", metavar="DIR", help="output folder (default validate-out)")
+    parser.add_argument("--out", default="validate-out", metavar="DIR", help="output folder (default validate-out); "
+                        "every finished real run is checkpointed in DIR/checkpoints/ as it finishes")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the real runs an interrupted validation with the same arguments checkpointed "
+                             "in DIR/checkpoints/ (--sim-reps, --reps and --drift-correct may change)")
     parser.add_argument("--seed", default="0", metavar="N", help="seed of the arrival schedule (default 0)")
     parser.add_argument("--drift-correct", action="store_true",
                         help="predict each real run with the profile's step times × the machine's speed "
@@ -177,8 +183,14 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
                        seed=seed, sim_reps=sim_reps, real_reps=real_reps, model=args.model, device=args.device,
                        threads=threads, max_wall_s=max_wall, command=command,
                        notes=(layout_note,) if layout_note else (), drift_correct=args.drift_correct,
-                       idle_probes=not args.no_idle_probes)
-    res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
+                       idle_probes=not args.no_idle_probes, checkpoints=out / "checkpoints",
+                       resume=args.resume)
+    try:
+        res = run_live(v, say=_say, on_progress=lambda r: _write(out, r.table, r.frames, r.header, r.meta))
+    except KeyboardInterrupt:
+        _say(f"interrupted: the finished real runs are kept in {out / 'checkpoints'}; the same command "
+             "with --resume serves only the rest")
+        raise
     _write(out, res.table, res.frames, res.header, res.meta)
     _print(args, res.table, res.header, out)
     return 0
