@@ -34,7 +34,7 @@ from sim.model.batch_columns import (
     finish_rows,
     log_gaps,
 )
-from sim.model.step_plan import EMPTY_PLAN, RUNNING, WAITING, StepPlan
+from sim.model.step_plan import EMPTY_PLAN, WAITING, StepPlan
 
 if TYPE_CHECKING:
     from sim.model.scheduler import Scheduler
@@ -165,39 +165,13 @@ def schedule_columns(sched: Scheduler, now: float, k: int) -> StepPlan | None:
         prefill_rows.append(r)
         pf_tokens += m
         pf_ctx += m * int(comp[r])
-    waiting = sched.waiting
-    max_seqs = cfg.max_num_seqs
-    admitted = []
-    while not preempted and waiting and budget > 0 and len(running) < max_seqs:
-        req = waiting[0]
-        remaining_w = req.prompt_tokens + req.generated
-        if remaining_w <= budget:
-            m = remaining_w
-        elif cfg.chunked_prefill:
-            m = budget
-        elif not running and not prefill and budget == cfg.max_num_batched_tokens:
-            m = remaining_w  # a recompute larger than the budget, chunking off: it runs alone
-        else:
-            break
-        need_w = -(-m // bs)
-        if need_w > free:
-            break
-        waiting.popleft()
-        sched.queue_log.extend((now, -1.0))
-        free -= need_w
-        req.blocks = need_w
-        req.status = RUNNING
-        if not req.ever_scheduled:
-            req.ever_scheduled = True
-            req.scheduled_s = now
-        prefill_rows.append(len(running))
-        running.append(req)
-        admitted.append(req)
-        prefill.append((req, m))
-        pf_tokens += m
-        budget -= m if m <= budget else budget
-    if admitted:
-        cols.load(admitted)
+    if not preempted:
+        first = len(running)
+        budget, free, added, admitted = sched.admit_waiting(now, budget, free, prefill)
+        pf_tokens += added
+        prefill_rows.extend(range(first, first + len(admitted)))
+        if admitted:
+            cols.load(admitted)
     sched.free_blocks = free
     if not nd and not prefill:
         return EMPTY_PLAN

@@ -253,36 +253,8 @@ class Scheduler:
                 self.waiting.appendleft(victim)
                 self.queue_log.extend((now, 1.0))
         else:
-            waiting = self.waiting
-            max_seqs = cfg.max_num_seqs
-            while waiting and budget > 0 and len(running) < max_seqs:
-                req = waiting[0]
-                remaining = req.prompt_tokens + req.generated
-                if remaining <= budget:
-                    n = remaining
-                elif cfg.chunked_prefill:
-                    n = budget
-                elif not running and not prefill and budget == cfg.max_num_batched_tokens:
-                    # a recompute (prompt + generated) larger than the budget, chunking off:
-                    # it runs alone in one step rather than never
-                    n = remaining
-                else:
-                    break
-                need = -(-n // bs)
-                if need > free:
-                    break
-                waiting.popleft()
-                self.queue_log.extend((now, -1.0))
-                free -= need
-                req.blocks = need
-                req.status = RUNNING
-                if not req.ever_scheduled:
-                    req.ever_scheduled = True
-                    req.scheduled_s = now
-                running.append(req)
-                prefill.append((req, n))
-                pf_tokens += n
-                budget -= n if n <= budget else budget
+            budget, free, added, _ = self.admit_waiting(now, budget, free, prefill)
+            pf_tokens += added
         self.free_blocks = free
         if not decode and not prefill:
             return EMPTY_PLAN
@@ -300,6 +272,49 @@ class Scheduler:
             float(round(ctx_max / bs) * bs) if nd else 0.0,
             () if all_draft or not k else tuple(drafting),
         )
+
+    def admit_waiting(self, now: float, budget: int, free: int,
+                      prefill: list[tuple[Request, int]]) -> tuple[int, int, int, list[Request]]:
+        """Waiting requests, FCFS, into what the running ones left of the step's token budget
+        and free blocks; each admitted one is appended to ``running`` and to ``prefill`` with
+        its chunk. Returns ``(budget, free, prompt tokens added, admitted requests)``."""
+        cfg = self.config
+        bs = cfg.block_size
+        waiting = self.waiting
+        running = self.running
+        max_seqs = cfg.max_num_seqs
+        added = 0
+        admitted: list[Request] = []
+        while waiting and budget > 0 and len(running) < max_seqs:
+            req = waiting[0]
+            remaining = req.prompt_tokens + req.generated
+            if remaining <= budget:
+                n = remaining
+            elif cfg.chunked_prefill:
+                n = budget
+            elif not running and not prefill and budget == cfg.max_num_batched_tokens:
+                # a recompute (prompt + generated) larger than the budget, chunking off:
+                # it runs alone in one step rather than never
+                n = remaining
+            else:
+                break
+            need = -(-n // bs)
+            if need > free:
+                break
+            waiting.popleft()
+            self.queue_log.extend((now, -1.0))
+            free -= need
+            req.blocks = need
+            req.status = RUNNING
+            if not req.ever_scheduled:
+                req.ever_scheduled = True
+                req.scheduled_s = now
+            running.append(req)
+            admitted.append(req)
+            prefill.append((req, n))
+            added += n
+            budget -= n if n <= budget else budget
+        return budget, free, added, admitted
 
     # ------------------------------------------------------------------ applying
     def update(
