@@ -8,15 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.lengths import LengthDist
-from sim.contracts.scenario import (
-    Candidate,
-    Scenario,
-    dumps_toml,
-    load_scenario,
-    resolve_path,
-)
+from sim.contracts.scenario import Scenario, load_scenario
+from sim.contracts.scenario_fields import resolve_path
+from sim.contracts.toml_writer import dumps_toml
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
