@@ -380,7 +380,7 @@ def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: di
         write_profile(args.out, base)
         print(f"wrote {args.out}: {args.profile} with {args.action} acceptance for {name}")
         return 0
-    from sim.contracts.profile import PROPOSER_KINDS
+    from sim.contracts.profile_identity import PROPOSER_KINDS
 
     if ident["kind"] not in PROPOSER_KINDS:
         raise SpecplanError(f"--proposer-kind {ident['kind']!r}: expected one of {', '.join(PROPOSER_KINDS)}")

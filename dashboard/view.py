@@ -27,7 +27,8 @@ from dashboard.colors import candidate_colors
 from dashboard.html_report import ReportContent
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey, Profile
+from sim.contracts.profile import Profile
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.contracts.scenario import Scenario
 from sim.decisions.breakeven import BreakevenRow, acceptance_length_rates, breakeven_from_profile
 from sim.decisions.rules import decision_table, decisions_frame

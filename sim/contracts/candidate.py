@@ -11,6 +11,7 @@ from sim.contracts.scenario_fields import NAME_RE
 Speculation = Literal["on", "off"]
 PolicyName = Literal["fixed", "off_above_batch", "k_by_batch", "adaptive"]
 
+
 @dataclass(frozen=True, slots=True)
 class AdaptiveConfig:
     """Hysteresis on the mean decode batch: speculate when it is small, stop when it is large."""

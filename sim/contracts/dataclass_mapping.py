@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, join_path
 
 _INTERNAL = {"internal": True}
 
@@ -43,11 +43,6 @@ def type_hints(cls: type) -> dict[str, Any]:
 def public_fields(cls: type) -> list[dataclasses.Field]:
     """The fields a TOML table may set (loader-internal ones left out)."""
     return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
-
-
-def join_path(path: str, key: str) -> str:
-    """``path.key``, or ``key`` at the top level."""
-    return f"{path}.{key}" if path else key
 
 
 def _describe(value: object) -> str:

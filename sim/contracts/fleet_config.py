@@ -16,6 +16,7 @@ OnRestart = Literal["reroute", "drop"]
 Fallback = Literal["baseline", "same"]
 KvLayout = Literal["paged", "padded"]
 
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """Per-replica engine limits, in vLLM's terms."""

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.contracts.dataclass_mapping import join_path, public_fields, type_hints
-from sim.contracts.errors import SpecplanError
+from sim.contracts.dataclass_mapping import public_fields, type_hints
+from sim.contracts.errors import SpecplanError, join_path
 
 _SEG_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]+)\])?")
 

@@ -18,6 +18,7 @@ from sim.contracts.scenario_fields import NAME_RE, looked_in, resolve_path
 ArrivalName = Literal["poisson", "gamma", "piecewise", "trace"]
 PiecewiseShape = Literal["step", "linear", "daily"]
 
+
 @dataclass(frozen=True, slots=True)
 class PiecewiseConfig:
     """A time-varying arrival rate given by points (time, rate)."""

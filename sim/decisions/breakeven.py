@@ -17,7 +17,8 @@ from typing import Any
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.grid import GridInterpolator
-from sim.contracts.profile import AcceptanceKey, Profile
+from sim.contracts.profile import Profile
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.model.acceptance import match_segment
 
 
