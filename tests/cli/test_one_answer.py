@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from cli.main import main
-from dashboard.callbacks import run_view
 from dashboard.files import Roots
 from dashboard.html_report import render_report
+from dashboard.page_run import run_view
 from dashboard.view import compute_view, report_content, view_figures
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile_dict
