@@ -28,10 +28,10 @@ from dashboard.files import (
     profile_name_of,
 )
 from dashboard.html_report import ReportContent, decision_rows, render_report
+from dashboard.run_cache import RunCache
 from dashboard.view import (
     FIGURE_IDS,
     FIGURES,
-    RunCache,
     compute_view,
     key_numbers,
     report_content,
