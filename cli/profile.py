@@ -164,7 +164,8 @@ def _set_threads(threads: int | None) -> None:
 
 def _run_measure(args: argparse.Namespace) -> int:
     from profiler.profile_io import check_writable
-    from profiler.run import ProfileRequest, ProposerRequest, run_profile
+    from profiler.profile_request import ProfileRequest, ProposerRequest
+    from profiler.run import run_profile
 
     if not args.target:
         raise SpecplanError("profile: --target SPEC is required (e.g. --target smollm2)")
