@@ -148,7 +148,7 @@ def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], time
     import hashlib
     from pathlib import Path
 
-    from sim.decisions.sweep import content_digest
+    from sim.decisions.sweep_grid import content_digest
 
     origin = getattr(profile, "origin", None) if profile is not None else None
     if origin is None and sc.profile_path is not None:
