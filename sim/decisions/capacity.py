@@ -76,12 +76,7 @@ def plan_capacity(
     if not target > 0:
         raise SpecplanError(f"--target-rate: must be > 0 req/s, got {target}")
     seeds = tuple(int(s) for s in (seeds if seeds is not None else scenario.run.seeds))
-    names = [c.name for c in scenario.candidates]
-    chosen = list(candidates) if candidates else names
-    for c in chosen:
-        if c not in names:
-            raise SpecplanError(f"--candidates: unknown candidate {c!r}; the scenario has "
-                                f"{', '.join(names)}")
+    chosen = _chosen(scenario, candidates)
     if not scenario.run.drain:
         # an undrained run drops its backlog unseen; capacity must see it
         scenario = scenario.with_overrides({"run.drain": True})
@@ -121,6 +116,17 @@ def plan_capacity(
         price_source=_price_source(scenario.fleet),
         gpus_per_replica=scenario.fleet.gpus_per_replica,
     )
+
+
+def _chosen(scenario: Any, candidates: Sequence[str] | None) -> list[str]:
+    """The candidates to plan (all by default), each checked against the scenario's."""
+    names = [c.name for c in scenario.candidates]
+    chosen = list(candidates) if candidates else names
+    for c in chosen:
+        if c not in names:
+            raise SpecplanError(f"--candidates: unknown candidate {c!r}; the scenario has "
+                                f"{', '.join(names)}")
+    return chosen
 
 
 @dataclass(frozen=True)
