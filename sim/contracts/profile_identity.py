@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from sim.contracts.errors import join_path
-from sim.contracts.json_reader import JsonReader, json_type
+from sim.contracts.json_reader import JsonReader, json_type, names_or_none
 
 Method = Literal["measured", "estimated", "imported", "published", "assumed"]
 METHODS: tuple[str, ...] = ("measured", "estimated", "imported", "published", "assumed")
@@ -206,6 +206,20 @@ class IdentityReader(JsonReader):
                 model = self.model(spec["model"], join_path(p, "model"))
                 out[name] = ProposerIdentity(name, kind, model=model, note=self._note(spec, p))
         return out
+
+    def proposer_entries(self, v: Mapping[str, Any], path: str,
+                         proposers: Mapping[str, ProposerIdentity]) -> Iterator[tuple[str, str, Any]]:
+        """(name, JSON path, spec) of each entry of a section's ``proposers`` object, every name
+        one of the profile's proposers (checked as each entry is reached)."""
+        pp = join_path(path, "proposers")
+        praw = v.get("proposers", {})
+        if not isinstance(praw, dict):
+            raise self.fail(pp, f"expected an object, got {json_type(praw)}")
+        for name, spec in praw.items():
+            p = join_path(pp, name)
+            if name not in proposers:
+                raise self.fail(p, f"unknown proposer (profile proposers: {names_or_none(proposers)})")
+            yield name, p, spec
 
     def _note(self, spec: dict, path: str) -> str | None:
         return self.str_(spec.get("note"), join_path(path, "note"), nullable=True)

@@ -59,14 +59,7 @@ class MemoryReader(IdentityReader):
         )
         prov = self.provenance(v["provenance"], join_path(path, "provenance"))
         pm: dict[str, ProposerMemory] = {}
-        pp = join_path(path, "proposers")
-        praw = v.get("proposers", {})
-        if not isinstance(praw, dict):
-            raise self.fail(pp, f"expected an object, got {json_type(praw)}")
-        for name, spec in praw.items():
-            p = join_path(pp, name)
-            if name not in proposers:
-                raise self.fail(p, f"unknown proposer (profile proposers: {names_or_none(proposers)})")
+        for name, p, spec in self.proposer_entries(v, path, proposers):
             spec = self.obj(spec, p, ("weight_bytes", "kv_bytes_per_token", "activation_peak_bytes"))
             pm[name] = ProposerMemory(**{k: self.int_(spec[k], join_path(p, k)) for k in spec if not k.startswith("x-")})
         rows = []

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from sim.contracts.errors import join_path
-from sim.contracts.json_reader import index_suffix, json_type, names_or_none
+from sim.contracts.json_reader import index_suffix, json_type
 from sim.contracts.profile_identity import IdentityReader, ProposerIdentity, Provenance
 from sim.contracts.timing_extras import (
     FusedTiming,
@@ -118,14 +118,7 @@ class TimingReader(IdentityReader):
         tf = self.grid(v["target_forward"], join_path(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], join_path(path, "target_prefill"), TARGET_PREFILL_AXES)
         ptimes: dict[str, ProposerTiming] = {}
-        pp = join_path(path, "proposers")
-        praw = v.get("proposers", {})
-        if not isinstance(praw, dict):
-            raise self.fail(pp, f"expected an object, got {json_type(praw)}")
-        for name, spec in praw.items():
-            p = join_path(pp, name)
-            if name not in proposers:
-                raise self.fail(p, f"unknown proposer (profile proposers: {names_or_none(proposers)})")
+        for name, p, spec in self.proposer_entries(v, path, proposers):
             spec = self.obj(spec, p, ("draft", "overhead"), ("prefill", "overhead_provenance"))
             prefill, oprov = parse_proposer_extras(self, spec, p)
             ptimes[name] = ProposerTiming(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -166,6 +166,22 @@ def _first_error(errors: list[tuple[Mapping[str, Any], BaseException]]) -> None:
     raise RuntimeError(f"sweep cell {_describe(cell)} failed{more}: {exc!r}") from exc
 
 
+def _gather(done: Iterable[Any], futs: Mapping[Any, tuple[str, Mapping[str, Any]]],
+            store: Callable[[str, Mapping[str, Any], pl.DataFrame], None],
+            errors: list[tuple[Mapping[str, Any], BaseException]], *, release: bool = False) -> None:
+    """Store each finished cell as it completes (either engine's futures); keep its error
+    instead when it failed, so every other cell is still kept."""
+    for fut in done:
+        key, cell = futs[fut]
+        try:
+            df = fut.result()
+        except Exception as exc:
+            errors.append((cell, exc))
+            continue
+        store(key, cell, df)
+        if release:
+            fut.release()
+
 def _run_process_pool(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: Any,
                       workers: int, store: Callable[..., None]) -> None:
     import multiprocessing as mp
@@ -176,14 +192,7 @@ def _run_process_pool(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, pay
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(payload,)) as pool:
         futs = {pool.submit(_call_with_worker_payload, fn, cell): (key, cell) for key, cell in todo}
-        for fut in as_completed(futs):
-            key, cell = futs[fut]
-            try:
-                df = fut.result()
-            except Exception as exc:
-                errors.append((cell, exc))
-                continue
-            store(key, cell, df)
+        _gather(as_completed(futs), futs, store, errors)
     _first_error(errors)
 
 
@@ -217,15 +226,7 @@ def _run_dask(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: An
         for key, cell in todo:
             f = client.submit(fn, shared, dict(cell), key=f"specplan-cell-{key}", pure=False)
             futs[f] = (key, cell)
-        for fut in as_completed(list(futs)):
-            key, cell = futs[fut]
-            try:
-                df = fut.result()
-            except Exception as exc:
-                errors.append((cell, exc))
-                continue
-            store(key, cell, df)
-            fut.release()
+        _gather(as_completed(list(futs)), futs, store, errors, release=True)
     finally:
         client.close()
         if local is not None:
