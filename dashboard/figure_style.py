@@ -34,7 +34,7 @@ _TEMPLATE = "plotly_white"
 
 
 def style_figure(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 420,
-           subtitle: str | None = None) -> go.Figure:
+                 subtitle: str | None = None) -> go.Figure:
     """Title (and subtitle), axis titles, the template and the legend below the plot."""
     text = title if not subtitle else f"{title}<br><sup>{subtitle}</sup>"
     fig.update_layout(

@@ -132,12 +132,8 @@ def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure
                              line={"color": "#aaaaaa", "dash": "dot", "width": 1}, hoverinfo="skip"))
     for cand in candidate_order(sweep, colors):
         rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
-        fig.add_trace(go.Scatter(
-            x=rows.get_column("offered_rate").to_list(), y=rows.get_column("request_goodput").to_list(),
-            mode="lines+markers", name=cand, legendgroup=cand,
-            line={"color": color_for(colors, cand), "width": 2},
-            hovertemplate=f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>",
-        ))
+        _load_line(fig, rows, cand, colors, rows.get_column("request_goodput").to_list(),
+                   f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>")
     return fig
 
 
@@ -149,21 +145,27 @@ def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1
     """
     fig = go.Figure()
     style_figure(fig, "Cost per SLO-conformant answer vs offered load", LOAD_AXIS,
-           f"cost (USD per {per:,} good answers)")
+                 f"cost (USD per {per:,} good answers)")
     col = "cost_per_good_answer_usd"
     if sweep.height == 0 or col not in sweep.columns:
         return no_data(fig, "no load points yet")
     for cand in candidate_order(sweep, colors):
         rows = (sweep.filter(pl.col("candidate") == cand)
                 .filter(pl.col(col).is_not_null() & pl.col(col).is_finite()).sort("offered_rate"))
-        fig.add_trace(go.Scatter(
-            x=rows.get_column("offered_rate").to_list(),
-            y=[v * per for v in rows.get_column(col).to_list()],
-            mode="lines+markers", name=cand, legendgroup=cand,
-            line={"color": color_for(colors, cand), "width": 2},
-            hovertemplate=f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>",
-        ))
+        _load_line(fig, rows, cand, colors, [v * per for v in rows.get_column(col).to_list()],
+                   f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>")
     return fig
+
+
+def _load_line(fig: go.Figure, rows: pl.DataFrame, cand: str, colors: Mapping[str, str], y: list,
+               hover: str) -> None:
+    """One candidate's line against offered load, in its colour."""
+    fig.add_trace(go.Scatter(
+        x=rows.get_column("offered_rate").to_list(), y=y,
+        mode="lines+markers", name=cand, legendgroup=cand,
+        line={"color": color_for(colors, cand), "width": 2},
+        hovertemplate=hover,
+    ))
 
 
 def latency_cdf(
@@ -223,8 +225,8 @@ def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.F
     key = " ".join(f"{symbols[i % len(symbols)][1]} {seg}" for i, seg in enumerate(segments))
     fig = go.Figure()
     style_figure(fig, "Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
-           "survival rate (share of drafts)",
-           subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
+                 "survival rate (share of drafts)",
+                 subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
     if acc.height == 0:
         return no_data(fig, "no speculative candidate")
     for cand in candidate_order(acc, colors):
@@ -263,7 +265,7 @@ def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> g
     """
     fig = go.Figure()
     style_figure(fig, "Mean acceptance length per segment (simulated)", "workload segment",
-           "tokens per target pass (1 + accepted/drafts)")
+                 "tokens per target pass (1 + accepted/drafts)")
     col = "mean_acceptance_length"
     if summary.height == 0 or col not in summary.columns:
         return no_data(fig, "no speculative candidate")

@@ -82,17 +82,21 @@ class Profile:
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile JSON file; any problem is one ``SpecplanError`` line."""
     p = Path(path)
-    text = read_text(p, "profile")
-    check_nesting(text, p, "JSON", toml=False)
+    return parse_profile_text(read_text(p, "profile"), str(p))
+
+
+def parse_profile_text(text: str, origin: str) -> Profile:
+    """Validate profile JSON text (a file's or an upload's); ``origin`` names it in errors."""
+    check_nesting(text, origin, "JSON", toml=False)
     try:
         data = json.loads(text)
     except RecursionError:
-        raise SpecplanError(f"{p}: JSON nested too deeply to parse") from None
+        raise SpecplanError(f"{origin}: JSON nested too deeply to parse") from None
     except json.JSONDecodeError as exc:
         raise SpecplanError(
-            f"{where(p, line=exc.lineno)}: invalid JSON at column {exc.colno}: {exc.msg}"
+            f"{where(origin, line=exc.lineno)}: invalid JSON at column {exc.colno}: {exc.msg}"
         ) from None
-    return Profile.from_dict(data, str(p))
+    return Profile.from_dict(data, origin)
 
 
 class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader):
