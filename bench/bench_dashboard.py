@@ -1,6 +1,6 @@
 """How long a what-if takes to redraw every chart (target: under 5 s on a 2-core machine).
 
-Measures the run callback's body (``dashboard.callbacks.run_view``) from the control values it
+Measures the run callback's body (``dashboard.page_run.run_view``) from the control values it
 receives to every figure built, on scenarios/default.toml (ten simulated minutes) with the
 interactive defaults (one seed, load points ×0.5, 1, 1.5, 2), changing the arrival rate on
 every repeat so nothing is reused. Prints the median and spread over repeats and how the time
@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dashboard import state as st  # noqa: E402
-from dashboard.callbacks import run_view  # noqa: E402
 from dashboard.files import Roots, load_named_scenario, profile_name_of  # noqa: E402
+from dashboard.page_run import run_view  # noqa: E402
 from dashboard.view import FIGURE_IDS  # noqa: E402
 
 
@@ -104,7 +104,7 @@ def main() -> int:
 def warm_what_ifs(roots: Roots, scenario: str, profile: str, base, load: str, rate: float) -> None:
     """What the dashboard does between what-ifs: finished runs are cached, so a change re-runs only
     the candidates and load points it touches. Times a sequence of typical edits."""
-    from dashboard.callbacks import open_run_cache
+    from dashboard.page_run import open_run_cache
 
     cache = open_run_cache(tempfile.mkdtemp(prefix="bench-dashboard-runs-"))
     controls = dict(st.control_values(base, {}))

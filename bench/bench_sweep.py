@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim.contracts.scenario import Scenario  # noqa: E402
 from sim.contracts.synthetic import synthetic_profile  # noqa: E402
-from sim.decisions.sweep import Vary, sweep  # noqa: E402
+from sim.decisions.sweep import sweep  # noqa: E402
+from sim.decisions.sweep_grid import Vary  # noqa: E402
 
 
 def tiny_scenario(duration_s: float) -> Scenario:

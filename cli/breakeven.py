@@ -14,7 +14,8 @@ import json
 import math
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey, load_profile
+from sim.contracts.profile import load_profile
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.decisions.best_k import best_k_table, format_best_k
 from sim.decisions.breakeven import breakeven_from_numbers, breakeven_from_profile, format_table
 

@@ -71,7 +71,8 @@ def _int_list(name: str, raw: str | None) -> list[int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from sim.contracts.scenario import load_scenario
-    from sim.decisions.capacity import plan_capacity, with_duration
+    from sim.decisions.capacity import plan_capacity
+    from sim.decisions.load_scaling import with_duration
     from sim.results.runner import resolve_profile
 
     scenario = load_scenario(args.scenario)

@@ -164,7 +164,8 @@ def _set_threads(threads: int | None) -> None:
 
 def _run_measure(args: argparse.Namespace) -> int:
     from profiler.profile_io import check_writable
-    from profiler.run import ProfileRequest, ProposerRequest, run_profile
+    from profiler.profile_request import ProfileRequest, ProposerRequest
+    from profiler.run import run_profile
 
     if not args.target:
         raise SpecplanError("profile: --target SPEC is required (e.g. --target smollm2)")
@@ -380,7 +381,7 @@ def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: di
         write_profile(args.out, base)
         print(f"wrote {args.out}: {args.profile} with {args.action} acceptance for {name}")
         return 0
-    from sim.contracts.profile import PROPOSER_KINDS
+    from sim.contracts.profile_identity import PROPOSER_KINDS
 
     if ident["kind"] not in PROPOSER_KINDS:
         raise SpecplanError(f"--proposer-kind {ident['kind']!r}: expected one of {', '.join(PROPOSER_KINDS)}")

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sim.contracts.scenario import load_scenario
-    from sim.decisions.sweep import ENGINES, describe_grid, parse_vary, sweep
+    from sim.decisions.sweep import ENGINES, sweep
+    from sim.decisions.sweep_grid import describe_grid, parse_vary
     from sim.results.runner import resolve_profile
 
     if not args.vary:

@@ -16,73 +16,17 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from dashboard.colors import SLO_COLOR, color_for
-
-LOAD_AXIS = "offered load (requests/s)"
-
-METRIC_LABELS: dict[str, tuple[str, str]] = {
-    # metric -> (long name, short name)
-    "ttft": ("Time to first token", "TTFT"),
-    "tpot": ("Time per output token", "TPOT"),
-    "itl": ("Inter-token latency", "ITL"),
-    "e2el": ("End-to-end latency", "E2E latency"),
-    "pause": ("Longest stream pause", "stream pause"),
-}
-
-STAT_LABELS: dict[str, str] = {"median": "p50", "mean": "mean", "p95": "p95", "p99": "p99", "max": "max"}
-STAT_DASH: dict[str, str] = {"median": "dot", "mean": "dashdot", "p95": "solid", "p99": "dash", "max": "longdash"}
-DEFAULT_STATS: dict[str, tuple[str, ...]] = {
-    "ttft": ("median", "p95", "p99"),
-    "tpot": ("median", "p95", "p99"),
-    "itl": ("median", "p95", "p99"),
-    "e2el": ("median", "p95", "p99"),
-    "pause": ("p95", "p99", "max"),
-}
-
-_TEMPLATE = "plotly_white"
-
-
-def _style(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 420,
-           subtitle: str | None = None) -> go.Figure:
-    text = title if not subtitle else f"{title}<br><sup>{subtitle}</sup>"
-    fig.update_layout(
-        template=_TEMPLATE,
-        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-        height=height,
-        margin={"l": 64, "r": 20, "t": 64 if subtitle else 48, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0,
-                "font": {"size": 11}},
-        hovermode="closest",
-    )
-    fig.update_xaxes(title_text=x_title, showline=True, linecolor="#888", zeroline=False)
-    fig.update_yaxes(title_text=y_title, showline=True, linecolor="#888", zeroline=False)
-    return fig
-
-
-def _no_data(fig: go.Figure, why: str) -> go.Figure:
-    fig.add_annotation(text=why, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
-                       font={"size": 14, "color": "#777"})
-    return fig
-
-
-def _order(frame: pl.DataFrame, colors: Mapping[str, str]) -> list[str]:
-    """Candidates in colour-map (scenario) order, then any others in frame order."""
-    present = list(dict.fromkeys(frame.get_column("candidate").to_list())) if frame.height else []
-    known = [c for c in colors if c in present]
-    return known + [c for c in present if c not in colors]
-
-
-def add_slo_line(fig: go.Figure, slo_ms: float | None, label: str, *, row: int | None = None,
-                 col: int | None = None) -> go.Figure:
-    """Draw an SLO limit as a horizontal red dotted line with its value written on it."""
-    if slo_ms is None:
-        return fig
-    kwargs = {} if row is None else {"row": row, "col": col}
-    fig.add_hline(
-        y=float(slo_ms), line_dash="dot", line_color=SLO_COLOR, line_width=2,
-        annotation_text=f"SLO {label} {slo_ms:g} ms", annotation_position="top left",
-        annotation_font_color=SLO_COLOR, **kwargs,
-    )
-    return fig
+from dashboard.figure_style import (
+    DEFAULT_STATS,
+    LOAD_AXIS,
+    METRIC_LABELS,
+    STAT_DASH,
+    STAT_LABELS,
+    add_slo_line,
+    candidate_order,
+    no_data,
+    style_figure,
+)
 
 
 def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline") -> dict[str, float | None]:
@@ -137,11 +81,11 @@ def latency_vs_load(
     styles = {"dot": "dotted", "solid": "solid", "dash": "dashed", "longdash": "long dashes", "dashdot": "dash-dot"}
     key = " · ".join(f"{styles[STAT_DASH[st]]} {STAT_LABELS[st]}" for st in stats)
     fig = go.Figure()
-    _style(fig, f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
+    style_figure(fig, f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
     cols = [f"{metric}_ms_{s}" for s in stats]
     if sweep.height == 0 or not any(c in sweep.columns for c in cols):
-        return _no_data(fig, "no load points yet")
-    for cand in _order(sweep, colors):
+        return no_data(fig, "no load points yet")
+    for cand in candidate_order(sweep, colors):
         rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
         # one legend entry per candidate (clicking it hides all its percentiles)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=cand, legendgroup=cand,
@@ -180,20 +124,16 @@ def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure
     ``sweep`` columns: ``candidate``, ``offered_rate``, ``request_goodput`` (req/s).
     """
     fig = go.Figure()
-    _style(fig, "Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
+    style_figure(fig, "Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
     if sweep.height == 0 or "request_goodput" not in sweep.columns:
-        return _no_data(fig, "no load points yet")
+        return no_data(fig, "no load points yet")
     rates = sorted(set(sweep.get_column("offered_rate").to_list()))
     fig.add_trace(go.Scatter(x=rates, y=rates, mode="lines", name="offered load",
                              line={"color": "#aaaaaa", "dash": "dot", "width": 1}, hoverinfo="skip"))
-    for cand in _order(sweep, colors):
+    for cand in candidate_order(sweep, colors):
         rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
-        fig.add_trace(go.Scatter(
-            x=rows.get_column("offered_rate").to_list(), y=rows.get_column("request_goodput").to_list(),
-            mode="lines+markers", name=cand, legendgroup=cand,
-            line={"color": color_for(colors, cand), "width": 2},
-            hovertemplate=f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>",
-        ))
+        _load_line(fig, rows, cand, colors, rows.get_column("request_goodput").to_list(),
+                   f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>")
     return fig
 
 
@@ -204,22 +144,28 @@ def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1
     points with no good answer (cost undefined) are left out rather than drawn as infinity.
     """
     fig = go.Figure()
-    _style(fig, "Cost per SLO-conformant answer vs offered load", LOAD_AXIS,
-           f"cost (USD per {per:,} good answers)")
+    style_figure(fig, "Cost per SLO-conformant answer vs offered load", LOAD_AXIS,
+                 f"cost (USD per {per:,} good answers)")
     col = "cost_per_good_answer_usd"
     if sweep.height == 0 or col not in sweep.columns:
-        return _no_data(fig, "no load points yet")
-    for cand in _order(sweep, colors):
+        return no_data(fig, "no load points yet")
+    for cand in candidate_order(sweep, colors):
         rows = (sweep.filter(pl.col("candidate") == cand)
                 .filter(pl.col(col).is_not_null() & pl.col(col).is_finite()).sort("offered_rate"))
-        fig.add_trace(go.Scatter(
-            x=rows.get_column("offered_rate").to_list(),
-            y=[v * per for v in rows.get_column(col).to_list()],
-            mode="lines+markers", name=cand, legendgroup=cand,
-            line={"color": color_for(colors, cand), "width": 2},
-            hovertemplate=f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>",
-        ))
+        _load_line(fig, rows, cand, colors, [v * per for v in rows.get_column(col).to_list()],
+                   f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>")
     return fig
+
+
+def _load_line(fig: go.Figure, rows: pl.DataFrame, cand: str, colors: Mapping[str, str], y: list,
+               hover: str) -> None:
+    """One candidate's line against offered load, in its colour."""
+    fig.add_trace(go.Scatter(
+        x=rows.get_column("offered_rate").to_list(), y=y,
+        mode="lines+markers", name=cand, legendgroup=cand,
+        line={"color": color_for(colors, cand), "width": 2},
+        hovertemplate=hover,
+    ))
 
 
 def latency_cdf(
@@ -238,10 +184,10 @@ def latency_cdf(
     """
     long, short = METRIC_LABELS[metric]
     fig = go.Figure()
-    _style(fig, f"{long}: distribution over requests", f"{short} (ms)", "fraction of requests ≤ x")
+    style_figure(fig, f"{long}: distribution over requests", f"{short} (ms)", "fraction of requests ≤ x")
     if values.height == 0:
-        return _no_data(fig, "no completed requests")
-    for cand in _order(values, colors):
+        return no_data(fig, "no completed requests")
+    for cand in candidate_order(values, colors):
         v = values.filter(pl.col("candidate") == cand).get_column("value_ms").drop_nulls().sort()
         n = v.len()
         if n == 0:
@@ -278,12 +224,12 @@ def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.F
     segments = list(dict.fromkeys(acc.get_column("segment").to_list())) if acc.height else []
     key = " ".join(f"{symbols[i % len(symbols)][1]} {seg}" for i, seg in enumerate(segments))
     fig = go.Figure()
-    _style(fig, "Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
-           "survival rate (share of drafts)",
-           subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
+    style_figure(fig, "Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
+                 "survival rate (share of drafts)",
+                 subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
     if acc.height == 0:
-        return _no_data(fig, "no speculative candidate")
-    for cand in _order(acc, colors):
+        return no_data(fig, "no speculative candidate")
+    for cand in candidate_order(acc, colors):
         rows = acc.filter(pl.col("candidate") == cand)
         methods = sorted(set(rows.get_column("method").to_list()))
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", legendgroup=cand,
@@ -318,13 +264,13 @@ def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> g
     (null) are skipped.
     """
     fig = go.Figure()
-    _style(fig, "Mean acceptance length per segment (simulated)", "workload segment",
-           "tokens per target pass (1 + accepted/drafts)")
+    style_figure(fig, "Mean acceptance length per segment (simulated)", "workload segment",
+                 "tokens per target pass (1 + accepted/drafts)")
     col = "mean_acceptance_length"
     if summary.height == 0 or col not in summary.columns:
-        return _no_data(fig, "no speculative candidate")
+        return no_data(fig, "no speculative candidate")
     rows_all = summary.filter(pl.col(col).is_not_null() & pl.col(col).is_finite())
-    for cand in _order(rows_all, colors):
+    for cand in candidate_order(rows_all, colors):
         r = rows_all.filter(pl.col("candidate") == cand)
         if r.height == 0 or cand == "baseline":
             continue
@@ -340,7 +286,7 @@ def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> g
         ))
     fig.update_layout(barmode="group")
     if not fig.data:
-        return _no_data(fig, "no speculative candidate drafted")
+        return no_data(fig, "no speculative candidate drafted")
     return fig
 
 
@@ -355,15 +301,15 @@ def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "step parts: dotted D(k) draft · solid V(k) verify · dashed H(k) overhead",
         "time per committed token (D+V+H)/M(k)"))
-    _style(fig, "Break-even of speculation vs k (from the profile)", "", "", height=440)
+    style_figure(fig, "Break-even of speculation vs k (from the profile)", "", "", height=440)
     fig.update_annotations(font_size=12)
     fig.update_xaxes(title_text="draft length k (tokens)", dtick=1)
     fig.update_yaxes(title_text="time per step (ms)", row=1, col=1)
     fig.update_yaxes(title_text="time per committed token (ms)", row=1, col=2)
     if be.height == 0:
-        return _no_data(fig, "no speculative candidate")
+        return no_data(fig, "no speculative candidate")
     dashes = {"draft_ms": ("D(k)", "dot"), "verify_ms": ("V(k)", "solid"), "overhead_ms": ("H(k)", "dash")}
-    for cand in _order(be, colors):
+    for cand in candidate_order(be, colors):
         r = be.filter(pl.col("candidate") == cand).sort("k")
         ks = r.get_column("k").to_list()
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=cand, legendgroup=cand,
@@ -393,51 +339,20 @@ def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
     return fig
 
 
-def levels_over_time(steps: pl.DataFrame, bin_s: float) -> pl.DataFrame:
-    """Bin the steps frame into time-weighted KV use and queue length per candidate.
-
-    Input columns: ``candidate``, ``replica``, ``t_start_s``, ``duration_s``, ``queue_len``,
-    ``kv_used_blocks``, ``kv_total_blocks`` (one seed). Within a bin each replica's levels are
-    weighted by step duration (levels hold for a step's duration); queue lengths are summed over
-    replicas and KV use is the fleet's used blocks over its total. Output: ``candidate``,
-    ``t_s`` (bin start), ``kv_use`` (fraction), ``queue_len``.
-    """
-    if steps.height == 0:
-        return pl.DataFrame(schema={"candidate": pl.String, "t_s": pl.Float64, "kv_use": pl.Float64,
-                                    "queue_len": pl.Float64})
-    w = pl.col("duration_s").clip(lower_bound=1e-12)
-    per_replica = (
-        steps.with_columns((pl.col("t_start_s") / bin_s).floor().alias("_bin"))
-        .group_by("candidate", "replica", "_bin")
-        .agg(
-            ((pl.col("queue_len") * w).sum() / w.sum()).alias("queue_len"),
-            ((pl.col("kv_used_blocks") * w).sum() / w.sum()).alias("kv_used"),
-            pl.col("kv_total_blocks").max().alias("kv_total"),
-        )
-    )
-    return (
-        per_replica.group_by("candidate", "_bin")
-        .agg(pl.col("queue_len").sum(), (pl.col("kv_used").sum() / pl.col("kv_total").sum()).alias("kv_use"))
-        .with_columns((pl.col("_bin") * bin_s).alias("t_s"))
-        .select("candidate", "t_s", "kv_use", "queue_len")
-        .sort("candidate", "t_s")
-    )
-
-
 def kv_queue_over_time(levels: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
     """KV cache use and waiting-queue length over simulated time, one line per candidate.
 
-    ``levels`` is :func:`levels_over_time`'s output.
+    ``levels`` is :func:`dashboard.chart_frames.levels_over_time`'s output.
     """
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("KV cache in use", "requests waiting in the queue"))
-    _style(fig, "KV use and queue length over time", "", "", height=520)
+    style_figure(fig, "KV use and queue length over time", "", "", height=520)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
     fig.update_yaxes(title_text="KV blocks in use (fraction)", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(title_text="waiting requests", row=2, col=1)
     if levels.height == 0:
-        return _no_data(fig, "no engine steps")
-    for cand in _order(levels, colors):
+        return no_data(fig, "no engine steps")
+    for cand in candidate_order(levels, colors):
         r = levels.filter(pl.col("candidate") == cand).sort("t_s")
         t = r.get_column("t_s").to_list()
         fig.add_trace(go.Scatter(x=t, y=r.get_column("kv_use").to_list(), mode="lines", name=cand,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.input_limits import check_nesting
-from sim.contracts.profile import Profile, load_profile
+from sim.contracts.profile import Profile, load_profile, parse_profile_text
 from sim.contracts.scenario import Scenario, load_scenario, parse_toml_text
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
@@ -178,12 +176,4 @@ def parse_scenario_upload(text: str, filename: str | None, roots: Roots) -> Scen
 
 def parse_profile_upload(text: str, filename: str | None) -> Profile:
     """Validate an uploaded calibration profile JSON exactly as ``load_profile`` would."""
-    origin = upload_label(filename, "uploaded.json")
-    check_nesting(text, origin, "JSON", toml=False)
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise SpecplanError(f"{origin}: JSON nested too deeply to parse") from None
-    except json.JSONDecodeError as exc:
-        raise SpecplanError(f"{origin}:{exc.lineno}: invalid JSON at column {exc.colno}: {exc.msg}") from None
-    return Profile.from_dict(data, origin)
+    return parse_profile_text(text, upload_label(filename, "uploaded.json"))

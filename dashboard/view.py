@@ -10,31 +10,32 @@ the decision rules (``sim.decisions.rules``), and reshapes their frames for the 
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
 
 from dashboard import figures as fg
+from dashboard.chart_frames import (
+    acceptance_frame,
+    breakeven_frame,
+    latency_values,
+    levels_over_time,
+)
 from dashboard.colors import candidate_colors
 from dashboard.html_report import ReportContent
+from dashboard.run_cache import RunCache, assemble, pack, run_keys
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey, Profile
+from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
-from sim.decisions.breakeven import BreakevenRow, acceptance_length_rates, breakeven_from_profile
 from sim.decisions.rules import decision_table, decisions_frame
-from sim.model.acceptance import AcceptanceModel
 from sim.results import metric_names as mn
-from sim.results.metrics import with_latencies
-from sim.results.runner import ScenarioResult, aggregate, run_scenario
+from sim.results.runner import ScenarioResult, run_scenario
 
 Progress = Callable[[int, int, str], None]
 
@@ -109,60 +110,6 @@ def offered_rate(scenario: Scenario, result: ScenarioResult) -> float:
     return n / scenario.run.measured_s
 
 
-class RunCache(Protocol):
-    """Where finished runs are kept between what-ifs (a ``diskcache.Cache`` or a dict)."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-    def __setitem__(self, key: str, value: Any) -> None: ...
-
-
-def _digest(*parts: object) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str).encode())
-        h.update(b"\0")
-    return h.hexdigest()[:32]
-
-
-def _run_keys(scenario: Scenario, profile_key: str) -> dict[str, str]:
-    """One cache key per candidate: everything that decides its run except the other candidates
-    (runs are independent per candidate: the same seed gives the same workload and draws)."""
-    d = scenario.to_dict()
-    cands = d.pop("candidates", [])
-    base = _digest(d, str(scenario.trace_path), profile_key)
-    return {c.name: f"run:{_digest(base, cd)}" for c, cd in zip(scenario.candidates, cands, strict=True)}
-
-
-def _ipc(frame: pl.DataFrame) -> bytes:
-    buf = io.BytesIO()
-    frame.write_ipc(buf, compression="zstd")
-    return buf.getvalue()
-
-
-def _pack(result: ScenarioResult, name: str) -> tuple[bytes, bytes, bytes, list[str], list[str]]:
-    """One candidate's share of a result: its frames and the provenance/notes lines about it."""
-    def own(frame: pl.DataFrame) -> bytes:
-        return _ipc(frame.filter(pl.col(mn.CANDIDATE) == name))
-
-    others = [c for c in result.candidates if c != name]
-    sources = [ln for ln in result.sources if not any(ln.startswith(f"{o}:") for o in others)]
-    notes = [ln for ln in result.notes if not any(ln.startswith(f"{o} ") or ln.startswith(f"{o}:") for o in others)]
-    return own(result.per_seed), own(result.requests), own(result.steps), sources, notes
-
-
-def _assemble(scenario: Scenario, pieces: Mapping[str, tuple[bytes, bytes, bytes, list[str], list[str]]]) -> ScenarioResult:
-    names = [c.name for c in sorted(scenario.candidates, key=lambda c: not c.is_baseline)]
-    per_seed, requests, steps = ([pl.read_ipc(io.BytesIO(pieces[n][i])) for n in names] for i in range(3))
-    per_seed_df = pl.concat(per_seed, how="vertical")
-    return ScenarioResult(
-        scenario=scenario, summary=aggregate(per_seed_df), per_seed=per_seed_df,
-        requests=pl.concat(requests, how="vertical"), steps=pl.concat(steps, how="vertical"),
-        sources=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][3])),
-        notes=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][4])),
-        candidates=tuple(names), seeds=tuple(scenario.run.seeds),
-    )
-
-
 def compute_view(
     scenario: Scenario,
     profile: Profile,
@@ -184,7 +131,7 @@ def compute_view(
     plan: list[tuple[float, Scenario, dict[str, str], dict[str, Any], list[str]]] = []
     for f in order:
         s = scenario if f == 1.0 else scenario.with_load_scale(f)
-        keys = _run_keys(s, profile_key) if cache is not None and profile_key else {}
+        keys = run_keys(s, profile_key) if cache is not None and profile_key else {}
         hits = {n: cache.get(k) for n, k in keys.items()} if cache is not None else {}
         hits = {n: v for n, v in hits.items() if v is not None}
         missing = [c.name for c in s.candidates if c.name not in hits]
@@ -209,9 +156,9 @@ def compute_view(
         pieces = dict(hits)
         for name in missing:
             assert fresh is not None
-            pieces[name] = _pack(fresh, name)
+            pieces[name] = pack(fresh, name)
             cache[keys[name]] = pieces[name]
-        results[f] = (s, _assemble(s, pieces))
+        results[f] = (s, assemble(s, pieces))
     t_sim = time.perf_counter() - t0
     base_s, base = results[1.0]
     parts = []
@@ -260,100 +207,6 @@ def view_verdict(scenario: Scenario, result: ScenarioResult, sweep: pl.DataFrame
     return tuple(lines)
 
 
-def acceptance_frame(scenario: Scenario, profile: Profile) -> pl.DataFrame:
-    """Survival rate per draft position for every speculative candidate × scenario segment,
-    from the same acceptance models the simulator samples (assumed rates win over the profile).
-
-    Columns: ``candidate``, ``segment``, ``position``, ``rate``, ``method``.
-    """
-    rows = []
-    for c in scenario.speculative:
-        assert c.proposer is not None
-        if c.assumed_acceptance is not None:
-            model = AcceptanceModel.from_assumed(c.assumed_acceptance, scenario.workload.segment_names, c.proposer)
-            method = "assumed"
-        else:
-            keys = {s.name: (s.acceptance.task, s.acceptance.language, s.temperature)
-                    for s in scenario.workload.segments if s.acceptance is not None}
-            model = AcceptanceModel.from_profile(profile, c.proposer, keys)
-            method = profile.acceptance[c.proposer].provenance.method
-        for seg in scenario.workload.segment_names:
-            agg = model.segment(seg).aggregate
-            for pos in range(1, min(len(agg), max(c.max_k, 1)) + 1):
-                rows.append({"candidate": c.name, "segment": seg, "position": pos,
-                             "rate": float(agg[pos - 1]), "method": method})
-    return pl.DataFrame(rows, schema={"candidate": pl.String, "segment": pl.String, "position": pl.Int64,
-                                      "rate": pl.Float64, "method": pl.String})
-
-
-def breakeven_frame(scenario: Scenario, profile: Profile, *, batch: int = 1) -> tuple[pl.DataFrame, str, list[str]]:
-    """D(k), V(k), H(k) and time per committed token for k = 1..max k of each candidate.
-
-    Evaluated at ``batch`` sequences and a context of the largest segment's median prompt
-    length, with that segment's acceptance (or the candidate's assumed rates). Returns the
-    frame, a label saying where it was evaluated, and notes (extrapolations).
-    """
-    seg = max(scenario.workload.segments, key=lambda s: s.share)
-    context = typical_length(seg.prompt_tokens)
-    rows: list[dict[str, object]] = []
-    notes: list[str] = []
-    for c in scenario.speculative:
-        assert c.proposer is not None
-        k_top = max(1, c.max_k)
-        key = None if seg.acceptance is None else AcceptanceKey(seg.acceptance.task, seg.acceptance.language,
-                                                                 seg.temperature)
-        try:
-            if c.assumed_acceptance is not None or key is None:
-                res = breakeven_from_profile(profile, c.proposer, alpha=0.0, batch=batch, context=context,
-                                             k_max=k_top)
-                rates = list(c.assumed_acceptance or [])
-                brs = [BreakevenRow(r.k, r.draft_s, r.verify_s, r.overhead_s,
-                                    acceptance_length_rates(rates, r.k), r.baseline_s) for r in res.rows]
-            else:
-                res = breakeven_from_profile(profile, c.proposer, segment=key, batch=batch, context=context,
-                                             k_max=k_top)
-                brs = list(res.rows)
-        except SpecplanError as exc:
-            notes.append(f"break-even for {c.name} not drawn: {exc}")
-            continue
-        notes += [f"break-even {c.name}: {n}" for n in res.notes]
-        for r in brs:
-            rows.append({"candidate": c.name, "k": r.k, "draft_ms": r.draft_s * 1e3, "verify_ms": r.verify_s * 1e3,
-                         "overhead_ms": r.overhead_s * 1e3, "per_token_ms": r.time_per_token_s * 1e3,
-                         "baseline_ms": r.baseline_s * 1e3})
-    label = f"batch {batch}, context {context:g} tokens, acceptance of segment {seg.name}"
-    frame = pl.DataFrame(rows, schema={"candidate": pl.String, "k": pl.Int64, "draft_ms": pl.Float64,
-                                       "verify_ms": pl.Float64, "overhead_ms": pl.Float64,
-                                       "per_token_ms": pl.Float64, "baseline_ms": pl.Float64})
-    return frame, label, notes
-
-
-def typical_length(d: object) -> float:
-    """A length distribution's middle: the median (lognormal, empirical), the value (fixed) or
-    the midpoint (uniform); 512 tokens when unknown."""
-    kind = getattr(d, "dist", None)
-    if kind == "fixed" and getattr(d, "value", None) is not None:
-        return float(d.value)  # type: ignore[attr-defined]
-    if kind == "lognormal" and getattr(d, "median", None) is not None:
-        return float(d.median)  # type: ignore[attr-defined]
-    if kind == "uniform" and getattr(d, "min", None) is not None and getattr(d, "max", None) is not None:
-        return (d.min + d.max) / 2.0  # type: ignore[attr-defined]
-    vals = getattr(d, "values", None)
-    if kind == "empirical" and vals:
-        v = sorted(vals)
-        return float(v[len(v) // 2])
-    return 512.0
-
-
-def latency_values(result: ScenarioResult, metric: str) -> pl.DataFrame:
-    """Per-request latency in ms of the first seed's measured, completed requests:
-    ``candidate``, ``value_ms`` (latencies as ``sim.results.metrics.with_latencies`` defines them)."""
-    seed = result.seeds[0]
-    req = with_latencies(result.requests.filter((pl.col(mn.SEED) == seed) & pl.col("in_window")))
-    col = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2el_s"}[metric]
-    return req.select(mn.CANDIDATE, (pl.col(col) * 1000.0).alias("value_ms")).drop_nulls()
-
-
 def view_figures(view: View) -> dict[str, go.Figure]:
     """Every chart of the view, keyed by :data:`FIGURE_IDS`."""
     colors = view.colors
@@ -377,7 +230,7 @@ def view_figures(view: View) -> dict[str, go.Figure]:
     be = fg.breakeven_chart(view.breakeven, colors)
     be.update_layout(title_text=f"Break-even of speculation vs k ({view.breakeven_label})")
     out["breakeven"] = be
-    out["levels"] = fg.kv_queue_over_time(fg.levels_over_time(steps, bin_s), colors)
+    out["levels"] = fg.kv_queue_over_time(levels_over_time(steps, bin_s), colors)
     out["levels"].update_layout(title_text=f"KV use and queue length over time (seed {first}, {bin_s:g} s bins)")
     return out
 

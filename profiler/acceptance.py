@@ -253,43 +253,14 @@ def measure_acceptance(
     ``target`` is a LoadedModel (``model``, ``tokenizer``, ``identity``). Prompts are grouped by
     (task, language); the first ``prompts_per_segment`` of each group are used (all when None).
     """
-    if k_max < 1:
-        raise SpecplanError(f"k_max={k_max}: must be at least 1")
-    if max_new_tokens < 1:
-        raise SpecplanError(f"max_new_tokens={max_new_tokens}: must be at least 1")
-    if prompts_per_segment is not None and prompts_per_segment < 1:
-        raise SpecplanError(f"prompts_per_segment={prompts_per_segment}: must be at least 1")
-    temps = [float(t) for t in temperatures]
-    if not temps or any(t < 0 or not math.isfinite(t) for t in temps):
-        raise SpecplanError(f"temperatures={list(temperatures)}: need one or more values >= 0")
-    if len(set(temps)) != len(temps):
-        raise SpecplanError(f"temperatures={temps}: values must be distinct")
-    identity = target.identity
-    if identity.get("source") == "config-only":
-        raise SpecplanError(
-            f"{identity.get('id')}: random weights (config-only) accept nothing real; measure "
-            "acceptance on a real model, or import/publish it"
-        )
+    temps = _checked_temperatures(target, prompts, k_max, temperatures, max_new_tokens, prompts_per_segment)
     tokenizer = target.tokenizer
-    if tokenizer is None:
-        raise SpecplanError(f"{identity.get('id')}: no tokenizer, cannot encode prompts")
-    if not prompts:
-        raise SpecplanError("no prompts to measure acceptance on")
     model = target.model
     groups = by_segment(prompts)
     if prompts_per_segment is not None:
         groups = {key: ps[:prompts_per_segment] for key, ps in groups.items()}
-    max_pos = getattr(model.config, "max_position_embeddings", None)
-    encoded: dict[str, list[int]] = {}
-    for ps in groups.values():
-        for p in ps:
-            ids = encode_prompt(tokenizer, p.prompt)
-            if max_pos and len(ids) + max_new_tokens + k_max + 1 > max_pos:
-                raise SpecplanError(
-                    f"prompt {p.id}: {len(ids)} tokens + {max_new_tokens} new exceed the model's "
-                    f"{max_pos}-token context; shorten it or lower max_new_tokens"
-                )
-            encoded[p.id] = ids
+    encoded = _encoded(groups, tokenizer, getattr(model.config, "max_position_embeddings", None),
+                       max_new_tokens, k_max)
     eos = _eos_ids(tokenizer, model)
     total = len(temps) * sum(len(ps) for ps in groups.values())
     done = 0
@@ -331,6 +302,49 @@ def measure_acceptance(
     }
     check_entry(entry, f"acceptance[{proposer.name}]")
     return entry
+
+
+def _checked_temperatures(target: Any, prompts: Sequence[Prompt], k_max: int, temperatures: Sequence[float],
+                          max_new_tokens: int, prompts_per_segment: int | None) -> list[float]:
+    """The temperatures as floats, after refusing what cannot be measured (one line each)."""
+    if k_max < 1:
+        raise SpecplanError(f"k_max={k_max}: must be at least 1")
+    if max_new_tokens < 1:
+        raise SpecplanError(f"max_new_tokens={max_new_tokens}: must be at least 1")
+    if prompts_per_segment is not None and prompts_per_segment < 1:
+        raise SpecplanError(f"prompts_per_segment={prompts_per_segment}: must be at least 1")
+    temps = [float(t) for t in temperatures]
+    if not temps or any(t < 0 or not math.isfinite(t) for t in temps):
+        raise SpecplanError(f"temperatures={list(temperatures)}: need one or more values >= 0")
+    if len(set(temps)) != len(temps):
+        raise SpecplanError(f"temperatures={temps}: values must be distinct")
+    identity = target.identity
+    if identity.get("source") == "config-only":
+        raise SpecplanError(
+            f"{identity.get('id')}: random weights (config-only) accept nothing real; measure "
+            "acceptance on a real model, or import/publish it"
+        )
+    if target.tokenizer is None:
+        raise SpecplanError(f"{identity.get('id')}: no tokenizer, cannot encode prompts")
+    if not prompts:
+        raise SpecplanError("no prompts to measure acceptance on")
+    return temps
+
+
+def _encoded(groups: dict[Any, list[Prompt]], tokenizer: Any, max_pos: int | None, max_new_tokens: int,
+             k_max: int) -> dict[str, list[int]]:
+    """Token ids of every prompt used, refusing one that would not fit the model's context."""
+    encoded: dict[str, list[int]] = {}
+    for ps in groups.values():
+        for p in ps:
+            ids = encode_prompt(tokenizer, p.prompt)
+            if max_pos and len(ids) + max_new_tokens + k_max + 1 > max_pos:
+                raise SpecplanError(
+                    f"prompt {p.id}: {len(ids)} tokens + {max_new_tokens} new exceed the model's "
+                    f"{max_pos}-token context; shorten it or lower max_new_tokens"
+                )
+            encoded[p.id] = ids
+    return encoded
 
 
 def _counting_note(

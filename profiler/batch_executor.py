@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import DynamicCache
 
-from profiler.timing import crop_to
+from profiler.batch_state import DecodeBatch, SeqState
+from profiler.kv_cache import cache_from, cache_len, crop_to, kv_of
 from sim.model.step_plan import Request, StepPlan
 
 if TYPE_CHECKING:
@@ -23,52 +24,6 @@ compacted. Why: a padded engine's step costs the longest row's width, which is w
 simulator charges for ``kv_layout = "padded"``; holes widen it further (measured on a 2-core
 CPU, batch 6 × 4 tokens: 171 ms at width 180, 306 ms at 370). Compacting is one gather per
 layer, so it pays off once the holes reach about a KV block."""
-
-# ---------------------------------------------------------------------------------------------
-# KV cache helpers
-
-
-def _cache_from(config: Any, kvs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
-    """A DynamicCache holding exactly these per-layer (keys, values), without copying them."""
-    cache = DynamicCache(config=config)
-    if len(cache.layers) != len(kvs):
-        raise RuntimeError(f"cache has {len(cache.layers)} layers, got {len(kvs)} tensors")
-    for layer, (k, v) in zip(cache.layers, kvs, strict=True):
-        layer.lazy_initialization(k, v)
-        layer.keys, layer.values = k, v
-    return cache
-
-
-def _kv_of(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(layer.keys, layer.values) for layer in cache.layers]
-
-
-def _cache_len(cache: DynamicCache | None) -> int:
-    return 0 if cache is None else int(cache.get_seq_length())
-
-
-class _Seq:
-    """Real state of one request: its tokens and its compact (hole-free) KV when not batched."""
-
-    __slots__ = ("spec", "tokens", "cache", "generated", "proposer", "done")
-
-    def __init__(self, spec: ServingRequest, proposer: Any | None) -> None:
-        self.spec = spec
-        self.tokens: list[int] = list(spec.prompt_ids)
-        self.cache: DynamicCache | None = None
-        self.generated: list[int] = []
-        self.proposer = proposer
-        self.done = False
-
-
-class _DecodeBatch:
-    """The left-padded batched KV of the current decode set; rejected drafts are masked holes."""
-
-    def __init__(self, ids: list[int], cache: DynamicCache, mask: torch.Tensor) -> None:
-        self.ids = ids
-        self.row = {rid: i for i, rid in enumerate(ids)}
-        self.cache = cache
-        self.mask = mask  # [b, L] long on the host: 1 = a valid cached token
 
 
 class BatchExecutor:
@@ -85,8 +40,8 @@ class BatchExecutor:
         self.config = model.config
         self.device = device or next(model.parameters()).device
         self.proposer_factory = proposer_factory
-        self.seqs: dict[int, _Seq] = {}
-        self.batch: _DecodeBatch | None = None
+        self.seqs: dict[int, SeqState] = {}
+        self.batch: DecodeBatch | None = None
         self.draft_tokens = 0
         self.proposed_tokens = 0
         self.last_width = 0
@@ -98,7 +53,7 @@ class BatchExecutor:
         proposer = self.proposer_factory() if self.proposer_factory is not None else None
         if proposer is not None:
             proposer.reset()
-        self.seqs[spec.id] = _Seq(spec, proposer)
+        self.seqs[spec.id] = SeqState(spec, proposer)
 
     def release(self, rid: int) -> None:
         """Forget a request's KV (finished, timed out, rejected); keep its tokens."""
@@ -115,7 +70,7 @@ class BatchExecutor:
         b = self.batch
         if b is None:
             return
-        kvs = _kv_of(b.cache)
+        kvs = kv_of(b.cache)
         for rid, i in b.row.items():
             seq = self.seqs.get(rid)
             if seq is None or seq.done:
@@ -123,10 +78,10 @@ class BatchExecutor:
             seq.cache = self._row_cache(b, kvs, i)
         self.batch = None
 
-    def _row_cache(self, b: _DecodeBatch, kvs: list[tuple[torch.Tensor, torch.Tensor]], i: int) -> DynamicCache:
+    def _row_cache(self, b: DecodeBatch, kvs: list[tuple[torch.Tensor, torch.Tensor]], i: int) -> DynamicCache:
         """Row ``i``'s valid columns as its own compact cache (no holes, no padding)."""
         valid = torch.nonzero(b.mask[i], as_tuple=False).flatten().to(self.device)
-        return _cache_from(
+        return cache_from(
             self.config,
             [(k[i : i + 1].index_select(2, valid), v[i : i + 1].index_select(2, valid)) for k, v in kvs],
         )
@@ -135,9 +90,9 @@ class BatchExecutor:
         """``ids``' compact caches as rows right-aligned in ``width`` columns (per-layer KV, mask);
         the batch owns their KV afterwards."""
         seqs = [self.seqs[rid] for rid in ids]
-        lens = [_cache_len(s.cache) for s in seqs]
+        lens = [cache_len(s.cache) for s in seqs]
         b = len(ids)
-        first = _kv_of(seqs[0].cache)  # type: ignore[arg-type]
+        first = kv_of(seqs[0].cache)  # type: ignore[arg-type]
         kvs = []
         for layer, (k0, v0) in enumerate(first):
             shape_k = (b, k0.shape[1], width, k0.shape[3])
@@ -157,9 +112,9 @@ class BatchExecutor:
         return kvs, mask
 
     def _pack(self, ids: list[int]) -> None:
-        width = max(_cache_len(self.seqs[rid].cache) for rid in ids)
+        width = max(cache_len(self.seqs[rid].cache) for rid in ids)
         kvs, mask = self._left_padded(ids, width)
-        self.batch = _DecodeBatch(list(ids), _cache_from(self.config, kvs), mask)
+        self.batch = DecodeBatch(list(ids), cache_from(self.config, kvs), mask)
 
     def _compact(self) -> None:
         """Drop the holes and excess padding: right-align every row's valid columns in place."""
@@ -182,7 +137,7 @@ class BatchExecutor:
             layer.values = v.gather(2, idx[:, None, :, None].expand(rows, v.shape[1], width, v.shape[3]))
         b.mask = mask
 
-    def _ensure_batch(self, ids: list[int]) -> _DecodeBatch:
+    def _ensure_batch(self, ids: list[int]) -> DecodeBatch:
         """The batch of exactly ``ids``, changed in place when the decode set changed.
 
         Why in place: rebuilding the whole batch (every row out to its own cache and back)
@@ -218,7 +173,7 @@ class BatchExecutor:
         b = self.batch
         assert b is not None
         kept = set(keep)
-        kvs = _kv_of(b.cache)
+        kvs = kv_of(b.cache)
         for rid, i in b.row.items():
             seq = self.seqs.get(rid)
             if rid in kept or seq is None or seq.done:
@@ -245,7 +200,7 @@ class BatchExecutor:
                 layer.values[dst].copy_(layer.values[src])
             layer.keys = layer.keys[:n, :, lead:]
             layer.values = layer.values[:n, :, lead:]
-        self.batch = _DecodeBatch(order[:n], b.cache, mask[:, lead:].contiguous())
+        self.batch = DecodeBatch(order[:n], b.cache, mask[:, lead:].contiguous())
 
     def _add_rows(self, ids: list[int]) -> None:
         """Append ``ids``' compact caches as new left-padded rows (widening the batch if needed)."""
@@ -254,7 +209,7 @@ class BatchExecutor:
         b = self.batch
         assert b is not None
         old = b.mask.shape[1]
-        width = max(old, *(_cache_len(self.seqs[rid].cache) for rid in ids))
+        width = max(old, *(cache_len(self.seqs[rid].cache) for rid in ids))
         grow = width - old
         new_kvs, new_mask = self._left_padded(ids, width)
         for layer, (nk, nv) in zip(b.cache.layers, new_kvs, strict=True):
@@ -265,7 +220,7 @@ class BatchExecutor:
             layer.keys = torch.cat([k, nk], dim=0)
             layer.values = torch.cat([v, nv], dim=0)
         mask = torch.cat([torch.nn.functional.pad(b.mask, (grow, 0)), new_mask], dim=0)
-        self.batch = _DecodeBatch([*b.ids, *ids], b.cache, mask)
+        self.batch = DecodeBatch([*b.ids, *ids], b.cache, mask)
 
     # ---------------------------------------------------------------- execution
     @torch.inference_mode()
@@ -275,7 +230,7 @@ class BatchExecutor:
             self._drop_kv(r.id)
         accepted = self._decode(plan) if plan.decode else []
         if plan.prefill:
-            self._prefill(plan.prefill)
+            self.prefill_passes(plan.prefill)
         return accepted
 
     def _drop_kv(self, rid: int) -> None:
@@ -285,7 +240,7 @@ class BatchExecutor:
             self._unpack()
             self.seqs[rid].cache = None
 
-    def _prefill(self, chunks: Sequence[tuple[Request, int]]) -> None:
+    def prefill_passes(self, chunks: Sequence[tuple[Request, int]]) -> None:
         """All of a step's prefill chunks as **one** forward pass, as vLLM packs them.
 
         Why one pass: the profile times ``target_prefill(n, c₀)`` as a single pass over all the
@@ -303,7 +258,7 @@ class BatchExecutor:
             start = r.computed
             if start == 0:
                 seq.cache = None
-            have = _cache_len(seq.cache)
+            have = cache_len(seq.cache)
             if have != start:
                 raise RuntimeError(f"request {r.id}: KV holds {have} tokens, scheduler says {start} computed")
             if len(seq.tokens[start : start + n]) != n:
@@ -318,7 +273,7 @@ class BatchExecutor:
         old = [s for s, st in zip(seqs, starts, strict=True) if st > 0]
         if old:
             layers = len(old[0].cache.layers)  # type: ignore[union-attr]
-            cache = _cache_from(self.config, [
+            cache = cache_from(self.config, [
                 (torch.cat([s.cache.layers[i].keys for s in old], dim=2),  # type: ignore[union-attr]
                  torch.cat([s.cache.layers[i].values for s in old], dim=2))  # type: ignore[union-attr]
                 for i in range(layers)
@@ -339,10 +294,10 @@ class BatchExecutor:
         ends = torch.tensor(list(accumulate(sizes)), device=self.device) - 1
         out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache,
                          use_cache=True, logits_to_keep=ends)
-        kvs = _kv_of(cache)
+        kvs = kv_of(cache)
         q = c = 0
         for j, (seq, st, n) in enumerate(zip(seqs, starts, sizes, strict=True)):
-            seq.cache = _cache_from(self.config, [
+            seq.cache = cache_from(self.config, [
                 (torch.cat([k[:, :, c : c + st], k[:, :, total_old + q : total_old + q + n]], dim=2),
                  torch.cat([v[:, :, c : c + st], v[:, :, total_old + q : total_old + q + n]], dim=2))
                 for k, v in kvs

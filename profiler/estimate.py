@@ -29,9 +29,17 @@ import numpy as np
 
 from profiler.gpu_specs import GpuSpec, match_device_name
 from profiler.profile_io import assemble, provenance, safe_name
+from profiler.roofline import (
+    DTYPE_BYTES,
+    Efficiency,
+    forward_cost,
+    kv_heads_per_gpu,
+    layer_params,
+    pass_time,
+    roofline_time,
+)
 from sim.contracts.errors import SpecplanError
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 PREFILL_CHUNK = 8192
 """Tokens per prefill step assumed for the activation peak (vLLM's default token budget)."""
 LOGIT_ROWS = 256
@@ -44,87 +52,6 @@ OVERHEAD_DEFAULT_SOURCE = (
     "of the step-time model takes as realistic for a vLLM-style engine; not measured on this "
     "GPU - set --step-overhead-ms / --draft-pass-overhead-ms from your own measurements"
 )
-
-
-@dataclass(frozen=True)
-class Efficiency:
-    """Fractions of datasheet peak a real engine reaches, and fixed per-pass costs."""
-
-    compute: float = 0.6
-    bandwidth: float = 0.8
-    step_overhead_s: float = 0.0
-    """Added to every target pass (decode, verification, prefill)."""
-    source: str = "default factors (typical of tuned inference kernels)"
-    draft_pass_overhead_s: float = 0.0
-    """Added to every draft forward pass (k per D(k))."""
-    overhead_source: str = "no fixed overhead"
-
-    def __post_init__(self) -> None:
-        for name in ("compute", "bandwidth"):
-            v = getattr(self, name)
-            if not 0 < v <= 1:
-                raise SpecplanError(f"efficiency {name}={v}: must be in (0, 1]")
-        for name in ("step_overhead_s", "draft_pass_overhead_s"):
-            if getattr(self, name) < 0:
-                raise SpecplanError(f"{name.replace('_s', '')} {getattr(self, name)}: must be >= 0 seconds")
-
-
-def layer_params(arch: dict[str, Any]) -> int:
-    """Weights of one llama-style decoder layer (attention, gated MLP, two norms)."""
-    h, hd = arch["hidden_size"], arch["head_dim"]
-    q = h * arch["num_attention_heads"] * hd
-    kv = 2 * h * arch["num_kv_heads"] * hd
-    o = arch["num_attention_heads"] * hd * h
-    mlp = 3 * h * arch["intermediate_size"]
-    return int(q + kv + o + mlp + 2 * h)
-
-
-def kv_heads_per_gpu(arch: dict[str, Any], tp: int) -> int:
-    """KV heads each GPU holds: split when there are at least ``tp``, else one replicated."""
-    kv = arch["num_kv_heads"]
-    return kv // tp if kv >= tp else 1
-
-
-def forward_cost(arch: dict[str, Any], dtype_bytes: int, batch: int, new_tokens: int, context: int,
-                 logit_tokens: int, layers: int | None = None, tp: int = 1) -> tuple[float, float]:
-    """(FLOPs, bytes moved) on each of ``tp`` GPUs of one forward over ``batch × new_tokens`` on
-    ``context`` cached tokens (``tp = 1``: the whole model)."""
-    n_layers = arch["num_layers"] if layers is None else layers
-    tokens = batch * new_tokens
-    head = arch["vocab_size"] * arch["hidden_size"]
-    lin = 2.0 * layer_params(arch) * n_layers * tokens + 2.0 * head * logit_tokens
-    attended = tokens * (context + (new_tokens + 1) / 2.0)
-    attn = 4.0 * n_layers * arch["num_attention_heads"] * arch["head_dim"] * attended
-    kv_tok = 2 * n_layers * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * dtype_bytes
-    weights = (layer_params(arch) * n_layers + head + arch["hidden_size"]) * dtype_bytes
-    moved = weights / tp + batch * context * kv_tok + tokens * kv_tok
-    return (lin + attn) / tp, float(moved)
-
-
-def comm_time(arch: dict[str, Any], dtype_bytes: int, tokens: int, logit_tokens: int, gpu: GpuSpec,
-              tp: int, layers: int | None = None) -> float:
-    """Tensor-parallel communication of one forward: two ring all-reduces of the hidden states
-    per layer and a gather of the vocab-sharded logits, each a fixed latency plus bytes over the
-    one-way interconnect bandwidth."""
-    if tp == 1:
-        return 0.0
-    n_layers = arch["num_layers"] if layers is None else layers
-    ring = 2.0 * (tp - 1) / tp
-    per_ar = gpu.allreduce_latency_s + ring * tokens * arch["hidden_size"] * dtype_bytes / gpu.interconnect_bandwidth
-    gather = gpu.allreduce_latency_s + (tp - 1) / tp * logit_tokens * arch["vocab_size"] * dtype_bytes / gpu.interconnect_bandwidth
-    return 2 * n_layers * per_ar + gather
-
-
-def roofline_time(flops: float, moved: float, gpu: GpuSpec, dtype: str, eff: Efficiency) -> float:
-    return max(flops / (gpu.flops(dtype) * eff.compute), moved / (gpu.memory_bandwidth * eff.bandwidth)) + eff.step_overhead_s
-
-
-def pass_time(arch: dict[str, Any], nbytes: int, batch: int, new_tokens: int, context: int, logit_tokens: int,
-              gpu: GpuSpec, dtype: str, eff: Efficiency, tp: int = 1, layers: int | None = None) -> float:
-    """Seconds of one target-style forward on a replica of ``tp`` GPUs (step overhead included)."""
-    flops, moved = forward_cost(arch, nbytes, batch, new_tokens, context, logit_tokens, layers, tp)
-    return (roofline_time(flops, moved, gpu, dtype, eff)
-            + comm_time(arch, nbytes, batch * new_tokens, logit_tokens, gpu, tp, layers))
 
 
 @dataclass(frozen=True)

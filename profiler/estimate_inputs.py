@@ -15,7 +15,6 @@ from profiler.estimate import (
     DEFAULT_DRAFT_PASS_OVERHEAD_S,
     DEFAULT_STEP_OVERHEAD_S,
     OVERHEAD_DEFAULT_SOURCE,
-    Efficiency,
     EstimateProposer,
     calibrate,
     estimate_profile,
@@ -23,6 +22,7 @@ from profiler.estimate import (
 from profiler.gpu_specs import resolve_gpu
 from profiler.hf_config import read_config
 from profiler.profile_io import read_profile_dict, safe_name
+from profiler.roofline import Efficiency
 from sim.contracts.errors import SpecplanError
 
 _SELF_RE = re.compile(r"^selfdraft:(\d+)$")

@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 
-from profiler.batch_executor import BatchExecutor, _cache_from, _Seq
+from profiler.batch_executor import BatchExecutor
+from profiler.batch_state import SeqState
 from profiler.clock import Timing, time_op
+from profiler.kv_cache import cache_from
 from profiler.memory import kv_bytes_per_token
 from profiler.model_types import LoadedModel
 from profiler.serving import ServingRequest
@@ -55,9 +57,9 @@ class _Rows:
     def executor(self, target: LoadedModel, lengths: Sequence[int]) -> BatchExecutor:
         ex = BatchExecutor(target.model, device=self.device)
         for rid, n in enumerate(lengths):
-            seq = _Seq(ServingRequest(rid, 0.0, (0,) * n, 1), None)
+            seq = SeqState(ServingRequest(rid, 0.0, (0,) * n, 1), None)
             shape = (1, self.heads, n, self.dim)
-            seq.cache = _cache_from(self.config, [
+            seq.cache = cache_from(self.config, [
                 (torch.randn(shape, generator=self.gen).to(self.device, self.dtype),
                  torch.randn(shape, generator=self.gen).to(self.device, self.dtype))
                 for _ in range(self.layers)

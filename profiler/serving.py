@@ -181,9 +181,8 @@ def serve(
     empty — every request due so far admitted and ended — and returns whether it did something;
     it must finish before the next arrival (``specplan validate`` times reference passes there).
 
-    Why one function of ~180 lines: this is the wall-clock driver of the step protocol
-    (``StepCycle`` holds the protocol itself); admission, the idle path and the step share the
-    clock, the pending arrivals and the executor as closure state, on the real loop's hot path.
+    This is the wall-clock driver of the step protocol (``StepCycle`` holds the protocol
+    itself); ``_ServingLoop`` holds what admission, the idle path and a step share.
     """
     if policy.speculates and proposer_factory is None:
         raise ValueError("a speculating policy needs a proposer_factory")
@@ -191,154 +190,185 @@ def serve(
     ids = [r.id for r in order]
     if len(set(ids)) != len(ids):
         raise ValueError("request ids must be unique")
-    k_max = policy.k_max
-    sched = Scheduler(config)
-    execu = BatchExecutor(model, proposer_factory=proposer_factory)
-    sreqs = [
-        Request(idx=i, id=spec.id, arrival_s=spec.arrival_s, prompt_tokens=len(spec.prompt_ids),
-                output_tokens=spec.output_tokens, segment=spec.segment, timeout_s=spec.timeout_s)
-        for i, spec in enumerate(order)
-    ]
-    by_id = {r.id: r for r in sreqs}
-    rows: array = array("d")
-    cycle = StepCycle(0, sched, policy, proposer_name, rows)
-    gap_idx: array = array("q")
-    gap_s: array = array("d")
-    bursts: list[tuple[int, float, int]] = []
-    plans: list[PlanRecord] = []
-    shapes: list[StepShape] = []
-    widths: list[int] = []
-    n = len(order)
-    say = progress or (lambda _m: None)
+    loop = _ServingLoop(order, config, model, policy, proposer_factory, proposer_name, step_timer,
+                        idle_work, progress or (lambda _m: None), candidate)
+    aborted = loop.run(max_wall_s)
+    return loop.result(ids, aborted, seed, warmup_s)
 
-    virtual = step_timer is not None
-    vnow = 0.0
-    pending = deque(order)
-    arrivals: queue.SimpleQueue = queue.SimpleQueue()
-    t0 = time.perf_counter()
-    feeder = None if virtual else ArrivalFeeder(order, t0, arrivals)
 
-    def clock() -> float:
-        return vnow if virtual else time.perf_counter() - t0
+class _ServingLoop:
+    """The state one real run shares between admission, the idle path and a step: the
+    scheduler, the executor, the clock, the pending arrivals and the records."""
 
-    arrival_times = [r.arrival_s for r in order]
-    admitted = 0
+    def __init__(self, order: list[ServingRequest], config: SchedulerConfig, model: torch.nn.Module,
+                 policy: SpeculationPolicy, proposer_factory: Callable[[], Any] | None,
+                 proposer_name: str | None, step_timer: Callable[[StepShape], float] | None,
+                 idle_work: Callable[[float, float], bool] | None, say: Callable[[str], None],
+                 candidate: str) -> None:
+        self.k_max = policy.k_max
+        self.sched = Scheduler(config)
+        self.execu = BatchExecutor(model, proposer_factory=proposer_factory)
+        self.sreqs = [
+            Request(idx=i, id=spec.id, arrival_s=spec.arrival_s, prompt_tokens=len(spec.prompt_ids),
+                    output_tokens=spec.output_tokens, segment=spec.segment, timeout_s=spec.timeout_s)
+            for i, spec in enumerate(order)
+        ]
+        self.by_id = {r.id: r for r in self.sreqs}
+        self.rows: array = array("d")
+        self.cycle = StepCycle(0, self.sched, policy, proposer_name, self.rows)
+        self.gap_idx: array = array("q")
+        self.gap_s: array = array("d")
+        self.bursts: list[tuple[int, float, int]] = []
+        self.plans: list[PlanRecord] = []
+        self.shapes: list[StepShape] = []
+        self.widths: list[int] = []
+        self.n = len(order)
+        self.say = say
+        self.candidate = candidate
+        self.step_timer = step_timer
+        self.idle_work = idle_work
+        self.virtual = step_timer is not None
+        self.vnow = 0.0
+        self.pending = deque(order)
+        self.arrivals: queue.SimpleQueue = queue.SimpleQueue()
+        self.t0 = time.perf_counter()
+        self.feeder = None if self.virtual else ArrivalFeeder(order, self.t0, self.arrivals)
+        self.arrival_times = [r.arrival_s for r in order]
+        self.admitted = 0
 
-    def admit(spec: ServingRequest, at: float) -> None:
-        nonlocal admitted
-        admitted += 1
-        req = by_id[spec.id]
+    def clock(self) -> float:
+        return self.vnow if self.virtual else time.perf_counter() - self.t0
+
+    def admit(self, spec: ServingRequest, at: float) -> None:
+        self.admitted += 1
+        req = self.by_id[spec.id]
         req.replica = 0
-        execu.admit(spec)
-        if not sched.add_request(req, at, k_max):
-            execu.release(spec.id)
+        self.execu.admit(spec)
+        if not self.sched.add_request(req, at, self.k_max):
+            self.execu.release(spec.id)
 
-    def admit_arrived() -> None:
-        if virtual:
-            while pending and pending[0].arrival_s <= vnow:
-                spec = pending.popleft()
-                admit(spec, spec.arrival_s)
+    def admit_arrived(self) -> None:
+        if self.virtual:
+            while self.pending and self.pending[0].arrival_s <= self.vnow:
+                spec = self.pending.popleft()
+                self.admit(spec, spec.arrival_s)
             return
         while True:
             try:
-                spec = arrivals.get_nowait()
+                spec = self.arrivals.get_nowait()
             except queue.Empty:
                 return
-            admit(spec, clock())
+            self.admit(spec, self.clock())
 
-    aborted = False
-    if feeder is not None:
-        feeder.start()
-    try:
-        while len(sched.finished) < n:
-            admit_arrived()
-            now = clock()
-            if max_wall_s is not None and not virtual and now > max_wall_s:
-                aborted = True
-                break
-            done_before = len(sched.finished)
-            plan = cycle.plan(now)
-            for r in sched.finished[done_before:]:
-                execu.release(r.id)  # expired while waiting or running
-            if plan.empty:
-                if len(sched.finished) >= n:
-                    break
-                if virtual:
-                    if not pending:
-                        raise RuntimeError("work queued but nothing schedulable and no arrivals left")
-                    vnow = max(vnow, pending[0].arrival_s)
-                    continue
-                if idle_work is not None and not sched.has_work:
-                    t = clock()
-                    due = bisect.bisect_right(arrival_times, t)
-                    if admitted == due and idle_work(t, arrival_times[due] - t if due < n else math.inf):
-                        continue
-                try:
-                    nxt = arrivals.get(timeout=0.05 if sched.has_work else 1.0)
-                except queue.Empty:
-                    continue
-                admit(nxt, clock())
-                continue
-            plans.append(PlanRecord.of(plan))
-            gen_before = {r.id: r.generated for r in plan.decode}
-            gen_before.update({r.id: r.generated for r, _ in plan.prefill})
-            start = clock()
-            shape = cycle.shape(plan, start)
-            shapes.append(shape)
-            execu.last_width = 0
-            execu.last_drafting = len(plan.decode)
-            accepted = execu.execute(plan)
-            widths.append(execu.last_width)
-            drafting = execu.last_drafting if plan.k else 0
-            if plan.k and drafting < len(plan.decode):  # rows without a proposal verified one token
-                shape = dataclasses.replace(shape, drafting_seqs=drafting)
-                shapes[-1] = shape
-            if virtual:
-                assert step_timer is not None
-                vnow = start + step_timer(shape)
-            end = clock()
-            done_before = len(sched.finished)
-            cycle.finish(plan, accepted, start, end - start, end, gap_idx, gap_s, drafting=drafting)
-            for rid, g in gen_before.items():
-                got = by_id[rid].generated - g
-                if got > 0:
-                    bursts.append((rid, end, got))
-            for r in sched.finished[done_before:]:
-                execu.release(r.id)
-            if len(rows) % (200 * ROW_WIDTH) == 0:
-                say(f"{candidate}: {len(sched.finished)}/{n} requests ended, t={end:.1f}s")
-    finally:
-        if feeder is not None:
-            feeder.stop.set()
-            feeder.join(timeout=1.0)
-    wall = clock()
-    for req in sreqs:
-        if req.status != DONE:  # only after an abort: as the engine marks them
-            req.outcome = "unfinished"
-            req.finish_s = None
-    if aborted:
-        say(f"{candidate}: stopped after {wall:.0f}s (max_wall_s); unfinished requests kept as such")
-    run = FleetRun(sreqs, StepLog.from_flat(rows), gap_idx, gap_s, wall)
-    outputs = {rid: tuple(sq.generated) for rid, sq in execu.seqs.items()}
-    return ServingResult(
-        requests=records.requests_frame(run, candidate, seed, warmup_s),
-        steps=records.steps_frame(run, candidate, seed),
-        itl=records.itl_frame(run, candidate, seed),
-        bursts=pl.DataFrame(
-            {"id": [b[0] for b in bursts], "t_s": [b[1] for b in bursts], "tokens": [b[2] for b in bursts]},
-            schema={"id": pl.Int64, "t_s": pl.Float64, "tokens": pl.Int64},
-        ),
-        plans=tuple(plans),
-        shapes=tuple(shapes),
-        kv_widths=tuple(widths),
-        outputs={rid: outputs.get(rid, ()) for rid in ids},
-        proposed_tokens=execu.proposed_tokens,
-        threads=torch.get_num_threads(),
-        device=str(execu.device),
-        wall_s=wall,
-        clock="virtual" if virtual else "wall",
-        aborted=aborted,
-    )
+    def run(self, max_wall_s: float | None) -> bool:
+        """Step until every request has ended; True when ``max_wall_s`` stopped it first."""
+        sched, execu = self.sched, self.execu
+        if self.feeder is not None:
+            self.feeder.start()
+        try:
+            while len(sched.finished) < self.n:
+                self.admit_arrived()
+                now = self.clock()
+                if max_wall_s is not None and not self.virtual and now > max_wall_s:
+                    return True
+                done_before = len(sched.finished)
+                plan = self.cycle.plan(now)
+                for r in sched.finished[done_before:]:
+                    execu.release(r.id)  # expired while waiting or running
+                if plan.empty:
+                    self.wait()
+                else:
+                    self.step(plan)
+        finally:
+            if self.feeder is not None:
+                self.feeder.stop.set()
+                self.feeder.join(timeout=1.0)
+        return False
+
+    def wait(self) -> None:
+        """Nothing to schedule: jump the virtual clock, or do idle work, or wait for an arrival."""
+        sched, n = self.sched, self.n
+        if len(sched.finished) >= n:
+            return
+        if self.virtual:
+            if not self.pending:
+                raise RuntimeError("work queued but nothing schedulable and no arrivals left")
+            self.vnow = max(self.vnow, self.pending[0].arrival_s)
+            return
+        if self.idle_work is not None and not sched.has_work:
+            t = self.clock()
+            due = bisect.bisect_right(self.arrival_times, t)
+            if self.admitted == due and self.idle_work(t, self.arrival_times[due] - t if due < n else math.inf):
+                return
+        try:
+            nxt = self.arrivals.get(timeout=0.05 if sched.has_work else 1.0)
+        except queue.Empty:
+            return
+        self.admit(nxt, self.clock())
+
+    def step(self, plan: StepPlan) -> None:
+        """Run one plan for real, then finish it through the step protocol and record it."""
+        sched, execu, cycle = self.sched, self.execu, self.cycle
+        self.plans.append(PlanRecord.of(plan))
+        gen_before = {r.id: r.generated for r in plan.decode}
+        gen_before.update({r.id: r.generated for r, _ in plan.prefill})
+        start = self.clock()
+        shape = cycle.shape(plan, start)
+        self.shapes.append(shape)
+        execu.last_width = 0
+        execu.last_drafting = len(plan.decode)
+        accepted = execu.execute(plan)
+        self.widths.append(execu.last_width)
+        drafting = execu.last_drafting if plan.k else 0
+        if plan.k and drafting < len(plan.decode):  # rows without a proposal verified one token
+            shape = dataclasses.replace(shape, drafting_seqs=drafting)
+            self.shapes[-1] = shape
+        if self.virtual:
+            assert self.step_timer is not None
+            self.vnow = start + self.step_timer(shape)
+        end = self.clock()
+        done_before = len(sched.finished)
+        cycle.finish(plan, accepted, start, end - start, end, self.gap_idx, self.gap_s, drafting=drafting)
+        for rid, g in gen_before.items():
+            got = self.by_id[rid].generated - g
+            if got > 0:
+                self.bursts.append((rid, end, got))
+        for r in sched.finished[done_before:]:
+            execu.release(r.id)
+        if len(self.rows) % (200 * ROW_WIDTH) == 0:
+            self.say(f"{self.candidate}: {len(sched.finished)}/{self.n} requests ended, t={end:.1f}s")
+
+    def result(self, ids: list[int], aborted: bool, seed: int, warmup_s: float) -> ServingResult:
+        """The run's records in the simulator's frame layouts."""
+        candidate, execu, bursts = self.candidate, self.execu, self.bursts
+        wall = self.clock()
+        for req in self.sreqs:
+            if req.status != DONE:  # only after an abort: as the engine marks them
+                req.outcome = "unfinished"
+                req.finish_s = None
+        if aborted:
+            self.say(f"{candidate}: stopped after {wall:.0f}s (max_wall_s); unfinished requests kept as such")
+        run = FleetRun(self.sreqs, StepLog.from_flat(self.rows), self.gap_idx, self.gap_s, wall)
+        outputs = {rid: tuple(sq.generated) for rid, sq in execu.seqs.items()}
+        return ServingResult(
+            requests=records.requests_frame(run, candidate, seed, warmup_s),
+            steps=records.steps_frame(run, candidate, seed),
+            itl=records.itl_frame(run, candidate, seed),
+            bursts=pl.DataFrame(
+                {"id": [b[0] for b in bursts], "t_s": [b[1] for b in bursts], "tokens": [b[2] for b in bursts]},
+                schema={"id": pl.Int64, "t_s": pl.Float64, "tokens": pl.Int64},
+            ),
+            plans=tuple(self.plans),
+            shapes=tuple(self.shapes),
+            kv_widths=tuple(self.widths),
+            outputs={rid: outputs.get(rid, ()) for rid in ids},
+            proposed_tokens=execu.proposed_tokens,
+            threads=torch.get_num_threads(),
+            device=str(execu.device),
+            wall_s=wall,
+            clock="virtual" if self.virtual else "wall",
+            aborted=aborted,
+        )
 
 
 __all__ = ["ArrivalFeeder", "PlanRecord", "ServingRequest", "ServingResult", "serve"]

@@ -281,25 +281,7 @@ def entry_from_counters(
     if temperature < 0 or not math.isfinite(temperature):
         raise SpecplanError(f"temperature={temperature}: must be a number >= 0")
     mal = 1 + c.num_accepted_tokens / c.num_drafts
-    steps = c.num_steps
-    if steps is not None and steps < c.num_drafts:
-        steps_note = (
-            f"{GENERATION_TOKENS} − {REQUEST_SUCCESS} − accepted = {steps} steps is below the "
-            f"{c.num_drafts} drafts (requests in flight at the scrape?): proposal rate unknown, "
-            "every step taken to have had a proposal"
-        )
-        steps = None
-    elif steps is not None:
-        steps_note = (
-            f"verification steps = {GENERATION_TOKENS} {c.generation_tokens} − {REQUEST_SUCCESS} "
-            f"{c.requests_finished} − accepted {c.num_accepted_tokens} = {steps}: a proposal on "
-            f"{100 * c.num_drafts / steps:.1f}% of steps (exact if no request was in flight)"
-        )
-    else:
-        steps_note = (
-            f"no {GENERATION_TOKENS} / {REQUEST_SUCCESS} counters: proposal rate unknown, every "
-            "step taken to have had a proposal (n-gram without a match is then overpriced)"
-        )
+    steps, steps_note = _verification_steps(c)
     parts = [
         f"vLLM Prometheus counters from {source}, summed over {c.engines} engine(s)",
         f"vLLM reported {c.num_drafts} drafts, {c.num_draft_tokens} draft tokens, "
@@ -334,6 +316,31 @@ def entry_from_counters(
             }
         ],
     }
+
+
+def _verification_steps(c: SpecCounters) -> tuple[int | None, str]:
+    """Verification steps (with or without a proposal) the counters imply, or None when they
+    cannot say, and the note that explains which."""
+    steps = c.num_steps
+    if steps is not None and steps < c.num_drafts:
+        steps_note = (
+            f"{GENERATION_TOKENS} − {REQUEST_SUCCESS} − accepted = {steps} steps is below the "
+            f"{c.num_drafts} drafts (requests in flight at the scrape?): proposal rate unknown, "
+            "every step taken to have had a proposal"
+        )
+        steps = None
+    elif steps is not None:
+        steps_note = (
+            f"verification steps = {GENERATION_TOKENS} {c.generation_tokens} − {REQUEST_SUCCESS} "
+            f"{c.requests_finished} − accepted {c.num_accepted_tokens} = {steps}: a proposal on "
+            f"{100 * c.num_drafts / steps:.1f}% of steps (exact if no request was in flight)"
+        )
+    else:
+        steps_note = (
+            f"no {GENERATION_TOKENS} / {REQUEST_SUCCESS} counters: proposal rate unknown, every "
+            "step taken to have had a proposal (n-gram without a match is then overpriced)"
+        )
+    return steps, steps_note
 
 
 def import_vllm_metrics(

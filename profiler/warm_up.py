@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from profiler.batch_executor import _cache_from
+from profiler.kv_cache import cache_from
 from profiler.model_types import architecture, count_parameters
 from profiler.serving import ServingRequest, serve
 from profiler.serving_prompts import fit_prompt
@@ -88,7 +88,7 @@ def touch_peak(model: torch.nn.Module, peak: PeakShape, seed: int = 0) -> None:
 
     def cache(b: int, c: int) -> DynamicCache:
         shape = (b, kv_heads, c, head_dim)
-        return _cache_from(cfg, [(torch.randn(shape, generator=gen).to(device, dtype),
+        return cache_from(cfg, [(torch.randn(shape, generator=gen).to(device, dtype),
                                   torch.randn(shape, generator=gen).to(device, dtype)) for _ in range(layers)])
 
     b, s = peak.decode_seqs, peak.tokens_per_seq

@@ -36,7 +36,7 @@ def _toml(v: Any) -> str:
 
 
 def scenario_toml(name: str, *, run: dict[str, Any], workload: dict[str, Any],
-                  segments: list[dict[str, Any]], fleet: dict[str, Any],
+                  segments: list[dict[str, Any]], fleet: dict[str, Any] | None = None,
                   candidates: list[dict[str, Any]] = (), slo: dict[str, Any] | None = None,
                   engine: dict[str, Any] | None = None, description: str | None = None) -> str:
     """The text of a small scenario (docs/scenario-format.md), one table after another: the one
@@ -55,7 +55,8 @@ def scenario_toml(name: str, *, run: dict[str, Any], workload: dict[str, Any],
         table("[[workload.segments]]", seg)
     if slo is not None:
         table("[slo]", slo)
-    table("[fleet]", fleet)
+    if fleet is not None:
+        table("[fleet]", fleet)
     if engine is not None:
         table("[fleet.engine]", engine)
     for cand in candidates:

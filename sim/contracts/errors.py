@@ -46,6 +46,11 @@ def where(path: object, field: str | None = None, line: int | None = None) -> st
     return loc
 
 
+def join_path(path: str, key: object) -> str:
+    """``path.key``, or ``key`` at the top level: the dotted location of a field."""
+    return f"{path}.{key}" if path else str(key)
+
+
 def read_text(path: str | Path, what: str, unreadable: str = "cannot read {what}: {exc}") -> str:
     """The UTF-8 text of a user's file, or a ``SpecplanError``: ``path: <what> file not found``
     or ``path: `` + ``unreadable`` (formatted with ``what`` and the OS/decoding error ``exc``).

@@ -91,6 +91,10 @@ def synthetic_profile_dict(
 ) -> dict[str, Any]:
     """The JSON dict of a synthetic profile (write it to a file to test ``load_profile``).
 
+    Why one function of ~110 lines: it is one literal profile document (every section a
+    formula of the arguments), read top to bottom against docs/profile-format.md; only the
+    acceptance section, a loop, is its own function.
+
     Step times (seconds), with ``b`` sequences, ``s`` tokens per sequence, context ``c``:
 
     - target forward  ``base_step_s + per_seq_s·b + per_token_s·b·s + per_context_token_s·b·c``
@@ -103,9 +107,6 @@ def synthetic_profile_dict(
     ``per_request_rows`` deterministic rows spread around them. ``k_max`` defaults to
     ``len(acceptance_rates)`` (or 5 without acceptance). ``proposal_rate < 1`` adds
     ``num_steps`` (steps with or without a proposal) so that ``num_drafts / num_steps`` is it.
-
-    Why one function of ~140 lines: it is one literal profile document (every section a
-    formula of the arguments), read top to bottom against docs/profile-format.md.
     """
     if k_max is None:
         k_max = len(acceptance_rates) if acceptance_rates is not None else 5
@@ -182,33 +183,40 @@ def synthetic_profile_dict(
         "acceptance": {},
     }
     if acceptance_rates is not None:
-        segs = []
-        for task, language, temperature in segments:
-            rows = _per_request_rows(acceptance_rates, per_request_rows, drafts_per_request)
-            per_pos = [sum(r["accepted_per_pos"][i] for r in rows) for i in range(k_max)]
-            drafts = sum(r["num_drafts"] for r in rows)
-            if not rows:  # aggregate only
-                drafts = drafts_per_request
-                per_pos = _per_request_rows(acceptance_rates, 1, drafts)[0]["accepted_per_pos"]
-            seg = {
-                "segment": {"task": task, "language": language, "temperature": float(temperature)},
-                "num_drafts": drafts,
-                "num_draft_tokens": drafts * k_max,
-                "num_accepted_tokens": sum(per_pos),
-                "accepted_per_pos": per_pos,
-                "per_request": rows,
-            }
-            if proposal_rate < 1.0:
-                for r in rows:
-                    r["num_steps"] = round(r["num_drafts"] / proposal_rate)
-                seg["num_steps"] = sum(r["num_steps"] for r in rows) if rows else round(drafts / proposal_rate)
-            segs.append(seg)
-        d["acceptance"][proposer] = {
-            "provenance": _provenance("synthetic survival rates " + ", ".join(f"{r:g}" for r in acceptance_rates)),
-            "k_max": k_max,
-            "segments": segs,
-        }
+        d["acceptance"][proposer] = _acceptance_entry(acceptance_rates, k_max, segments, per_request_rows,
+                                                      drafts_per_request, proposal_rate)
     return d
+
+
+def _acceptance_entry(acceptance_rates: Sequence[float], k_max: int, segments: Sequence[tuple[str, str, float]],
+                      per_request_rows: int, drafts_per_request: int, proposal_rate: float) -> dict[str, Any]:
+    """The proposer's acceptance entry: every segment at the same rates, with per-request rows."""
+    segs = []
+    for task, language, temperature in segments:
+        rows = _per_request_rows(acceptance_rates, per_request_rows, drafts_per_request)
+        per_pos = [sum(r["accepted_per_pos"][i] for r in rows) for i in range(k_max)]
+        drafts = sum(r["num_drafts"] for r in rows)
+        if not rows:  # aggregate only
+            drafts = drafts_per_request
+            per_pos = _per_request_rows(acceptance_rates, 1, drafts)[0]["accepted_per_pos"]
+        seg = {
+            "segment": {"task": task, "language": language, "temperature": float(temperature)},
+            "num_drafts": drafts,
+            "num_draft_tokens": drafts * k_max,
+            "num_accepted_tokens": sum(per_pos),
+            "accepted_per_pos": per_pos,
+            "per_request": rows,
+        }
+        if proposal_rate < 1.0:
+            for r in rows:
+                r["num_steps"] = round(r["num_drafts"] / proposal_rate)
+            seg["num_steps"] = sum(r["num_steps"] for r in rows) if rows else round(drafts / proposal_rate)
+        segs.append(seg)
+    return {
+        "provenance": _provenance("synthetic survival rates " + ", ".join(f"{r:g}" for r in acceptance_rates)),
+        "k_max": k_max,
+        "segments": segs,
+    }
 
 
 def synthetic_profile(**kwargs: Any) -> Profile:

@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-if TYPE_CHECKING:  # profile.py imports this module; only the type names are needed here
-    from sim.contracts.profile import Provenance, TimingGrid
+from sim.contracts.errors import join_path
+
+if TYPE_CHECKING:  # profile_timing.py imports this module; only the type names are needed here
+    from sim.contracts.profile_identity import Provenance
+    from sim.contracts.profile_timing import TimingGrid
 
 StepComposition = Literal["sum", "fused"]
 STEP_COMPOSITIONS: tuple[str, ...] = ("sum", "fused")
@@ -60,22 +63,21 @@ class StepOverhead:
 
 def parse_extras(parser: Any, v: dict, path: str) -> tuple[str, FusedTiming | None, StepOverhead | None]:
     """``(step_composition, fused, step_overhead)`` of a timing object already key-checked."""
-    join = _join
-    comp = parser.choice(v.get("step_composition", "sum"), join(path, "step_composition"), STEP_COMPOSITIONS)
+    comp = parser.choice(v.get("step_composition", "sum"), join_path(path, "step_composition"), STEP_COMPOSITIONS)
     fused = None
     if v.get("fused") is not None:
-        fp = join(path, "fused")
+        fp = join_path(path, "fused")
         spec = parser.obj(v["fused"], fp, tuple(FUSED_GRIDS))
-        fused = FusedTiming(**{k: parser.grid(spec[k], join(fp, k), axes) for k, axes in FUSED_GRIDS.items()})
+        fused = FusedTiming(**{k: parser.grid(spec[k], join_path(fp, k), axes) for k, axes in FUSED_GRIDS.items()})
     if comp == "fused" and fused is None:
-        raise parser.fail(join(path, "fused"), 'required when step_composition is "fused" (the per-op grids of one pass)')
+        raise parser.fail(join_path(path, "fused"), 'required when step_composition is "fused" (the per-op grids of one pass)')
     overhead = None
     if v.get("step_overhead") is not None:
-        op = join(path, "step_overhead")
+        op = join_path(path, "step_overhead")
         spec = parser.obj(v["step_overhead"], op, ("seconds", "provenance"))
         overhead = StepOverhead(
-            seconds=parser.num(spec["seconds"], join(op, "seconds"), minimum=0.0),
-            provenance=parser.provenance(spec["provenance"], join(op, "provenance")),
+            seconds=parser.num(spec["seconds"], join_path(op, "seconds"), minimum=0.0),
+            provenance=parser.provenance(spec["provenance"], join_path(op, "provenance")),
         )
     return comp, fused, overhead
 
@@ -84,10 +86,10 @@ def parse_proposer_extras(parser: Any, spec: dict, path: str) -> tuple[TimingGri
     """``(prefill grid, overhead provenance)`` of one ``timing.proposers.<p>`` entry."""
     prefill = None
     if spec.get("prefill") is not None:
-        prefill = parser.grid(spec["prefill"], _join(path, "prefill"), DRAFT_PREFILL_AXES)
+        prefill = parser.grid(spec["prefill"], join_path(path, "prefill"), DRAFT_PREFILL_AXES)
     prov = None
     if spec.get("overhead_provenance") is not None:
-        prov = parser.provenance(spec["overhead_provenance"], _join(path, "overhead_provenance"))
+        prov = parser.provenance(spec["overhead_provenance"], join_path(path, "overhead_provenance"))
     return prefill, prov
 
 
@@ -98,7 +100,3 @@ def describe_composition(comp: str, fused: FusedTiming | None, overhead: StepOve
     if overhead is not None:
         text += f"; per-step overhead {overhead.seconds * 1e3:.2f} ms {overhead.provenance.describe()}"
     return text
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key

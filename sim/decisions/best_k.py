@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.grid import GridInterpolator
-from sim.contracts.profile import AcceptanceSegment, Profile
+from sim.contracts.profile import Profile
+from sim.contracts.profile_acceptance import AcceptanceSegment
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from typing import Any
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.grid import GridInterpolator
-from sim.contracts.profile import AcceptanceKey, Profile
+from sim.contracts.profile import Profile
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.model.acceptance import match_segment
 
 
@@ -202,36 +203,7 @@ def breakeven_from_profile(
     if ptiming is None:
         raise profile.error(f"timing.proposers.{proposer}", f"no draft/overhead timing for proposer {proposer!r}")
     sources = [f"timing: {profile.timing.provenance.describe()}"]
-    seg_label = None
-    prop = 1.0
-    if alpha is not None:
-        if not 0.0 <= alpha <= 1.0:
-            raise SpecplanError(f"--alpha: per-token acceptance must be in [0, 1], got {alpha}")
-        kmax_avail = int(ptiming.draft.axes[1][-1])
-        rates = None
-        sources.append(f"acceptance: assumed alpha={alpha:g} from the command line")
-    else:
-        entry = profile.acceptance.get(proposer)
-        if entry is None:
-            raise profile.error(
-                f"acceptance.{proposer}",
-                f"no acceptance entry for proposer {proposer!r} (entries: {', '.join(profile.acceptance) or 'none'}); pass --alpha",
-            )
-        kmax_avail = entry.k_max
-        if segment is None:
-            if len(entry.segments) != 1:
-                have = ", ".join(str(s.key) for s in entry.segments)
-                raise SpecplanError(f"--segment: {len(entry.segments)} acceptance segments, choose one of {have}")
-            chosen = entry.segments[0]
-        else:
-            chosen = match_segment(entry.segments, segment)
-            if chosen is None:
-                have = ", ".join(str(s.key) for s in entry.segments)
-                raise SpecplanError(f"--segment: no acceptance segment matches {segment}; available: {have}")
-        rates = chosen.survival
-        prop = chosen.proposal_rate
-        seg_label = str(chosen.key)
-        sources.append(f"acceptance[{proposer}]: {entry.provenance.describe()}")
+    kmax_avail, rates, prop, seg_label = _acceptance_of(profile, proposer, ptiming, segment, alpha, sources)
     top = kmax_avail if k_max is None else k_max
     if top < 1:
         raise SpecplanError(f"--k-max: must be >= 1, got {top}")
@@ -263,15 +235,7 @@ def breakeven_from_profile(
                 baseline_s=baseline,
             )
         )
-    notes = []
-    if prop < 1.0:
-        notes.append(f"proposal on {100 * prop:.1f}% of steps (n-gram without a match feeds one token): "
-                     "M(k) and the cycle are per verification step")
-    for g in (fwd, draft, over):
-        for what, n in g.extrapolations().items():
-            notes.append(f"extrapolated: {g.name.removeprefix('timing.')}.{what} in {n} of {g.calls} lookups")
-        if g.filled:
-            notes.append(f"filled: {g.name.removeprefix('timing.')} has {g.filled} null cells filled from neighbours")
+    notes = _notes(prop, (fwd, draft, over))
     inputs = (
         ("mode", "profile"),
         ("profile", profile.name),
@@ -282,6 +246,57 @@ def breakeven_from_profile(
         ("context", context),
     )
     return BreakevenResult(tuple(rows), baseline, tuple(sources), tuple(notes), inputs)
+
+
+def _acceptance_of(profile: Profile, proposer: str, ptiming: Any, segment: AcceptanceKey | None,
+                   alpha: float | None, sources: list[str]) -> tuple[int, Any, float, str | None]:
+    """(k_max available, survival rates or None for ``alpha``, proposal rate, segment label);
+    appends the acceptance's provenance line to ``sources``."""
+    seg_label = None
+    prop = 1.0
+    if alpha is not None:
+        if not 0.0 <= alpha <= 1.0:
+            raise SpecplanError(f"--alpha: per-token acceptance must be in [0, 1], got {alpha}")
+        kmax_avail = int(ptiming.draft.axes[1][-1])
+        rates = None
+        sources.append(f"acceptance: assumed alpha={alpha:g} from the command line")
+    else:
+        entry = profile.acceptance.get(proposer)
+        if entry is None:
+            raise profile.error(
+                f"acceptance.{proposer}",
+                f"no acceptance entry for proposer {proposer!r} (entries: {', '.join(profile.acceptance) or 'none'}); pass --alpha",
+            )
+        kmax_avail = entry.k_max
+        if segment is None:
+            if len(entry.segments) != 1:
+                have = ", ".join(str(s.key) for s in entry.segments)
+                raise SpecplanError(f"--segment: {len(entry.segments)} acceptance segments, choose one of {have}")
+            chosen = entry.segments[0]
+        else:
+            chosen = match_segment(entry.segments, segment)
+            if chosen is None:
+                have = ", ".join(str(s.key) for s in entry.segments)
+                raise SpecplanError(f"--segment: no acceptance segment matches {segment}; available: {have}")
+        rates = chosen.survival
+        prop = chosen.proposal_rate
+        seg_label = str(chosen.key)
+        sources.append(f"acceptance[{proposer}]: {entry.provenance.describe()}")
+    return kmax_avail, rates, prop, seg_label
+
+
+def _notes(prop: float, grids: tuple[GridInterpolator, ...]) -> list[str]:
+    """What the result's numbers rest on beyond the profile: partial proposals, extrapolation."""
+    notes = []
+    if prop < 1.0:
+        notes.append(f"proposal on {100 * prop:.1f}% of steps (n-gram without a match feeds one token): "
+                     "M(k) and the cycle are per verification step")
+    for g in grids:
+        for what, n in g.extrapolations().items():
+            notes.append(f"extrapolated: {g.name.removeprefix('timing.')}.{what} in {n} of {g.calls} lookups")
+        if g.filled:
+            notes.append(f"filled: {g.name.removeprefix('timing.')} has {g.filled} null cells filled from neighbours")
+    return notes
 
 
 def format_table(result: BreakevenResult) -> list[str]:

@@ -126,6 +126,12 @@ def find_capacity(
         return CapacitySearch(0.0, 0.0, hi.rate, "below_probes", tuple(probes))
     if hi is None:
         return CapacitySearch(lo.rate, lo.rate, math.inf, "above_probes", tuple(probes))
+    return _narrow(ev, probes, lo, hi, rel_tol, max_evals)
+
+
+def _narrow(ev: Callable[[float], Probe], probes: list[Probe], lo: Probe, hi: Probe, rel_tol: float,
+            max_evals: int) -> CapacitySearch:
+    """Shrink a bracket (``lo`` sustained, ``hi`` not) until ``rel_tol`` or the probe budget."""
     last_side, streak = "", 0
     while hi.rate / lo.rate - 1.0 > rel_tol and len(probes) < max_evals:
         # interpolate, but bisect after the same end moved twice running (Illinois-style

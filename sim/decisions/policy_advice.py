@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey, Profile
+from sim.contracts.profile import Profile
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.model.acceptance import match_segment
 from sim.model.step_time import ProfileStepTimer, StepShape
 

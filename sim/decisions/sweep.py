@@ -7,15 +7,13 @@ or many), a plain ``concurrent.futures`` process pool, or in-process (``serial``
 debugging). The parent writes each finished cell atomically to ``<out>.cells/<key>.parquet``;
 the key hashes the cell's overrides with the scenario's and profile's content, so an
 interrupted sweep keeps every finished cell and ``resume`` skips exactly those. At the end the
-cells of this grid are consolidated, in grid order, into one tidy Parquet table.
+cells of this grid are consolidated, in grid order, into one tidy Parquet table. The grid
+itself (parsing ``--vary``, cells, keys) is ``sweep_grid``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
-import json
-import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,100 +24,17 @@ from typing import Any, Literal
 import polars as pl
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.input_limits import MAX_SWEEP_CELLS, check_tree
+from sim.decisions.sweep_grid import (
+    Vary,
+    cell_key,
+    content_digest,
+    expand_grid,
+    scenario_overrides,
+)
 
 Engine = Literal["dask", "processes", "serial"]
 ENGINES: tuple[str, ...] = ("dask", "processes", "serial")
-SEED_ALIASES = ("seed", "run.seed")
 CellFn = Callable[[Any, Mapping[str, Any]], pl.DataFrame]
-
-
-# ---------------------------------------------------------------------------------------------
-# The grid
-
-
-@dataclass(frozen=True, slots=True)
-class Vary:
-    """One ``--vary key=v1,v2,…``: a scenario path and the values it takes."""
-
-    key: str
-    values: tuple[Any, ...]
-
-    def __post_init__(self) -> None:
-        if not self.key:
-            raise SpecplanError("--vary: empty key; write --vary workload.rate=1,2,4")
-        if not self.values:
-            raise SpecplanError(f"--vary {self.key}: no values; write --vary {self.key}=v1,v2")
-        if len(set(map(repr, self.values))) != len(self.values):
-            raise SpecplanError(f"--vary {self.key}: values repeat: {list(self.values)}")
-
-
-def parse_value(text: str) -> Any:
-    """A CLI value: int, float, true/false, or a plain string (policy names)."""
-    t = text.strip()
-    low = t.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return t
-
-
-def parse_vary(text: str) -> Vary:
-    """Parse ``key=v1,v2,…`` (the key may contain ``candidates[name].k`` brackets)."""
-    if "=" not in text:
-        raise SpecplanError(f"--vary {text!r}: expected key=v1,v2,… (e.g. workload.rate=1,2,4)")
-    key, _, rest = text.partition("=")
-    raw = [v for v in rest.split(",") if v.strip()]
-    values = [parse_value(v) for v in raw]
-    for v in values:  # the same magnitude limits as a scenario file (sim/contracts/input_limits.py)
-        check_tree(v, f"--vary {key.strip()}", "value")
-    if any(isinstance(v, float) for v in values) and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        values = [float(v) for v in values]
-    return Vary(key.strip(), tuple(values))
-
-
-def expand_grid(varies: Sequence[Vary]) -> list[dict[str, Any]]:
-    """Cartesian product of the varied values, first ``--vary`` slowest, in a stable order."""
-    keys = [v.key for v in varies]
-    if len(set(keys)) != len(keys):
-        raise SpecplanError(f"--vary: a key is given twice: {keys}")
-    n = math.prod(len(v.values) for v in varies)
-    if n > MAX_SWEEP_CELLS:
-        raise SpecplanError(f"--vary: {n:,} cells, over the limit of {MAX_SWEEP_CELLS:,}")
-    return [dict(zip(keys, combo, strict=True)) for combo in
-            itertools.product(*(v.values for v in varies))]
-
-
-def scenario_overrides(cell: Mapping[str, Any]) -> dict[str, Any]:
-    """Cell values → ``with_overrides`` paths (``seed=3`` → ``run.seeds=[3]``)."""
-    out: dict[str, Any] = {}
-    for k, v in cell.items():
-        if k in SEED_ALIASES or (k == "run.seeds" and not isinstance(v, list)):
-            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != int(v):
-                raise SpecplanError(f"--vary {k}: a seed must be an integer >= 0, got {v!r}")
-            out["run.seeds"] = [int(v)]
-        else:
-            out[k] = v
-    return out
-
-
-def content_digest(*parts: Any) -> str:
-    """sha256 over canonical JSON of ``parts`` (what makes a cell's result what it is)."""
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str, separators=(",", ":")).encode())
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-def cell_key(base_digest: str, cell: Mapping[str, Any]) -> str:
-    """Stable file-name key of one cell: its overrides + the scenario/profile digest."""
-    return content_digest(base_digest, dict(cell))[:20]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,6 +166,22 @@ def _first_error(errors: list[tuple[Mapping[str, Any], BaseException]]) -> None:
     raise RuntimeError(f"sweep cell {_describe(cell)} failed{more}: {exc!r}") from exc
 
 
+def _gather(done: Iterable[Any], futs: Mapping[Any, tuple[str, Mapping[str, Any]]],
+            store: Callable[[str, Mapping[str, Any], pl.DataFrame], None],
+            errors: list[tuple[Mapping[str, Any], BaseException]], *, release: bool = False) -> None:
+    """Store each finished cell as it completes (either engine's futures); keep its error
+    instead when it failed, so every other cell is still kept."""
+    for fut in done:
+        key, cell = futs[fut]
+        try:
+            df = fut.result()
+        except Exception as exc:
+            errors.append((cell, exc))
+            continue
+        store(key, cell, df)
+        if release:
+            fut.release()
+
 def _run_process_pool(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: Any,
                       workers: int, store: Callable[..., None]) -> None:
     import multiprocessing as mp
@@ -261,14 +192,7 @@ def _run_process_pool(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, pay
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(payload,)) as pool:
         futs = {pool.submit(_call_with_worker_payload, fn, cell): (key, cell) for key, cell in todo}
-        for fut in as_completed(futs):
-            key, cell = futs[fut]
-            try:
-                df = fut.result()
-            except Exception as exc:
-                errors.append((cell, exc))
-                continue
-            store(key, cell, df)
+        _gather(as_completed(futs), futs, store, errors)
     _first_error(errors)
 
 
@@ -302,15 +226,7 @@ def _run_dask(todo: list[tuple[str, Mapping[str, Any]]], fn: CellFn, payload: An
         for key, cell in todo:
             f = client.submit(fn, shared, dict(cell), key=f"specplan-cell-{key}", pure=False)
             futs[f] = (key, cell)
-        for fut in as_completed(list(futs)):
-            key, cell = futs[fut]
-            try:
-                df = fut.result()
-            except Exception as exc:
-                errors.append((cell, exc))
-                continue
-            store(key, cell, df)
-            fut.release()
+        _gather(as_completed(list(futs)), futs, store, errors, release=True)
     finally:
         client.close()
         if local is not None:
@@ -402,12 +318,3 @@ def sweep(
                                   progress=progress)
     frame = consolidate(cells, digest, cdir, out)
     return SweepOutcome(computed, skipped, frame, out)
-
-
-def describe_grid(varies: Iterable[Vary]) -> str:
-    """``workload.rate(3) × seed(2) = 6 cells`` for the CLI header."""
-    vs = list(varies)
-    n = 1
-    for v in vs:
-        n *= len(v.values)
-    return " × ".join(f"{v.key}({len(v.values)})" for v in vs) + f" = {n} cells"

@@ -88,15 +88,15 @@ capacity is lower is then run closer to, or past, its own saturation)."""
 
 def capacity_of(scenario: Scenario, profile: Profile, seed: int, candidate: str | None = None) -> CapacityEstimate:
     """Highest rate at which the simulated candidate (default: the baseline) holds the
-    scenario's SLOs (sim/decisions/capacity.py).
+    scenario's SLOs (sim/decisions/simulated_load.py).
 
     This is the simulator's own capacity search on the measured profile (SLO percentile and
     limits from the scenario). Without SLOs it falls back to the saturation rate estimated
     from the profile: the baseline's batch-1 service time per request (prefill + decode steps
     at its mean context), i.e. 1 / mean service time — conservative, since batching raises capacity.
     """
-    from sim.decisions.capacity import SimulatedLoad
     from sim.decisions.capacity_search import find_capacity
+    from sim.decisions.simulated_load import SimulatedLoad
     from sim.decisions.sustain import criteria_from_scenario
 
     base = candidate or scenario.baseline.name

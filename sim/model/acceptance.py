@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey, AcceptanceSegment, Profile
+from sim.contracts.profile import Profile
+from sim.contracts.profile_acceptance import AcceptanceKey, AcceptanceSegment
 
 SegmentKeyLike = AcceptanceKey | tuple[str, str, float]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.contracts.scenario import RestartConfig
+from sim.contracts.fleet_config import RestartConfig
 from sim.model import batch_columns
 from sim.model.batch_columns import PROPOSAL, PROPOSES
 from sim.model.router import Router, Routing

@@ -159,7 +159,7 @@ OFF = SpeculationPolicy("off")
 
 
 def policy_from_candidate(candidate: Any) -> SpeculationPolicy:
-    """Build the policy of a scenario candidate (``sim.contracts.scenario.Candidate``)."""
+    """Build the policy of a scenario candidate (``sim.contracts.candidate.Candidate``)."""
     spec = getattr(candidate, "speculation", None)
     proposer = getattr(candidate, "proposer", None)
     name = getattr(candidate, "policy", None)

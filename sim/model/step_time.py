@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.contracts.grid import GridInterpolator
-from sim.contracts.profile import Profile, TimingGrid
+from sim.contracts.profile import Profile
+from sim.contracts.profile_timing import TimingGrid
 from sim.model.machine_speed import SpeedTimeline
 
 

@@ -20,7 +20,7 @@ from sim.contracts.acceptance_trace import (
     read_trace,
 )
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey, AcceptanceSegment, RequestAcceptance
+from sim.contracts.profile_acceptance import AcceptanceKey, AcceptanceSegment, RequestAcceptance
 from sim.model.acceptance import (
     AcceptanceModel,
     SegmentAcceptance,

@@ -15,8 +15,9 @@ import numpy as np
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import check_work, workload_size
-from sim.contracts.scenario import PiecewiseConfig, RunConfig, Scenario, WorkloadConfig
+from sim.contracts.scenario import RunConfig, Scenario
 from sim.contracts.trace import Trace, read_trace
+from sim.contracts.workload_config import PiecewiseConfig, WorkloadConfig
 
 # child-stream indices under the workload's SeedSequence (never reorder: results depend on it)
 _ARRIVALS, _SEGMENTS, _LENGTHS = 0, 1, 2

@@ -206,44 +206,7 @@ def summarize(
     for seg in (mn.ALL_SEGMENTS, *segments):
         m = measured if seg == mn.ALL_SEGMENTS else measured.filter(pl.col("segment") == seg)
         gaps = itl_done if seg == mn.ALL_SEGMENTS else itl_done.filter(pl.col("segment") == seg)
-        row: dict[str, object] = dict(keys)
-        row[mn.SEGMENT] = seg
-        done = m.filter(pl.col("outcome") == mn.COMPLETED)
-        for metric, col in ((mn.TTFT, "ttft_s"), (mn.TPOT, "tpot_s"), (mn.E2EL, "e2el_s")):
-            row.update(latency_stats(done[col].drop_nulls().to_numpy(), metric))
-        row.update(latency_stats(gaps["gap_s"].to_numpy(), mn.ITL))
-        row.update(pause_stats(done["max_pause_s"].drop_nulls().to_numpy()))
-        n_done = done.height
-        counts = m["outcome"].value_counts()
-        by = dict(zip(counts["outcome"].to_list(), counts["count"].to_list(), strict=True))
-        row[mn.COMPLETED] = n_done
-        row[mn.REJECTED] = int(by.get(mn.REJECTED, 0))
-        row[mn.TIMED_OUT] = int(by.get(mn.TIMED_OUT, 0))
-        n_good = int(m["good"].sum())
-        row[mn.REQUEST_THROUGHPUT] = n_done / window if window > 0 else None
-        row[mn.OUTPUT_THROUGHPUT] = (
-            float(done["generated_tokens"].sum()) / window if window > 0 else None
-        )
-        row[mn.REQUEST_GOODPUT] = n_good / window if slo_ms and window > 0 else None
-        row[mn.SLO_ATTAINMENT] = n_good / m.height if slo_ms and m.height else None
-        drafts = int(m["num_drafts"].sum())
-        row[mn.MEAN_ACCEPTANCE_LENGTH] = (
-            1.0 + int(m["accepted_tokens"].sum()) / drafts if drafts else None
-        )
-        spec_steps = int(m["num_spec_steps"].sum()) if "num_spec_steps" in m.columns else drafts
-        row[mn.TOKENS_PER_STEP] = (
-            1.0 + int(m["accepted_tokens"].sum()) / spec_steps if spec_steps else None
-        )
-        row[mn.PREEMPTIONS] = int(m["preemptions"].sum())
-        row[mn.QUEUE_LEN_TW] = q_tw
-        row[mn.KV_USE_TW] = kv_tw
-        row[mn.COST_TOTAL_USD] = cost_total_usd
-        row[mn.COST_PER_GOOD_ANSWER_USD] = (
-            cost_per_good_answer(cost_total_usd, n_good)
-            if seg == mn.ALL_SEGMENTS and slo_ms
-            else None
-        )
-        rows.append(row)
+        rows.append(_segment_row(seg, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd))
     schema: dict[str, pl.DataType] = {}
     for key, value in keys.items():
         schema[key] = pl.Int64() if isinstance(value, int) else pl.String()
@@ -251,3 +214,47 @@ def summarize(
     for col in mn.METRIC_COLUMNS:
         schema[col] = pl.Int64() if col in mn.COUNT_COLUMNS or col == mn.PREEMPTIONS else pl.Float64()
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _segment_row(seg: str, m: pl.DataFrame, gaps: pl.DataFrame, keys: Mapping[str, object],
+                 slo_ms: Mapping[str, float], window: float, q_tw: float | None, kv_tw: float | None,
+                 cost_total_usd: float | None) -> dict[str, object]:
+    """The summary row of one segment (or ``"all"``) from its measured requests ``m``."""
+    row: dict[str, object] = dict(keys)
+    row[mn.SEGMENT] = seg
+    done = m.filter(pl.col("outcome") == mn.COMPLETED)
+    for metric, col in ((mn.TTFT, "ttft_s"), (mn.TPOT, "tpot_s"), (mn.E2EL, "e2el_s")):
+        row.update(latency_stats(done[col].drop_nulls().to_numpy(), metric))
+    row.update(latency_stats(gaps["gap_s"].to_numpy(), mn.ITL))
+    row.update(pause_stats(done["max_pause_s"].drop_nulls().to_numpy()))
+    n_done = done.height
+    counts = m["outcome"].value_counts()
+    by = dict(zip(counts["outcome"].to_list(), counts["count"].to_list(), strict=True))
+    row[mn.COMPLETED] = n_done
+    row[mn.REJECTED] = int(by.get(mn.REJECTED, 0))
+    row[mn.TIMED_OUT] = int(by.get(mn.TIMED_OUT, 0))
+    n_good = int(m["good"].sum())
+    row[mn.REQUEST_THROUGHPUT] = n_done / window if window > 0 else None
+    row[mn.OUTPUT_THROUGHPUT] = (
+        float(done["generated_tokens"].sum()) / window if window > 0 else None
+    )
+    row[mn.REQUEST_GOODPUT] = n_good / window if slo_ms and window > 0 else None
+    row[mn.SLO_ATTAINMENT] = n_good / m.height if slo_ms and m.height else None
+    drafts = int(m["num_drafts"].sum())
+    row[mn.MEAN_ACCEPTANCE_LENGTH] = (
+        1.0 + int(m["accepted_tokens"].sum()) / drafts if drafts else None
+    )
+    spec_steps = int(m["num_spec_steps"].sum()) if "num_spec_steps" in m.columns else drafts
+    row[mn.TOKENS_PER_STEP] = (
+        1.0 + int(m["accepted_tokens"].sum()) / spec_steps if spec_steps else None
+    )
+    row[mn.PREEMPTIONS] = int(m["preemptions"].sum())
+    row[mn.QUEUE_LEN_TW] = q_tw
+    row[mn.KV_USE_TW] = kv_tw
+    row[mn.COST_TOTAL_USD] = cost_total_usd
+    row[mn.COST_PER_GOOD_ANSWER_USD] = (
+        cost_per_good_answer(cost_total_usd, n_good)
+        if seg == mn.ALL_SEGMENTS and slo_ms
+        else None
+    )
+    return row

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import check_work, workload_size
 from sim.contracts.profile import Profile, load_profile
-from sim.contracts.scenario import Candidate, Scenario
+from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
 from sim.model.engine import StepTimer
 from sim.model.workload import generate_requests

@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
-from sim.contracts.scenario import Candidate, Scenario
+from sim.contracts.scenario import Scenario
 from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits
@@ -120,7 +121,7 @@ def acceptance_model(
 
 def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
     """Acceptance from the candidate's per-request trace (replayed, or drawn independently)."""
-    from sim.contracts.scenario import resolve_path
+    from sim.contracts.scenario_fields import resolve_path
     from sim.model.trace_acceptance import load_trace, trace_acceptance
 
     path = str(resolve_path(str(candidate.acceptance_trace), scenario.base_dir))

@@ -231,7 +231,7 @@ def why_lines(steps: pl.DataFrame, baseline: str) -> list[str]:
     return out
 
 
-def capacity_verdict(report) -> list[str]:  # noqa: ANN001 - sim.decisions.capacity.CapacityReport (no import cycle)
+def capacity_verdict(report) -> list[str]:  # noqa: ANN001 - sim.decisions.capacity_report.CapacityReport (no import cycle)
     """The capacity answer first: fewest replicas for the target rate, then cost at that size.
 
     A candidate pays when it needs fewer replicas than the baseline for the target, or as many

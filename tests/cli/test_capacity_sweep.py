@@ -110,7 +110,8 @@ def test_sweep_cli_bad_vary(scenario_path: Path, tmp_path: Path, capsys: pytest.
 def test_sweep_simulates_on_dask(scenario_path: Path, tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     from sim.contracts.scenario import load_scenario
-    from sim.decisions.sweep import parse_vary, sweep
+    from sim.decisions.sweep import sweep
+    from sim.decisions.sweep_grid import parse_vary
 
     sc = load_scenario(scenario_path)
     varies = [parse_vary("fleet.replicas=1,2"), parse_vary("seed=3"), parse_vary("run.duration_s=20")]

@@ -7,48 +7,33 @@ import json
 from pathlib import Path
 
 from cli.main import main
-from dashboard.callbacks import run_view
 from dashboard.files import Roots
 from dashboard.html_report import render_report
+from dashboard.page_run import run_view
 from dashboard.view import compute_view, report_content, view_figures
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile_dict
 from sim.results.runner import run_scenario
+from tests.helpers import scenario_toml
 
 # batch 1, every decode step 10 ms, prefill 50 ms, 22 output tokens: the baseline serves a
 # request in 0.26 s (3.8 req/s at most); sure-k2 commits 3 tokens a step (≈8 req/s). At 5 req/s
 # the baseline's queue runs away while sure-k2 meets the SLO: it dominates.
-SCENARIO = """
-name = "dominant"
-[run]
-duration_s = 120
-warmup_s = 10
-seeds = [1, 2]
-[workload]
-arrival = "poisson"
-rate = 5.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "fixed", value = 32}
-output_tokens = {dist = "fixed", value = 22}
-acceptance = {task = "chat", language = "en"}
-[slo]
-ttft_ms = 1000
-[fleet]
-profile = "../profiles/dd1.json"
-price_per_gpu_hour = 1.0
-[fleet.engine]
-max_num_seqs = 1
-[[candidates]]
-name = "baseline"
-speculation = "off"
-[[candidates]]
-name = "sure-k2"
-proposer = "ngram"
-k = 2
-assumed_acceptance = [1.0, 1.0]
-"""
+SCENARIO = scenario_toml(
+    'dominant',
+    run={'duration_s': 120, 'warmup_s': 10, 'seeds': [1, 2]},
+    workload={'arrival': 'poisson', 'rate': 5.0},
+    segments=[
+        {'name': 'chat', 'share': 1.0, 'prompt_tokens': {'dist': 'fixed', 'value': 32}, 'output_tokens': {'dist': 'fixed', 'value': 22}, 'acceptance': {'task': 'chat', 'language': 'en'}},
+    ],
+    slo={'ttft_ms': 1000},
+    fleet={'profile': '../profiles/dd1.json', 'price_per_gpu_hour': 1.0},
+    engine={'max_num_seqs': 1},
+    candidates=[
+        {'name': 'baseline', 'speculation': 'off'},
+        {'name': 'sure-k2', 'proposer': 'ngram', 'k': 2, 'assumed_acceptance': [1.0, 1.0]},
+    ],
+)
 
 
 def make_root(tmp: Path) -> Path:

@@ -12,35 +12,20 @@ import pytest
 from cli.main import main
 from sim.contracts.errors import SpecplanError
 from sim.results.atomic_io import write_parquet_atomic, write_text_atomic
-from tests.helpers import write_scenario
+from tests.helpers import scenario_toml, write_scenario
 
-SCENARIO = """
-name = "tiny"
-[run]
-duration_s = 60
-warmup_s = 5
-seeds = [1]
-[workload]
-arrival = "poisson"
-rate = 2.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "fixed", value = 64}
-output_tokens = {dist = "fixed", value = 16}
-acceptance = {task = "chat", language = "en"}
-[slo]
-ttft_ms = 1500
-tpot_ms = 60
-[fleet]
-profile = "profile.json"
-price_per_gpu_hour = 2.0
-[fleet.engine]
-max_num_seqs = 8
-[[candidates]]
-name = "baseline"
-speculation = "off"
-"""
+SCENARIO = scenario_toml(
+    'tiny',
+    run={'duration_s': 60, 'warmup_s': 5, 'seeds': [1]},
+    workload={'arrival': 'poisson', 'rate': 2.0},
+    segments=[
+        {'name': 'chat', 'share': 1.0, 'prompt_tokens': {'dist': 'fixed', 'value': 64}, 'output_tokens': {'dist': 'fixed', 'value': 16}, 'acceptance': {'task': 'chat', 'language': 'en'}},
+    ],
+    slo={'ttft_ms': 1500, 'tpot_ms': 60},
+    fleet={'profile': 'profile.json', 'price_per_gpu_hour': 2.0},
+    engine={'max_num_seqs': 8},
+    candidates=[{'name': 'baseline', 'speculation': 'off'}],
+)
 
 
 def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path: Path) -> None:

@@ -16,64 +16,31 @@ import pytest
 from dashboard.app import create_app
 from dashboard.files import Roots
 from sim.contracts.synthetic import synthetic_profile_dict
+from tests.helpers import scenario_toml
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # four browser sessions: ~1 min together
 
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
-SCENARIO = """
-name = "small"
-description = "browser-test scenario on a synthetic profile (assumed numbers)"
-[run]
-duration_s = 60
-warmup_s = 10
-seeds = [1]
-[workload]
-arrival = "poisson"
-rate = 2.0
-[[workload.segments]]
-name = "chat"
-share = 0.7
-prompt_tokens = {dist = "lognormal", median = 200, sigma = 0.5, min = 8, max = 1024}
-output_tokens = {dist = "lognormal", median = 60, sigma = 0.5, min = 4, max = 256}
-acceptance = {task = "chat", language = "en"}
-[[workload.segments]]
-name = "code"
-share = 0.3
-prompt_tokens = {dist = "uniform", min = 100, max = 400}
-output_tokens = {dist = "fixed", value = 80}
-acceptance = {task = "code", language = "en"}
-[slo]
-ttft_ms = 1000
-tpot_ms = 60
-e2el_ms = 10000
-pause_ms = 500
-[fleet]
-profile = "../profiles/synthetic-small.json"
-replicas = 1
-price_per_gpu_hour = 2.5
-[fleet.engine]
-max_num_seqs = 32
-max_num_batched_tokens = 1024
-[[candidates]]
-name = "baseline"
-speculation = "off"
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-[[candidates]]
-name = "ngram-k5-cutoff"
-proposer = "ngram"
-k = 5
-policy = "off_above_batch"
-max_batch = 8
-[[candidates]]
-name = "ngram-assumed"
-proposer = "ngram"
-k = 2
-assumed_acceptance = [0.5, 0.3]
-"""
+SCENARIO = scenario_toml(
+    'small',
+    run={'duration_s': 60, 'warmup_s': 10, 'seeds': [1]},
+    workload={'arrival': 'poisson', 'rate': 2.0},
+    segments=[
+        {'name': 'chat', 'share': 0.7, 'prompt_tokens': {'dist': 'lognormal', 'median': 200, 'sigma': 0.5, 'min': 8, 'max': 1024}, 'output_tokens': {'dist': 'lognormal', 'median': 60, 'sigma': 0.5, 'min': 4, 'max': 256}, 'acceptance': {'task': 'chat', 'language': 'en'}},
+        {'name': 'code', 'share': 0.3, 'prompt_tokens': {'dist': 'uniform', 'min': 100, 'max': 400}, 'output_tokens': {'dist': 'fixed', 'value': 80}, 'acceptance': {'task': 'code', 'language': 'en'}},
+    ],
+    slo={'ttft_ms': 1000, 'tpot_ms': 60, 'e2el_ms': 10000, 'pause_ms': 500},
+    fleet={'profile': '../profiles/synthetic-small.json', 'replicas': 1, 'price_per_gpu_hour': 2.5},
+    engine={'max_num_seqs': 32, 'max_num_batched_tokens': 1024},
+    candidates=[
+        {'name': 'baseline', 'speculation': 'off'},
+        {'name': 'ngram-k3', 'proposer': 'ngram', 'k': 3},
+        {'name': 'ngram-k5-cutoff', 'proposer': 'ngram', 'k': 5, 'policy': 'off_above_batch', 'max_batch': 8},
+        {'name': 'ngram-assumed', 'proposer': 'ngram', 'k': 2, 'assumed_acceptance': [0.5, 0.3]},
+    ],
+    description='browser-test scenario on a synthetic profile (assumed numbers)',
+)
 
 
 def make_root(base: Path) -> Path:

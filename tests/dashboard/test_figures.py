@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from dashboard import figures
+from dashboard.chart_frames import levels_over_time
 from dashboard.colors import BASELINE_COLOR, PALETTE, SLO_COLOR, candidate_colors
 
 CANDS = ["baseline", "ngram-k3", "ngram-k5"]
@@ -163,7 +164,7 @@ def test_levels_over_time_is_time_weighted_and_fleet_wide():
         "kv_used_blocks": [10, 30, 50],
         "kv_total_blocks": [100, 100, 100],
     })
-    lv = figures.levels_over_time(steps, bin_s=1.0)
+    lv = levels_over_time(steps, bin_s=1.0)
     assert lv.height == 1
     row = lv.row(0, named=True)
     # replica 0: queue (4*.1 + 0*.3)/.4 = 1.0, kv (10*.1+30*.3)/.4 = 25; replica 1: queue 2, kv 50

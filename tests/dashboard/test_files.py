@@ -12,7 +12,7 @@ import pytest
 from dashboard import files as df
 from dashboard import state as st
 from dashboard.app import create_app
-from dashboard.callbacks import run_view
+from dashboard.page_run import run_view
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 from profiler.estimate import (
-    Efficiency,
     EstimateProposer,
     calibrate,
     estimate_profile,
-    forward_cost,
 )
 from profiler.gpu_specs import GPUS, gpu_spec, match_device_name
 from profiler.models import load_config
+from profiler.roofline import Efficiency, forward_cost
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 

@@ -14,14 +14,12 @@ import pytest
 
 from profiler.estimate import (
     DEFAULT_STEP_OVERHEAD_S,
-    Efficiency,
-    comm_time,
     estimate_profile,
-    pass_time,
 )
 from profiler.estimate_inputs import efficiency, estimate_from_specs
 from profiler.gpu_specs import gpu_spec, load_gpu_spec
 from profiler.hf_config import read_config
+from profiler.roofline import Efficiency, comm_time, pass_time
 from sim.contracts.errors import SpecplanError
 from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile

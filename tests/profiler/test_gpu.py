@@ -14,7 +14,8 @@ pytestmark = [
 
 
 def test_cuda_timing_and_memory_of_a_tiny_profile(tmp_path: Path):
-    from profiler.run import ProfileRequest, ProposerRequest, run_profile
+    from profiler.profile_request import ProfileRequest, ProposerRequest
+    from profiler.run import run_profile
     from profiler.timing_grids import TimingGrids
     from sim.contracts.profile import load_profile
 

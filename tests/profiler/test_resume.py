@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.run import ProfileRequest, ProposerRequest, partial_path, run_profile
+from profiler.profile_request import ProfileRequest, ProposerRequest
+from profiler.run import partial_path, run_profile
 from profiler.timing_grids import TimingGrids
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import load_profile

@@ -258,7 +258,9 @@ def test_fit_prompt_and_random_prompts_have_exact_lengths():
 def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tiny):
     """Decode-set changes edit the batch in place (swap-remove, append): every row's valid KV
     columns stay its own, a live leaver gets its compact cache back, padding nobody needs goes."""
-    from profiler.batch_executor import BatchExecutor, _cache_from, _Seq
+    from profiler.batch_executor import BatchExecutor
+    from profiler.batch_state import SeqState
+    from profiler.kv_cache import cache_from
 
     cfg = tiny.config
     heads, dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
@@ -266,10 +268,10 @@ def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tin
     ex = BatchExecutor(tiny)
     original = {}
     for rid, n in enumerate([7, 12, 5, 9, 15]):
-        seq = _Seq(ServingRequest(rid, 0.0, tuple([1] * n), 4), None)
+        seq = SeqState(ServingRequest(rid, 0.0, tuple([1] * n), 4), None)
         kv = [(torch.randn(1, heads, n, dim, generator=gen), torch.randn(1, heads, n, dim, generator=gen))
               for _ in range(cfg.num_hidden_layers)]
-        seq.cache = _cache_from(cfg, kv)
+        seq.cache = cache_from(cfg, kv)
         original[rid] = kv
         ex.seqs[rid] = seq
 

@@ -8,8 +8,9 @@ import torch
 from transformers import DynamicCache
 
 from profiler.clock import Timing, time_op, time_steps
+from profiler.kv_cache import crop_to
 from profiler.models import load_model
-from profiler.timing import crop_to, plan_tasks
+from profiler.timing import plan_tasks
 from profiler.timing_assembly import assemble_timing
 from profiler.timing_grids import OOM_REASON, DraftRuntime, Measured, TimingGrids
 from sim.contracts.errors import SpecplanError
@@ -101,18 +102,18 @@ def test_every_grid_cell_is_measured_with_sane_shapes():
 
 
 def test_out_of_memory_cells_become_limits(monkeypatch: pytest.MonkeyPatch):
-    from profiler import timing
+    from profiler import grid_passes
 
     m = load_model("config:tiny-llama", device="cpu")
     g = tiny_grids()
-    real = timing._Runner.prefill
+    real = grid_passes.PassRunner.prefill
 
     def fake_prefill(self, model, batch, context, chunk=4096):
         if batch >= 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
         return real(self, model, batch, context, chunk)
 
-    monkeypatch.setattr(timing._Runner, "prefill", fake_prefill)
+    monkeypatch.setattr(grid_passes.PassRunner, "prefill", fake_prefill)
     measured = _measure_all(m, [], g)
     limited = [x for x in measured if x.limit]
     assert limited and all(x.limit == OOM_REASON and x.point.as_dict()["batch"] == 2 for x in limited)

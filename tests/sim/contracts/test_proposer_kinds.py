@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import PROPOSER_KINDS, Profile, load_profile
+from sim.contracts.profile import Profile, load_profile
+from sim.contracts.profile_identity import PROPOSER_KINDS
 from sim.contracts.synthetic import synthetic_profile, synthetic_profile_dict
 from sim.decisions.policy_advice import advise_policy
 

@@ -8,34 +8,26 @@ from pathlib import Path
 
 import pytest
 
+from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.lengths import LengthDist
-from sim.contracts.scenario import (
-    Candidate,
-    Scenario,
-    dumps_toml,
-    load_scenario,
-    resolve_path,
-)
+from sim.contracts.scenario import Scenario, load_scenario
+from sim.contracts.scenario_fields import resolve_path
+from sim.contracts.toml_writer import dumps_toml
+from tests.helpers import scenario_toml
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
 TRACES = REPO.parent / "shared" / "traces"
 
-MINIMAL = """
-name = "t"
-[run]
-duration_s = 100
-[workload]
-arrival = "poisson"
-rate = 1.0
-[[workload.segments]]
-name = "a"
-share = 1
-prompt_tokens = {dist = "fixed", value = 10}
-output_tokens = {dist = "fixed", value = 5}
-acceptance = {task = "support", language = "en"}
-"""
+MINIMAL = scenario_toml(
+    't',
+    run={'duration_s': 100},
+    workload={'arrival': 'poisson', 'rate': 1.0},
+    segments=[
+        {'name': 'a', 'share': 1, 'prompt_tokens': {'dist': 'fixed', 'value': 10}, 'output_tokens': {'dist': 'fixed', 'value': 5}, 'acceptance': {'task': 'support', 'language': 'en'}},
+    ],
+)
 
 
 def _write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:

@@ -9,7 +9,7 @@ import pytest
 
 from cli.main import main
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.contracts.synthetic import synthetic_profile, synthetic_profile_dict
 from sim.decisions.breakeven import (
     BreakevenRow,

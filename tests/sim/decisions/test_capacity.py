@@ -187,7 +187,7 @@ def test_capacity_matches_dd1_closed_form() -> None:
 
 
 def test_low_rate_probes_are_lengthened_to_enough_requests() -> None:
-    from sim.decisions.capacity import at_load
+    from sim.decisions.load_scaling import at_load
 
     sc = dd1_scenario()
     slow = at_load(sc, 0.1, 1, min_requests=200)
@@ -236,7 +236,8 @@ def test_fewest_replicas_gallops_and_bisects() -> None:
 
 
 def test_a_short_probe_that_passes_while_its_queue_diverges_is_rejected() -> None:
-    from sim.decisions.capacity import SimulatedLoad, plan_capacity
+    from sim.decisions.capacity import plan_capacity
+    from sim.decisions.simulated_load import SimulatedLoad
     from sim.decisions.sustain import criteria_from_scenario
 
     # D/D/1 at 1.1x its capacity with a lax TTFT SLO (60 s): over the 200-s probe the wait grows

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import AcceptanceKey
+from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.contracts.synthetic import synthetic_profile
 from sim.decisions.policy_advice import advise_policy, mixed_survival
 

@@ -8,15 +8,13 @@ import polars as pl
 import pytest
 
 from sim.contracts.errors import SpecplanError
-from sim.decisions.sweep import (
+from sim.decisions.sweep import cells_dir_for, consolidate, run_cells
+from sim.decisions.sweep_grid import (
     Vary,
     cell_key,
-    cells_dir_for,
-    consolidate,
     describe_grid,
     expand_grid,
     parse_vary,
-    run_cells,
     scenario_overrides,
 )
 

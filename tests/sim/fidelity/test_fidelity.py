@@ -11,7 +11,7 @@ import pytest
 from cli.main import main
 from sim.fidelity import comparison, drift, live_load
 from sim.model.machine_speed import SpeedTimeline
-from tests.helpers import write_scenario
+from tests.helpers import scenario_toml, write_scenario
 
 EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
                     "measured", "measured_min", "measured_max", "real_runs", "abs_error", "rel_error"]
@@ -90,38 +90,21 @@ def test_drift_cells_are_measured_profile_cells_near_the_runs_shapes(tmp_path):
 def _write_inputs(tmp_path, rates=(0.7, 0.5, 0.35)):
     scenario = write_scenario(
         tmp_path,
-        """
-name = "tiny-validate"
-[run]
-duration_s = 20
-seeds = [0]
-[workload]
-arrival = "poisson"
-rate = 2.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "uniform", min = 12, max = 40}
-output_tokens = {dist = "uniform", min = 4, max = 12}
-acceptance = {task = "chat", language = "en"}
-[slo]
-ttft_ms = 500
-e2el_ms = 3000
-[fleet]
-profile = "p.json"
-[fleet.engine]
-max_num_seqs = 4
-max_num_batched_tokens = 64
-block_size = 16
-[[candidates]]
-name = "baseline"
-speculation = "off"
-[[candidates]]
-name = "ngram-k2"
-proposer = "ngram"
-k = 2
-policy = "fixed"
-""",
+        scenario_toml(
+            'tiny-validate',
+            run={'duration_s': 20, 'seeds': [0]},
+            workload={'arrival': 'poisson', 'rate': 2.0},
+            segments=[
+                {'name': 'chat', 'share': 1.0, 'prompt_tokens': {'dist': 'uniform', 'min': 12, 'max': 40}, 'output_tokens': {'dist': 'uniform', 'min': 4, 'max': 12}, 'acceptance': {'task': 'chat', 'language': 'en'}},
+            ],
+            slo={'ttft_ms': 500, 'e2el_ms': 3000},
+            fleet={'profile': 'p.json'},
+            engine={'max_num_seqs': 4, 'max_num_batched_tokens': 64, 'block_size': 16},
+            candidates=[
+                {'name': 'baseline', 'speculation': 'off'},
+                {'name': 'ngram-k2', 'proposer': 'ngram', 'k': 2, 'policy': 'fixed'},
+            ],
+        ),
         profile_file="p.json",
         name="tiny-synthetic", acceptance_rates=rates,
         base_step_s=0.004, per_seq_s=0.0005, prefill_base_s=0.003,

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from sim.contracts.scenario import RestartConfig
+from sim.contracts.fleet_config import RestartConfig
 from sim.model.engine import Fleet, FleetSpec
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig

@@ -12,7 +12,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.contracts.scenario import RestartConfig
+from sim.contracts.fleet_config import RestartConfig
 from sim.model.engine import Fleet, FleetSpec
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig

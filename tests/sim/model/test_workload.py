@@ -10,8 +10,9 @@ import pytest
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.lengths import LengthDist
-from sim.contracts.scenario import PiecewiseConfig, RunConfig, Scenario, load_scenario
+from sim.contracts.scenario import RunConfig, Scenario, load_scenario
 from sim.contracts.trace import read_trace
+from sim.contracts.workload_config import PiecewiseConfig
 from sim.model.workload import (
     RequestSpec,
     generate_arrays,

@@ -1,0 +1,77 @@
+"""Finished runs kept between what-ifs, one entry per candidate and load point.
+
+A what-if re-simulates only what it changed: runs are independent per candidate (the same seed
+gives the same workload and draws), so each candidate's frames are stored under a key of
+everything that decides its run, and a view is assembled from stored and fresh pieces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import polars as pl
+
+from sim.contracts.scenario import Scenario
+from sim.results import metric_names as mn
+from sim.results.runner import ScenarioResult, aggregate
+
+
+class RunCache(Protocol):
+    """Where finished runs are kept between what-ifs (a ``diskcache.Cache`` or a dict)."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+    def __setitem__(self, key: str, value: Any) -> None: ...
+
+
+def digest(*parts: object) -> str:
+    """A short content hash of JSON-able parts."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def run_keys(scenario: Scenario, profile_key: str) -> dict[str, str]:
+    """One cache key per candidate: everything that decides its run except the other candidates
+    (runs are independent per candidate: the same seed gives the same workload and draws)."""
+    d = scenario.to_dict()
+    cands = d.pop("candidates", [])
+    base = digest(d, str(scenario.trace_path), profile_key)
+    return {c.name: f"run:{digest(base, cd)}" for c, cd in zip(scenario.candidates, cands, strict=True)}
+
+
+def ipc_bytes(frame: pl.DataFrame) -> bytes:
+    """A frame as compressed Arrow IPC bytes (what the cache stores)."""
+    buf = io.BytesIO()
+    frame.write_ipc(buf, compression="zstd")
+    return buf.getvalue()
+
+
+def pack(result: ScenarioResult, name: str) -> tuple[bytes, bytes, bytes, list[str], list[str]]:
+    """One candidate's share of a result: its frames and the provenance/notes lines about it."""
+    def own(frame: pl.DataFrame) -> bytes:
+        return ipc_bytes(frame.filter(pl.col(mn.CANDIDATE) == name))
+
+    others = [c for c in result.candidates if c != name]
+    sources = [ln for ln in result.sources if not any(ln.startswith(f"{o}:") for o in others)]
+    notes = [ln for ln in result.notes if not any(ln.startswith(f"{o} ") or ln.startswith(f"{o}:") for o in others)]
+    return own(result.per_seed), own(result.requests), own(result.steps), sources, notes
+
+
+def assemble(scenario: Scenario, pieces: Mapping[str, tuple[bytes, bytes, bytes, list[str], list[str]]]) -> ScenarioResult:
+    """A result from every candidate's piece, baseline first (as ``run_scenario`` orders them)."""
+    names = [c.name for c in sorted(scenario.candidates, key=lambda c: not c.is_baseline)]
+    per_seed, requests, steps = ([pl.read_ipc(io.BytesIO(pieces[n][i])) for n in names] for i in range(3))
+    per_seed_df = pl.concat(per_seed, how="vertical")
+    return ScenarioResult(
+        scenario=scenario, summary=aggregate(per_seed_df), per_seed=per_seed_df,
+        requests=pl.concat(requests, how="vertical"), steps=pl.concat(steps, how="vertical"),
+        sources=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][3])),
+        notes=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][4])),
+        candidates=tuple(names), seeds=tuple(scenario.run.seeds),
+    )

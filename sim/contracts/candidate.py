@@ -1,0 +1,149 @@
+"""The scenario's [[candidates]]: the baseline and the speculative configurations to compare."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sim.contracts.errors import FieldError
+from sim.contracts.scenario_fields import NAME_RE
+
+Speculation = Literal["on", "off"]
+PolicyName = Literal["fixed", "off_above_batch", "k_by_batch", "adaptive"]
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveConfig:
+    """Hysteresis on the mean decode batch: speculate when it is small, stop when it is large."""
+
+    on_below_batch: float
+    """Turn speculation on when the windowed mean decode batch falls below this."""
+    off_above_batch: float
+    """Turn speculation off when the windowed mean decode batch rises above this."""
+    window_s: float = 5.0
+    """Averaging window of the decode batch (seconds)."""
+
+    def __post_init__(self) -> None:
+        if self.on_below_batch < 0:
+            raise FieldError("on_below_batch", f"must be ≥ 0, got {self.on_below_batch}")
+        if not self.on_below_batch < self.off_above_batch:
+            raise FieldError(
+                "off_above_batch",
+                f"must be > on_below_batch ({self.on_below_batch}), got {self.off_above_batch}",
+            )
+        if not self.window_s > 0:
+            raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
+
+
+_POLICY_FIELDS: dict[str, tuple[str, ...]] = {
+    "fixed": ("k",),
+    "off_above_batch": ("k", "max_batch"),
+    "k_by_batch": ("k_by_batch",),
+    "adaptive": ("k", "adaptive"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One serving configuration to compare: the baseline or a speculative-decoding setup."""
+
+    name: str
+    """Unique candidate name ([A-Za-z0-9._+-])."""
+    speculation: Speculation = "on"
+    """"off" marks the baseline (no drafting); "on" needs a proposer and a policy."""
+    proposer: str | None = None
+    """A proposer name of the profile (e.g. "ngram", "selfdraft-l6")."""
+    policy: PolicyName = "fixed"
+    """How k is chosen per step: "fixed", "off_above_batch", "k_by_batch" or "adaptive"."""
+    k: int | None = None
+    """Draft tokens per decode request and step (fixed, off_above_batch, adaptive)."""
+    max_batch: int | None = None
+    """off_above_batch: speculation is off while more than this many requests decode."""
+    k_by_batch: tuple[tuple[int, int], ...] | None = None
+    """k_by_batch: [[batch_size_at_least, k], …], first threshold 1, thresholds increasing."""
+    adaptive: AdaptiveConfig | None = None
+    """adaptive: the hysteresis thresholds."""
+    assumed_acceptance: tuple[float, ...] | None = None
+    """Optional survival rate per position (non-increasing, in [0, 1], length ≥ max k) that
+    replaces the profile's acceptance for this candidate; shown as "assumed"."""
+    acceptance_trace: str | None = None
+    """Optional per-request acceptance trace (docs/acceptance-trace-format.md; path relative to
+    the scenario) that replaces the profile's acceptance: each request replays one traced
+    request's sequence (``trace_replay``) or draws steps independently at its rates."""
+    trace_format: Literal["specplan", "specdecode-bench-eagle", "specdecode-bench-ngram"] = "specplan"
+    """Layout of ``acceptance_trace``: specplan's JSONL, or a user's own SpecDecode-Bench
+    ``combined_*.jsonl`` (its ``acc_eagle`` / ``acc_ngram`` arrays; no task labels)."""
+    trace_replay: bool = True
+    """True: within a request, accepted lengths follow the traced sequence; False: independent
+    draws at the traced request's per-position rates (to compare)."""
+
+    def __post_init__(self) -> None:
+        if not NAME_RE.match(self.name):
+            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+        all_params = ("proposer", "k", "max_batch", "k_by_batch", "adaptive", "assumed_acceptance")
+        if self.speculation == "off":
+            for p in all_params:
+                if getattr(self, p) is not None:
+                    raise FieldError(p, "not used by the baseline (speculation = \"off\"); remove it")
+            if self.policy != "fixed":
+                raise FieldError("policy", "not used by the baseline (speculation = \"off\")")
+            return
+        if self.proposer is None:
+            raise FieldError("proposer", "required for a speculative candidate (a profile proposer)")
+        needed = _POLICY_FIELDS[self.policy]
+        for p in ("k", "max_batch", "k_by_batch", "adaptive"):
+            given = getattr(self, p) is not None
+            if p in needed and not given:
+                raise FieldError(p, f"required by policy {self.policy!r}")
+            if p not in needed and given:
+                raise FieldError(
+                    p, f"not used by policy {self.policy!r}; valid: {', '.join(needed)}"
+                )
+        if self.k is not None and self.k < 1:
+            raise FieldError("k", f"must be ≥ 1, got {self.k}")
+        if self.max_batch is not None and self.max_batch < 1:
+            raise FieldError("max_batch", f"must be ≥ 1, got {self.max_batch}")
+        if self.k_by_batch is not None:
+            if not self.k_by_batch:
+                raise FieldError("k_by_batch", "must hold at least one [batch_at_least, k] pair")
+            if self.k_by_batch[0][0] != 1:
+                raise FieldError("k_by_batch[0]", f"first threshold must be 1, got {self.k_by_batch[0][0]}")
+            for i, (b, kk) in enumerate(self.k_by_batch):
+                if i and b <= self.k_by_batch[i - 1][0]:
+                    raise FieldError(f"k_by_batch[{i}]", f"thresholds must increase, got {b}")
+                if kk < 0:
+                    raise FieldError(f"k_by_batch[{i}]", f"k must be ≥ 0, got {kk}")
+            if self.max_k < 1:
+                raise FieldError("k_by_batch", "at least one k must be ≥ 1 (else use the baseline)")
+        if self.assumed_acceptance is not None:
+            a = self.assumed_acceptance
+            if len(a) < self.max_k:
+                raise FieldError(
+                    "assumed_acceptance",
+                    f"needs ≥ max k ({self.max_k}) rates, got {len(a)}",
+                )
+            for i, r in enumerate(a):
+                if not 0 <= r <= 1:
+                    raise FieldError(f"assumed_acceptance[{i}]", f"must be in [0, 1], got {r}")
+                if i and r > a[i - 1]:
+                    raise FieldError(
+                        f"assumed_acceptance[{i}]",
+                        f"survival rates must be non-increasing, {r} > {a[i - 1]}",
+                    )
+
+    @property
+    def is_baseline(self) -> bool:
+        """True for the no-speculation candidate."""
+        return self.speculation == "off"
+
+    @property
+    def max_k(self) -> int:
+        """Largest k this candidate may draft in any step (0 for the baseline)."""
+        if self.is_baseline:
+            return 0
+        if self.k_by_batch is not None:
+            return max(kk for _, kk in self.k_by_batch)
+        return int(self.k or 0)
+
+
+BASELINE_NAME = "baseline"

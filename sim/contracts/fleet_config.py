@@ -1,0 +1,165 @@
+"""The scenario's [fleet] table: profile, replicas, engine limits, admission, a restart, prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from sim.contracts.dataclass_mapping import internal_field
+from sim.contracts.errors import FieldError
+from sim.contracts.input_limits import path_problem
+from sim.contracts.scenario_fields import resolve_path
+
+RoutingName = Literal["round_robin", "least_outstanding"]
+OnRestart = Literal["reroute", "drop"]
+Fallback = Literal["baseline", "same"]
+KvLayout = Literal["paged", "padded"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Per-replica engine limits, in vLLM's terms."""
+
+    max_num_seqs: int | None = None
+    """Most requests in the running batch (vLLM max_num_seqs); none: the engine's default for
+    the profile's device (sim/model/engine_defaults.py: 1024 on GPUs with ≥ 70 GiB other than A100,
+    else 256)."""
+    max_num_batched_tokens: int | None = None
+    """Token budget of one engine step, drafts included (vLLM max_num_batched_tokens); none:
+    the engine's default for the profile's device (8192 on GPUs with ≥ 70 GiB other than A100,
+    else 2048)."""
+    block_size: int = 16
+    """Tokens per KV-cache block (paged attention)."""
+    memory_utilization: float = 0.9
+    """Fraction of device memory the engine may use, in (0, 1] (vLLM gpu_memory_utilization)."""
+    chunked_prefill: bool = True
+    """Split long prompts over several steps; when false a prompt must fit one step's budget."""
+    kv_layout: KvLayout = "paged"
+    """``paged``: a decode step costs the batch's mean context (vLLM's paged attention);
+    ``padded``: every row is padded to the longest context (Hugging Face ``generate``-style
+    batching, and ``specplan validate``'s own real serving loop)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise FieldError(name, f"must be ≥ 1, got {v}")
+        if not 0 < self.memory_utilization <= 1:
+            raise FieldError(
+                "memory_utilization", f"must be in (0, 1], got {self.memory_utilization}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionConfig:
+    """Load shedding at each replica's queue."""
+
+    queue_limit: int | None = None
+    """Waiting requests per replica beyond this are rejected on arrival; none: unbounded."""
+    max_queue_time_s: float | None = None
+    """A request still waiting (not yet scheduled) this long is rejected; none: never."""
+
+    def __post_init__(self) -> None:
+        if self.queue_limit is not None and self.queue_limit < 0:
+            raise FieldError("queue_limit", f"must be ≥ 0, got {self.queue_limit}")
+        if self.max_queue_time_s is not None and not self.max_queue_time_s > 0:
+            raise FieldError("max_queue_time_s", f"must be > 0 seconds, got {self.max_queue_time_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class RestartConfig:
+    """One replica restart during the run (deploy, crash) and what speculation does after it."""
+
+    at_s: float
+    """Simulated time of the restart (seconds, within the run)."""
+    cold_start_s: float
+    """Seconds the replica serves nothing while it loads weights and warms up (≥ 0)."""
+    replica: int = 0
+    """Index of the restarting replica (0-based, < fleet.replicas)."""
+    on_restart: OnRestart = "reroute"
+    """"reroute": in-flight requests go back to the router; "drop": they are lost."""
+    fallback: Fallback = "baseline"
+    """"baseline": after the restart the candidate serves without speculation;
+    "same": it comes back with the candidate's configuration."""
+
+    def __post_init__(self) -> None:
+        if self.at_s < 0:
+            raise FieldError("at_s", f"must be ≥ 0 seconds, got {self.at_s}")
+        if self.cold_start_s < 0:
+            raise FieldError("cold_start_s", f"must be ≥ 0 seconds, got {self.cold_start_s}")
+        if self.replica < 0:
+            raise FieldError("replica", f"must be ≥ 0, got {self.replica}")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """What serves the traffic: the calibration profile, replicas, engine limits and prices."""
+
+    profile: str | None = None
+    """Calibration profile JSON (relative to the scenario's folder, then the cwd); none: the
+    caller must pass a profile."""
+    replicas: int = 1
+    """Identical engine replicas behind the router (≥ 1); capacity counts these."""
+    tensor_parallel_size: int = 1
+    """GPUs per replica that shard the model's weights and KV cache (tensor parallelism); must
+    equal the profile's ``replica.tensor_parallel_size`` (timing is per replica shape)."""
+    pipeline_parallel_size: int = 1
+    """Pipeline stages per replica; only 1 is modelled (the step-time model has no pipeline
+    stages or bubbles), so anything else is refused."""
+    routing: RoutingName = "least_outstanding"
+    """"round_robin" or "least_outstanding" (fewest unfinished requests)."""
+    price_per_gpu_hour: float | None = None
+    """$ per GPU-hour (device-hour on a CPU replica); a replica costs ``gpus_per_replica`` ×
+    this; none: cost is not computed."""
+    draft_price_per_hour: float = 0.0
+    """$ per hour of separate draft hardware per replica (whole replica, not per GPU), if any."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Engine limits of every replica."""
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    """Queue limits of every replica."""
+    restart: RestartConfig | None = None
+    """Optional replica restart during the run."""
+    base_dir: str | None = internal_field()
+    """Folder of the scenario file (set by the loader) for resolving ``profile``."""
+
+    def __post_init__(self) -> None:
+        if self.profile is not None and not self.profile:
+            raise FieldError("profile", "must name a profile JSON file")
+        if self.profile is not None and (why := path_problem(self.profile)):
+            raise FieldError("profile", why)
+        if self.replicas < 1:
+            raise FieldError("replicas", f"must be ≥ 1, got {self.replicas}")
+        if self.tensor_parallel_size < 1:
+            raise FieldError(
+                "tensor_parallel_size", f"must be ≥ 1 GPUs per replica, got {self.tensor_parallel_size}"
+            )
+        if self.pipeline_parallel_size != 1:
+            raise FieldError(
+                "pipeline_parallel_size",
+                f"{self.pipeline_parallel_size} is not supported: the step-time model has no "
+                "pipeline stages or bubbles; valid: 1 (use tensor_parallel_size to spread a model "
+                "over GPUs)",
+            )
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise FieldError("price_per_gpu_hour", f"must be ≥ 0 $/h, got {self.price_per_gpu_hour}")
+        if self.draft_price_per_hour < 0:
+            raise FieldError(
+                "draft_price_per_hour", f"must be ≥ 0 $/h, got {self.draft_price_per_hour}"
+            )
+        if self.restart is not None and self.restart.replica >= self.replicas:
+            raise FieldError(
+                "restart.replica",
+                f"must be < replicas ({self.replicas}), got {self.restart.replica}",
+            )
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica occupies (tensor × pipeline parallel size): what price_per_gpu_hour
+        is multiplied by."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def profile_path(self) -> Path | None:
+        """Absolute path of the profile (scenario folder first, then the cwd); may not exist."""
+        return None if self.profile is None else resolve_path(self.profile, self.base_dir)

@@ -1,0 +1,34 @@
+"""What several scenario tables share: the name pattern and how relative paths resolve."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
+"""Segment and candidate names: they appear in file names, URLs and result columns."""
+
+
+def resolve_path(raw: str, base_dir: str | None) -> Path:
+    """Resolve a scenario path: absolute as is; else the scenario's folder, then the cwd.
+
+    Returns the first candidate that exists, or the scenario-folder candidate when none does
+    (so an error message points where the user most likely meant).
+    """
+    try:
+        p = Path(raw).expanduser()
+    except RuntimeError:  # ~user of an unknown user: left as written, reported as not found
+        p = Path(raw)
+    if p.is_absolute():
+        return p
+    candidates = ([Path(base_dir) / p] if base_dir else []) + [Path.cwd() / p]
+    for c in candidates:
+        if c.exists():
+            return c.resolve()
+    return candidates[0].resolve()
+
+
+def looked_in(raw: str, base_dir: str | None) -> str:
+    """Where ``resolve_path`` looked, for a not-found message."""
+    places = ([str(Path(base_dir) / raw)] if base_dir else []) + [str(Path.cwd() / raw)]
+    return " or ".join(places)

@@ -1,0 +1,277 @@
+"""The scenario's [workload] table: arrivals (poisson, gamma, piecewise, trace) and segments."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from sim.contracts.dataclass_mapping import internal_field
+from sim.contracts.errors import FieldError
+from sim.contracts.input_limits import path_problem
+from sim.contracts.lengths import LengthDist
+from sim.contracts.scenario_fields import NAME_RE, looked_in, resolve_path
+
+ArrivalName = Literal["poisson", "gamma", "piecewise", "trace"]
+PiecewiseShape = Literal["step", "linear", "daily"]
+
+
+@dataclass(frozen=True, slots=True)
+class PiecewiseConfig:
+    """A time-varying arrival rate given by points (time, rate)."""
+
+    shape: PiecewiseShape
+    """"step": each rate holds until the next point; "linear": ramps between points;
+    "daily": linear with a 24 h period, times in hours in [0, 24)."""
+    points: tuple[tuple[float, float], ...]
+    """[[time, rate], …]: time in seconds (hours for daily), non-decreasing; rate ≥ 0 req/s.
+    Before the first point the first rate holds, after the last the last rate holds."""
+    start_h: float = 0.0
+    """daily only: the hour of day at simulated time 0 (e.g. 11.5 to start at 11:30)."""
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise FieldError("points", "must hold at least one [time, rate] point")
+        prev = -math.inf
+        for i, (t, r) in enumerate(self.points):
+            if t < prev:
+                raise FieldError(f"points[{i}]", f"times must be non-decreasing, {t} < {prev}")
+            if t < 0:
+                raise FieldError(f"points[{i}]", f"time must be ≥ 0, got {t}")
+            if r < 0:
+                raise FieldError(f"points[{i}]", f"rate must be ≥ 0 req/s, got {r}")
+            if self.shape == "daily" and t >= 24:
+                raise FieldError(f"points[{i}]", f"daily times are hours in [0, 24), got {t}")
+            prev = t
+        if max(r for _, r in self.points) <= 0:
+            raise FieldError("points", "at least one rate must be > 0")
+        if self.shape != "daily" and self.start_h != 0.0:
+            raise FieldError("start_h", f"only used by shape 'daily', not {self.shape!r}")
+        if not 0 <= self.start_h < 24:
+            raise FieldError("start_h", f"must be in [0, 24) hours, got {self.start_h}")
+
+    def rate_at(self, t_s: np.ndarray | float) -> np.ndarray:
+        """Arrival rate (req/s) at simulated times ``t_s`` (seconds)."""
+        t = np.asarray(t_s, dtype=np.float64)
+        times = np.array([p[0] for p in self.points], dtype=np.float64)
+        rates = np.array([p[1] for p in self.points], dtype=np.float64)
+        if self.shape == "step":
+            idx = np.searchsorted(times, t, side="right") - 1
+            return rates[np.clip(idx, 0, len(rates) - 1)]
+        if self.shape == "linear":
+            return np.interp(t, times, rates)
+        hours = np.mod(self.start_h + t / 3600.0, 24.0)
+        if len(times) == 1:
+            return np.full_like(hours, rates[0])
+        return np.interp(hours, times, rates, period=24.0)
+
+    def max_rate(self) -> float:
+        """Largest rate anywhere (the thinning envelope)."""
+        return max(r for _, r in self.points)
+
+    def mean_rate(self, duration_s: float) -> float:
+        """Time-averaged rate over [0, duration_s) (numerical, fine grid)."""
+        n = 20_001
+        t = np.linspace(0.0, duration_s, n)
+        if self.shape == "step":
+            # exact: integrate the step function over its breakpoints
+            edges = np.unique(np.concatenate([[0.0, duration_s],
+                                              [p[0] for p in self.points if 0 < p[0] < duration_s]]))
+            widths = np.diff(edges)
+            return float(np.sum(self.rate_at(edges[:-1]) * widths) / duration_s)
+        r = self.rate_at(t)
+        return float(np.sum((r[1:] + r[:-1]) * 0.5 * np.diff(t)) / duration_s)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceConfig:
+    """Replay a CSV in the Azure LLM trace schema (TIMESTAMP,ContextTokens,GeneratedTokens)."""
+
+    path: str
+    """The CSV file, relative to the scenario's folder (then the cwd) or absolute."""
+    start_s: float = 0.0
+    """Start of the replayed window, seconds after the trace's first row."""
+    window_s: float | None = None
+    """Length of the replayed window in trace seconds; default duration_s·rate_scale, which
+    exactly fills the run."""
+    rate_scale: float = 1.0
+    """Arrivals per second relative to the trace: 2.0 halves every gap, 0.5 doubles them."""
+    base_dir: str | None = internal_field()
+    """Folder of the scenario file (set by the loader) for resolving ``path``."""
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise FieldError("path", "must name a CSV file")
+        if why := path_problem(self.path):
+            raise FieldError("path", why)
+        if self.start_s < 0:
+            raise FieldError("start_s", f"must be ≥ 0 seconds, got {self.start_s}")
+        if self.window_s is not None and not self.window_s > 0:
+            raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
+        if not self.rate_scale > 0:
+            raise FieldError("rate_scale", f"must be > 0, got {self.rate_scale}")
+        if not self.resolved_path.is_file():
+            raise FieldError(
+                "path", f"file not found; looked in {looked_in(self.path, self.base_dir)}"
+            )
+
+    @property
+    def resolved_path(self) -> Path:
+        """Absolute path of the CSV (scenario folder first, then the cwd)."""
+        return resolve_path(self.path, self.base_dir)
+
+    def effective_window_s(self, duration_s: float) -> float:
+        """Trace seconds replayed for a run of ``duration_s`` simulated seconds."""
+        return self.window_s if self.window_s is not None else duration_s * self.rate_scale
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceRef:
+    """Which of the profile's acceptance segments a workload segment uses."""
+
+    task: str
+    """Task name of a profile acceptance segment (e.g. "support", "summarization", "code")."""
+    language: str
+    """ISO 639-1 language code of the segment (e.g. "en", "sv"), or "any"."""
+    fallback: str | None = None
+    """Profile entry ``task:language:temperature`` to use when the profile has no entry for this
+    segment's own task, language and temperature (named explicitly; results note it). Without
+    one, a missing entry is an error: acceptance is never matched silently."""
+
+    def __post_init__(self) -> None:
+        if self.fallback is not None and len(str(self.fallback).split(":")) != 3:
+            raise FieldError("fallback", f"expected task:language:temperature, e.g. \"support:en:0.7\", got {self.fallback!r}")
+        if not self.task:
+            raise FieldError("task", "must be a non-empty task name, e.g. \"support\"")
+        if not self.language:
+            raise FieldError("language", "must be an ISO 639-1 code like \"en\", or \"any\"")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentConfig:
+    """A class of requests: its share of arrivals, its lengths and its acceptance behaviour."""
+
+    name: str
+    """Unique segment name ([A-Za-z0-9._+-]); results are broken down by it."""
+    share: float
+    """Relative share of arrivals (> 0); shares are normalised to sum 1."""
+    prompt_tokens: LengthDist | None = None
+    """Prompt length distribution; required except with trace arrivals (lengths come from the
+    trace there, so giving one is an error)."""
+    output_tokens: LengthDist | None = None
+    """Output length distribution; required except with trace arrivals."""
+    acceptance: AcceptanceRef | None = None
+    """Key into the profile's acceptance segments; required by speculative candidates that do
+    not give assumed_acceptance."""
+    temperature: float = 0.0
+    """Sampling temperature; picks the profile's acceptance entry with the nearest temperature."""
+
+    def __post_init__(self) -> None:
+        if not NAME_RE.match(self.name):
+            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+        if not self.share > 0:
+            raise FieldError("share", f"must be > 0, got {self.share}")
+        if not 0 <= self.temperature <= 100:
+            raise FieldError("temperature", f"must be ≥ 0 and ≤ 100, got {self.temperature}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """Open-loop traffic: how requests arrive and what they look like."""
+
+    arrival: ArrivalName
+    """"poisson", "gamma", "piecewise" or "trace"."""
+    segments: tuple[SegmentConfig, ...]
+    """At least one segment; names unique."""
+    rate: float | None = None
+    """Mean arrival rate in req/s; required for poisson and gamma, not used otherwise."""
+    burstiness: float = 1.0
+    """gamma only (vLLM's meaning): shape of the gap distribution; 1 = Poisson, < 1 burstier,
+    > 1 smoother; squared coefficient of variation of gaps = 1/burstiness."""
+    piecewise: PiecewiseConfig | None = None
+    """Required for arrival = "piecewise"."""
+    trace: TraceConfig | None = None
+    """Required for arrival = "trace"."""
+    client_timeout_s: float | None = None
+    """A request not finished this long after arrival is abandoned (timed out); none: never."""
+
+    def __post_init__(self) -> None:
+        a = self.arrival
+        if a in ("poisson", "gamma"):
+            if self.rate is None:
+                raise FieldError("rate", f"required for arrival {a!r} (req/s, > 0)")
+            if not self.rate > 0:
+                raise FieldError("rate", f"must be > 0 req/s, got {self.rate}")
+        elif self.rate is not None:
+            raise FieldError(
+                "rate", f"only used by poisson and gamma arrivals, not {a!r}; remove it"
+            )
+        if not self.burstiness > 0:
+            raise FieldError("burstiness", f"must be > 0, got {self.burstiness}")
+        if a != "gamma" and self.burstiness != 1.0:
+            raise FieldError(
+                "burstiness",
+                f"only used by arrival \"gamma\" (poisson is burstiness 1); got {self.burstiness} "
+                f"with arrival {a!r}",
+            )
+        if a == "piecewise" and self.piecewise is None:
+            raise FieldError("piecewise", "required for arrival \"piecewise\": {shape, points}")
+        if a != "piecewise" and self.piecewise is not None:
+            raise FieldError("piecewise", f"only used by arrival \"piecewise\", not {a!r}")
+        if a == "trace" and self.trace is None:
+            raise FieldError("trace", "required for arrival \"trace\": {path, start_s, ...}")
+        if a != "trace" and self.trace is not None:
+            raise FieldError("trace", f"only used by arrival \"trace\", not {a!r}")
+        if self.client_timeout_s is not None and not self.client_timeout_s > 0:
+            raise FieldError("client_timeout_s", f"must be > 0 seconds, got {self.client_timeout_s}")
+        if not self.segments:
+            raise FieldError("segments", "at least one [[workload.segments]] is required")
+        seen: set[str] = set()
+        for i, s in enumerate(self.segments):
+            for which in ("prompt_tokens", "output_tokens"):
+                given = getattr(s, which) is not None
+                if a == "trace" and given:
+                    raise FieldError(
+                        f"segments[{i}].{which}",
+                        "not used with arrival \"trace\" (lengths come from the trace); remove it",
+                    )
+                if a != "trace" and not given:
+                    raise FieldError(
+                        f"segments[{i}].{which}",
+                        f"required for arrival {a!r}: e.g. {{dist = \"lognormal\", median = 200, "
+                        "sigma = 0.6, min = 1, max = 2048}",
+                    )
+            if s.name in seen:
+                raise FieldError(f"segments[{i}].name", f"duplicate segment name {s.name!r}")
+            seen.add(s.name)
+
+    @property
+    def shares(self) -> np.ndarray:
+        """Segment shares normalised to sum 1, in segment order."""
+        raw = np.array([s.share for s in self.segments], dtype=np.float64)
+        return raw / raw.sum()
+
+    @property
+    def segment_names(self) -> tuple[str, ...]:
+        """Segment names in file order."""
+        return tuple(s.name for s in self.segments)
+
+    def mean_rate(self, duration_s: float) -> float:
+        """Mean arrival rate over a run of ``duration_s`` seconds in req/s (a trace is read to
+        count the rows its window replays)."""
+        if self.rate is not None:
+            return self.rate
+        if self.piecewise is not None:
+            return self.piecewise.mean_rate(duration_s)
+        assert self.trace is not None
+        from sim.contracts.trace import read_trace  # only trace scenarios pay for polars here
+
+        t = self.trace
+        off = read_trace(t.resolved_path).offsets_s
+        window = t.effective_window_s(duration_s)
+        lo, hi = np.searchsorted(off, [t.start_s, t.start_s + window], side="left")
+        times = (off[lo:hi] - t.start_s) / t.rate_scale
+        return float(np.count_nonzero(times < duration_s)) / duration_s

@@ -1,0 +1,120 @@
+"""What a capacity plan found: per candidate, per seed, and the frames decisions read."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sim.decisions.capacity_search import CapacitySearch
+from sim.decisions.sustain import SustainCriteria
+from sim.results.intervals import ci95_halfwidth
+
+
+@dataclass(frozen=True)
+class CandidateCapacity:
+    """Capacity of one candidate: per seed, mean ± CI, replicas for the target, and its cost."""
+
+    candidate: str
+    per_seed: tuple[CapacitySearch, ...]
+    seeds: tuple[int, ...]
+    target_rate: float
+    replicas: int | None
+    replicas_status: str
+    operating_row: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    fleet_replicas: int = 1
+    """Replicas of the fleet the search ran on (the scenario's); capacities are per replica."""
+    profile_band: tuple[float, float] | None = None
+    """Capacity per replica (first seed) with every step at the profile's p90 and p10 step
+    times (``timing_spread``): the model's own uncertainty, next to the seeds' interval."""
+
+    @property
+    def capacities(self) -> list[float]:
+        """Capacity per replica, one per seed (the fleet's divided by its replicas)."""
+        return [s.rate / self.fleet_replicas for s in self.per_seed]
+
+    @property
+    def fleet_mean(self) -> float:
+        return float(np.mean([s.rate for s in self.per_seed]))
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.capacities))
+
+    @property
+    def ci95(self) -> float:
+        return ci95_halfwidth(self.capacities)
+
+    @property
+    def evaluations(self) -> int:
+        return sum(len(s.probes) for s in self.per_seed)
+
+    @property
+    def bounded(self) -> str:
+        """'' when every seed bracketed; else which seeds hit a search limit."""
+        odd = []
+        for sd, s in zip(self.seeds, self.per_seed, strict=True):
+            if s.status in ("below_min", "below_probes"):
+                judged = [p for p in s.probes if p.conclusive]
+                unjudged = [p for p in s.probes if not p.conclusive]
+                msg = f"seed {sd}: not sustained at any rate probed"
+                if judged:
+                    low = min(judged, key=lambda p: p.rate)
+                    msg += f", down to {low.rate:.3g} req/s ({low.reason})"
+                if unjudged:
+                    msg += (f"; at {max(p.rate for p in unjudged):.3g} req/s and below a run holds "
+                            f"too few requests to judge")
+                odd.append(msg)
+            elif s.status == "above_max":
+                odd.append(f"seed {sd}: sustained up to the search limit {s.rate:.3g} req/s")
+            elif s.status == "above_probes":
+                odd.append(f"seed {sd}: at least {s.rate:.3g} req/s (probe budget spent)")
+        return "; ".join(odd)
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """Everything `specplan capacity` prints: per-candidate capacity plus frames for decisions."""
+
+    scenario_name: str
+    criteria: SustainCriteria
+    candidates: tuple[CandidateCapacity, ...]
+    load_summary: Any  # pl.DataFrame: candidate, segment, rate (per replica), fleet_rate, replicas, k, metrics
+    operating_summary: Any  # pl.DataFrame at the target rate with each candidate's replicas
+    sources: tuple[str, ...]
+    rel_tol: float
+    max_evals: int
+    duration_s: float
+    bottlenecks: tuple[Any, ...] = ()
+    notes: tuple[str, ...] = ()
+    baseline: str = "baseline"
+    price_source: str = ""
+    gpus_per_replica: int = 1
+    """GPUs one replica spans (fleet.tensor_parallel_size): replicas count instances, cost GPUs."""
+
+    def decisions(self, thresholds: Any = None) -> list[Any]:
+        """The decision table over the load levels (and the operating point's replicas)."""
+        from sim.decisions.rules import Thresholds, decision_table
+
+        th = thresholds or Thresholds(min_slo_attainment=self.criteria.percentile / 100.0)
+        if self.load_summary.height == 0:
+            return []
+        return decision_table(self.load_summary, self.baseline, thresholds=th, dominant=self.dominant())
+
+    def dominant(self) -> list[str]:
+        """Candidates with more capacity than the baseline (beyond both 95 % CIs) and a cost per
+        good answer at their operating point no higher than the baseline's."""
+        base = next((c for c in self.candidates if c.candidate == self.baseline), None)
+        if base is None:
+            return []
+
+        def cost(c: CandidateCapacity) -> float:
+            v = (c.operating_row or {}).get("cost_per_good_answer_usd")
+            return math.inf if v is None or v != v else float(v)
+
+        return [c.candidate for c in self.candidates if c is not base
+                and c.mean - c.ci95 > base.mean + base.ci95 and cost(c) <= cost(base)]

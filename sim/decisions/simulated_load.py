@@ -1,0 +1,160 @@
+"""One candidate of a scenario judged at a rate by simulation, each probe cached and resumable."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sim.contracts.errors import SpecplanError
+from sim.decisions.capacity_search import Probe
+from sim.decisions.load_scaling import at_load, with_duration
+from sim.decisions.sustain import SustainCriteria
+
+PROBE_STRETCHES = (1.0, 2.0, 4.0)
+"""How much longer a passing probe whose queue grows is run again before it counts as a runaway."""
+
+
+class SimulatedLoad:
+    """Evaluates one candidate of a scenario at a rate (and replica count) by simulation.
+
+    Keeps every summary it computed so the decision table and bottleneck attribution can reuse
+    them without simulating again.
+    """
+
+    def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
+                 min_requests: int = 0, cache_dir: Any = None, timer_scale: float = 1.0) -> None:
+        from sim.results.runner import (
+            run_scenario,  # the simulator; imported late to keep this testable
+        )
+
+        self._run = run_scenario
+        self.timer_scale = timer_scale
+        """Every step time × this (``timing_spread``'s factors for the profile band); 1 normally."""
+        self.scenario = scenario
+        self.profile = profile
+        self.criteria = criteria
+        self.min_requests = min_requests
+        self.rows: list[dict[str, Any]] = []
+        self.work = 0.0
+        self.cache_dir = cache_dir
+        """Folder of finished probes' summaries (``--out DIR/probes``): a rerun after Ctrl-C or
+        kill -9 reads them instead of simulating again."""
+        self.reused = 0
+        self.sources: set[str] = set()
+        self.notes: set[str] = set()
+
+    def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
+               stretch: float = 1.0) -> Any:
+        """The full ``run_scenario`` result of one candidate at one load (``stretch`` × as long)."""
+        sc = at_load(self.scenario, rate, replicas, self.min_requests)
+        if stretch != 1.0:
+            sc = with_duration(sc, sc.run.duration_s * stretch)
+        self._spend(sc, len(seeds))
+        factory = None
+        if self.timer_scale != 1.0:
+            from sim.model.step_time import ProfileStepTimer
+
+            layout, scale = sc.fleet.engine.kv_layout, self.timer_scale
+            factory = lambda p: ProfileStepTimer(p, kv_layout=layout, scale=scale)  # noqa: E731
+        res = self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds),
+                        step_timer_factory=factory)
+        self.sources.update(res.sources)
+        self.notes.update(res.notes)
+        return res
+
+    def _spend(self, sc: Any, runs: int) -> None:
+        """The search's simulated request-steps so far stay under the work limit (one line
+        naming the scenario and the total when they would not), so no search runs for hours."""
+        from sim.contracts.input_limits import max_request_steps, workload_size
+
+        n, steps = workload_size(sc.workload, sc.run)
+        self.work += n * steps * runs
+        if self.work > max_request_steps():
+            raise SpecplanError(
+                f"{self.scenario.origin or 'scenario'}: the capacity search would simulate about "
+                f"{self.work:.3g} request-steps, over the limit of {max_request_steps():,} "
+                "(SPECPLAN_MAX_REQUEST_STEPS); lower --target-rate, --duration or --max-evals"
+            )
+
+    def summary(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int]) -> Any:
+        return self._judged(candidate, rate, replicas, seeds)[0]
+
+    def _judged(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
+                stretch: float = 1.0) -> tuple[Any, Any]:
+        """The summary and queue trend of one load, from ``cache_dir`` when that probe finished
+        before (a rerun after Ctrl-C or kill -9 redoes nothing finished)."""
+        import json
+        from pathlib import Path
+
+        import polars as pl
+
+        from sim.decisions.steady_state import QueueTrend, queue_trend
+        from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
+
+        if self.cache_dir is None:
+            res = self.result(candidate, rate, replicas, seeds, stretch)
+            return res.summary, queue_trend(res.requests)
+        sc = at_load(self.scenario, rate, replicas, self.min_requests)
+        if stretch != 1.0:
+            sc = with_duration(sc, sc.run.duration_s * stretch)
+        key = _probe_key(sc, self.profile, candidate, seeds, self.timer_scale)
+        base = Path(self.cache_dir) / key
+        done = base.with_suffix(".json")
+        if done.is_file() and base.with_suffix(".parquet").is_file():
+            meta = json.loads(done.read_text(encoding="utf-8"))
+            self.sources.update(meta["sources"])
+            self.notes.update(meta["notes"])
+            self.reused += 1
+            return pl.read_parquet(base.with_suffix(".parquet")), QueueTrend(*meta["trend"])
+        res = self.result(candidate, rate, replicas, seeds, stretch)
+        trend = queue_trend(res.requests)
+        ensure_dir(self.cache_dir, "probe folder")
+        write_parquet_atomic(res.summary, base.with_suffix(".parquet"))
+        # the .json marks the probe finished; written last, so a torn probe is redone
+        write_text_atomic(done, json.dumps({"sources": sorted(res.sources), "notes": sorted(res.notes),
+                                            "trend": [trend.state, trend.growth_s, trend.first_half_wait_s,
+                                                      trend.requests]}))
+        return res.summary, trend
+
+    def probe(self, candidate: str, rate: float, seed: int, replicas: int) -> Probe:
+        """Judge one seed at ``rate``; a probe that passes while its queue grows
+        (``sim.decisions.steady_state``) is run again ×2, ×4 as long, and fails as a runaway queue if it
+        still grows at the longest. A failing probe whose queue grows says so first."""
+        import polars as pl
+
+        for stretch in PROBE_STRETCHES:
+            summary, trend = self._judged(candidate, rate, replicas, [seed], stretch)
+            rows = summary.filter((pl.col("candidate") == candidate) & (pl.col("segment") == "all"))
+            if rows.height != 1:
+                raise RuntimeError(f"run_scenario summary has {rows.height} 'all' rows for {candidate}")
+            row = rows.row(0, named=True)
+            verdict = self.criteria.judge(row, rate)
+            if not trend.growing or not verdict.conclusive:
+                break
+            if not verdict.sustained:
+                verdict = Probe(rate, False, verdict.margin, f"runaway queue ({trend.describe()}); {verdict.reason}")
+                break
+        else:
+            verdict = Probe(rate, False, None, f"runaway queue: still growing at {stretch:g}× the probe's "
+                                                f"length ({trend.describe()})")
+        self.rows.append({**row, "rate": rate, "replicas": replicas, "seed": seed})
+        return verdict
+
+
+def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], timer_scale: float = 1.0) -> str:
+    """What a probe's result depends on: the probed scenario, the profile's bytes, candidate,
+    seeds and the step-time scale of a profile-band search (sim.decisions.sweep's digest, so both resume
+    the same way)."""
+    import hashlib
+    from pathlib import Path
+
+    from sim.decisions.sweep_grid import content_digest
+
+    origin = getattr(profile, "origin", None) if profile is not None else None
+    if origin is None and sc.profile_path is not None:
+        origin = str(sc.profile_path)
+    prof = getattr(profile, "name", "")
+    if origin and Path(origin).is_file():
+        prof = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
+    extra = [] if timer_scale == 1.0 else [timer_scale]
+    return content_digest(sc.to_dict(), prof, candidate, list(seeds), *extra)[:24]
