@@ -26,8 +26,8 @@ from sim.model.router import Router, Routing
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import DONE, Request, SchedulerConfig
-from sim.model.step_protocol import FleetRun, StepCycle, StepLog
-from sim.model.step_time import DecodeBatchRows, StepShape
+from sim.model.step_protocol import DecodeBatchRows, FleetRun, StepCycle, StepLog
+from sim.model.step_time import StepShape
 
 StepTimer = Callable[[StepShape], float]
 

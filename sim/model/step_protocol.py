@@ -12,6 +12,7 @@ flat row array, so their step frames (``sim.results.records``) are built by the 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,11 +20,36 @@ import numpy as np
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request, StepPlan
-from sim.model.step_time import DecodeBatchRows, StepShape
+from sim.model.step_time import StepShape
 
 ROW_WIDTH = 12
 """Values per logged step: replica, t_start_s, duration_s, decode_seqs, prefill_tokens, k,
 accepted_tokens, queue_len, kv_used_blocks, kv_total_blocks, preempted, drafting_seqs."""
+
+
+class DecodeBatchRows:
+    """Rows joining and leaving the decode batch from one decoding step to the next.
+
+    Why: a padded engine keeps its decode batch's KV as one left-padded tensor and edits it
+    when the decode set changes (appends joiners, removes leavers) — work that step pays for
+    (``timing.padded_batch``). A step without decoding leaves the batch as it was, so changes
+    are counted against the last decode set. The simulator's engine and the real serving loop
+    both count with this, so they agree on every step.
+    """
+
+    def __init__(self) -> None:
+        self._rows: frozenset[int] = frozenset()
+        self._last: list[int] = []
+
+    def change(self, ids: Sequence[int]) -> tuple[int, int]:
+        """``(joined, left)`` for a step decoding ``ids``; ``(0, 0)`` for one that decodes nothing."""
+        if not ids or ids == self._last:  # most steps: the same requests in the same order (the hot path)
+            return 0, 0
+        self._last = list(ids)
+        now = frozenset(ids)
+        joined, left = len(now - self._rows), len(self._rows - now)
+        self._rows = now
+        return joined, left
 
 
 class StepCycle:

@@ -8,7 +8,7 @@ M/M/1 and other M/G/1 checks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,30 +66,6 @@ class StepShape:
 StepTimer = Callable[[StepShape], float]
 """What the engine calls once per step."""
 
-
-class DecodeBatchRows:
-    """Rows joining and leaving the decode batch from one decoding step to the next.
-
-    Why: a padded engine keeps its decode batch's KV as one left-padded tensor and edits it
-    when the decode set changes (appends joiners, removes leavers) — work that step pays for
-    (``timing.padded_batch``). A step without decoding leaves the batch as it was, so changes
-    are counted against the last decode set. The simulator's engine and the real serving loop
-    both count with this, so they agree on every step.
-    """
-
-    def __init__(self) -> None:
-        self._rows: frozenset[int] = frozenset()
-        self._last: list[int] = []
-
-    def change(self, ids: Sequence[int]) -> tuple[int, int]:
-        """``(joined, left)`` for a step decoding ``ids``; ``(0, 0)`` for one that decodes nothing."""
-        if not ids or ids == self._last:  # most steps: the same requests in the same order (the hot path)
-            return 0, 0
-        self._last = list(ids)
-        now = frozenset(ids)
-        joined, left = len(now - self._rows), len(self._rows - now)
-        self._rows = now
-        return joined, left
 
 KV_LAYOUTS = ("paged", "padded")
 """How an engine lays out the KV cache of a decode batch (scenario ``fleet.engine.kv_layout``).
@@ -396,7 +372,6 @@ def _short(quantity: str) -> str:
 
 __all__ = [
     "KV_LAYOUTS",
-    "DecodeBatchRows",
     "FixedStepTimer",
     "ProfileStepTimer",
     "RandomServiceTimer",

@@ -219,6 +219,21 @@ def simulate_once(
         queue_log=run.queue_log,
     )
     extrap, timer_steps = _extrapolations(timer)
+    notes, sources = _run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
+                                policy.k_max, limits.source)
+    return RunResult(
+        cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
+        kv.kv_blocks, (t0, t1),
+        {"extrapolations": extrap or {}, "timer_steps": timer_steps},
+    )
+
+
+def _run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
+               extrap: dict[str, int] | None, req_df: pl.DataFrame, step_df: pl.DataFrame,
+               model: AcceptanceModel | None, k_max: int,
+               limits_source: str | None) -> tuple[list[str], list[str]]:
+    """The notes (approximations, unfinished requests, thin acceptance) and provenance lines of
+    one run."""
     notes = [] if extrap is not None else list(_timer_notes(timer))
     fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
     if not fused and step_df.height and (
@@ -232,7 +247,7 @@ def simulate_once(
                 f"{cand.name} seed {seed}: {n_unf} requests still in flight at duration_s "
                 "(drain = false) end as 'unfinished' and count as not good"
             )
-    sources: list[str] = [limits.source] if limits.source else []
+    sources: list[str] = [limits_source] if limits_source else []
     if model is not None and cand.assumed_acceptance is not None:
         sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
     elif model is not None:
@@ -243,13 +258,9 @@ def simulate_once(
             for seg, med in req_df.group_by("segment").agg(pl.col("output_tokens").median()).iter_rows()
         }
         notes.extend(
-            acceptance_notes(model, scenario.workload.segment_names, cand.name, policy.k_max, outputs)
+            acceptance_notes(model, scenario.workload.segment_names, cand.name, k_max, outputs)
         )
-    return RunResult(
-        cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
-        kv.kv_blocks, (t0, t1),
-        {"extrapolations": extrap or {}, "timer_steps": timer_steps},
-    )
+    return notes, sources
 
 
 def acceptance_notes(

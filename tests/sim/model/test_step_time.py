@@ -250,7 +250,7 @@ def test_padded_engine_without_the_grids_says_its_batch_changes_went_unpriced() 
 
 
 def test_decode_batch_rows_counts_against_the_last_decoding_step() -> None:
-    from sim.model.step_time import DecodeBatchRows
+    from sim.model.step_protocol import DecodeBatchRows
 
     rows = DecodeBatchRows()
     assert rows.change([1]) == (1, 0)
