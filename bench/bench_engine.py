@@ -34,36 +34,17 @@ CASES = {
     "gpu-draft-1b-k3": ("gpu", "draft-1b-k3"),
 }
 
-SMALL = """
-name = "bench-small"
-[run]
-duration_s = 300
-warmup_s = 0
-seeds = [1]
-[workload]
-arrival = "poisson"
-rate = 4.0
-[[workload.segments]]
-name = "chat"
-share = 1.0
-prompt_tokens = {dist = "uniform", min = 200, max = 400}
-output_tokens = {dist = "uniform", min = 100, max = 300}
-acceptance = {task = "chat", language = "en"}
-[fleet]
-profile = "p.json"
-replicas = 1
-price_per_gpu_hour = 1.0
-[fleet.engine]
-max_num_seqs = 16
-max_num_batched_tokens = 2048
-[[candidates]]
-name = "baseline"
-speculation = "off"
-[[candidates]]
-name = "ngram-k3"
-proposer = "ngram"
-k = 3
-"""
+def _small_toml() -> str:
+    """A 16-sequence replica of a synthetic profile at 4 req/s (mean decode batch ~10-16)."""
+    from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment
+
+    return scenario_toml(
+        "bench-small", run={"duration_s": 300, "warmup_s": 0, "seeds": [1]},
+        workload={"arrival": "poisson", "rate": 4.0},
+        segments=[segment(prompt={"dist": "uniform", "min": 200, "max": 400},
+                          output={"dist": "uniform", "min": 100, "max": 300})],
+        fleet={"profile": "p.json", "replicas": 1, "price_per_gpu_hour": 1.0},
+        engine={"max_num_seqs": 16, "max_num_batched_tokens": 2048}, candidates=[BASELINE, NGRAM_K3])
 
 
 def _load(kind: str, tmp: Path):
@@ -73,7 +54,7 @@ def _load(kind: str, tmp: Path):
 
     if kind == "small":
         (tmp / "p.json").write_text(json.dumps(synthetic_profile_dict()), encoding="utf-8")
-        (tmp / "s.toml").write_text(SMALL, encoding="utf-8")
+        (tmp / "s.toml").write_text(_small_toml(), encoding="utf-8")
         sc = load_scenario(tmp / "s.toml")
     else:
         sc = load_scenario(REPO / "scenarios" / "gpu-chat-h200.toml").with_overrides(

@@ -170,12 +170,7 @@ class ProfileStepTimer:
             return self._fused_step(shape)
         self.steps += 1
         total = 0.0
-        if self.speed is not None:
-            sd, sp = self.speed.at(shape.start_s)
-            sd *= self.scale
-            sp *= self.prefill_scale
-        else:
-            sd, sp = self.scale, self.prefill_scale
+        sd, sp = self._scales(shape)
         b = shape.decode_seqs
         if b > 0:
             k = shape.k
@@ -204,6 +199,14 @@ class ProfileStepTimer:
             total += self._draft_prefill_s(shape) * sp
         return total + self.step_overhead_s
 
+    def _scales(self, shape: StepShape) -> tuple[float, float]:
+        """Multipliers of the step's decode and prefill parts (``scale``, and the machine's
+        speed at the step's start when a ``SpeedTimeline`` is given)."""
+        if self.speed is None:
+            return self.scale, self.prefill_scale
+        sd, sp = self.speed.at(shape.start_s)
+        return sd * self.scale, sp * self.prefill_scale
+
     def _draft_prefill_s(self, shape: StepShape) -> float:
         name = shape.proposer if shape.proposer is not None else self.attached
         grid = self._draft_prefill.get(name) if name is not None else None
@@ -212,12 +215,7 @@ class ProfileStepTimer:
     def _fused_step(self, shape: StepShape) -> float:
         """One pass over the step's prefill and decode tokens, plus drafting and overheads."""
         self.steps += 1
-        if self.speed is not None:
-            sd, sp = self.speed.at(shape.start_s)
-            sd *= self.scale
-            sp *= self.prefill_scale
-        else:
-            sd, sp = self.scale, self.prefill_scale
+        sd, sp = self._scales(shape)
         assert self._dense is not None and self._logits is not None
         assert self._dattn is not None and self._pattn is not None
         b, n, k = shape.decode_seqs, shape.prefill_tokens, shape.k

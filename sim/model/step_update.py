@@ -60,12 +60,7 @@ def update_scalar(sched: Scheduler, plan: StepPlan, accepted: Sequence[int] | No
         req.num_bursts += 1
         if gen >= req.output_tokens:
             req.generated = req.output_tokens
-            free += req.blocks
-            req.blocks = 0
-            req.status = DONE
-            req.outcome = "completed"
-            req.finish_s = now
-            finished.append(req)
+            free += _complete(req, now, finished)
             any_done = True
         else:
             req.generated = gen
@@ -90,14 +85,20 @@ def update_scalar(sched: Scheduler, plan: StepPlan, accepted: Sequence[int] | No
             req.last_burst_s = now
             req.num_bursts += 1
             if req.generated >= req.output_tokens:
-                free += req.blocks
-                req.blocks = 0
-                req.status = DONE
-                req.outcome = "completed"
-                req.finish_s = now
-                finished.append(req)
+                free += _complete(req, now, finished)
                 any_done = True
     sched.free_blocks = free
     if any_done:
         sched.running = [r for r in sched.running if r.status == RUNNING]
     return total_accepted
+
+
+def _complete(req, now: float, finished: list) -> int:
+    """End ``req`` as completed at ``now``; returns the KV blocks it gives back."""
+    freed = req.blocks
+    req.blocks = 0
+    req.status = DONE
+    req.outcome = "completed"
+    req.finish_s = now
+    finished.append(req)
+    return freed
