@@ -215,7 +215,9 @@ def why_lines(steps: pl.DataFrame, baseline: str) -> list[str]:
                pl.col("accepted_tokens").sum().alias("acc"), pl.col("k").max().alias("k")))
     base = by.filter(pl.col(mn.CANDIDATE) == baseline).select("decode_seqs", pl.col("t").alias("t0"))
     out = []
-    for name in by.filter(pl.col(mn.CANDIDATE) != baseline)[mn.CANDIDATE].unique(maintain_order=True):
+    # in the scenario's candidate order (group_by's order changes from run to run)
+    names = [c for c in steps[mn.CANDIDATE].unique(maintain_order=True).to_list() if c != baseline]
+    for name in names:
         mine = by.filter(pl.col(mn.CANDIDATE) == name)
         if int(mine["k"].max() or 0) == 0:
             continue

@@ -132,3 +132,21 @@ def test_a_sweep_names_the_winner_at_each_grid_point_with_seeds_pooled():
     assert lines == ["verdict per grid point (best on goodput, seeds pooled):",
                      "  workload.rate=1: keep baseline",
                      "  workload.rate=4: ngram (goodput +20 % vs baseline)"]
+
+
+def test_why_lines_follow_the_candidate_order_every_time() -> None:
+    """group_by returns groups in any order; the lines must not (same output on every run)."""
+    import polars as pl
+
+    from sim.results.verdict import why_lines
+
+    names = ["baseline", "zeta-k3", "alpha-k2", "mid-k4"]
+    rows = []
+    for i, name in enumerate(names):
+        for b in (1, 2, 4, 8):
+            rows.append({"candidate": name, "duration_s": 0.01 * b * (1 + i / 10), "decode_seqs": b,
+                         "prefill_tokens": 0, "accepted_tokens": b * i, "k": 0 if i == 0 else 3})
+    steps = pl.DataFrame(rows)
+    for _ in range(20):
+        lines = why_lines(steps, "baseline")
+        assert [ln.split(":")[0].split()[-1] for ln in lines] == names[1:]
