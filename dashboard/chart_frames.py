@@ -136,7 +136,7 @@ def levels_over_time(steps: pl.DataFrame, bin_s: float) -> pl.DataFrame:
         )
     )
     return (
-        per_replica.group_by("candidate", "_bin")
+        per_replica.sort("candidate", "_bin", "replica").group_by("candidate", "_bin", maintain_order=True)
         .agg(pl.col("queue_len").sum(), (pl.col("kv_used").sum() / pl.col("kv_total").sum()).alias("kv_use"))
         .with_columns((pl.col("_bin") * bin_s).alias("t_s"))
         .select("candidate", "t_s", "kv_use", "queue_len")

@@ -122,7 +122,7 @@ def speculation_share(steps: pl.DataFrame, profile: Any, proposer: str | None, c
     if dh is None:
         return float("nan")
     draft, over = dh
-    pairs = spec.group_by(["decode_seqs", "k"]).agg(pl.len().alias("n"))
+    pairs = spec.group_by(["decode_seqs", "k"]).agg(pl.len().alias("n")).sort("decode_seqs", "k")  # a fixed sum order
     cost = sum(n * (draft(b, k, context) + over(b, k))
                for b, k, n in pairs.select("decode_seqs", "k", "n").iter_rows())
     return float(min(cost / total, 1.0))

@@ -357,7 +357,7 @@ def decode_batch_weights(steps: Any) -> dict[int, float]:
     dec = steps.filter(pl.col("decode_seqs") > 0)
     if dec.height == 0:
         return {}
-    counts = dec.group_by("decode_seqs").len()
+    counts = dec.group_by("decode_seqs").len().sort("decode_seqs")
     return {int(b): n / dec.height for b, n in counts.iter_rows()}
 
 
