@@ -149,8 +149,11 @@ def _register_controls(app: Dash, roots: Roots) -> None:
         prevent_initial_call="initial_duplicate",
     )
     def build_controls(value: str | None, uploaded: Any, url_state: Any, profile_value: str | None) -> tuple:
-        # several inputs may fire together (the URL sets the scenario and its overrides at once)
-        from_url = any(p.startswith(f"{ly.URL_STATE}.") for p in ctx.triggered_prop_ids)
+        # several inputs may fire together (the URL sets the scenario and its overrides at once).
+        # On a loaded machine the browser may send the page's first call with the URL already
+        # parsed but no trigger named: that first build runs from the URL too (else no autorun)
+        from_url = any(p.startswith(f"{ly.URL_STATE}.") for p in ctx.triggered_prop_ids) or (
+            not ctx.triggered_prop_ids and url_state is not None)
         try:
             scenario, name = resolve_scenario(roots, value, uploaded)
         except SpecplanError as exc:
