@@ -233,6 +233,19 @@ class BatchExecutor:
             self.prefill_passes(plan.prefill)
         return accepted
 
+    def proposes_next(self, rid: int, k: int) -> bool:
+        """Whether request ``rid`` will have a proposal at its next step, as vLLM knows it
+        when it schedules: an n-gram lookup runs now (after this step's tokens) and is kept
+        for that step; model proposers always propose, so they are not run ahead."""
+        seq = self.seqs[rid]
+        if seq.proposer is None or getattr(seq.proposer, "kind", None) != "ngram":
+            return True
+        if seq.draft_at != len(seq.tokens):
+            d, _ = seq.proposer.propose(seq.tokens, k, 0.0, None)
+            seq.draft = [int(t) for t in d[:k]]
+            seq.draft_at = len(seq.tokens)
+        return bool(seq.draft)
+
     def _drop_kv(self, rid: int) -> None:
         seq = self.seqs[rid]
         seq.cache = None
@@ -327,7 +340,10 @@ class BatchExecutor:
             if valid != r.computed:
                 raise RuntimeError(f"request {r.id}: KV holds {valid} tokens, scheduler says {r.computed} computed")
             if plan.k:
-                d, _ = seq.proposer.propose(seq.tokens, plan.k, 0.0, None)
+                if seq.draft_at == len(seq.tokens):  # proposed ahead (n-gram), a prefix of it
+                    d = seq.draft
+                else:
+                    d, _ = seq.proposer.propose(seq.tokens, plan.k, 0.0, None)
                 drafts[i] = [int(t) for t in d[: plan.k]]
                 self.proposed_tokens += len(drafts[i])
         # with no proposal in any row (n-gram without a match) the step is a plain 1-token

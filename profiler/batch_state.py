@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class SeqState:
     """Real state of one request: its tokens and its compact (hole-free) KV when not batched."""
 
-    __slots__ = ("spec", "tokens", "cache", "generated", "proposer", "done")
+    __slots__ = ("spec", "tokens", "cache", "generated", "proposer", "done", "draft", "draft_at")
 
     def __init__(self, spec: ServingRequest, proposer: Any | None) -> None:
         self.spec = spec
@@ -23,6 +23,11 @@ class SeqState:
         self.generated: list[int] = []
         self.proposer = proposer
         self.done = False
+        self.draft: list[int] = []
+        """The n-gram proposal made ahead for the next step (valid while ``draft_at`` is the
+        number of tokens): vLLM proposes after sampling, so its scheduler knows which rows
+        have no match and budgets them one token."""
+        self.draft_at = -1
 
 
 class DecodeBatch:

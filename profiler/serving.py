@@ -318,6 +318,8 @@ class _ServingLoop:
         execu.last_width = 0
         execu.last_drafting = len(plan.decode)
         accepted = execu.execute(plan)
+        if self.k_max and execu.proposer_factory is not None:
+            self.propose_ahead(plan)
         self.widths.append(execu.last_width)
         drafting = execu.last_drafting if plan.k else 0
         if plan.k and drafting < len(plan.decode):  # rows without a proposal verified one token
@@ -337,6 +339,16 @@ class _ServingLoop:
             execu.release(r.id)
         if len(self.rows) % (200 * ROW_WIDTH) == 0:
             self.say(f"{self.candidate}: {len(sched.finished)}/{self.n} requests ended, t={end:.1f}s")
+
+    def propose_ahead(self, plan: StepPlan) -> None:
+        """Tell the scheduler which of this step's requests have a proposal for their next
+        step (``Request.proposes``), so a row without an n-gram match is budgeted one token,
+        as vLLM and the simulator schedule it."""
+        execu = self.execu
+        for r in (*plan.decode, *(r for r, _ in plan.prefill)):
+            seq = execu.seqs[r.id]
+            if seq.generated and len(seq.generated) < r.output_tokens:
+                r.proposes = execu.proposes_next(r.id, self.k_max)
 
     def result(self, ids: list[int], aborted: bool, seed: int, warmup_s: float) -> ServingResult:
         """The run's records in the simulator's frame layouts."""

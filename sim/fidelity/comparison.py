@@ -45,6 +45,7 @@ COMPARED: tuple[tuple[str, str], ...] = (
     ("output throughput (tok/s)", mn.OUTPUT_THROUGHPUT),
     ("goodput (req/s)", mn.REQUEST_GOODPUT),
     ("mean acceptance length", mn.MEAN_ACCEPTANCE_LENGTH),
+    ("tokens per verification step", mn.TOKENS_PER_STEP),
     ("step time p50 (ms)", "step_ms_median"),
     ("step time p95 (ms)", "step_ms_p95"),
     ("decode-only step p50 (ms)", "decode_step_ms_median"),

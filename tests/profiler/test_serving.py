@@ -351,3 +351,27 @@ def test_a_step_with_no_proposal_is_a_one_token_decode(tiny):
     steps = res.steps.filter(pl.col("decode_seqs") > 0)
     assert (steps["drafting_seqs"] == 0).sum() == len(none)
     assert (steps.filter(pl.col("drafting_seqs") == 0)["draft_tokens"] == 0).all()
+    req = res.requests.row(0, named=True)
+    # the n-gram lookup runs ahead, as vLLM's: the scheduler knew which steps had no proposal,
+    # so a draft is counted only where there was one (per-draft acceptance as vLLM reports it)
+    assert req["num_spec_steps"] == len(dec)
+    assert req["num_drafts"] == len(dec) - len(none)
+
+
+def test_a_row_without_a_proposal_is_budgeted_one_token_leaving_the_rest_to_prefill(tiny):
+    """vLLM's scheduler budgets ``1 + k`` tokens only for rows with a proposal; the real loop
+    learns which rows have one by proposing ahead, so a long prompt gets the freed tokens."""
+    gen = torch.Generator().manual_seed(11)
+    reqs = [ServingRequest(0, 0.0, torch.randint(3, 250, (20,), generator=gen).tolist(), 40),
+            ServingRequest(1, 0.0, torch.randint(3, 250, (60,), generator=gen).tolist(), 4)]
+    k, budget = 3, 6
+    cfg = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=budget, block_size=4, kv_blocks=120)
+    res = serve(reqs, cfg, tiny, policy=SpeculationPolicy("fixed", k=k),
+                proposer_factory=lambda: NgramProposer(), proposer_name="ngram", step_timer=FixedStepTimer(0.01))
+    for r in reqs:
+        assert res.outputs[r.id] == _greedy(tiny, r.prompt_ids, r.output_tokens), r.id
+    mixed = [(p, s) for p, s in zip(res.plans, res.shapes, strict=True) if p.decode == (0,) and p.prefill]
+    assert mixed, "request 1's prompt never shared a step with request 0's decode"
+    chunks = {s.drafting_seqs: sum(n for _, n in p.prefill) for p, s in mixed}  # None: every row drafts
+    assert chunks.get(0) == budget - 1, chunks  # no match: one token for the decode row
+    assert chunks.get(None) == budget - (1 + k)  # a proposal: 1 + k tokens for the decode row

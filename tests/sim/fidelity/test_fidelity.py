@@ -11,6 +11,7 @@ import pytest
 from cli.main import main
 from sim.fidelity import comparison, drift, live_load
 from sim.model.machine_speed import SpeedTimeline
+from sim.results import metric_names as mn
 from tests.helpers import scenario_toml, write_scenario
 
 EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
@@ -126,7 +127,7 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     assert sorted(set(table["candidate"])) == ["baseline", "ngram-k2"]
     assert sorted(set(table["load"])) == [0.25, 0.5]
     assert set(table["rate"]) == {5.0, 10.0}
-    expected_metrics = {col for _, col in comparison.COMPARED} - {"mean_acceptance_length"}
+    expected_metrics = {col for _, col in comparison.COMPARED} - {mn.MEAN_ACCEPTANCE_LENGTH, mn.TOKENS_PER_STEP}
     for (cand, load), grp in table.group_by(["candidate", "load"]):
         missing = expected_metrics - set(grp["column"])
         assert not missing, (cand, load, missing)
@@ -136,6 +137,9 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
         assert r["rel_error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
     spec = table.filter((pl.col("candidate") == "ngram-k2") & (pl.col("column") == "mean_acceptance_length"))
     assert spec.height == 2 and spec["predicted"].min() > 1.0  # profile's (assumed) acceptance
+    # tokens per verification step: counted the same way on both sides (the real proposer's)
+    per_step = table.filter((pl.col("candidate") == "ngram-k2") & (pl.col("column") == mn.TOKENS_PER_STEP))
+    assert per_step.height == 2 and per_step["measured"].min() >= 1.0 and per_step["predicted"].min() >= 1.0
     meta = json.loads((out / "fidelity.json").read_text(encoding="utf-8"))
     assert meta["threads"] >= 1 and meta["load_basis"] == "given"
     assert meta["capacity"] == {c: {"req_s": 20.0, "method": "given with --capacity"} for c in ("baseline", "ngram-k2")}
