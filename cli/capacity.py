@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "candidate (default 8)")
     parser.add_argument("--max-loss", metavar="F", default="0.01", help="tolerated share of "
                         "rejected or timed-out requests (default 0.01)")
+    parser.add_argument("--jobs", metavar="N", default="1", help="processes that simulate the "
+                        "independent load levels side by side (same results); 'auto' = this "
+                        "machine's CPUs; default 1")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
@@ -69,6 +72,20 @@ def _int_list(name: str, raw: str | None) -> list[int] | None:
     return vals
 
 
+def _jobs(raw: str) -> int:
+    import os
+
+    if raw == "auto":
+        return max(1, os.cpu_count() or 1)
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 256:
+        raise SpecplanError(f"--jobs: expected a whole number 1..256 or 'auto', got {raw[:40]!r}")
+    return n
+
+
 def run(args: argparse.Namespace) -> int:
     from sim.contracts.scenario import load_scenario
     from sim.decisions.capacity import plan_capacity
@@ -96,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
         profile_band=not args.no_profile_band,
         cache_dir=Path(args.out) / "probes" if args.out else None,
+        workers=_jobs(args.jobs),
     )
     advice = _advice(scenario, profile, report, cands)
     doc = to_json(report, advice)

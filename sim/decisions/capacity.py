@@ -54,6 +54,7 @@ def plan_capacity(
     progress: Callable[[str], None] | None = None,
     profile_band: bool = True,
     cache_dir: Any = None,
+    workers: int = 1,
 ) -> CapacityReport:
     """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
 
@@ -63,7 +64,8 @@ def plan_capacity(
     simulated at ``load_fractions`` × the baseline's mean capacity so decisions can compare
     candidates at equal load. Searches and load levels use the scenario's replica count (a
     restart scenario needs its second replica to reroute to); capacity is reported per replica
-    (the fleet's divided by its replicas).
+    (the fleet's divided by its replicas). ``workers`` > 1 simulates the independent load
+    levels in that many processes (same results).
     """
     import polars as pl
 
@@ -105,7 +107,7 @@ def plan_capacity(
                                          fleet_replicas=fleet, profile_band=band))
 
     load_summary, attributions = _load_levels(load, results, chosen, base_rate, load_fractions, say,
-                                              search)
+                                              search, workers)
     operating = pl.from_dicts(op_rows, infer_schema_length=None) if op_rows else pl.DataFrame()
     return CapacityReport(
         scenario_name=scenario.name, criteria=criteria, candidates=tuple(results),
@@ -175,7 +177,7 @@ class _Search:
 
 def _load_levels(load: SimulatedLoad, results: Sequence[CandidateCapacity], chosen: Sequence[str],
                  base_rate: float, load_fractions: Sequence[float], say: Callable[[str], None],
-                 search: _Search) -> tuple[Any, list[Any]]:
+                 search: _Search, workers: int = 1) -> tuple[Any, list[Any]]:
     """Every candidate at ``load_fractions`` × the baseline's capacity (equal load for the
     decision table), with where each one's step time goes."""
     import polars as pl
@@ -194,6 +196,8 @@ def _load_levels(load: SimulatedLoad, results: Sequence[CandidateCapacity], chos
     load_frames = []
     attributions: list[Any] = []
     if ref > 0:
+        load.prefetch([(name, frac * ref, fleet, search.seeds) for frac in load_fractions for name in chosen],
+                      workers)
         for frac in load_fractions:
             rate = frac * ref
             for name in chosen:

@@ -197,8 +197,10 @@ def run_scenario(
         scenario=scenario,
         summary=summary,
         per_seed=per_seed,
-        requests=pl.concat([r.requests for r in runs], how="vertical"),
-        steps=pl.concat([r.steps for r in runs], how="vertical"),
+        # one chunk: sums over pooled seeds then do not depend on how the frames were split
+        # (a result sent from a worker process arrives rechunked; capacity --jobs)
+        requests=pl.concat([r.requests for r in runs], how="vertical", rechunk=True),
+        steps=pl.concat([r.steps for r in runs], how="vertical", rechunk=True),
         sources=tuple(sources),
         notes=tuple(notes),
         candidates=tuple(c.name for c in cands),

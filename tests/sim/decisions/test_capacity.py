@@ -287,3 +287,33 @@ def test_the_profile_band_brackets_capacity_by_the_profiles_own_step_time_spread
     off = plan_capacity(dd1_scenario(), prof, candidates=["baseline"], rel_tol=0.1, max_evals=6,
                         load_fractions=(), profile_band=False)
     assert off.candidates[0].profile_band is None
+
+
+def test_load_levels_simulated_in_worker_processes_are_the_serial_ones_bit_for_bit() -> None:
+    """``workers=2`` (``capacity --jobs 2``) runs the independent load levels side by side in
+    spawned processes; the report must not change."""
+    from polars.testing import assert_frame_equal
+
+    from sim.decisions.capacity import plan_capacity
+    from sim.decisions.simulated_load import SimulatedLoad
+    from sim.decisions.sustain import criteria_from_scenario
+
+    sc, prof = dd1_scenario(seeds=(1, 2)), dd1_profile()
+    kw = dict(candidates=["baseline"], rel_tol=0.1, max_evals=4, load_fractions=(0.5, 0.8),
+              profile_band=False)
+    serial = plan_capacity(sc, prof, workers=1, **kw)
+    parallel = plan_capacity(sc, prof, workers=2, **kw)
+    assert serial.load_summary.height >= 2  # two load levels (rows per seed or segment)
+    assert_frame_equal(serial.load_summary, parallel.load_summary)
+    assert serial.bottlenecks == parallel.bottlenecks
+    assert [c.capacities for c in serial.candidates] == [c.capacities for c in parallel.candidates]
+
+    load = SimulatedLoad(sc, prof, criteria_from_scenario(sc, None, 0.01))
+    jobs = [("baseline", 3.0, 1, (1, 2)), ("baseline", 6.0, 1, (1, 2))]
+    load.prefetch(jobs, 2)
+    assert set(load._ready) == set(jobs)  # simulated in the workers, not on demand
+    got = load.result("baseline", 6.0, 1, (1, 2))
+    assert set(load._ready) == {jobs[0]}  # handed out once
+    fresh = SimulatedLoad(sc, prof, load.criteria).result("baseline", 6.0, 1, (1, 2))
+    assert_frame_equal(got.requests, fresh.requests)
+    assert_frame_equal(got.summary, fresh.summary)
