@@ -68,6 +68,7 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
     _register_url(app, roots)
     _register_uploads(app, roots)
     _register_controls(app, roots)
+    _register_autorun_watch(app)
     _register_run(app, roots, background, manager, run_cache_dir)
     _register_export(app)
 
@@ -177,6 +178,40 @@ def _register_controls(app: Dash, roots: Roots) -> None:
             return no_update, no_update, no_update, _error(exc)
         panel = ly.whatif_panel(st.whatif_fields(scenario), values)
         return panel, profile_out, ({"n": time.time()} if from_url else no_update), ""
+
+
+def replayed_url_state(search: str | None, run_state: str | None, running: bool | None,
+                       autorun: Any, panel: Any) -> dict[str, Any]:
+    """The URL's state again, when the page built its controls but never asked for its first
+    run; else ``PreventUpdate``. Why: on a loaded machine the browser has been seen to send the
+    page's first calls so that no build of the controls named the URL, leaving the page idle
+    (a fresh-clone test run waited 180 s for the first run, issue 19). Replaying the URL state
+    takes the normal path: the controls are built from it, overrides included, and run once."""
+    if autorun is not None or run_state != "idle" or running or not panel:
+        raise PreventUpdate
+    try:
+        vs = st.from_search(search)
+    except SpecplanError:
+        raise PreventUpdate from None  # the URL callback already showed this error
+    return {"scenario": vs.scenario, "profile": vs.profile, "overrides": dict(vs.overrides), "n": time.time()}
+
+
+def _register_autorun_watch(app: Dash) -> None:
+    """A few checks in the seconds after load that the first run was asked for."""
+
+    @app.callback(
+        Output(ly.URL_STATE, "data", allow_duplicate=True),
+        Input(ly.AUTORUN_WATCH, "n_intervals"),
+        State(ly.URL, "search"),
+        State(ly.RUN_STATE, "children"),
+        State(ly.RUN, "disabled"),
+        State(ly.AUTORUN, "data"),
+        State(ly.WHATIF_PANEL, "children"),
+        prevent_initial_call=True,
+    )
+    def autorun_watch(_n: Any, search: str | None, run_state: str | None, running: bool | None,
+                      autorun: Any, panel: Any) -> dict[str, Any]:
+        return replayed_url_state(search, run_state, running, autorun, panel)
 
 
 def _run_outputs() -> tuple[list[Output], list[Input | State]]:

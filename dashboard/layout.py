@@ -25,6 +25,7 @@ UPLOADED_PROFILE = "uploaded-profile"
 URL_STATE = "url-state"  # dcc.Store: ViewState from the URL, applied once to the controls
 APPLIED_SEARCH = "applied-search"  # dcc.Store: the query string of the view on screen
 AUTORUN = "autorun"  # dcc.Store: bumped when controls are built from a URL, to run once
+AUTORUN_WATCH = "autorun-watch"  # dcc.Interval: a few checks after load that the first run was asked for
 WHATIF_PANEL = "whatif-panel"
 WHATIF = "whatif"  # pattern-matching type of what-if inputs: {"type": WHATIF, "key": path}
 LOAD = "load-factors"
@@ -173,6 +174,7 @@ def page(scenarios: Sequence[str], profiles: Sequence[str]) -> html.Div:
         dcc.Store(id=UPLOADED_SCENARIO), dcc.Store(id=UPLOADED_PROFILE), dcc.Store(id=URL_STATE),
         dcc.Store(id=APPLIED_SEARCH), dcc.Store(id=AUTORUN), dcc.Store(id=REPORT_DATA),
         dcc.Download(id=DOWNLOAD),
+        dcc.Interval(id=AUTORUN_WATCH, interval=3000, max_intervals=10),
         header(),
         html.Div(className="sp-body", children=[
             html.Aside(className="sp-side", children=[
