@@ -180,38 +180,51 @@ def _register_controls(app: Dash, roots: Roots) -> None:
         return panel, profile_out, ({"n": time.time()} if from_url else no_update), ""
 
 
-def replayed_url_state(search: str | None, run_state: str | None, running: bool | None,
-                       autorun: Any, panel: Any) -> dict[str, Any]:
-    """The URL's state again, when the page built its controls but never asked for its first
-    run; else ``PreventUpdate``. Why: on a loaded machine the browser has been seen to send the
-    page's first calls so that no build of the controls named the URL, leaving the page idle
-    (a fresh-clone test run waited 180 s for the first run, issue 19). Replaying the URL state
-    takes the normal path: the controls are built from it, overrides included, and run once."""
-    if autorun is not None or run_state != "idle" or running or not panel:
+STALLED_AUTORUN_S = 6.0
+"""Seconds after the first run was asked for at which an idle page with nothing running asks
+again (a run starts, and disables the Run button, as soon as it is asked for)."""
+
+
+def first_run_nudge(search: str | None, run_state: str | None, running: bool | None,
+                    autorun: Any, panel: Any, now: float, cancelled: Any = 0) -> tuple[Any, Any]:
+    """(URL state, autorun) to write when the page's first run never started; else
+    ``PreventUpdate``. Why: on a loaded machine a page has been seen idle with nothing running
+    (a fresh-clone test run waited 180 s for the first run, issue 19). Controls built without
+    the URL (no autorun asked): the URL state is replayed, so they are built from it, overrides
+    included, and run once. Asked but never started: asked again (not after a Cancel)."""
+    if run_state != "idle" or running or not panel or cancelled:
         raise PreventUpdate
-    try:
-        vs = st.from_search(search)
-    except SpecplanError:
-        raise PreventUpdate from None  # the URL callback already showed this error
-    return {"scenario": vs.scenario, "profile": vs.profile, "overrides": dict(vs.overrides), "n": time.time()}
+    if autorun is None:
+        try:
+            vs = st.from_search(search)
+        except SpecplanError:
+            raise PreventUpdate from None  # the URL callback already showed this error
+        return ({"scenario": vs.scenario, "profile": vs.profile, "overrides": dict(vs.overrides),
+                 "n": now}, no_update)
+    asked = autorun.get("n") if isinstance(autorun, dict) else None
+    if isinstance(asked, int | float) and now - asked >= STALLED_AUTORUN_S:
+        return no_update, {"n": now}
+    raise PreventUpdate
 
 
 def _register_autorun_watch(app: Dash) -> None:
-    """A few checks in the seconds after load that the first run was asked for."""
+    """A few checks in the seconds after load that the first run was asked for and started."""
 
     @app.callback(
         Output(ly.URL_STATE, "data", allow_duplicate=True),
+        Output(ly.AUTORUN, "data", allow_duplicate=True),
         Input(ly.AUTORUN_WATCH, "n_intervals"),
         State(ly.URL, "search"),
         State(ly.RUN_STATE, "children"),
         State(ly.RUN, "disabled"),
         State(ly.AUTORUN, "data"),
         State(ly.WHATIF_PANEL, "children"),
+        State(ly.CANCEL, "n_clicks"),
         prevent_initial_call=True,
     )
     def autorun_watch(_n: Any, search: str | None, run_state: str | None, running: bool | None,
-                      autorun: Any, panel: Any) -> dict[str, Any]:
-        return replayed_url_state(search, run_state, running, autorun, panel)
+                      autorun: Any, panel: Any, cancelled: Any) -> tuple[Any, Any]:
+        return first_run_nudge(search, run_state, running, autorun, panel, time.time(), cancelled)
 
 
 def _run_outputs() -> tuple[list[Output], list[Input | State]]:
