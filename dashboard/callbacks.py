@@ -73,6 +73,11 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
     _register_export(app)
 
 
+def _url_state(vs: st.ViewState, now: float) -> dict[str, Any]:
+    """The ``URL_STATE`` store's data for a parsed URL; ``n`` makes every write a change."""
+    return {"scenario": vs.scenario, "profile": vs.profile, "overrides": dict(vs.overrides), "n": now}
+
+
 def _register_url(app: Dash, roots: Roots) -> None:
     """The URL's query → the scenario, profile, overrides, load and seeds controls."""
 
@@ -101,9 +106,7 @@ def _register_url(app: Dash, roots: Roots) -> None:
         except SpecplanError as exc:
             return no_update, no_update, {"overrides": {}, "scenario": None, "n": time.time()}, \
                 no_update, no_update, _error(exc)
-        data = {"scenario": vs.scenario, "profile": vs.profile, "overrides": dict(vs.overrides),
-                "n": time.time()}
-        return (vs.scenario or no_update, vs.profile or no_update, data,
+        return (vs.scenario or no_update, vs.profile or no_update, _url_state(vs, time.time()),
                 ", ".join(f"{f:g}" for f in vs.load_factors), vs.seeds, "")
 
 
@@ -199,8 +202,7 @@ def first_run_nudge(search: str | None, run_state: str | None, running: bool | N
             vs = st.from_search(search)
         except SpecplanError:
             raise PreventUpdate from None  # the URL callback already showed this error
-        return ({"scenario": vs.scenario, "profile": vs.profile, "overrides": dict(vs.overrides),
-                 "n": now}, no_update)
+        return _url_state(vs, now), no_update
     asked = autorun.get("n") if isinstance(autorun, dict) else None
     if isinstance(asked, int | float) and now - asked >= STALLED_AUTORUN_S:
         return no_update, {"n": now}
