@@ -11,6 +11,7 @@ after it comes back) or dropped (they end ``rejected``: the client got an error)
 
 from __future__ import annotations
 
+import os
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -282,6 +283,18 @@ class Replica:
             self.cycle.policy = OFF
 
 
+def _compiled_engine(spec: FleetSpec, requests: Sequence[Request], replay: bool):
+    """The compiled planner's module when this run can use it (numba installed, no trace
+    replay or restart, ``SPECPLAN_ENGINE`` not ``python``), else None."""
+    if os.environ.get("SPECPLAN_ENGINE", "compiled") == "python":
+        return None
+    try:
+        from sim.model import compiled_replica
+    except ImportError:  # numba missing: the Python engine gives the same records, slower
+        return None
+    return compiled_replica if compiled_replica.compiled_supported(spec, requests, replay) else None
+
+
 class Fleet:
     """Replicas, router and arrival process of one simulation."""
 
@@ -341,13 +354,19 @@ class Fleet:
         for a, b in zip(requests, requests[1:], strict=False):
             if b.arrival_s < a.arrival_s:
                 raise ValueError("requests must be sorted by arrival_s")
-        if batch_columns.DEFAULT_FROM is not None and not self.replay:
-            for rep in self.replicas:  # GPU-sized batches planned as arrays (same records)
-                rep.scheduler.use_columns(batch_columns.DEFAULT_FROM, self.k_max)
         # only padded engines pay for decode-set changes: others need not count them
         track = bool(getattr(self.step_timer, "padded", True))
-        for rep in self.replicas:
-            rep.cycle.track_rows = track
+        compiled = _compiled_engine(spec, requests, self.replay)
+        if compiled is not None:  # the planner compiled (same records); Python for the rest
+            self.replicas = compiled.build(self, requests, track)  # type: ignore[assignment]
+            self.router = Router(spec.routing, self.replicas)
+        else:
+            if batch_columns.DEFAULT_FROM is not None and not self.replay:
+                for rep in self.replicas:  # GPU-sized batches planned as arrays (same records)
+                    rep.scheduler.use_columns(batch_columns.DEFAULT_FROM, self.k_max)
+            for rep in self.replicas:
+                rep.cycle.track_rows = track
+        self.engine = "compiled" if compiled is not None else "python"
         env = self.env
         for rep in self.replicas:
             rep.proc = env.process(rep.run())
@@ -359,15 +378,22 @@ class Fleet:
         else:
             env.run(until=spec.duration_s)
         end = env.now
-        for rep in self.replicas:
-            rep.scheduler.sync()
+        qlog = array("d")
+        if compiled is not None:
+            arrays = self.replicas[0].shared.arrays  # type: ignore[attr-defined]
+            arrays.store(requests)
+            self.step_rows = arrays.step_log()
+            self.gap_idx, self.gap_s = arrays.gaps()
+            for rep in self.replicas:
+                qlog.extend(rep.queue_log())  # type: ignore[attr-defined]
+        else:
+            for rep in self.replicas:
+                rep.scheduler.sync()
+                qlog.extend(rep.scheduler.queue_log)
         for req in requests:
             if req.status != DONE:
                 req.outcome = "unfinished"
                 req.finish_s = None
         steps = StepLog.from_flat(self.step_rows)
         self.step_rows = array("d")
-        qlog = array("d")
-        for rep in self.replicas:
-            qlog.extend(rep.scheduler.queue_log)
         return FleetRun(list(requests), steps, self.gap_idx, self.gap_s, end, qlog)

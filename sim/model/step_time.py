@@ -166,83 +166,91 @@ class ProfileStepTimer:
 
     def __call__(self, shape: StepShape) -> float:
         """Seconds one engine step of ``shape`` takes."""
+        return self.price(shape.decode_seqs, shape.decode_context, shape.k, shape.proposer,
+                          shape.prefill_tokens, shape.prefill_context, shape.decode_context_max,
+                          shape.start_s, shape.rows_joined, shape.rows_left, shape.drafting_seqs)
+
+    def price(self, b: int, c_mean: float, k: int, proposer: str | None, n: int, c0: float,
+              c_max: float | None, start_s: float, joined: int, left: int,
+              drafting: int | None) -> float:
+        """``self(StepShape(...))`` from the shape's fields in their order, without building
+        (and validating) a shape: the compiled engine's planner gives valid ones every step."""
         if self.fused:
-            return self._fused_step(shape)
+            return self._fused_step(b, c_mean, k, proposer, n, c0, c_max, start_s, joined, left, drafting)
         self.steps += 1
         total = 0.0
-        sd, sp = self._scales(shape)
-        b = shape.decode_seqs
+        sd, sp = self._scales(start_s)
         if b > 0:
-            k = shape.k
-            c = shape.decode_context
-            if self.padded and shape.decode_context_max is not None:
-                c = shape.decode_context_max
-            # --- issue 21: rows without a proposal (drafting_seqs < b) verify one token ---
-            nd = b if shape.drafting_seqs is None or k == 0 else shape.drafting_seqs
+            c = c_mean
+            if self.padded and c_max is not None:
+                c = c_max
+            # --- issue 21: rows without a proposal (drafting < b) verify one token ---
+            nd = b if drafting is None or k == 0 else drafting
             total = self._forward(b, verify_tokens_per_row(b, nd, k, self.padded), c)
             if k > 0 and nd > 0:
-                draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
+                draft = self._draft.get(proposer)  # type: ignore[arg-type]
                 if draft is None:
-                    self.check_proposer(shape.proposer)  # type: ignore[arg-type]
-                total += draft(nd, k, c) + self._overhead[shape.proposer](nd, k)  # type: ignore[index,misc]
+                    self.check_proposer(proposer)  # type: ignore[arg-type]
+                total += draft(nd, k, c) + self._overhead[proposer](nd, k)  # type: ignore[index,misc]
             # --- end issue 21 ---
-            if self.padded and (shape.rows_joined or shape.rows_left):
+            if self.padded and (joined or left):
                 if self._join is None or self._leave is None:
                     self.unpriced_changes += 1
                 else:
-                    if shape.rows_joined:
+                    if joined:
                         total += self._join(b, c)
-                    total += shape.rows_left * self._leave(b, c)
+                    total += left * self._leave(b, c)
             total *= sd
-        if shape.prefill_tokens > 0:
-            total += self._prefill(shape.prefill_tokens, shape.prefill_context) * sp
-            total += self._draft_prefill_s(shape) * sp
+        if n > 0:
+            total += self._prefill(n, c0) * sp
+            total += self._draft_prefill_s(proposer, n, c0) * sp
         return total + self.step_overhead_s
 
-    def _scales(self, shape: StepShape) -> tuple[float, float]:
+    def _scales(self, start_s: float) -> tuple[float, float]:
         """Multipliers of the step's decode and prefill parts (``scale``, and the machine's
         speed at the step's start when a ``SpeedTimeline`` is given)."""
         if self.speed is None:
             return self.scale, self.prefill_scale
-        sd, sp = self.speed.at(shape.start_s)
+        sd, sp = self.speed.at(start_s)
         return sd * self.scale, sp * self.prefill_scale
 
-    def _draft_prefill_s(self, shape: StepShape) -> float:
-        name = shape.proposer if shape.proposer is not None else self.attached
+    def _draft_prefill_s(self, proposer: str | None, n: int, c0: float) -> float:
+        name = proposer if proposer is not None else self.attached
         grid = self._draft_prefill.get(name) if name is not None else None
-        return grid(shape.prefill_tokens, shape.prefill_context) if grid is not None else 0.0
+        return grid(n, c0) if grid is not None else 0.0
 
-    def _fused_step(self, shape: StepShape) -> float:
+    def _fused_step(self, b: int, c_mean: float, k: int, proposer: str | None, n: int, c0: float,
+                    c_max: float | None, start_s: float, joined: int, left: int,
+                    drafting: int | None) -> float:
         """One pass over the step's prefill and decode tokens, plus drafting and overheads."""
         self.steps += 1
-        sd, sp = self._scales(shape)
+        sd, sp = self._scales(start_s)
         assert self._dense is not None and self._logits is not None
         assert self._dattn is not None and self._pattn is not None
-        b, n, k = shape.decode_seqs, shape.prefill_tokens, shape.k
         # rows without a proposal (n-gram no match) feed one token, as vLLM schedules them
-        nd = b if shape.drafting_seqs is None or k == 0 else shape.drafting_seqs
+        nd = b if drafting is None or k == 0 else drafting
         rows = b * verify_tokens_per_row(b, nd, k, self.padded) if b > 0 else 0
-        c = shape.decode_context
-        if self.padded and shape.decode_context_max is not None:
-            c = shape.decode_context_max
+        c = c_mean
+        if self.padded and c_max is not None:
+            c = c_max
         total = self._dense(rows + n) + self._logits(rows + (1 if n else 0))
         if b > 0:
             total += self._dattn(b, rows / b, c)
         if n > 0:
-            total += self._pattn(n, shape.prefill_context)
+            total += self._pattn(n, c0)
         total *= sd if b > 0 else sp
         if b > 0 and k > 0 and nd > 0:
-            draft = self._draft.get(shape.proposer)  # type: ignore[arg-type]
+            draft = self._draft.get(proposer)  # type: ignore[arg-type]
             if draft is None:
-                self.check_proposer(shape.proposer)  # type: ignore[arg-type]
-            total += (draft(nd, k, c) + self._overhead[shape.proposer](nd, k)) * sd  # type: ignore[index,misc]
-        if self.padded and b > 0 and (shape.rows_joined or shape.rows_left):
+                self.check_proposer(proposer)  # type: ignore[arg-type]
+            total += (draft(nd, k, c) + self._overhead[proposer](nd, k)) * sd  # type: ignore[index,misc]
+        if self.padded and b > 0 and (joined or left):
             if self._join is None or self._leave is None:
                 self.unpriced_changes += 1
             else:
-                total += ((self._join(b, c) if shape.rows_joined else 0.0) + shape.rows_left * self._leave(b, c)) * sd
+                total += ((self._join(b, c) if joined else 0.0) + left * self._leave(b, c)) * sd
         if n > 0:
-            total += self._draft_prefill_s(shape) * sp
+            total += self._draft_prefill_s(proposer, n, c0) * sp
         return total + self.step_overhead_s
 
     def grids(self) -> list[GridInterpolator]:

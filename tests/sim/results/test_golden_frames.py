@@ -22,7 +22,7 @@ from sim.contracts.acceptance_trace import write_trace
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile
-from sim.model import batch_columns
+from sim.model import batch_columns, compiled_replica
 from sim.results.simulation import simulate_once
 from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
 
@@ -96,15 +96,31 @@ def _frames(case: str, tmp: Path) -> dict[str, pl.DataFrame]:
     return out
 
 
-@pytest.mark.parametrize("columns_from", [batch_columns.DEFAULT_FROM, 1, None],
-                         ids=["default", "columns-always", "scalar-always"])
+COMPILED_CASES = {"default", "gpu-chat", "tight-chunked", "tight-whole-padded"}
+"""Cases whose every candidate runs on the compiled planner (a restart runs on the Python engine;
+so do the replay case's speculating candidates, while its baseline runs compiled)."""
+
+
+@pytest.mark.parametrize("engine", [
+    ("compiled", None), ("python", batch_columns.DEFAULT_FROM), ("python", 1), ("python", None)],
+    ids=["compiled", "python-default", "python-columns-always", "python-scalar-always"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_frames_match_the_recorded_goldens(case: str, columns_from, tmp_path, monkeypatch) -> None:
-    """Both planners — scalar and batch columns (``sim.model.batch_columns``) — give the goldens."""
-    if RECORD and columns_from is not None:
+def test_frames_match_the_recorded_goldens(case: str, engine, tmp_path, monkeypatch) -> None:
+    """Every planner — compiled (``sim.model.step_kernels``), scalar Python and batch columns
+    (``sim.model.batch_columns``) — gives the goldens."""
+    which, columns_from = engine
+    if RECORD and (which != "python" or columns_from is not None):
         pytest.skip("goldens are recorded from the scalar planner")
+    monkeypatch.setenv("SPECPLAN_ENGINE", which)
     monkeypatch.setattr(batch_columns, "DEFAULT_FROM", columns_from)
+    built = []
+    real_build = compiled_replica.build
+    monkeypatch.setattr(compiled_replica, "build", lambda *a: built.append(1) or real_build(*a))
     frames = _frames(case, tmp_path)
+    if which == "compiled" and case in COMPILED_CASES:
+        assert len(built) == len(frames) // 3, f"{case}: not every candidate ran compiled"
+    elif which == "python" or case == "restart":
+        assert not built, f"{case}: the compiled planner ran where it should not"
     folder = GOLDEN / case
     if RECORD:
         folder.mkdir(parents=True, exist_ok=True)
