@@ -13,10 +13,13 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections.abc import Sequence
+from math import inf
 
 import numpy as np
 import simpy
 
+from sim.model import price_kernels as pk
+from sim.model import run_kernel as rk
 from sim.model import step_kernels as sk
 from sim.model.speculation import PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
@@ -36,13 +39,14 @@ class FleetArrays:
 
     def __init__(self, requests: Sequence[Request], k_max: int, rng: np.random.Generator) -> None:
         n = len(requests)
-        self.ints = np.zeros((sk.N_INTS, n), np.int64)
-        self.floats = np.zeros((sk.N_FLOATS, n), np.float64)
-        self.ints[sk.PROMPT] = [r.prompt_tokens for r in requests]
-        self.ints[sk.OUTPUT] = [r.output_tokens for r in requests]
-        self.ints[sk.PROPOSES] = [r.proposes for r in requests]
-        self.floats[sk.PROPOSAL] = [r.proposal for r in requests]
-        self.floats[sk.FIRST_TOKEN:sk.FINISH + 1] = np.nan  # None until set
+        # one row per request: a step reads and writes a request's fields together
+        self.ints = np.zeros((n, sk.N_INTS), np.int64)
+        self.floats = np.zeros((n, sk.N_FLOATS), np.float64)
+        self.ints[:, sk.PROMPT] = [r.prompt_tokens for r in requests]
+        self.ints[:, sk.OUTPUT] = [r.output_tokens for r in requests]
+        self.ints[:, sk.PROPOSES] = [r.proposes for r in requests]
+        self.floats[:, sk.PROPOSAL] = [r.proposal for r in requests]
+        self.floats[:, sk.FIRST_TOKEN:sk.FINISH + 1] = np.nan  # None until set
         self.negrates = np.zeros((n, max(k_max, 1)), np.float64)
         if k_max:
             for i, r in enumerate(requests):
@@ -50,17 +54,18 @@ class FleetArrays:
                     self.negrates[i, :k_max] = r.negrates[:k_max]
         self.ids = np.array([r.id for r in requests], dtype=np.int64)
         self.G = np.zeros(3, np.int64)
-        self.gap_idx = np.zeros(1 << 14, np.int64)
-        self.gap_s = np.zeros(1 << 14, np.float64)
-        self.steps = np.zeros(sk.ROW * 4096, np.float64)
+        self.gap_idx = np.empty(1 << 16, np.int64)
+        self.gap_s = np.empty(1 << 16, np.float64)
+        self.steps = np.empty(sk.ROW * max(4096, 2 * n), np.float64)
         self.rng = rng
         self.uni = np.empty(0)
 
     def grow_logs(self) -> None:
-        """Double the fleet-wide logs (their used part kept)."""
-        self.gap_idx = np.concatenate((self.gap_idx, np.zeros_like(self.gap_idx)))
-        self.gap_s = np.concatenate((self.gap_s, np.zeros_like(self.gap_s)))
-        self.steps = np.concatenate((self.steps, np.zeros_like(self.steps)))
+        """Double the fleet-wide logs (their used parts copied)."""
+        g = int(self.G[sk.G_GAPS])
+        self.gap_idx = _doubled(self.gap_idx, g)
+        self.gap_s = _doubled(self.gap_s, g)
+        self.steps = _doubled(self.steps, int(self.G[sk.G_STEPS]) * sk.ROW)
 
     def refill(self) -> None:
         """More uniforms after the unused ones (``_Uniforms.refill_keep``: sequence unchanged)."""
@@ -70,8 +75,8 @@ class FleetArrays:
 
     def store(self, requests: Sequence[Request]) -> None:
         """Write every request's final state back into its object (the records read those)."""
-        ints = self.ints.T.tolist()
-        floats = self.floats.T.tolist()
+        ints = self.ints.tolist()
+        floats = self.floats.tolist()
         for req, iv, fv in zip(requests, ints, floats, strict=True):
             (_, _, req.computed, req.generated, req.blocks, req.num_bursts, req.num_spec_steps,
              req.num_drafts, req.accepted_tokens, proposes, req.status, outcome, req.preemptions,
@@ -92,12 +97,22 @@ class FleetArrays:
         return array("q", self.gap_idx[:g].tobytes()), array("d", self.gap_s[:g].tobytes())
 
 
-class CompiledFleet:
-    """Per-replica planner state (config, counters, running list, waiting ring, scratch)."""
+def _doubled(a: np.ndarray, used: int) -> np.ndarray:
+    out = np.empty(2 * len(a), a.dtype)
+    out[:used] = a[:used]
+    return out
 
-    def __init__(self, arrays: FleetArrays, config: SchedulerConfig, replicas: int, track: bool) -> None:
-        n = arrays.ints.shape[1]
+
+class CompiledFleet:
+    """What the replicas share: the request arrays, per-replica config and counters, and the
+    step timer and policy in compiled form (None: those are run in Python each step)."""
+
+    def __init__(self, arrays: FleetArrays, config: SchedulerConfig, replicas: int, track: bool,
+                 timer: pk.PackedTimer | None, pol: np.ndarray | None) -> None:
+        n = arrays.ints.shape[0]
         self.arrays = arrays
+        self.timer = timer
+        self.pol = pol
         self.cfg = np.zeros((replicas, sk.N_CFG), np.int64)
         self.cfg[:, sk.C_SEQS] = config.max_num_seqs
         self.cfg[:, sk.C_BUDGET] = config.max_num_batched_tokens
@@ -129,7 +144,7 @@ class CompiledReplica:
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
-        n = shared.arrays.ints.shape[1]
+        n = shared.arrays.ints.shape[0]
         self.run_idx = np.zeros(seqs, np.int64)
         self.ring = np.zeros(n + 1, np.int64)
         self.qlog = np.zeros(1 << 12, np.float64)
@@ -160,7 +175,7 @@ class CompiledReplica:
         if too_big or no_fit or full:
             self._end(r, sk.REJECTED, now)
             return
-        fa.ints[sk.STATUS, r] = sk.WAITING
+        fa.ints[r, sk.STATUS] = sk.WAITING
         ring_n = len(self.ring)
         self.ring[(m[sk.M_HEAD] + m[sk.M_NWAIT]) % ring_n] = r
         m[sk.M_NWAIT] += 1
@@ -177,7 +192,7 @@ class CompiledReplica:
         m = self.shared.meta[self.index]
         q = int(m[sk.M_QLOG])
         if q + 2 > len(self.qlog):
-            self.qlog = np.concatenate((self.qlog, np.zeros_like(self.qlog)))
+            self.qlog = _doubled(self.qlog, q)
         self.qlog[q] = t
         self.qlog[q + 1] = sign
         m[sk.M_QLOG] = q + 2
@@ -189,11 +204,11 @@ class CompiledReplica:
     def _end(self, r: int, outcome: int, at: float) -> None:
         fa = self.shared.arrays
         m = self.shared.meta[self.index]
-        m[sk.M_FREE] += fa.ints[sk.BLOCKS, r]
-        fa.ints[sk.BLOCKS, r] = 0
-        fa.ints[sk.STATUS, r] = sk.DONE
-        fa.ints[sk.OUTCOME, r] = outcome
-        fa.floats[sk.FINISH, r] = at
+        m[sk.M_FREE] += fa.ints[r, sk.BLOCKS]
+        fa.ints[r, sk.BLOCKS] = 0
+        fa.ints[r, sk.STATUS] = sk.DONE
+        fa.ints[r, sk.OUTCOME] = outcome
+        fa.floats[r, sk.FINISH] = at
 
     def _unqueue(self, r: int, at: float) -> None:
         """Take request ``r`` out of the waiting ring (order of the others kept)."""
@@ -212,14 +227,14 @@ class CompiledReplica:
         q = self._queue_deadlines
         while q and q[0][0] <= now:
             deadline, r = heapq.heappop(q)
-            if ints[sk.STATUS, r] == sk.WAITING and not ints[sk.EVER, r]:
+            if ints[r, sk.STATUS] == sk.WAITING and not ints[r, sk.EVER]:
                 self._unqueue(r, deadline)
                 self._end(r, sk.REJECTED, deadline)
         t = self._timeouts
         changed = False
         while t and t[0][0] <= now:
             deadline, r = heapq.heappop(t)
-            status = ints[sk.STATUS, r]
+            status = ints[r, sk.STATUS]
             if status == sk.RUNNING:
                 changed = True
                 self._end(r, sk.TIMED_OUT, deadline)
@@ -229,7 +244,7 @@ class CompiledReplica:
         if changed:
             m = self.shared.meta[self.index]
             run = self.run_idx[: m[sk.M_NRUN]]
-            keep = run[ints[sk.STATUS, run] == sk.RUNNING]
+            keep = run[ints[run, sk.STATUS] == sk.RUNNING]
             self.run_idx[: len(keep)] = keep
             m[sk.M_NRUN] = len(keep)
 
@@ -245,51 +260,111 @@ class CompiledReplica:
         return policy.k_for(self.state, sk.num_decoding(self.index, sh.meta, sh.arrays.ints, self.run_idx))
 
     def run(self):
-        """The replica's SimPy process: one event per engine iteration.
+        """The replica's SimPy process: every step that ends before the simulation's next event
+        in one compiled call (``run_kernel.advance``), the one that does not on SimPy's clock."""
+        if self.shared.timer is None or self.shared.pol is None:
+            yield from self.run_each_step()
+            return
+        env = self.fleet.env
+        sh = self.shared
+        fa = sh.arrays
+        t_ = sh.timer
+        rep = self.index
+        while True:
+            t = env.now
+            while True:
+                deadline = inf
+                if self._timeouts or self._queue_deadlines:
+                    self.expire(t)
+                    deadline = self._next_deadline()
+                why, t, dt = rk.advance(
+                    rep, sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates, self.run_idx, self.ring,
+                    self.qlog, self.dec_rows, self.dec_draft, self.pf_rows, self.pf_n, self.prev_idx,
+                    self.pre, fa.ids, fa.G, fa.gap_idx, fa.gap_s, fa.steps, fa.uni, self.partial,
+                    sh.pol, t_.tm, t_.slot, t_.gm, t_.ax, t_.val, t_.cnt, t_.tc, float(t), float(env.peek()),
+                    deadline)
+                if why == rk.DEADLINE:
+                    continue
+                if why == rk.NEED_LOGS:
+                    self._grow_logs()
+                elif why == rk.NEED_UNIFORMS:
+                    fa.refill()
+                    self._finish(t, dt, t + dt)
+                    t = t + dt
+                else:
+                    break
+            if why == rk.IDLE:
+                yield from self._idle(t)
+                continue
+            env._now = t  # the step starts here; no event of the simulation lies before it
+            yield env.timeout(dt)
+            self._finish(t, dt, env.now)
 
-        Why one function of ~50 lines: the simulator's hot loop; the step itself is the two
+    def _next_deadline(self) -> float:
+        """When ``expire`` next has something to do (inf: no deadline pending)."""
+        t, q = self._timeouts, self._queue_deadlines
+        return min(t[0][0] if t else inf, q[0][0] if q else inf)
+
+    def _grow_logs(self) -> None:
+        self.shared.arrays.grow_logs()
+        self.qlog = _doubled(self.qlog, int(self.shared.meta[self.index, sk.M_QLOG]))
+
+    def _finish(self, start: float, dt: float, end: float) -> None:
+        sh = self.shared
+        fa = sh.arrays
+        while sk.finish_step(self.index, sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates,
+                             self.run_idx, self.dec_rows, self.dec_draft, self.pf_rows, self.pf_n,
+                             fa.uni, fa.G, fa.gap_idx, fa.gap_s, fa.steps, self.partial, start, dt,
+                             end) < 0:
+            fa.refill()
+
+    def _idle(self, t: float):
+        """Nothing to run at ``t``: wait for an arrival (an error if work is stuck)."""
+        m = self.shared.meta[self.index]
+        if m[sk.M_NRUN] or m[sk.M_NWAIT]:
+            raise RuntimeError(f"replica {self.index}: work queued but nothing schedulable at t={t}")
+        self.wake = self.fleet.env.event()
+        yield self.wake
+        self.wake = None
+
+    def run_each_step(self):
+        """One kernel call per planned step, the step priced in Python: for the adaptive policy
+        (fed after each step) and timers that only Python can run.
+
+        Why one function of ~40 lines: the hot loop of those runs; the step itself is the two
         kernel calls, what stays here is the clock and the step timer.
         """
         fleet = self.fleet
         env = fleet.env
         sh = self.shared
         fa = sh.arrays
-        cfg, meta, ints, floats, neg, ids, G = sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates, fa.ids, fa.G
+        cfg, meta, ints, floats, ids, G = sh.cfg, sh.meta, fa.ints, fa.floats, fa.ids, fa.G
         rep = self.index
         price = _pricer(fleet.step_timer)
         proposer = self.proposer
-        partial = self.partial
         adaptive = self.policy.name == "adaptive"
-        plan_step, finish_step = sk.plan_step, sk.finish_step
+        plan_step = sk.plan_step
         while True:
-            now = env.now
+            now = float(env.now)  # one compiled signature (SimPy's clock starts at int 0)
             if self._timeouts or self._queue_deadlines:
                 self.expire(now)
             k = self._k()
             p = plan_step(rep, cfg, meta, ints, floats, self.run_idx, self.ring, self.qlog, self.dec_rows,
                           self.dec_draft, self.pf_rows, self.pf_n, self.prev_idx, self.pre, ids, G,
                           len(fa.gap_idx), len(fa.steps) // sk.ROW, now, k)
-            nd, npf, pk = p[0], p[1], p[2]
+            nd, npf, pk_ = p[0], p[1], p[2]
             if nd < 0:  # a log might overflow this step: grow it and plan again
-                fa.grow_logs()
-                self.qlog = np.concatenate((self.qlog, np.zeros_like(self.qlog)))
+                self._grow_logs()
                 continue
             if not nd and not npf:
-                if meta[rep, sk.M_NRUN] or meta[rep, sk.M_NWAIT]:
-                    raise RuntimeError(f"replica {rep}: work queued but nothing schedulable at t={now}")
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
+                yield from self._idle(now)
                 continue
             drafting = p[9]
-            dt = price(nd, p[3], pk, proposer if pk else None, p[5], p[6], p[4], now, p[7], p[8],
+            dt = price(nd, p[3], pk_, proposer if pk_ else None, p[5], p[6], p[4], now, p[7], p[8],
                        None if drafting < 0 else drafting)
             yield env.timeout(dt)
             end = env.now
-            while finish_step(rep, cfg, meta, ints, floats, neg, self.run_idx, self.dec_rows, self.dec_draft,
-                              self.pf_rows, self.pf_n, fa.uni, G, fa.gap_idx, fa.gap_s, fa.steps,
-                              partial, now, dt, end) < 0:
-                fa.refill()
+            self._finish(now, dt, end)
             if adaptive:
                 self.policy.observe(self.state, end, dt, nd)
 
@@ -303,10 +378,57 @@ def _pricer(timer):
     return lambda *fields: timer(StepShape(*fields))
 
 
+def policy_array(policy: SpeculationPolicy) -> np.ndarray | None:
+    """The policy as ``run_kernel.policy_k`` reads it; None for the adaptive one (its window
+    of past steps is kept in Python)."""
+    kinds = {"off": rk.POL_OFF, "fixed": rk.POL_FIXED, "off_above_batch": rk.POL_OFF_ABOVE,
+             "k_by_batch": rk.POL_BY_BATCH}
+    if policy.name not in kinds:
+        return None
+    rows = [x for row in policy.k_by_batch for x in row]
+    return np.array([kinds[policy.name], policy.k, policy.max_batch or 0, *rows], np.int64)
+
+
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
     """Compiled replicas for ``fleet`` over ``requests`` (see ``compiled_supported``)."""
     spec = fleet.spec
     arrays = FleetArrays(requests, fleet.k_max, fleet.uniforms.rng)
-    shared = CompiledFleet(arrays, spec.scheduler, spec.replicas, track)
+    timer = pk.pack(fleet.step_timer, spec.proposer)
+    shared = CompiledFleet(arrays, spec.scheduler, spec.replicas, track, timer,
+                           policy_array(spec.policy))
     return [CompiledReplica(fleet, i, shared, spec.policy, spec.proposer, fleet.partial_proposals)
             for i in range(spec.replicas)]
+
+
+def collect(replicas: list[CompiledReplica], requests: Sequence[Request]) -> tuple[array, array, array, array]:
+    """End of a run: requests written back, the timer's counts added back; returns the flat
+    step rows, the ITL samples (request index, gap) and the replicas' queue logs."""
+    shared = replicas[0].shared
+    shared.arrays.store(requests)
+    if shared.timer is not None:
+        shared.timer.unpack()
+    qlog = array("d")
+    for rep in replicas:
+        qlog.extend(rep.queue_log())
+    return (shared.arrays.step_log(), *shared.arrays.gaps(), qlog)
+
+
+def warm() -> None:
+    """Compile every kernel into the on-disk cache (``make setup`` runs this once, so the first
+    simulation does not wait ~10 s for numba): two tiny fleets, one each way of running."""
+    from sim.contracts.synthetic import synthetic_profile
+    from sim.model.engine import Fleet, FleetSpec
+    from sim.model.speculation import SpeculationPolicy
+    from sim.model.step_time import ProfileStepTimer
+
+    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64)
+    policies = (SpeculationPolicy("off_above_batch", k=2, max_batch=2),
+                SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0))
+    for policy in policies:
+        reqs = [Request(i, i, 0.05 * i, 40, 20, negrates=[-0.8, -0.6]) for i in range(8)]
+        timer = ProfileStepTimer(synthetic_profile())
+        Fleet(FleetSpec(cfg, policy, proposer="ngram"), timer, np.random.default_rng(0)).run(reqs)
+
+
+if __name__ == "__main__":
+    warm()

@@ -380,12 +380,7 @@ class Fleet:
         end = env.now
         qlog = array("d")
         if compiled is not None:
-            arrays = self.replicas[0].shared.arrays  # type: ignore[attr-defined]
-            arrays.store(requests)
-            self.step_rows = arrays.step_log()
-            self.gap_idx, self.gap_s = arrays.gaps()
-            for rep in self.replicas:
-                qlog.extend(rep.queue_log())  # type: ignore[attr-defined]
+            self.step_rows, self.gap_idx, self.gap_s, qlog = compiled.collect(self.replicas, requests)
         else:
             for rep in self.replicas:
                 rep.scheduler.sync()

@@ -8,7 +8,7 @@ planner (``sim.model.scheduler``, ``sim.model.step_update``) operation for opera
 integer ceilings, the same float subtractions, ``bisect_left`` for accepted drafts — so a run
 gives the same records bit for bit (``tests/sim/results/test_golden_frames.py``).
 
-State is plain arrays (``sim.model.compiled_replica.FleetArrays``): one column per request of the
+State is plain arrays (``sim.model.compiled_replica.FleetArrays``): one row per request of the
 run in ``ints`` and ``floats``, a replica's running requests as request indices in
 admission order, its waiting queue as a ring of indices, and flat logs the Python side grows.
 """
@@ -16,7 +16,8 @@ admission order, its waiting queue as a ring of indices, and flat logs the Pytho
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from sim.model.kernel_cache import njit
 
 # rows of ints (int64, one column per request)
 PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS, BURSTS, SPEC, DRAFTS, ACCEPTED, PROPOSES = range(10)
@@ -42,7 +43,7 @@ COMPLETED, REJECTED, TIMED_OUT = 1, 2, 3
 """Outcome codes (0: none yet)."""
 
 
-@njit(cache=True)
+@njit
 def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_draft, pf_rows, pf_n,
               prev_idx, pre, ids, G, gap_cap, step_cap, now, k):
     """Plan one step of replica ``rep`` at ``now`` with ``k`` drafts (``Scheduler.schedule``).
@@ -77,12 +78,12 @@ def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_d
     i = 0
     while i < nrun and budget > 0:
         r = run_idx[i]
-        computed = ints[COMPUTED, r]
-        gen = ints[GENERATED, r]
-        remaining = ints[PROMPT, r] + gen - computed
+        computed = ints[r, COMPUTED]
+        gen = ints[r, GENERATED]
+        remaining = ints[r, PROMPT] + gen - computed
         proposes = True
         if remaining == 1 and gen > 0:
-            proposes = ints[PROPOSES, r] != 0 or k == 0
+            proposes = ints[r, PROPOSES] != 0 or k == 0
             if not proposes:
                 all_draft = False
             n = 1 + k if proposes else 1
@@ -94,17 +95,17 @@ def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_d
             if not chunked and n < remaining:
                 break
             is_decode = False
-        need = (computed + n + bs - 1) // bs - ints[BLOCKS, r]
+        need = (computed + n + bs - 1) // bs - ints[r, BLOCKS]
         if need > free:
             self_out = False
             while need > free:  # preempt the newest running requests until this one fits
                 nrun -= 1
                 v = run_idx[nrun]
-                free += ints[BLOCKS, v]
-                ints[BLOCKS, v] = 0
-                ints[COMPUTED, v] = 0
-                ints[STATUS, v] = WAITING
-                ints[PREEMPT, v] += 1
+                free += ints[v, BLOCKS]
+                ints[v, BLOCKS] = 0
+                ints[v, COMPUTED] = 0
+                ints[v, STATUS] = WAITING
+                ints[v, PREEMPT] += 1
                 pre[npre] = v
                 npre += 1
                 if v == r:
@@ -114,7 +115,7 @@ def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_d
                 break
         if need > 0:
             free -= need
-            ints[BLOCKS, r] += need
+            ints[r, BLOCKS] += need
         if is_decode:
             dec_rows[nd] = i
             dec_draft[nd] = 1 if proposes else 0
@@ -146,7 +147,7 @@ def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_d
     else:
         while nwait > 0 and budget > 0 and nrun < seqs:  # Scheduler.admit_waiting
             r = ring[head]
-            remaining = ints[PROMPT, r] + ints[GENERATED, r]
+            remaining = ints[r, PROMPT] + ints[r, GENERATED]
             if remaining <= budget:
                 n = remaining
             elif chunked:
@@ -164,11 +165,11 @@ def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_d
             qlog[q + 1] = -1.0
             q += 2
             free -= need
-            ints[BLOCKS, r] = need
-            ints[STATUS, r] = RUNNING
-            if ints[EVER, r] == 0:
-                ints[EVER, r] = 1
-                floats[SCHEDULED, r] = now
+            ints[r, BLOCKS] = need
+            ints[r, STATUS] = RUNNING
+            if ints[r, EVER] == 0:
+                ints[r, EVER] = 1
+                floats[r, SCHEDULED] = now
             run_idx[nrun] = r
             pf_rows[npf] = nrun
             pf_n[npf] = n
@@ -205,7 +206,7 @@ def plan_step(rep, cfg, meta, ints, floats, run_idx, ring, qlog, dec_rows, dec_d
     return nd, npf, k if nd else 0, ctx, cmax, pf_tokens, pfc, joined, left, drafting
 
 
-@njit(cache=True)
+@njit
 def _batch_change(m, ints, run_idx, dec_rows, nd, prev_idx, ids):
     """``DecodeBatchRows.change``: rows that joined and left the decode batch since the last
     decoding step (``(0, 0)`` when it is the same requests in the same order)."""
@@ -220,20 +221,20 @@ def _batch_change(m, ints, run_idx, dec_rows, nd, prev_idx, ids):
         return 0, 0
     joined = 0
     for j in range(nd):
-        if ints[IN_BATCH, run_idx[dec_rows[j]]] == 0:
+        if ints[run_idx[dec_rows[j]], IN_BATCH] == 0:
             joined += 1
     left = prev - (nd - joined)
     for j in range(prev):
-        ints[IN_BATCH, prev_idx[j]] = 0
+        ints[prev_idx[j], IN_BATCH] = 0
     for j in range(nd):
         r = run_idx[dec_rows[j]]
-        ints[IN_BATCH, r] = 1
+        ints[r, IN_BATCH] = 1
         prev_idx[j] = r
     m[M_PREV] = nd
     return joined, left
 
 
-@njit(cache=True)
+@njit
 def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_draft, pf_rows, pf_n, uni,
                 G, gap_idx, gap_s, steps, partial, start, duration, end):
     """Apply replica ``rep``'s planned step, ended at ``end`` (the engine's draws,
@@ -269,67 +270,67 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
                 else:
                     hi = mid
             a = lo
-            ints[SPEC, r] += 1
+            ints[r, SPEC] += 1
             if not some_draft or dec_draft[j]:
-                ints[DRAFTS, r] += 1  # vLLM counts a draft only when there was a proposal
+                ints[r, DRAFTS] += 1  # vLLM counts a draft only when there was a proposal
                 n_drafting += 1
             else:
                 a = 0  # no proposal: one token verified, nothing to accept
-            ints[ACCEPTED, r] += a
+            ints[r, ACCEPTED] += a
             total += a
-        computed = ints[COMPUTED, r] + 1 + a
-        ints[COMPUTED, r] = computed
-        gen = ints[GENERATED, r] + 1 + a
-        gap = end - floats[LAST_BURST, r]
-        if gap > floats[MAX_PAUSE, r]:
-            floats[MAX_PAUSE, r] = gap
+        computed = ints[r, COMPUTED] + 1 + a
+        ints[r, COMPUTED] = computed
+        gen = ints[r, GENERATED] + 1 + a
+        gap = end - floats[r, LAST_BURST]
+        if gap > floats[r, MAX_PAUSE]:
+            floats[r, MAX_PAUSE] = gap
         gap_idx[g] = r
         gap_s[g] = gap
         g += 1
-        floats[LAST_BURST, r] = end
-        ints[BURSTS, r] += 1
-        if gen >= ints[OUTPUT, r]:
-            ints[GENERATED, r] = ints[OUTPUT, r]
+        floats[r, LAST_BURST] = end
+        ints[r, BURSTS] += 1
+        if gen >= ints[r, OUTPUT]:
+            ints[r, GENERATED] = ints[r, OUTPUT]
             free += _complete(ints, floats, r, end)
             any_done = True
         else:
-            ints[GENERATED, r] = gen
+            ints[r, GENERATED] = gen
             keep = (computed + bs - 1) // bs
-            if keep < ints[BLOCKS, r]:  # rejected drafts rolled back: their lookahead blocks return
-                free += ints[BLOCKS, r] - keep
-                ints[BLOCKS, r] = keep
+            if keep < ints[r, BLOCKS]:  # rejected drafts rolled back: their lookahead blocks return
+                free += ints[r, BLOCKS] - keep
+                ints[r, BLOCKS] = keep
     for j in range(npf):
         r = run_idx[pf_rows[j]]
-        ints[COMPUTED, r] += pf_n[j]
-        if ints[COMPUTED, r] >= ints[PROMPT, r] + ints[GENERATED, r]:
-            ints[GENERATED, r] += 1
-            if np.isnan(floats[FIRST_TOKEN, r]):
-                floats[FIRST_TOKEN, r] = end
+        ints[r, COMPUTED] += pf_n[j]
+        if ints[r, COMPUTED] >= ints[r, PROMPT] + ints[r, GENERATED]:
+            ints[r, GENERATED] += 1
+            if np.isnan(floats[r, FIRST_TOKEN]):
+                floats[r, FIRST_TOKEN] = end
             else:
-                gap = end - floats[LAST_BURST, r]
-                if gap > floats[MAX_PAUSE, r]:
-                    floats[MAX_PAUSE, r] = gap
+                gap = end - floats[r, LAST_BURST]
+                if gap > floats[r, MAX_PAUSE]:
+                    floats[r, MAX_PAUSE] = gap
                 gap_idx[g] = r
                 gap_s[g] = gap
                 g += 1
-            floats[LAST_BURST, r] = end
-            ints[BURSTS, r] += 1
-            if ints[GENERATED, r] >= ints[OUTPUT, r]:
+            floats[r, LAST_BURST] = end
+            ints[r, BURSTS] += 1
+            if ints[r, GENERATED] >= ints[r, OUTPUT]:
                 free += _complete(ints, floats, r, end)
                 any_done = True
     if partial:  # whether each request of the step has a proposal for its next one
         for j in range(nd + npf):
             r = run_idx[dec_rows[j]] if j < nd else run_idx[pf_rows[j - nd]]
-            p = floats[PROPOSAL, r]
+            p = floats[r, PROPOSAL]
             if p < 1.0:
-                ints[PROPOSES, r] = 1 if uni[pos] < p else 0
+                ints[r, PROPOSES] = 1 if uni[pos] < p else 0
                 pos += 1
     if any_done:  # finished requests leave the running list (order kept)
         nrun = m[M_NRUN]
         w = 0
         for i in range(nrun):
             r = run_idx[i]
-            if ints[STATUS, r] == RUNNING:
+            if ints[r, STATUS] == RUNNING:
                 run_idx[w] = r
                 w += 1
         m[M_NRUN] = w
@@ -353,24 +354,24 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
     return total
 
 
-@njit(cache=True)
+@njit
 def _complete(ints, floats, r, end):
     """End request ``r`` as completed at ``end``; returns the KV blocks it gives back."""
-    freed = ints[BLOCKS, r]
-    ints[BLOCKS, r] = 0
-    ints[STATUS, r] = DONE
-    ints[OUTCOME, r] = COMPLETED
-    floats[FINISH, r] = end
+    freed = ints[r, BLOCKS]
+    ints[r, BLOCKS] = 0
+    ints[r, STATUS] = DONE
+    ints[r, OUTCOME] = COMPLETED
+    floats[r, FINISH] = end
     return freed
 
 
-@njit(cache=True)
+@njit
 def num_decoding(rep, meta, ints, run_idx):
     """Running requests past their prompt (``Scheduler.num_decoding``)."""
     n = 0
     for i in range(meta[rep, M_NRUN]):
         r = run_idx[i]
-        gen = ints[GENERATED, r]
-        if gen and ints[COMPUTED, r] == ints[PROMPT, r] + gen - 1:
+        gen = ints[r, GENERATED]
+        if gen and ints[r, COMPUTED] == ints[r, PROMPT] + gen - 1:
             n += 1
     return n

@@ -8,6 +8,8 @@ give the same frames, bit for bit, on every such fleet.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -15,11 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.contracts.fleet_config import RestartConfig
+from sim.contracts.synthetic import synthetic_profile
 from sim.model import step_kernels as sk
 from sim.model.engine import Fleet, FleetSpec
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
-from sim.model.step_time import StepShape
+from sim.model.step_time import ProfileStepTimer, StepShape
 from sim.results.metrics import utilization
 from sim.results.records import itl_frame, requests_frame, steps_frame
 
@@ -91,17 +94,23 @@ def _copy(reqs: list[Request]) -> list[Request]:
                     r.timeout_s, list(r.negrates)) for r in reqs]
 
 
+_PROFILE = synthetic_profile()
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fleets(), st.floats(0.0, 1.0))
-def test_compiled_and_python_planners_agree(case, proposal) -> None:
-    """Same fleet, same requests, same seed: the same request, step and ITL frames."""
+@given(fleets(), st.floats(0.0, 1.0), st.sampled_from(["shape", "paged", "padded"]))
+def test_compiled_and_python_planners_agree(case, proposal, timing) -> None:
+    """Same fleet, same requests, same seed: the same request, step and ITL frames, whether
+    the compiled engine prices steps in Python (a plain timer) or compiled (a profile's)."""
     spec, reqs = case
+    spec = replace(spec, proposer="ngram" if spec.proposer else None)
     frames = []
     for engine in ("compiled", "python"):
         run_reqs = _copy(reqs)
         for r in run_reqs:
             r.proposal = proposal  # n-gram style: some steps have no proposal
-        fleet = Fleet(spec, shape_timer, np.random.default_rng(0))
+        timer = shape_timer if timing == "shape" else ProfileStepTimer(_PROFILE, kv_layout=timing)
+        fleet = Fleet(spec, timer, np.random.default_rng(0))
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("SPECPLAN_ENGINE", engine)
             run = fleet.run(run_reqs)

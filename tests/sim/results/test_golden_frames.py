@@ -142,3 +142,15 @@ def test_frames_match_the_recorded_goldens(case: str, engine, tmp_path, monkeypa
                     f"{case}/{name}: column {col!r} differs from the golden (first row {first}: "
                     f"{a[first] if first >= 0 else a.dtype} vs {b[first] if first >= 0 else b.dtype})"
                 )
+
+
+@pytest.mark.parametrize("case", ["default", "gpu-chat", "tight-whole-padded"])
+def test_compiled_timer_counts_what_the_python_one_counts(case: str, tmp_path, monkeypatch) -> None:
+    """The notes a run carries (extrapolation shares per grid axis, unpriced padded-batch
+    changes) come from the step timer's counts; the compiled timer adds its counts back."""
+    sc, prof = CASES[case](tmp_path)
+    notes = {}
+    for which in ("compiled", "python"):
+        monkeypatch.setenv("SPECPLAN_ENGINE", which)
+        notes[which] = [simulate_once(sc, prof, cand, 1).notes for cand in sc.candidate_names]
+    assert notes["compiled"] == notes["python"]

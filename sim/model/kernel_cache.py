@@ -1,0 +1,48 @@
+"""Where the compiled kernels are cached on disk, keyed by the kernels' own source.
+
+Why: numba's on-disk cache checks only the file that defines a function. ``run_kernel.advance``
+inlines ``step_kernels`` and ``price_kernels``, so after an edit of those alone (a ``git pull``)
+it would load stale machine code. Every kernel is cached in a folder named after a digest of all
+three kernel files instead, so any change to any of them compiles afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import numba
+
+_HERE = Path(__file__).resolve().parent
+KERNEL_FILES = ("step_kernels.py", "price_kernels.py", "run_kernel.py")
+
+
+def _cache_dir() -> str:
+    digest = hashlib.sha256()
+    for name in KERNEL_FILES:
+        digest.update((_HERE / name).read_bytes())
+    tag = f"specplan-kernels-{digest.hexdigest()[:16]}"
+    for base in (_HERE / "__pycache__", Path(tempfile.gettempdir())):
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            if os.access(base, os.W_OK):
+                return str(base / tag)
+        except OSError:
+            continue
+    return str(Path(tempfile.gettempdir()) / tag)
+
+
+CACHE_DIR = _cache_dir()
+
+
+def njit(fn):
+    """``numba.njit(cache=True)`` with the cache in ``CACHE_DIR`` (numba picks a function's
+    cache folder when it is decorated; the global setting is put back right after)."""
+    before = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = CACHE_DIR
+    try:
+        return numba.njit(cache=True)(fn)
+    finally:
+        numba.config.CACHE_DIR = before
