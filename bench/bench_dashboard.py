@@ -24,6 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from plotly.utils import PlotlyJSONEncoder  # noqa: E402
+
 from dashboard import state as st  # noqa: E402
 from dashboard.files import Roots, load_named_scenario, profile_name_of  # noqa: E402
 from dashboard.page_run import run_view  # noqa: E402
@@ -81,7 +83,7 @@ def main() -> int:
                        uploaded_profile=None, whatif=whatif, load_text=args.load, seeds=1)
         t1 = time.perf_counter()
         assert set(out.figures) == set(FIGURE_IDS)
-        payload = sum(len(f.to_json()) for f in out.figures.values())
+        payload = sum(len(json.dumps(f, cls=PlotlyJSONEncoder)) for f in out.figures.values())
         totals.append(t1 - t0)
         sizes.append(payload)
         # the status line holds the split measured inside run_view

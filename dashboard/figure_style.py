@@ -1,13 +1,23 @@
-"""What every chart shares: labels, line styles, the layout, the SLO line, candidate order."""
+"""What every chart shares: labels, line styles, the layout, the SLO line, candidate order.
+
+Charts are built as plain Plotly JSON (``Figure``: a dict with ``data`` and ``layout``), the
+form ``dcc.Graph`` and plotly.js take. Building them through ``plotly.graph_objects`` validated
+every property on every redraw and cost most of a what-if's chart time; ``go.Figure(fig)``
+validates a chart where that is wanted (the tests and the HTML report do).
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
 
 from dashboard.colors import SLO_COLOR
+
+Figure = dict[str, Any]
+"""A chart as Plotly JSON: ``{"data": [trace, ...], "layout": {...}}``."""
 
 LOAD_AXIS = "offered load (requests/s)"
 
@@ -30,31 +40,82 @@ DEFAULT_STATS: dict[str, tuple[str, ...]] = {
     "pause": ("p95", "p99", "max"),
 }
 
-_TEMPLATE = "plotly_white"
+
+@functools.cache
+def template() -> Mapping[str, Any]:
+    """Plotly's ``plotly_white`` template as JSON, built once and shared by every chart (read-only)."""
+    import plotly.io as pio
+
+    return pio.templates["plotly_white"].to_plotly_json()
 
 
-def style_figure(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 420,
-                 subtitle: str | None = None) -> go.Figure:
-    """Title (and subtitle), axis titles, the template and the legend below the plot."""
-    text = title if not subtitle else f"{title}<br><sup>{subtitle}</sup>"
-    fig.update_layout(
-        template=_TEMPLATE,
-        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-        height=height,
-        margin={"l": 64, "r": 20, "t": 64 if subtitle else 48, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0,
-                "font": {"size": 11}},
-        hovermode="closest",
-    )
-    fig.update_xaxes(title_text=x_title, showline=True, linecolor="#888", zeroline=False)
-    fig.update_yaxes(title_text=y_title, showline=True, linecolor="#888", zeroline=False)
+def axis(title: str, **extra: Any) -> dict[str, Any]:
+    """An axis with its title and the shared line style."""
+    return {"title": {"text": title}, "showline": True, "linecolor": "#888", "zeroline": False, **extra}
+
+
+def new_figure(title: str, x_title: str, y_title: str, *, height: int = 420,
+               subtitle: str | None = None) -> Figure:
+    """An empty chart: title (and subtitle), axis titles, the template and the legend below the plot."""
+    return {"data": [], "layout": {
+        "template": template(),
+        "title": {"text": title_text(title, subtitle), "x": 0.01, "xanchor": "left", "font": {"size": 16}},
+        "height": height,
+        "margin": {"l": 64, "r": 20, "t": 64 if subtitle else 48, "b": 40},
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0,
+                   "font": {"size": 11}},
+        "hovermode": "closest",
+        "xaxis": axis(x_title),
+        "yaxis": axis(y_title),
+    }}
+
+
+def title_text(title: str, subtitle: str | None = None) -> str:
+    return title if not subtitle else f"{title}<br><sup>{subtitle}</sup>"
+
+
+def subplot_title(text: str, x: float, y: float, size: int = 16) -> dict[str, Any]:
+    """A panel's title above it, in paper coordinates (what ``make_subplots`` writes)."""
+    return {"text": text, "x": x, "y": y, "xref": "paper", "yref": "paper", "xanchor": "center",
+            "yanchor": "bottom", "showarrow": False, "font": {"size": size}}
+
+
+def no_data(fig: Figure, why: str) -> Figure:
+    """An empty chart that says why it is empty."""
+    fig["layout"].setdefault("annotations", []).append(
+        {"text": why, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
+         "font": {"size": 14, "color": "#777"}})
     return fig
 
 
-def no_data(fig: go.Figure, why: str) -> go.Figure:
-    """An empty chart that says why it is empty."""
-    fig.add_annotation(text=why, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
-                       font={"size": 14, "color": "#777"})
+def hline(fig: Figure, y: float, *, color: str, dash: str, width: float, text: str | None = None,
+          axes: tuple[str, str] = ("x", "y")) -> Figure:
+    """A horizontal line across a panel, its label at the left end above it."""
+    xa, ya = axes
+    lay = fig["layout"]
+    lay.setdefault("shapes", []).append(
+        {"type": "line", "x0": 0, "x1": 1, "xref": f"{xa} domain", "y0": y, "y1": y, "yref": ya,
+         "line": {"color": color, "dash": dash, "width": width}})
+    if text:
+        lay.setdefault("annotations", []).append(
+            {"text": text, "x": 0, "xanchor": "left", "xref": f"{xa} domain", "y": y, "yanchor": "bottom",
+             "yref": ya, "showarrow": False, "font": {"color": color}})
+    return fig
+
+
+def vline(fig: Figure, x: float, *, color: str, dash: str, width: float, opacity: float | None = None,
+          text: str | None = None) -> Figure:
+    """A vertical line up a panel, its label at the top right of it."""
+    lay = fig["layout"]
+    shape: dict[str, Any] = {"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1,
+                             "yref": "y domain", "line": {"color": color, "dash": dash, "width": width}}
+    if opacity is not None:
+        shape["opacity"] = opacity
+    lay.setdefault("shapes", []).append(shape)
+    if text:
+        lay.setdefault("annotations", []).append(
+            {"text": text, "x": x, "xanchor": "left", "xref": "x", "y": 1, "yanchor": "top",
+             "yref": "y domain", "showarrow": False, "font": {"color": color}})
     return fig
 
 
@@ -65,15 +126,9 @@ def candidate_order(frame: pl.DataFrame, colors: Mapping[str, str]) -> list[str]
     return known + [c for c in present if c not in colors]
 
 
-def add_slo_line(fig: go.Figure, slo_ms: float | None, label: str, *, row: int | None = None,
-                 col: int | None = None) -> go.Figure:
+def add_slo_line(fig: Figure, slo_ms: float | None, label: str, *, axes: tuple[str, str] = ("x", "y")) -> Figure:
     """Draw an SLO limit as a horizontal red dotted line with its value written on it."""
     if slo_ms is None:
         return fig
-    kwargs = {} if row is None else {"row": row, "col": col}
-    fig.add_hline(
-        y=float(slo_ms), line_dash="dot", line_color=SLO_COLOR, line_width=2,
-        annotation_text=f"SLO {label} {slo_ms:g} ms", annotation_position="top left",
-        annotation_font_color=SLO_COLOR, **kwargs,
-    )
-    return fig
+    return hline(fig, float(slo_ms), color=SLO_COLOR, dash="dot", width=2, text=f"SLO {label} {slo_ms:g} ms",
+                 axes=axes)

@@ -3,17 +3,16 @@
 No simulation happens here and nothing is read from disk: callbacks, the HTML report and the
 tests hand in frames with the columns documented on each builder (the result frames of
 docs/architecture.md, a load sweep made of summary rows, or small frames derived from a
-profile) and get a figure back. Every chart has a title, axis titles with units, one colour
+profile) and get a figure back as Plotly JSON (``figure_style.Figure``). Every chart has a title, axis titles with units, one colour
 per candidate (``dashboard.colors``) and, on latency charts, the SLO limit as a red dotted line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
-from plotly.subplots import make_subplots
 
 from dashboard.colors import SLO_COLOR, color_for
 from dashboard.figure_style import (
@@ -22,10 +21,16 @@ from dashboard.figure_style import (
     METRIC_LABELS,
     STAT_DASH,
     STAT_LABELS,
+    Figure,
     add_slo_line,
+    axis,
     candidate_order,
+    hline,
+    new_figure,
     no_data,
-    style_figure,
+    subplot_title,
+    title_text,
+    vline,
 )
 
 
@@ -60,6 +65,32 @@ def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline"
     return out
 
 
+def _scatter(x: list, y: list, name: str, color: str, *, mode: str = "lines+markers", width: float = 2,
+             dash: str | None = None, group: str | None = None, legend: bool = True, hover: str | None = None,
+             **extra: Any) -> dict[str, Any]:
+    """A line trace in a candidate's colour (``legend=False``: grouped under that candidate's entry)."""
+    line: dict[str, Any] = {"color": color, "width": width}
+    if dash is not None:
+        line["dash"] = dash
+    tr: dict[str, Any] = {"type": "scatter", "x": x, "y": y, "mode": mode, "name": name, "line": line}
+    if group is not None:
+        tr["legendgroup"] = group
+    if not legend:
+        tr["showlegend"] = False
+    if hover is None:
+        tr["hoverinfo"] = "skip"
+    else:
+        tr["hovertemplate"] = hover
+    tr.update(extra)
+    return tr
+
+
+def _legend_entry(name: str, color: str, *, group: str, mode: str = "lines+markers", width: float = 2,
+                  dash: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An invisible trace whose only job is one legend entry for a candidate's group of lines."""
+    return _scatter([None], [None], name, color, mode=mode, width=width, dash=dash, group=group, **extra)
+
+
 def latency_vs_load(
     sweep: pl.DataFrame,
     metric: str,
@@ -68,7 +99,7 @@ def latency_vs_load(
     slo_ms: float | None = None,
     stats: Sequence[str] | None = None,
     mark_crossover: str | None = "p95",
-) -> go.Figure:
+) -> Figure:
     """Latency percentiles of every candidate against offered load, SLO limit drawn.
 
     ``sweep``: one row per (candidate, load point) with ``candidate``, ``offered_rate`` (req/s)
@@ -80,27 +111,24 @@ def latency_vs_load(
     stats = tuple(stats or DEFAULT_STATS[metric])
     styles = {"dot": "dotted", "solid": "solid", "dash": "dashed", "longdash": "long dashes", "dashdot": "dash-dot"}
     key = " · ".join(f"{styles[STAT_DASH[st]]} {STAT_LABELS[st]}" for st in stats)
-    fig = go.Figure()
-    style_figure(fig, f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
+    fig = new_figure(f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
     cols = [f"{metric}_ms_{s}" for s in stats]
     if sweep.height == 0 or not any(c in sweep.columns for c in cols):
         return no_data(fig, "no load points yet")
-    for cand in candidate_order(sweep, colors):
-        rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
+    data = fig["data"]
+    for cand, rows in _by_candidate(sweep, colors, "offered_rate"):
+        color = color_for(colors, cand)
+        x = rows["offered_rate"].to_list()
         # one legend entry per candidate (clicking it hides all its percentiles)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=cand, legendgroup=cand,
-                                 line={"color": color_for(colors, cand), "width": 2}, hoverinfo="skip"))
+        data.append(_legend_entry(cand, color, group=cand))
         for stat, col in zip(stats, cols, strict=True):
             if col not in rows.columns:
                 continue
-            fig.add_trace(go.Scatter(
-                x=rows.get_column("offered_rate").to_list(), y=rows.get_column(col).to_list(),
-                mode="lines+markers", name=f"{cand} {STAT_LABELS[stat]}", legendgroup=cand,
-                showlegend=False,
-                line={"color": color_for(colors, cand), "dash": STAT_DASH[stat], "width": 2},
-                marker={"size": 6},
-                hovertemplate=f"{cand} {STAT_LABELS[stat]}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>",
-            ))
+            label = STAT_LABELS[stat]
+            data.append(_scatter(
+                x, rows[col].to_list(), f"{cand} {label}", color, dash=STAT_DASH[stat], group=cand,
+                legend=False, marker={"size": 6},
+                hover=f"{cand} {label}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>"))
     add_slo_line(fig, slo_ms, short)
     crossings: list[str] = []
     if mark_crossover and f"{metric}_ms_{mark_crossover}" in sweep.columns:
@@ -108,64 +136,62 @@ def latency_vs_load(
         for cand, rate in crossover_rates(sweep, col).items():
             if rate is None:
                 continue
-            fig.add_vline(x=rate, line_dash="dash", line_color=color_for(colors, cand), line_width=1,
-                          opacity=0.6)
+            vline(fig, rate, color=color_for(colors, cand), dash="dash", width=1, opacity=0.6)
             crossings.append(f"{cand} {rate:.2f}")
         if crossings:
-            fig.update_layout(title_text=f"{long} vs offered load<br><sup>line style: {key}<br>"
-                              f"{STAT_LABELS[mark_crossover]} meets the baseline's (thin dashed line, req/s): "
-                              f"{', '.join(crossings)}</sup>", margin_t=84)
+            fig["layout"]["title"]["text"] = title_text(
+                f"{long} vs offered load", f"line style: {key}<br>{STAT_LABELS[mark_crossover]} meets the "
+                f"baseline's (thin dashed line, req/s): {', '.join(crossings)}")
+            fig["layout"]["margin"]["t"] = 84
     return fig
 
 
-def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+def _by_candidate(frame: pl.DataFrame, colors: Mapping[str, str], sort: str | None = None):
+    """(candidate, its rows) in colour-map order: one partition instead of a filter per candidate."""
+    parts = frame.partition_by("candidate", as_dict=True, maintain_order=True)
+    for cand in candidate_order(frame, colors):
+        rows = parts[(cand,)]
+        yield cand, (rows.sort(sort) if sort else rows)
+
+
+def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
     """SLO-conformant requests/s against offered load; the offered load itself as a grey diagonal.
 
     ``sweep`` columns: ``candidate``, ``offered_rate``, ``request_goodput`` (req/s).
     """
-    fig = go.Figure()
-    style_figure(fig, "Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
+    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
     if sweep.height == 0 or "request_goodput" not in sweep.columns:
         return no_data(fig, "no load points yet")
     rates = sorted(set(sweep.get_column("offered_rate").to_list()))
-    fig.add_trace(go.Scatter(x=rates, y=rates, mode="lines", name="offered load",
-                             line={"color": "#aaaaaa", "dash": "dot", "width": 1}, hoverinfo="skip"))
-    for cand in candidate_order(sweep, colors):
-        rows = sweep.filter(pl.col("candidate") == cand).sort("offered_rate")
-        _load_line(fig, rows, cand, colors, rows.get_column("request_goodput").to_list(),
-                   f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>")
+    fig["data"].append(_scatter(rates, rates, "offered load", "#aaaaaa", mode="lines", dash="dot", width=1))
+    for cand, rows in _by_candidate(sweep, colors, "offered_rate"):
+        fig["data"].append(_load_line(rows, cand, colors, rows["request_goodput"].to_list(),
+                                      f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>"))
     return fig
 
 
-def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1000) -> go.Figure:
+def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1000) -> Figure:
     """Fleet cost per SLO-conformant answer against offered load (USD per ``per`` answers).
 
     ``sweep`` columns: ``candidate``, ``offered_rate``, ``cost_per_good_answer_usd``. Load
     points with no good answer (cost undefined) are left out rather than drawn as infinity.
     """
-    fig = go.Figure()
-    style_figure(fig, "Cost per SLO-conformant answer vs offered load", LOAD_AXIS,
-                 f"cost (USD per {per:,} good answers)")
+    fig = new_figure("Cost per SLO-conformant answer vs offered load", LOAD_AXIS,
+                     f"cost (USD per {per:,} good answers)")
     col = "cost_per_good_answer_usd"
     if sweep.height == 0 or col not in sweep.columns:
         return no_data(fig, "no load points yet")
-    for cand in candidate_order(sweep, colors):
-        rows = (sweep.filter(pl.col("candidate") == cand)
-                .filter(pl.col(col).is_not_null() & pl.col(col).is_finite()).sort("offered_rate"))
-        _load_line(fig, rows, cand, colors, [v * per for v in rows.get_column(col).to_list()],
-                   f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>")
+    for cand, rows in _by_candidate(sweep, colors, "offered_rate"):
+        rows = rows.filter(pl.col(col).is_not_null() & pl.col(col).is_finite())
+        fig["data"].append(_load_line(
+            rows, cand, colors, [v * per for v in rows[col].to_list()],
+            f"{cand}: $%{{y:.3f}} per {per:,} good answers at %{{x:.2f}} req/s<extra></extra>"))
     return fig
 
 
-def _load_line(fig: go.Figure, rows: pl.DataFrame, cand: str, colors: Mapping[str, str], y: list,
-               hover: str) -> None:
+def _load_line(rows: pl.DataFrame, cand: str, colors: Mapping[str, str], y: list, hover: str) -> dict[str, Any]:
     """One candidate's line against offered load, in its colour."""
-    fig.add_trace(go.Scatter(
-        x=rows.get_column("offered_rate").to_list(), y=y,
-        mode="lines+markers", name=cand, legendgroup=cand,
-        line={"color": color_for(colors, cand), "width": 2},
-        hovertemplate=hover,
-    ))
+    return _scatter(rows["offered_rate"].to_list(), y, cand, color_for(colors, cand), group=cand, hover=hover)
 
 
 def latency_cdf(
@@ -175,7 +201,7 @@ def latency_cdf(
     *,
     slo_ms: float | None = None,
     max_points: int = 400,
-) -> go.Figure:
+) -> Figure:
     """Empirical CDF of one per-request latency per candidate, SLO limit as a vertical line.
 
     ``values`` columns: ``candidate`` and ``value_ms`` (one row per measured request). Long
@@ -183,35 +209,32 @@ def latency_cdf(
     stays light; the curve's shape is unchanged at screen resolution.
     """
     long, short = METRIC_LABELS[metric]
-    fig = go.Figure()
-    style_figure(fig, f"{long}: distribution over requests", f"{short} (ms)", "fraction of requests ≤ x")
+    fig = new_figure(f"{long}: distribution over requests", f"{short} (ms)", "fraction of requests ≤ x")
     if values.height == 0:
         return no_data(fig, "no completed requests")
-    for cand in candidate_order(values, colors):
-        v = values.filter(pl.col("candidate") == cand).get_column("value_ms").drop_nulls().sort()
+    for cand, rows in _by_candidate(values, colors):
+        v = rows.get_column("value_ms").drop_nulls().sort()
         n = v.len()
         if n == 0:
             continue
         if n > max_points:
             idx = [round(i * (n - 1) / (max_points - 1)) for i in range(max_points)]
-            xs = [v[i] for i in idx]
+            xs = v.gather(idx).to_list()
             ys = [(i + 1) / n for i in idx]
         else:
             xs = v.to_list()
             ys = [(i + 1) / n for i in range(n)]
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", name=cand, legendgroup=cand, line_shape="hv",
-            line={"color": color_for(colors, cand), "width": 2},
-            hovertemplate=f"{cand}: %{{y:.1%}} of requests ≤ %{{x:.1f}} ms<extra></extra>",
-        ))
+        fig["data"].append(_scatter(
+            xs, ys, cand, color_for(colors, cand), mode="lines", group=cand,
+            hover=f"{cand}: %{{y:.1%}} of requests ≤ %{{x:.1f}} ms<extra></extra>"))
+        fig["data"][-1]["line"]["shape"] = "hv"
     if slo_ms is not None:
-        fig.add_vline(x=float(slo_ms), line_dash="dot", line_color=SLO_COLOR, line_width=2,
-                      annotation_text=f"SLO {short} {slo_ms:g} ms", annotation_font_color=SLO_COLOR)
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+        vline(fig, float(slo_ms), color=SLO_COLOR, dash="dot", width=2, text=f"SLO {short} {slo_ms:g} ms")
+    fig["layout"]["yaxis"].update(range=[0, 1.02], tickformat=".0%")
     return fig
 
 
-def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
     """Unconditional survival rate per draft position, per candidate and segment.
 
     ``acc`` columns: ``candidate``, ``segment``, ``position`` (1-based), ``rate`` in [0, 1],
@@ -223,74 +246,69 @@ def acceptance_by_position(acc: pl.DataFrame, colors: Mapping[str, str]) -> go.F
                ("star", "★"), ("cross", "✚"), ("pentagon", "⬟")]
     segments = list(dict.fromkeys(acc.get_column("segment").to_list())) if acc.height else []
     key = " ".join(f"{symbols[i % len(symbols)][1]} {seg}" for i, seg in enumerate(segments))
-    fig = go.Figure()
-    style_figure(fig, "Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
-                 "survival rate (share of drafts)",
-                 subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
+    fig = new_figure("Acceptance per draft position (from the profile)", "draft position (1 = first draft token)",
+                     "survival rate (share of drafts)",
+                     subtitle=f"share of drafts whose first i tokens were all accepted · markers: {key}")
     if acc.height == 0:
         return no_data(fig, "no speculative candidate")
-    for cand in candidate_order(acc, colors):
-        rows = acc.filter(pl.col("candidate") == cand)
+    data = fig["data"]
+    for cand, rows in _by_candidate(acc, colors):
+        color = color_for(colors, cand)
         methods = sorted(set(rows.get_column("method").to_list()))
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", legendgroup=cand,
-                                 name=f"{cand} ({', '.join(methods)})", hoverinfo="skip",
-                                 line={"color": color_for(colors, cand), "width": 2,
-                                       "dash": "dash" if methods == ["assumed"] else "solid"}))
+        data.append(_legend_entry(f"{cand} ({', '.join(methods)})", color, group=cand, mode="lines",
+                                  dash="dash" if methods == ["assumed"] else "solid"))
+        by_seg = rows.partition_by("segment", as_dict=True)
         for si, seg in enumerate(segments):
-            r = rows.filter(pl.col("segment") == seg).sort("position")
-            if r.height == 0:
+            r = by_seg.get((seg,))
+            if r is None or r.height == 0:
                 continue
+            r = r.sort("position")
             method = r.get_column("method")[0]
             assumed = method == "assumed"
-            fig.add_trace(go.Scatter(
-                x=r.get_column("position").to_list(), y=r.get_column("rate").to_list(),
-                mode="lines+markers", legendgroup=cand, showlegend=False,
-                name=f"{cand} · {seg}" + (" (assumed)" if assumed else f" ({method})"),
-                line={"color": color_for(colors, cand), "dash": "dash" if assumed else "solid", "width": 2},
+            data.append(_scatter(
+                r["position"].to_list(), r["rate"].to_list(),
+                f"{cand} · {seg}" + (" (assumed)" if assumed else f" ({method})"), color,
+                dash="dash" if assumed else "solid", group=cand, legend=False,
                 marker={"symbol": symbols[si % len(symbols)][0], "size": 8},
-                hovertemplate=f"{cand} · {seg} ({method}): position %{{x}} accepted in %{{y:.1%}} of drafts"
-                              "<extra></extra>",
-            ))
-    fig.update_xaxes(dtick=1)
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+                hover=f"{cand} · {seg} ({method}): position %{{x}} accepted in %{{y:.1%}} of drafts<extra></extra>"))
+    fig["layout"]["xaxis"]["dtick"] = 1
+    fig["layout"]["yaxis"].update(range=[0, 1.02], tickformat=".0%")
     return fig
 
 
-def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
     """Simulated mean acceptance length (1 + accepted/drafts) per segment and candidate.
 
     ``summary`` columns: ``candidate``, ``segment``, ``mean_acceptance_length`` and optionally
     ``mean_acceptance_length_ci95`` (error bars). Rows for the baseline or with no drafts
     (null) are skipped.
     """
-    fig = go.Figure()
-    style_figure(fig, "Mean acceptance length per segment (simulated)", "workload segment",
-                 "tokens per target pass (1 + accepted/drafts)")
+    fig = new_figure("Mean acceptance length per segment (simulated)", "workload segment",
+                     "tokens per target pass (1 + accepted/drafts)")
     col = "mean_acceptance_length"
     if summary.height == 0 or col not in summary.columns:
         return no_data(fig, "no speculative candidate")
     rows_all = summary.filter(pl.col(col).is_not_null() & pl.col(col).is_finite())
-    for cand in candidate_order(rows_all, colors):
-        r = rows_all.filter(pl.col("candidate") == cand)
+    for cand, r in _by_candidate(rows_all, colors):
         if r.height == 0 or cand == "baseline":
             continue
-        err = None
+        bar: dict[str, Any] = {
+            "type": "bar", "x": r["segment"].to_list(), "y": r[col].to_list(), "name": cand,
+            "marker": {"color": color_for(colors, cand)}, "legendgroup": cand,
+            "hovertemplate": f"{cand} · %{{x}}: %{{y:.2f}} tokens per pass<extra></extra>"}
         if f"{col}_ci95" in r.columns:
             ci = r.get_column(f"{col}_ci95").fill_null(0.0).fill_nan(0.0).to_list()
             if any(ci):
-                err = {"type": "data", "array": ci, "visible": True}
-        fig.add_trace(go.Bar(
-            x=r.get_column("segment").to_list(), y=r.get_column(col).to_list(), name=cand,
-            marker_color=color_for(colors, cand), error_y=err, legendgroup=cand,
-            hovertemplate=f"{cand} · %{{x}}: %{{y:.2f}} tokens per pass<extra></extra>",
-        ))
-    fig.update_layout(barmode="group")
-    if not fig.data:
+                bar["error_y"] = {"type": "data", "array": ci, "visible": True}
+        fig["data"].append(bar)
+    fig["layout"]["barmode"] = "group"
+    if not fig["data"]:
         return no_data(fig, "no speculative candidate drafted")
     return fig
 
 
-def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str], *,
+                    title: str = "Break-even of speculation vs k (from the profile)") -> Figure:
     """D(k), V(k), H(k) and time per committed token against k, with the break-even line.
 
     ``be`` columns: ``candidate``, ``k``, ``draft_ms``, ``verify_ms``, ``overhead_ms``,
@@ -298,70 +316,63 @@ def breakeven_chart(be: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
     decode step T: time per token without speculation). Below the break-even line speculation
     is faster per token; above it, slower.
     """
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        "step parts: dotted D(k) draft · solid V(k) verify · dashed H(k) overhead",
-        "time per committed token (D+V+H)/M(k)"))
-    style_figure(fig, "Break-even of speculation vs k (from the profile)", "", "", height=440)
-    fig.update_annotations(font_size=12)
-    fig.update_xaxes(title_text="draft length k (tokens)", dtick=1)
-    fig.update_yaxes(title_text="time per step (ms)", row=1, col=1)
-    fig.update_yaxes(title_text="time per committed token (ms)", row=1, col=2)
+    fig = new_figure(title, "", "", height=440)
+    k_axis = "draft length k (tokens)"
+    fig["layout"].update(  # two panels side by side (make_subplots' layout, spacing 0.1)
+        xaxis=axis(k_axis, dtick=1, anchor="y", domain=[0.0, 0.45]),
+        yaxis=axis("time per step (ms)", anchor="x", domain=[0.0, 1.0]),
+        xaxis2=axis(k_axis, dtick=1, anchor="y2", domain=[0.55, 1.0]),
+        yaxis2=axis("time per committed token (ms)", anchor="x2", domain=[0.0, 1.0]),
+        annotations=[
+            subplot_title("step parts: dotted D(k) draft · solid V(k) verify · dashed H(k) overhead", 0.225, 1.0, 12),
+            subplot_title("time per committed token (D+V+H)/M(k)", 0.775, 1.0, 12)])
     if be.height == 0:
         return no_data(fig, "no speculative candidate")
     dashes = {"draft_ms": ("D(k)", "dot"), "verify_ms": ("V(k)", "solid"), "overhead_ms": ("H(k)", "dash")}
-    for cand in candidate_order(be, colors):
-        r = be.filter(pl.col("candidate") == cand).sort("k")
-        ks = r.get_column("k").to_list()
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=cand, legendgroup=cand,
-                                 line={"color": color_for(colors, cand), "width": 3}, hoverinfo="skip"),
-                      row=1, col=2)
+    right = {"xaxis": "x2", "yaxis": "y2"}
+    data = fig["data"]
+    for cand, r in _by_candidate(be, colors, "k"):
+        color = color_for(colors, cand)
+        ks = r["k"].to_list()
+        data.append(_legend_entry(cand, color, group=cand, width=3, **right))
         for col, (label, dash) in dashes.items():
             if col not in r.columns:
                 continue
-            fig.add_trace(go.Scatter(
-                x=ks, y=r.get_column(col).to_list(), mode="lines+markers", name=f"{cand} {label}",
-                legendgroup=cand, line={"color": color_for(colors, cand), "dash": dash, "width": 2},
-                showlegend=False,
-                hovertemplate=f"{cand} {label}: %{{y:.2f}} ms at k=%{{x}}<extra></extra>",
-            ), row=1, col=1)
-        fig.add_trace(go.Scatter(
-            x=ks, y=r.get_column("per_token_ms").to_list(), mode="lines+markers",
-            name=f"{cand} per token", legendgroup=cand, showlegend=False,
-            line={"color": color_for(colors, cand), "width": 3},
-            hovertemplate=f"{cand}: %{{y:.2f}} ms per committed token at k=%{{x}}<extra></extra>",
-        ), row=1, col=2)
+            data.append(_scatter(ks, r[col].to_list(), f"{cand} {label}", color, dash=dash, group=cand,
+                                 legend=False, hover=f"{cand} {label}: %{{y:.2f}} ms at k=%{{x}}<extra></extra>"))
+        data.append(_scatter(ks, r["per_token_ms"].to_list(), f"{cand} per token", color, width=3, group=cand,
+                             legend=False, hover=f"{cand}: %{{y:.2f}} ms per committed token at k=%{{x}}<extra></extra>",
+                             **right))
     base = be.get_column("baseline_ms").drop_nulls()
     if base.len():
-        t = float(base.mean())
-        fig.add_hline(y=t, line_dash="dot", line_color=SLO_COLOR, line_width=2, row=1, col=2,
-                      annotation_text=f"break-even: no speculation {t:.2f} ms/token",
-                      annotation_font_color=SLO_COLOR, annotation_position="top left")
+        t = float(base.mean())  # type: ignore[arg-type]
+        hline(fig, t, color=SLO_COLOR, dash="dot", width=2, text=f"break-even: no speculation {t:.2f} ms/token",
+              axes=("x2", "y2"))
     return fig
 
 
-def kv_queue_over_time(levels: pl.DataFrame, colors: Mapping[str, str]) -> go.Figure:
+def kv_queue_over_time(levels: pl.DataFrame, colors: Mapping[str, str], *,
+                       title: str = "KV use and queue length over time") -> Figure:
     """KV cache use and waiting-queue length over simulated time, one line per candidate.
 
     ``levels`` is :func:`dashboard.chart_frames.levels_over_time`'s output.
     """
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("KV cache in use", "requests waiting in the queue"))
-    style_figure(fig, "KV use and queue length over time", "", "", height=520)
-    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
-    fig.update_yaxes(title_text="KV blocks in use (fraction)", tickformat=".0%", row=1, col=1)
-    fig.update_yaxes(title_text="waiting requests", row=2, col=1)
+    fig = new_figure(title, "", "", height=520)
+    fig["layout"].update(  # two panels stacked, one shared time axis (make_subplots' layout, spacing 0.08)
+        xaxis=axis("", anchor="y", domain=[0.0, 1.0], matches="x2", showticklabels=False),
+        yaxis=axis("KV blocks in use (fraction)", tickformat=".0%", anchor="x", domain=[0.54, 1.0]),
+        xaxis2=axis("simulated time (s)", anchor="y2", domain=[0.0, 1.0]),
+        yaxis2=axis("waiting requests", anchor="x2", domain=[0.0, 0.46]),
+        annotations=[subplot_title("KV cache in use", 0.5, 1.0),
+                     subplot_title("requests waiting in the queue", 0.5, 0.46)])
     if levels.height == 0:
         return no_data(fig, "no engine steps")
-    for cand in candidate_order(levels, colors):
-        r = levels.filter(pl.col("candidate") == cand).sort("t_s")
-        t = r.get_column("t_s").to_list()
-        fig.add_trace(go.Scatter(x=t, y=r.get_column("kv_use").to_list(), mode="lines", name=cand,
-                                 legendgroup=cand, line={"color": color_for(colors, cand), "width": 1.5},
-                                 hovertemplate=f"{cand}: %{{y:.1%}} KV at %{{x:.0f}} s<extra></extra>"),
-                      row=1, col=1)
-        fig.add_trace(go.Scatter(x=t, y=r.get_column("queue_len").to_list(), mode="lines", name=cand,
-                                 legendgroup=cand, showlegend=False,
-                                 line={"color": color_for(colors, cand), "width": 1.5},
-                                 hovertemplate=f"{cand}: %{{y:.1f}} waiting at %{{x:.0f}} s<extra></extra>"),
-                      row=2, col=1)
+    for cand, r in _by_candidate(levels, colors, "t_s"):
+        color = color_for(colors, cand)
+        t = r["t_s"].to_list()
+        fig["data"].append(_scatter(t, r["kv_use"].to_list(), cand, color, mode="lines", width=1.5, group=cand,
+                                    hover=f"{cand}: %{{y:.1%}} KV at %{{x:.0f}} s<extra></extra>"))
+        fig["data"].append(_scatter(t, r["queue_len"].to_list(), cand, color, mode="lines", width=1.5,
+                                    group=cand, legend=False, xaxis="x2", yaxis="y2",
+                                    hover=f"{cand}: %{{y:.1f}} waiting at %{{x:.0f}} s<extra></extra>"))
     return fig

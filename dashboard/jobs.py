@@ -8,7 +8,7 @@ A fork server does not help, since it imports polars too before it forks.
 
 ``WarmSpawnManager`` instead hands each job to a *spare*: a process started with ``spawn``
 (a fresh interpreter, no inherited threads) that has already imported the dashboard and waits
-on a pipe. The job runs there, and a new spare is started for the next one, so a what-if pays
+on a pipe, its simulator kernels loaded. The job runs there, and a new spare is started for the next one, so a what-if pays
 no interpreter start-up when the previous spare is ready. Cancel kills the spare that runs the
 job, as Dash does with its own processes (by pid).
 """
@@ -25,11 +25,13 @@ PRELOAD = ("dashboard.callbacks",)
 
 
 def _spare_main(conn: Any, preload: tuple[str, ...]) -> None:
-    """A spare's whole life: import, wait for one job (or the pipe closing), run it, exit."""
+    """A spare's whole life: import, load the simulator's kernels, wait for one job (or the pipe
+    closing), run it, exit."""
     import importlib
 
     for name in preload:
         importlib.import_module(name)
+    warm_kernels()
     try:
         job_fn, args = conn.recv()
     except (EOFError, OSError):  # the app went away before giving this spare a job
@@ -37,6 +39,16 @@ def _spare_main(conn: Any, preload: tuple[str, ...]) -> None:
     finally:
         conn.close()
     job_fn(*args)
+
+
+def warm_kernels() -> None:
+    """Load the compiled planner from numba's cache by running two tiny fleets (~1 s in a new
+    interpreter, which a what-if would otherwise wait for); nothing when numba is missing."""
+    try:
+        from sim.model import compiled_replica
+    except ImportError:  # the Python engine needs no warming
+        return
+    compiled_replica.warm()
 
 
 class WarmSpawnManager(DiskcacheManager):

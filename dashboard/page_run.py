@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import plotly.graph_objects as go
-
 from dashboard import state as st
+from dashboard.figure_style import Figure
 from dashboard.files import (
     Roots,
     list_profiles,
@@ -86,7 +85,7 @@ def _sha(data: bytes) -> str:
 class RunOutput:
     """What one run puts on the page."""
 
-    figures: dict[str, go.Figure]
+    figures: dict[str, Figure]
     decisions: list[dict[str, str]]
     key_numbers: list[dict[str, object]]
     sources: list[str]

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
 
 from dashboard import figures as fg
@@ -27,6 +26,7 @@ from dashboard.chart_frames import (
     levels_over_time,
 )
 from dashboard.colors import candidate_colors
+from dashboard.figure_style import Figure
 from dashboard.html_report import ReportContent
 from dashboard.run_cache import RunCache, assemble, pack, run_keys
 from dashboard.state import DEFAULT_LOAD_FACTORS
@@ -207,7 +207,7 @@ def view_verdict(scenario: Scenario, result: ScenarioResult, sweep: pl.DataFrame
     return tuple(lines)
 
 
-def view_figures(view: View) -> dict[str, go.Figure]:
+def view_figures(view: View) -> dict[str, Figure]:
     """Every chart of the view, keyed by :data:`FIGURE_IDS`."""
     colors = view.colors
     slo = view.scenario.slo.limits
@@ -217,7 +217,7 @@ def view_figures(view: View) -> dict[str, go.Figure]:
     steps = res.steps.filter(pl.col(mn.SEED) == first)
     duration = view.scenario.run.duration_s
     bin_s = max(1.0, duration / 300.0)
-    out: dict[str, go.Figure] = {}
+    out: dict[str, Figure] = {}
     for m in ("ttft", "tpot", "e2el", "pause"):
         out[f"lat-{m}"] = fg.latency_vs_load(allseg, m, colors, slo_ms=slo.get(m))
     out["goodput"] = fg.goodput_vs_load(allseg, colors)
@@ -227,11 +227,11 @@ def view_figures(view: View) -> dict[str, go.Figure]:
     out["acc-position"] = fg.acceptance_by_position(view.acceptance, colors)
     seg_rows = res.summary.filter(pl.col(mn.SEGMENT) != mn.ALL_SEGMENTS)
     out["acc-segment"] = fg.acceptance_by_segment(seg_rows, colors)
-    be = fg.breakeven_chart(view.breakeven, colors)
-    be.update_layout(title_text=f"Break-even of speculation vs k ({view.breakeven_label})")
-    out["breakeven"] = be
-    out["levels"] = fg.kv_queue_over_time(levels_over_time(steps, bin_s), colors)
-    out["levels"].update_layout(title_text=f"KV use and queue length over time (seed {first}, {bin_s:g} s bins)")
+    out["breakeven"] = fg.breakeven_chart(view.breakeven, colors,
+                                          title=f"Break-even of speculation vs k ({view.breakeven_label})")
+    out["levels"] = fg.kv_queue_over_time(
+        levels_over_time(steps, bin_s), colors,
+        title=f"KV use and queue length over time (seed {first}, {bin_s:g} s bins)")
     return out
 
 
@@ -271,7 +271,7 @@ def format_number(col: str, v: object, ci: object = None) -> str:
     return text
 
 
-def report_content(view: View, figs: Mapping[str, go.Figure | Mapping[str, object]]) -> ReportContent:
+def report_content(view: View, figs: Mapping[str, Mapping[str, Any]]) -> ReportContent:
     """The report of a view: its charts in display order, decisions, key numbers, the scenario
     as TOML and every provenance line."""
     s = view.scenario

@@ -273,8 +273,8 @@ class CompiledReplica:
         while True:
             t = env.now
             while True:
-                deadline = inf
-                if self._timeouts or self._queue_deadlines:
+                deadline = self._next_deadline()
+                if t >= deadline:
                     self.expire(t)
                     deadline = self._next_deadline()
                 why, t, dt = rk.advance(
@@ -301,8 +301,16 @@ class CompiledReplica:
             self._finish(t, dt, env.now)
 
     def _next_deadline(self) -> float:
-        """When ``expire`` next has something to do (inf: no deadline pending)."""
+        """When ``expire`` next has something to do (inf: no deadline pending). Deadlines that
+        can no longer act are dropped first: a finished request's timeout, the queue-time limit of
+        one already scheduled (``expire`` would skip both), so the compiled loop stops only for
+        live ones."""
+        ints = self.shared.arrays.ints
         t, q = self._timeouts, self._queue_deadlines
+        while t and ints[t[0][1], sk.STATUS] == sk.DONE:
+            heapq.heappop(t)
+        while q and (ints[q[0][1], sk.EVER] or ints[q[0][1], sk.STATUS] == sk.DONE):
+            heapq.heappop(q)
         return min(t[0][0] if t else inf, q[0][0] if q else inf)
 
     def _grow_logs(self) -> None:

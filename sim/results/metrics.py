@@ -202,11 +202,11 @@ def summarize(
     itl_done = itl.join(done_ids, on="id", how="inner") if itl.height else itl.with_columns(
         pl.lit(None, dtype=pl.String).alias("segment")
     )
+    cols = _Columns(measured, itl_done, segments)
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):
-        m = measured if seg == mn.ALL_SEGMENTS else measured.filter(pl.col("segment") == seg)
-        gaps = itl_done if seg == mn.ALL_SEGMENTS else itl_done.filter(pl.col("segment") == seg)
-        rows.append(_segment_row(seg, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd))
+        m, gaps = cols.of(seg)
+        rows.append(_segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd))
     schema: dict[str, pl.DataType] = {}
     for key, value in keys.items():
         schema[key] = pl.Int64() if isinstance(value, int) else pl.String()
@@ -216,39 +216,75 @@ def summarize(
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _segment_row(seg: str, m: pl.DataFrame, gaps: pl.DataFrame, keys: Mapping[str, object],
-                 slo_ms: Mapping[str, float], window: float, q_tw: float | None, kv_tw: float | None,
-                 cost_total_usd: float | None) -> dict[str, object]:
-    """The summary row of one segment (or ``"all"``) from its measured requests ``m``."""
+class _Columns:
+    """The measured requests' and ITL samples' columns as numpy arrays, cut per segment by a
+    mask (one conversion per run instead of a polars filter per segment and column)."""
+
+    def __init__(self, measured: pl.DataFrame, itl_done: pl.DataFrame, segments: Sequence[str]) -> None:
+        # latencies keep their nulls (as NaN, dropped per statistic); counts sum as polars does, nulls as 0
+        self.a = {c: measured[c].cast(pl.Float64).to_numpy() for c in ("ttft_s", "tpot_s", "e2el_s", "max_pause_s")}
+        counts = ["generated_tokens", "good", "num_drafts", "accepted_tokens", "preemptions"]
+        if "num_spec_steps" in measured.columns:
+            counts.append("num_spec_steps")
+        self.a.update({c: measured[c].fill_null(0).to_numpy() for c in counts})
+        self.a.setdefault("num_spec_steps", self.a["num_drafts"])
+        self.outcome = measured["outcome"].to_numpy()
+        self.code = {seg: i for i, seg in enumerate(segments)}  # segments as ints: fast to compare
+        self.segment = self._codes(measured["segment"])
+        self.gap_s = itl_done["gap_s"].to_numpy()
+        self.gap_segment = self._codes(itl_done["segment"])
+
+    def _codes(self, seg: pl.Series) -> np.ndarray:
+        return seg.replace_strict(self.code, default=-1, return_dtype=pl.Int32).to_numpy()
+
+    def of(self, seg: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Masks of ``seg``'s requests and ITL samples (None: all of them)."""
+        if seg == mn.ALL_SEGMENTS:
+            return None, None
+        code = self.code.get(seg, -2)
+        return self.segment == code, self.gap_segment == code
+
+
+def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarray | None,
+                 keys: Mapping[str, object], slo_ms: Mapping[str, float], window: float, q_tw: float | None,
+                 kv_tw: float | None, cost_total_usd: float | None) -> dict[str, object]:
+    """The summary row of one segment (or ``"all"``): its measured requests are ``cols`` under
+    mask ``m``, its ITL samples under ``gaps`` (None: no mask)."""
+    a = cols.a
+    outcome = cols.outcome if m is None else cols.outcome[m]
+
+    def col(name: str, mask: np.ndarray | None = None) -> np.ndarray:
+        v = a[name] if m is None else a[name][m]
+        return v if mask is None else v[mask]
+
+    def present(v: np.ndarray) -> np.ndarray:  # the nulls polars hands to numpy as NaN
+        return v[~np.isnan(v)]
+
     row: dict[str, object] = dict(keys)
     row[mn.SEGMENT] = seg
-    done = m.filter(pl.col("outcome") == mn.COMPLETED)
-    for metric, col in ((mn.TTFT, "ttft_s"), (mn.TPOT, "tpot_s"), (mn.E2EL, "e2el_s")):
-        row.update(latency_stats(done[col].drop_nulls().to_numpy(), metric))
-    row.update(latency_stats(gaps["gap_s"].to_numpy(), mn.ITL))
-    row.update(pause_stats(done["max_pause_s"].drop_nulls().to_numpy()))
-    n_done = done.height
-    counts = m["outcome"].value_counts()
-    by = dict(zip(counts["outcome"].to_list(), counts["count"].to_list(), strict=True))
+    done = outcome == mn.COMPLETED
+    for metric, name in ((mn.TTFT, "ttft_s"), (mn.TPOT, "tpot_s"), (mn.E2EL, "e2el_s")):
+        row.update(latency_stats(present(col(name, done)), metric))
+    row.update(latency_stats(cols.gap_s if gaps is None else cols.gap_s[gaps], mn.ITL))
+    row.update(pause_stats(present(col("max_pause_s", done))))
+    n_done = int(done.sum())
     row[mn.COMPLETED] = n_done
-    row[mn.REJECTED] = int(by.get(mn.REJECTED, 0))
-    row[mn.TIMED_OUT] = int(by.get(mn.TIMED_OUT, 0))
-    n_good = int(m["good"].sum())
+    row[mn.REJECTED] = int((outcome == mn.REJECTED).sum())
+    row[mn.TIMED_OUT] = int((outcome == mn.TIMED_OUT).sum())
+    n_req = len(outcome)
+    n_good = int(col("good").sum())
     row[mn.REQUEST_THROUGHPUT] = n_done / window if window > 0 else None
     row[mn.OUTPUT_THROUGHPUT] = (
-        float(done["generated_tokens"].sum()) / window if window > 0 else None
+        float(int(col("generated_tokens", done).sum())) / window if window > 0 else None
     )
     row[mn.REQUEST_GOODPUT] = n_good / window if slo_ms and window > 0 else None
-    row[mn.SLO_ATTAINMENT] = n_good / m.height if slo_ms and m.height else None
-    drafts = int(m["num_drafts"].sum())
-    row[mn.MEAN_ACCEPTANCE_LENGTH] = (
-        1.0 + int(m["accepted_tokens"].sum()) / drafts if drafts else None
-    )
-    spec_steps = int(m["num_spec_steps"].sum()) if "num_spec_steps" in m.columns else drafts
-    row[mn.TOKENS_PER_STEP] = (
-        1.0 + int(m["accepted_tokens"].sum()) / spec_steps if spec_steps else None
-    )
-    row[mn.PREEMPTIONS] = int(m["preemptions"].sum())
+    row[mn.SLO_ATTAINMENT] = n_good / n_req if slo_ms and n_req else None
+    drafts = int(col("num_drafts").sum())
+    accepted = int(col("accepted_tokens").sum())
+    row[mn.MEAN_ACCEPTANCE_LENGTH] = 1.0 + accepted / drafts if drafts else None
+    spec_steps = int(col("num_spec_steps").sum())
+    row[mn.TOKENS_PER_STEP] = 1.0 + accepted / spec_steps if spec_steps else None
+    row[mn.PREEMPTIONS] = int(col("preemptions").sum())
     row[mn.QUEUE_LEN_TW] = q_tw
     row[mn.KV_USE_TW] = kv_tw
     row[mn.COST_TOTAL_USD] = cost_total_usd

@@ -35,16 +35,13 @@ def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:
     """Per-seed summary rows → one row per (candidate, segment): mean and ``_ci95`` columns."""
     metric_cols = [c for c in mn.METRIC_COLUMNS if c in per_seed.columns]
     rows = []
-    order: list[tuple[str, str]] = []
-    for key in per_seed.select(mn.CANDIDATE, mn.SEGMENT).iter_rows():
-        if key not in order:
-            order.append(key)
-    for cand, seg in order:
-        g = per_seed.filter((pl.col(mn.CANDIDATE) == cand) & (pl.col(mn.SEGMENT) == seg))
+    groups = per_seed.partition_by(mn.CANDIDATE, mn.SEGMENT, as_dict=True, maintain_order=True)
+    for (cand, seg), g in groups.items():  # in order of first appearance
         row: dict[str, object] = {mn.CANDIDATE: cand, mn.SEGMENT: seg, mn.N_SEEDS: g.height}
         cis: dict[str, object] = {}
+        values = g.select(metric_cols).to_dict(as_series=False)
         for col in metric_cols:
-            mean, ci = mean_ci95(g[col].to_list())
+            mean, ci = mean_ci95(values[col])
             row[col] = mean
             cis[mn.ci_col(col)] = ci
         row.update(cis)

@@ -1,9 +1,14 @@
-"""Figure builders on small hand-made frames: traces, SLO lines, colours and axis units."""
+"""Figure builders on small hand-made frames: traces, SLO lines, colours and axis units.
+
+The builders return Plotly JSON; each test reads it through ``go.Figure``, which validates
+every property (a misspelt or misplaced one raises).
+"""
 
 from __future__ import annotations
 
 import math
 
+import plotly.graph_objects as go
 import polars as pl
 import pytest
 
@@ -55,7 +60,7 @@ def test_colors_stable_and_baseline_first():
 
 
 def test_latency_vs_load_traces_slo_units_and_colors():
-    fig = figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0)
+    fig = go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0))
     names = [t.name for t in fig.data if t.x != (None,)]
     assert len(names) == 9  # 3 candidates x p50/p95/p99
     assert [t.name for t in fig.data if t.showlegend is not False] == CANDS  # one legend entry each
@@ -75,7 +80,7 @@ def test_latency_vs_load_marks_where_speculation_stops_paying():
     # ngram-k3: diff -30 at 2.0, +60 at 3.0 -> crosses at 2 + 30/90
     assert cross["ngram-k3"] == pytest.approx(2.0 + 30 / 90)
     assert cross["ngram-k5"] is None  # stays below the baseline
-    fig = figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=None)
+    fig = go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=None))
     assert _hlines(fig) == []  # no SLO given, no SLO line
     vlines = [s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert vlines == [pytest.approx(2.0 + 30 / 90)]
@@ -83,22 +88,22 @@ def test_latency_vs_load_marks_where_speculation_stops_paying():
 
 
 def test_pause_uses_pause_columns():
-    fig = figures.latency_vs_load(_sweep(), "pause", COLORS, slo_ms=1000)
+    fig = go.Figure(figures.latency_vs_load(_sweep(), "pause", COLORS, slo_ms=1000))
     assert {t.name for t in fig.data} >= {"baseline max", "ngram-k3 p99"}
     assert 1000.0 in _hlines(fig)
 
 
 def test_empty_sweep_gives_labelled_empty_chart():
-    fig = figures.latency_vs_load(_sweep().clear(), "e2el", COLORS, slo_ms=5000)
+    fig = go.Figure(figures.latency_vs_load(_sweep().clear(), "e2el", COLORS, slo_ms=5000))
     assert len(fig.data) == 0
     assert any("no load points" in a.text for a in fig.layout.annotations)
 
 
 def test_goodput_and_cost():
-    g = figures.goodput_vs_load(_sweep(), COLORS)
+    g = go.Figure(figures.goodput_vs_load(_sweep(), COLORS))
     assert [t.name for t in g.data] == ["offered load", *CANDS]
     assert "requests/s" in g.layout.yaxis.title.text
-    c = figures.cost_vs_load(_sweep(), COLORS)
+    c = go.Figure(figures.cost_vs_load(_sweep(), COLORS))
     k5 = next(t for t in c.data if t.name == "ngram-k5")
     assert len(k5.x) == 3  # the load point without good answers is dropped, not drawn as inf
     assert next(t for t in c.data if t.name == "baseline").y[0] == pytest.approx(1.0)  # per 1000
@@ -109,7 +114,7 @@ def test_goodput_and_cost():
 def test_latency_cdf_reaches_one_and_is_downsampled():
     vals = pl.DataFrame({"candidate": ["baseline"] * 1000 + ["ngram-k3"] * 10,
                          "value_ms": [float(i) for i in range(1000)] + [float(i) for i in range(10)]})
-    fig = figures.latency_cdf(vals, "e2el", COLORS, slo_ms=500.0, max_points=100)
+    fig = go.Figure(figures.latency_cdf(vals, "e2el", COLORS, slo_ms=500.0, max_points=100))
     base = next(t for t in fig.data if t.name == "baseline")
     assert len(base.x) == 100 and base.y[-1] == pytest.approx(1.0) and base.x[-1] == 999.0
     small = next(t for t in fig.data if t.name == "ngram-k3")
@@ -127,7 +132,7 @@ def test_acceptance_figures_label_assumed():
         "rate": [0.7, 0.5, 0.3, 0.6, 0.4, 0.2],
         "method": ["measured"] * 3 + ["assumed"] * 3,
     })
-    fig = figures.acceptance_by_position(acc, COLORS)
+    fig = go.Figure(figures.acceptance_by_position(acc, COLORS))
     names = [t.name for t in fig.data]
     assert "ngram-k5 · chat (assumed)" in names and "ngram-k3 · chat (measured)" in names
     assert [t.name for t in fig.data if t.showlegend is not False] == ["ngram-k3 (measured)", "ngram-k5 (assumed)"]
@@ -136,7 +141,7 @@ def test_acceptance_figures_label_assumed():
     assert "● chat" in fig.layout.title.text
     summ = pl.DataFrame({"candidate": ["baseline", "ngram-k3", "ngram-k3"], "segment": ["all", "chat", "code"],
                          "mean_acceptance_length": [None, 2.1, 1.6]})
-    bars = figures.acceptance_by_segment(summ, COLORS)
+    bars = go.Figure(figures.acceptance_by_segment(summ, COLORS))
     assert [t.name for t in bars.data] == ["ngram-k3"]
     assert list(bars.data[0].x) == ["chat", "code"] and bars.data[0].marker.color == COLORS["ngram-k3"]
 
@@ -146,7 +151,7 @@ def test_breakeven_chart_has_parts_and_breakeven_line():
                        "draft_ms": [0.1, 0.2, 0.3], "verify_ms": [10.0, 10.5, 11.0],
                        "overhead_ms": [0.3, 0.3, 0.3], "per_token_ms": [7.0, 6.0, 6.5],
                        "baseline_ms": [9.5] * 3})
-    fig = figures.breakeven_chart(be, COLORS)
+    fig = go.Figure(figures.breakeven_chart(be, COLORS))
     assert {t.name for t in fig.data if t.x != (None,)} == {"ngram-k3 D(k)", "ngram-k3 V(k)", "ngram-k3 H(k)",
                                                              "ngram-k3 per token"}
     assert [t.name for t in fig.data if t.showlegend is not False] == ["ngram-k3"]
@@ -170,7 +175,20 @@ def test_levels_over_time_is_time_weighted_and_fleet_wide():
     # replica 0: queue (4*.1 + 0*.3)/.4 = 1.0, kv (10*.1+30*.3)/.4 = 25; replica 1: queue 2, kv 50
     assert row["queue_len"] == pytest.approx(3.0)
     assert row["kv_use"] == pytest.approx(75 / 200)
-    fig = figures.kv_queue_over_time(lv, COLORS)
+    fig = go.Figure(figures.kv_queue_over_time(lv, COLORS))
     assert len(fig.data) == 2 and fig.data[0].line.color == BASELINE_COLOR
     assert "fraction" in fig.layout.yaxis.title.text and "(s)" in fig.layout.xaxis2.title.text
     assert not math.isnan(fig.data[1].y[0])
+
+
+def test_builders_return_plain_json_with_the_shared_template():
+    import json
+
+    from plotly.utils import PlotlyJSONEncoder
+
+    raw = figures.goodput_vs_load(_sweep(), COLORS)
+    other = figures.cost_vs_load(_sweep(), COLORS)
+    assert isinstance(raw, dict) and set(raw) == {"data", "layout"}
+    assert raw["layout"]["template"]["layout"]["plot_bgcolor"] == "white"  # plotly_white, spelled out
+    assert raw["layout"]["template"] is other["layout"]["template"]  # built once, not copied per chart
+    assert json.loads(json.dumps(raw, cls=PlotlyJSONEncoder))["data"][1]["name"] == "baseline"
