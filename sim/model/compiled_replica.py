@@ -18,6 +18,7 @@ from math import inf
 import numpy as np
 import simpy
 
+from sim.model import arrival_kernels as ak
 from sim.model import price_kernels as pk
 from sim.model import run_kernel as rk
 from sim.model import step_kernels as sk
@@ -121,13 +122,16 @@ class CompiledFleet:
         self.cfg[:, sk.C_CHUNKED] = config.chunked_prefill
         self.cfg[:, sk.C_TRACK] = track
         self.cfg[:, sk.C_RING] = n + 1
-        self.meta = np.zeros((replicas, sk.N_META), np.int64)
+        self.meta = np.zeros((replicas, ak.N_META), np.int64)  # a lone replica's cursors too
         self.meta[:, sk.M_FREE] = config.kv_blocks
 
 
 class CompiledReplica:
     """One replica over the compiled planner; the engine's ``Replica`` interface (submit,
     outstanding, up, run)."""
+
+    takes_arrivals = False
+    """True for a replica whose kernel takes the run's arrivals itself (no arrival process)."""
 
     def __init__(self, fleet, index: int, shared: CompiledFleet, policy: SpeculationPolicy,
                  proposer: str | None, partial: bool) -> None:
@@ -199,6 +203,9 @@ class CompiledReplica:
 
     def queue_log(self) -> array:
         return array("d", self.qlog[: int(self.shared.meta[self.index, sk.M_QLOG])].tobytes())
+
+    def mark_routed(self, requests: Sequence[Request]) -> None:
+        """After the run: requests routed here without ``submit`` get their replica (none here)."""
 
     # ------------------------------------------------------------------ deadlines
     def _end(self, r: int, outcome: int, at: float) -> None:
@@ -404,6 +411,10 @@ def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledRepli
     timer = pk.pack(fleet.step_timer, spec.proposer)
     shared = CompiledFleet(arrays, spec.scheduler, spec.replicas, track, timer,
                            policy_array(spec.policy))
+    if spec.replicas == 1 and timer is not None and shared.pol is not None:
+        from sim.model.solo_replica import SoloReplica  # nothing to route: arrivals in the kernel
+
+        return [SoloReplica(fleet, shared, spec.policy, spec.proposer, fleet.partial_proposals, requests)]
     return [CompiledReplica(fleet, i, shared, spec.policy, spec.proposer, fleet.partial_proposals)
             for i in range(spec.replicas)]
 
@@ -413,6 +424,8 @@ def collect(replicas: list[CompiledReplica], requests: Sequence[Request]) -> tup
     step rows, the ITL samples (request index, gap) and the replicas' queue logs."""
     shared = replicas[0].shared
     shared.arrays.store(requests)
+    for rep in replicas:
+        rep.mark_routed(requests)
     if shared.timer is not None:
         shared.timer.unpack()
     qlog = array("d")

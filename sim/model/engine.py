@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from sim.contracts.fleet_config import RestartConfig
 from sim.model import batch_columns
@@ -295,6 +296,15 @@ def _compiled_engine(spec: FleetSpec, requests: Sequence[Request], replay: bool)
     return compiled_replica if compiled_replica.compiled_supported(spec, requests, replay) else None
 
 
+def _urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
+    """A timeout processed before the normal events due at the same time (steps' ends)."""
+    ev = simpy.Event(env)
+    ev._ok = True
+    ev._value = None
+    env.schedule(ev, URGENT, delay)
+    return ev
+
+
 class Fleet:
     """Replicas, router and arrival process of one simulation."""
 
@@ -324,13 +334,16 @@ class Fleet:
         self.router = Router(spec.routing, self.replicas)
 
     def _arrivals(self, requests: Sequence[Request]):
+        """Each request to the router at its arrival time. An arrival at the instant a step ends
+        is in the queue when the next step is planned (its event is urgent: SimPy orders events
+        by time, then priority), so ties never depend on which event was scheduled first."""
         env = self.env
         router = self.router
         replicas = self.replicas
         for req in requests:
             dt = req.arrival_s - env.now
             if dt > 0:
-                yield env.timeout(dt)
+                yield _urgent_timeout(env, dt)
             replicas[router.pick()].submit(req, env.now)
 
     def _restart_at(self, plan: RestartConfig):
@@ -370,7 +383,8 @@ class Fleet:
         env = self.env
         for rep in self.replicas:
             rep.proc = env.process(rep.run())
-        env.process(self._arrivals(requests))
+        if not (compiled is not None and self.replicas[0].takes_arrivals):
+            env.process(self._arrivals(requests))
         if spec.restart is not None:
             env.process(self._restart_at(spec.restart))
         if spec.drain:

@@ -3,7 +3,7 @@
 Why: numba's on-disk cache checks only the file that defines a function. ``run_kernel.advance``
 inlines ``step_kernels`` and ``price_kernels``, so after an edit of those alone (a ``git pull``)
 it would load stale machine code. Every kernel is cached in a folder named after a digest of all
-three kernel files instead, so any change to any of them compiles afresh.
+the kernel files instead, so any change to any of them compiles afresh.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import numba
 
 _HERE = Path(__file__).resolve().parent
-KERNEL_FILES = ("step_kernels.py", "price_kernels.py", "run_kernel.py")
+KERNEL_FILES = ("step_kernels.py", "price_kernels.py", "run_kernel.py", "arrival_kernels.py")
 
 
 def _cache_dir() -> str:

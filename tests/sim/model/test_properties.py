@@ -98,12 +98,17 @@ _PROFILE = synthetic_profile()
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fleets(), st.floats(0.0, 1.0), st.sampled_from(["shape", "paged", "padded"]))
-def test_compiled_and_python_planners_agree(case, proposal, timing) -> None:
-    """Same fleet, same requests, same seed: the same request, step and ITL frames, whether
-    the compiled engine prices steps in Python (a plain timer) or compiled (a profile's)."""
+@given(fleets(), st.floats(0.0, 1.0), st.sampled_from(["shape", "paged", "padded"]),
+       st.one_of(st.none(), st.floats(0.1, 4.0)))
+def test_compiled_and_python_planners_agree(case, proposal, timing, stop_s) -> None:
+    """Same fleet, same requests, same seed: the same request, step and ITL frames and queue
+    log, whether the compiled engine prices steps in Python (a plain timer) or compiled (a
+    profile's; a lone replica then takes its arrivals in the kernel), drained or stopped at
+    ``stop_s``."""
     spec, reqs = case
     spec = replace(spec, proposer="ngram" if spec.proposer else None)
+    if stop_s is not None:
+        spec = replace(spec, drain=False, duration_s=stop_s)
     frames = []
     for engine in ("compiled", "python"):
         run_reqs = _copy(reqs)

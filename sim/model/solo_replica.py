@@ -1,0 +1,82 @@
+"""A fleet's only replica, taking its own arrivals in the compiled loop (``arrival_kernels``).
+
+With one replica the router has nothing to choose, so the run needs no arrival process: the
+replica's kernel submits each arrival at the instant SimPy would have, and applies client
+timeouts and queue-time limits itself. SimPy clocks only what stops the kernel: the run's end,
+an idle replica, or a log or the uniforms running out. Records are those of the
+one-event-per-arrival engine bit for bit (``tests/sim/results/test_golden_frames.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim.model import arrival_kernels as ak
+from sim.model import run_kernel as rk
+from sim.model.compiled_replica import CompiledFleet, CompiledReplica
+from sim.model.speculation import SpeculationPolicy
+from sim.model.step_plan import Request
+
+
+class SoloReplica(CompiledReplica):
+    """The fleet's only replica; ``run`` takes the arrivals ``Fleet._arrivals`` would hand over."""
+
+    takes_arrivals = True
+
+    def __init__(self, fleet, shared: CompiledFleet, policy: SpeculationPolicy, proposer: str | None,
+                 partial: bool, requests: Sequence[Request]) -> None:
+        super().__init__(fleet, 0, shared, policy, proposer, partial)
+        self.arr_s, self.t_dl, self.t_row = ak.deadline_arrays(requests)
+        self.clock = np.zeros(1, np.float64)  # the arrival process's SimPy clock
+        cfg = self.config
+        self.queue_limit = -1 if cfg.queue_limit is None else int(cfg.queue_limit)
+        self.max_queue_s = -1.0 if cfg.max_queue_time_s is None else float(cfg.max_queue_time_s)
+
+    def submit(self, req: Request, now: float) -> None:
+        raise RuntimeError("a lone compiled replica takes its arrivals itself; nothing submits to it")
+
+    def mark_routed(self, requests: Sequence[Request]) -> None:
+        for req in requests[: int(self.shared.meta[0, ak.M_ARRIVED])]:
+            req.replica = 0
+
+    def run(self):
+        """Everything up to the run's stop or an idle replica in one kernel call; the step that
+        would end at or after the stop on SimPy's clock (it never ends: the run stops first)."""
+        env = self.fleet.env
+        sh = self.shared
+        fa = sh.arrays
+        t_ = sh.timer
+        k_max = self.fleet.k_max
+        while True:
+            t = float(env.now)
+            while True:
+                why, t, dt = ak.advance_alone(
+                    0, sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates, self.run_idx, self.ring,
+                    self.qlog, self.dec_rows, self.dec_draft, self.pf_rows, self.pf_n, self.prev_idx,
+                    self.pre, fa.ids, fa.G, fa.gap_idx, fa.gap_s, fa.steps, fa.uni, self.partial,
+                    sh.pol, t_.tm, t_.slot, t_.gm, t_.ax, t_.val, t_.cnt, t_.tc, self.arr_s, self.clock,
+                    k_max, self.queue_limit, self.max_queue_s, self.t_dl, self.t_row, t, float(env.peek()))
+                if why == rk.NEED_LOGS:
+                    self._grow_logs()
+                elif why == rk.NEED_UNIFORMS:
+                    fa.refill()
+                    self._finish(t, dt, t + dt)
+                    t = t + dt
+                else:
+                    break
+            env._now = t  # the kernel's time: the last step's end or arrival (no event lies before it)
+            if why == rk.IDLE:  # no arrival left before the stop: wait for the end of the run
+                yield from self._idle(t)
+                continue
+            self._submit_until(env.peek(), strict=True)  # arrivals before the stop, during this step
+            yield env.timeout(dt)
+            self._finish(t, dt, env.now)
+
+    def _submit_until(self, upto: float, strict: bool) -> None:
+        sh = self.shared
+        fa = sh.arrays
+        while not ak.submit_until(0, sh.cfg, sh.meta, fa.ints, fa.floats, self.ring, self.qlog, self.arr_s,
+                                  self.clock, self.fleet.k_max, self.queue_limit, float(upto), strict):
+            self._grow_logs()
