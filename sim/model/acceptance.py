@@ -267,6 +267,33 @@ class AcceptanceModel:
         i = int(rng.integers(n))
         return seg.rows[i], (1.0 if seg.row_proposal is None else float(seg.row_proposal[i]))
 
+    def draw_requests(self, segments: Sequence[str], rng: np.random.Generator) -> list[tuple[list[float], float]]:
+        """:meth:`request_acceptance` for requests of ``segments`` in order, as (negated rates,
+        proposal rate): the same draws in one call (``rng.integers`` over an array of bounds takes
+        one draw per bound from the stream, as one call per request does)."""
+        segs = {name: self.segment(name) for name in dict.fromkeys(segments)}
+        pos = {name: j for j, name in enumerate(segs)}
+        names = np.array([pos[n] for n in segments], np.int64)
+        sizes = np.array([g.rows.shape[0] for g in segs.values()], np.int64)[names]
+        picks = np.zeros(len(segments), np.int64)
+        drawn = np.flatnonzero(sizes > 0)
+        if drawn.size:
+            picks[drawn] = rng.integers(0, sizes[drawn])
+        out: list[tuple[list[float], float]] = [([], 1.0)] * len(segments)
+        for j, g in enumerate(segs.values()):  # one gather per segment, not one per request
+            at = np.flatnonzero(names == j)
+            if g.rows.shape[0] == 0:
+                neg = (-g.aggregate).tolist()
+                for i in at.tolist():
+                    out[i] = (list(neg), g.proposal)
+                continue
+            sel = picks[at]
+            rows = (-g.rows[sel]).tolist()
+            props = [1.0] * len(rows) if g.row_proposal is None else g.row_proposal[sel].astype(float).tolist()
+            for i, row, prop in zip(at.tolist(), rows, props, strict=True):
+                out[i] = (row, prop)
+        return out
+
     def proposal_rate(self, segment: str) -> float:
         """Aggregate fraction of verification steps with a proposal."""
         return self.segment(segment).proposal

@@ -1,11 +1,13 @@
-"""Replicas whose planner runs compiled (``sim.model.step_kernels``), clocked by SimPy as before.
+"""Replicas whose planner runs compiled (``sim.model.step_kernels``), clocked by SimPy.
 
-One SimPy event per engine iteration, as in ``sim.model.engine.Replica``: plan (one kernel
-call), price the step in Python (the profile's step timer), ``yield env.timeout(dt)``, apply it
-(one kernel call: acceptance draws, commits, proposal draws, the step's log row). Arrivals,
-routing, client timeouts and queue-time limits stay in Python; they touch the arrays only when
-they happen. A run gives the records of the Python planner bit for bit; what the kernels do not
-cover (trace replay, replica restarts) runs on the Python engine (``compiled_supported``).
+With a profile's step timer, every step that ends before the simulation's next event runs in
+one kernel call (``run_kernel.advance``) and SimPy clocks the one that crosses it; otherwise
+(the adaptive policy, a timer only Python can run) one SimPy event per step: plan (one kernel
+call), price in Python, ``yield env.timeout(dt)``, apply (one kernel call). Arrivals, routing,
+client timeouts and queue-time limits stay in Python and touch the arrays only when they happen,
+except on a lone replica, whose kernel takes them itself (``sim.model.solo_replica``). A run
+gives the records of the Python planner bit for bit; what the kernels do not cover (trace
+replay, replica restarts) runs on the Python engine (``compiled_supported``).
 """
 
 from __future__ import annotations
@@ -22,86 +24,15 @@ from sim.model import arrival_kernels as ak
 from sim.model import price_kernels as pk
 from sim.model import run_kernel as rk
 from sim.model import step_kernels as sk
+from sim.model.fleet_arrays import FleetArrays, doubled
 from sim.model.speculation import PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import StepShape
-
-_UNIFORM_CHUNK = 4096  # as sim.model.engine._Uniforms: the same stream in the same chunks
-_OUTCOMES = {sk.COMPLETED: "completed", sk.REJECTED: "rejected", sk.TIMED_OUT: "timed_out"}
 
 
 def compiled_supported(spec, requests: Sequence[Request], replay: bool) -> bool:
     """Whether a fleet's run can use the compiled planner (else: the Python engine)."""
     return not replay and spec.restart is None and len({r.id for r in requests}) == len(requests)
-
-
-class FleetArrays:
-    """The run's requests as arrays (one column each) and the logs the kernels append to."""
-
-    def __init__(self, requests: Sequence[Request], k_max: int, rng: np.random.Generator) -> None:
-        n = len(requests)
-        # one row per request: a step reads and writes a request's fields together
-        self.ints = np.zeros((n, sk.N_INTS), np.int64)
-        self.floats = np.zeros((n, sk.N_FLOATS), np.float64)
-        self.ints[:, sk.PROMPT] = [r.prompt_tokens for r in requests]
-        self.ints[:, sk.OUTPUT] = [r.output_tokens for r in requests]
-        self.ints[:, sk.PROPOSES] = [r.proposes for r in requests]
-        self.floats[:, sk.PROPOSAL] = [r.proposal for r in requests]
-        self.floats[:, sk.FIRST_TOKEN:sk.FINISH + 1] = np.nan  # None until set
-        self.negrates = np.zeros((n, max(k_max, 1)), np.float64)
-        if k_max:
-            for i, r in enumerate(requests):
-                if r.negrates is not None:
-                    self.negrates[i, :k_max] = r.negrates[:k_max]
-        self.ids = np.array([r.id for r in requests], dtype=np.int64)
-        self.G = np.zeros(3, np.int64)
-        self.gap_idx = np.empty(1 << 16, np.int64)
-        self.gap_s = np.empty(1 << 16, np.float64)
-        self.steps = np.empty(sk.ROW * max(4096, 2 * n), np.float64)
-        self.rng = rng
-        self.uni = np.empty(0)
-
-    def grow_logs(self) -> None:
-        """Double the fleet-wide logs (their used parts copied)."""
-        g = int(self.G[sk.G_GAPS])
-        self.gap_idx = _doubled(self.gap_idx, g)
-        self.gap_s = _doubled(self.gap_s, g)
-        self.steps = _doubled(self.steps, int(self.G[sk.G_STEPS]) * sk.ROW)
-
-    def refill(self) -> None:
-        """More uniforms after the unused ones (``_Uniforms.refill_keep``: sequence unchanged)."""
-        pos = int(self.G[sk.G_UNI])
-        self.uni = np.concatenate((self.uni[pos:], self.rng.random(_UNIFORM_CHUNK)))
-        self.G[sk.G_UNI] = 0
-
-    def store(self, requests: Sequence[Request]) -> None:
-        """Write every request's final state back into its object (the records read those)."""
-        ints = self.ints.tolist()
-        floats = self.floats.tolist()
-        for req, iv, fv in zip(requests, ints, floats, strict=True):
-            (_, _, req.computed, req.generated, req.blocks, req.num_bursts, req.num_spec_steps,
-             req.num_drafts, req.accepted_tokens, proposes, req.status, outcome, req.preemptions,
-             ever, _) = iv
-            req.proposes = bool(proposes)
-            req.ever_scheduled = bool(ever)
-            req.outcome = _OUTCOMES.get(outcome)  # type: ignore[assignment]
-            req.last_burst_s, req.max_pause_s, _, first, sched, fin = fv
-            req.first_token_s = None if first != first else first
-            req.scheduled_s = None if sched != sched else sched
-            req.finish_s = None if fin != fin else fin
-
-    def step_log(self) -> array:
-        return array("d", self.steps[: int(self.G[sk.G_STEPS]) * sk.ROW].tobytes())
-
-    def gaps(self) -> tuple[array, array]:
-        g = int(self.G[sk.G_GAPS])
-        return array("q", self.gap_idx[:g].tobytes()), array("d", self.gap_s[:g].tobytes())
-
-
-def _doubled(a: np.ndarray, used: int) -> np.ndarray:
-    out = np.empty(2 * len(a), a.dtype)
-    out[:used] = a[:used]
-    return out
 
 
 class CompiledFleet:
@@ -196,7 +127,7 @@ class CompiledReplica:
         m = self.shared.meta[self.index]
         q = int(m[sk.M_QLOG])
         if q + 2 > len(self.qlog):
-            self.qlog = _doubled(self.qlog, q)
+            self.qlog = doubled(self.qlog, q)
         self.qlog[q] = t
         self.qlog[q + 1] = sign
         m[sk.M_QLOG] = q + 2
@@ -322,7 +253,7 @@ class CompiledReplica:
 
     def _grow_logs(self) -> None:
         self.shared.arrays.grow_logs()
-        self.qlog = _doubled(self.qlog, int(self.shared.meta[self.index, sk.M_QLOG]))
+        self.qlog = doubled(self.qlog, int(self.shared.meta[self.index, sk.M_QLOG]))
 
     def _finish(self, start: float, dt: float, end: float) -> None:
         sh = self.shared
@@ -436,19 +367,21 @@ def collect(replicas: list[CompiledReplica], requests: Sequence[Request]) -> tup
 
 def warm() -> None:
     """Compile every kernel into the on-disk cache (``make setup`` runs this once, so the first
-    simulation does not wait ~10 s for numba): two tiny fleets, one each way of running."""
+    simulation does not wait ~10 s for numba): tiny fleets, one each way of running (a lone
+    replica, two replicas, and the adaptive policy's step by step)."""
     from sim.contracts.synthetic import synthetic_profile
     from sim.model.engine import Fleet, FleetSpec
     from sim.model.speculation import SpeculationPolicy
     from sim.model.step_time import ProfileStepTimer
 
     cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64)
-    policies = (SpeculationPolicy("off_above_batch", k=2, max_batch=2),
-                SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0))
-    for policy in policies:
-        reqs = [Request(i, i, 0.05 * i, 40, 20, negrates=[-0.8, -0.6]) for i in range(8)]
+    fixed = SpeculationPolicy("off_above_batch", k=2, max_batch=2)
+    adaptive = SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0)
+    for policy, replicas in ((fixed, 1), (fixed, 2), (adaptive, 1)):
+        reqs = [Request(i, i, 0.05 * i, 40, 20, timeout_s=1.0, negrates=[-0.8, -0.6]) for i in range(8)]
         timer = ProfileStepTimer(synthetic_profile())
-        Fleet(FleetSpec(cfg, policy, proposer="ngram"), timer, np.random.default_rng(0)).run(reqs)
+        spec = FleetSpec(cfg, policy, proposer="ngram", replicas=replicas)
+        Fleet(spec, timer, np.random.default_rng(0)).run(reqs)
 
 
 if __name__ == "__main__":

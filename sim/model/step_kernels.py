@@ -8,7 +8,7 @@ planner (``sim.model.scheduler``, ``sim.model.step_update``) operation for opera
 integer ceilings, the same float subtractions, ``bisect_left`` for accepted drafts — so a run
 gives the same records bit for bit (``tests/sim/results/test_golden_frames.py``).
 
-State is plain arrays (``sim.model.compiled_replica.FleetArrays``): one row per request of the
+State is plain arrays (``sim.model.fleet_arrays.FleetArrays``): one row per request of the
 run in ``ints`` and ``floats``, a replica's running requests as request indices in
 admission order, its waiting queue as a ring of indices, and flat logs the Python side grows.
 """

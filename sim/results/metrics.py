@@ -197,12 +197,7 @@ def summarize(
     _, kv_tw = time_weighted_levels(steps, t0, t1, replicas)
     q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
             else queue_len_tw_from_requests(requests, t0, t1))
-    measured = req.filter(pl.col("in_window"))
-    done_ids = measured.filter(pl.col("outcome") == mn.COMPLETED).select("id", "segment")
-    itl_done = itl.join(done_ids, on="id", how="inner") if itl.height else itl.with_columns(
-        pl.lit(None, dtype=pl.String).alias("segment")
-    )
-    cols = _Columns(measured, itl_done, segments)
+    cols = _Columns(req.filter(pl.col("in_window")), itl, segments)
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):
         m, gaps = cols.of(seg)
@@ -217,10 +212,16 @@ def summarize(
 
 
 class _Columns:
-    """The measured requests' and ITL samples' columns as numpy arrays, cut per segment by a
-    mask (one conversion per run instead of a polars filter per segment and column)."""
+    """The measured requests' columns and their ITL samples (completed requests only) as numpy
+    arrays, cut per segment by a mask (one conversion per run instead of a polars filter per
+    segment and column)."""
 
-    def __init__(self, measured: pl.DataFrame, itl_done: pl.DataFrame, segments: Sequence[str]) -> None:
+    def __init__(self, measured: pl.DataFrame, itl: pl.DataFrame, segments: Sequence[str]) -> None:
+        self.code = {seg: i for i, seg in enumerate(segments)}  # segments as ints: fast to compare
+        measured = measured.with_columns(
+            pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg"))
+        done_ids = measured.filter(pl.col("outcome") == mn.COMPLETED).select("id", "_seg")
+        itl_done = itl.join(done_ids, on="id", how="inner")
         # latencies keep their nulls (as NaN, dropped per statistic); counts sum as polars does, nulls as 0
         self.a = {c: measured[c].cast(pl.Float64).to_numpy() for c in ("ttft_s", "tpot_s", "e2el_s", "max_pause_s")}
         counts = ["generated_tokens", "good", "num_drafts", "accepted_tokens", "preemptions"]
@@ -229,13 +230,9 @@ class _Columns:
         self.a.update({c: measured[c].fill_null(0).to_numpy() for c in counts})
         self.a.setdefault("num_spec_steps", self.a["num_drafts"])
         self.outcome = measured["outcome"].to_numpy()
-        self.code = {seg: i for i, seg in enumerate(segments)}  # segments as ints: fast to compare
-        self.segment = self._codes(measured["segment"])
+        self.segment = measured["_seg"].to_numpy()
         self.gap_s = itl_done["gap_s"].to_numpy()
-        self.gap_segment = self._codes(itl_done["segment"])
-
-    def _codes(self, seg: pl.Series) -> np.ndarray:
-        return seg.replace_strict(self.code, default=-1, return_dtype=pl.Int32).to_numpy()
+        self.gap_segment = itl_done["_seg"].to_numpy()
 
     def of(self, seg: str) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Masks of ``seg``'s requests and ITL samples (None: all of them)."""

@@ -354,17 +354,18 @@ def _build_requests(
     specs: Sequence[RequestSpec], model: AcceptanceModel | None, rng: np.random.Generator
 ) -> list[Request]:
     out = []
+    drawn = (model.draw_requests([s.segment for s in specs], rng) if model is not None and model.traces is None
+             else None)
     for i, s in enumerate(specs):
         neg = None
         proposal = 1.0
         trace = None
-        if model is not None and model.traces is not None:
+        if drawn is not None:
+            neg, proposal = drawn[i]
+        elif model is not None:
             from sim.model.trace_acceptance import draw_trace_request
 
             rates, proposal, trace = draw_trace_request(model, model.traces, s.segment, rng)
-            neg = [-r for r in rates.tolist()]
-        elif model is not None:
-            rates, proposal = model.request_acceptance(s.segment, rng)
             neg = [-r for r in rates.tolist()]
         req = Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
         req.proposal = proposal

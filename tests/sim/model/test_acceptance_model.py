@@ -150,6 +150,24 @@ def test_request_rates_bootstrap_measured_rows_and_skip_rows_without_drafts() ->
     assert a[0] == a[1] == a[2]  # same seed, same draw
 
 
+def test_batched_request_draws_equal_one_draw_per_request() -> None:
+    """``draw_requests`` (what a run uses) gives each request the row ``request_acceptance``
+    would, from the same stream, segments with and without per-request rows mixed."""
+    d = synthetic_profile_dict(segments=[("chat", "en", 0.0), ("code", "en", 0.0)], per_request_rows=7)
+    d["acceptance"]["ngram"]["segments"][1]["per_request"] = []  # code: aggregate only
+    p = Profile.from_dict(d, "t")
+    m = AcceptanceModel.from_profile(p, "ngram", {"a": ("chat", "en", 0.0), "b": ("code", "en", 0.0)})
+    order = ["a", "b", "a", "a", "b", "a"] * 40
+    one = np.random.default_rng(11)
+    expected = []
+    for s in order:
+        rates, proposal = m.request_acceptance(s, one)
+        expected.append(([-r for r in rates.tolist()], proposal))
+    many = np.random.default_rng(11)
+    assert m.draw_requests(order, many) == expected
+    assert many.random() == one.random()  # the stream is left where per-request draws leave it
+
+
 def test_no_per_request_rows_gives_aggregate_rates() -> None:
     p = synthetic_profile(per_request_rows=0, acceptance_rates=(0.6, 0.3))
     m = AcceptanceModel.from_profile(p, "ngram", {"s": ("chat", "en", 0.0)})

@@ -1,0 +1,89 @@
+"""The requests of one compiled run as arrays, and the logs the kernels append to.
+
+One row per request in ``ints`` and ``floats`` (columns named in ``sim.model.step_kernels``):
+a step reads and writes a request's fields together. ``store`` writes the final state back into
+the ``Request`` objects the record frames are built from.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim.model import step_kernels as sk
+from sim.model.step_plan import Request
+
+_UNIFORM_CHUNK = 4096  # as sim.model.engine._Uniforms: the same stream in the same chunks
+_OUTCOMES = {sk.COMPLETED: "completed", sk.REJECTED: "rejected", sk.TIMED_OUT: "timed_out"}
+
+
+class FleetArrays:
+    """The run's requests as arrays (one column each) and the logs the kernels append to."""
+
+    def __init__(self, requests: Sequence[Request], k_max: int, rng: np.random.Generator) -> None:
+        n = len(requests)
+        # one row per request: a step reads and writes a request's fields together
+        self.ints = np.zeros((n, sk.N_INTS), np.int64)
+        self.floats = np.zeros((n, sk.N_FLOATS), np.float64)
+        self.ints[:, sk.PROMPT] = [r.prompt_tokens for r in requests]
+        self.ints[:, sk.OUTPUT] = [r.output_tokens for r in requests]
+        self.ints[:, sk.PROPOSES] = [r.proposes for r in requests]
+        self.floats[:, sk.PROPOSAL] = [r.proposal for r in requests]
+        self.floats[:, sk.FIRST_TOKEN:sk.FINISH + 1] = np.nan  # None until set
+        self.negrates = np.zeros((n, max(k_max, 1)), np.float64)
+        if k_max:
+            for i, r in enumerate(requests):
+                if r.negrates is not None:
+                    self.negrates[i, :k_max] = r.negrates[:k_max]
+        self.ids = np.array([r.id for r in requests], dtype=np.int64)
+        self.G = np.zeros(3, np.int64)
+        self.gap_idx = np.empty(1 << 16, np.int64)
+        self.gap_s = np.empty(1 << 16, np.float64)
+        self.steps = np.empty(sk.ROW * max(4096, 2 * n), np.float64)
+        self.rng = rng
+        self.uni = np.empty(0)
+
+    def grow_logs(self) -> None:
+        """Double the fleet-wide logs (their used parts copied)."""
+        g = int(self.G[sk.G_GAPS])
+        self.gap_idx = doubled(self.gap_idx, g)
+        self.gap_s = doubled(self.gap_s, g)
+        self.steps = doubled(self.steps, int(self.G[sk.G_STEPS]) * sk.ROW)
+
+    def refill(self) -> None:
+        """More uniforms after the unused ones (``_Uniforms.refill_keep``: sequence unchanged)."""
+        pos = int(self.G[sk.G_UNI])
+        self.uni = np.concatenate((self.uni[pos:], self.rng.random(_UNIFORM_CHUNK)))
+        self.G[sk.G_UNI] = 0
+
+    def store(self, requests: Sequence[Request]) -> None:
+        """Write every request's final state back into its object (the records read those)."""
+        ints = self.ints.tolist()
+        floats = self.floats.tolist()
+        for req, iv, fv in zip(requests, ints, floats, strict=True):
+            (_, _, req.computed, req.generated, req.blocks, req.num_bursts, req.num_spec_steps,
+             req.num_drafts, req.accepted_tokens, proposes, req.status, outcome, req.preemptions,
+             ever, _) = iv
+            req.proposes = bool(proposes)
+            req.ever_scheduled = bool(ever)
+            req.outcome = _OUTCOMES.get(outcome)  # type: ignore[assignment]
+            req.last_burst_s, req.max_pause_s, _, first, sched, fin = fv
+            req.first_token_s = None if first != first else first
+            req.scheduled_s = None if sched != sched else sched
+            req.finish_s = None if fin != fin else fin
+
+    def step_log(self) -> array:
+        return array("d", self.steps[: int(self.G[sk.G_STEPS]) * sk.ROW].tobytes())
+
+    def gaps(self) -> tuple[array, array]:
+        g = int(self.G[sk.G_GAPS])
+        return array("q", self.gap_idx[:g].tobytes()), array("d", self.gap_s[:g].tobytes())
+
+
+def doubled(a: np.ndarray, used: int) -> np.ndarray:
+    """A copy of ``a`` twice as long, its first ``used`` values kept."""
+    out = np.empty(2 * len(a), a.dtype)
+    out[:used] = a[:used]
+    return out
