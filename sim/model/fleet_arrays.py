@@ -77,9 +77,9 @@ class FleetArrays:
     def step_log(self) -> array:
         return array("d", self.steps[: int(self.G[sk.G_STEPS]) * sk.ROW].tobytes())
 
-    def gaps(self) -> tuple[array, array]:
+    def gaps(self) -> tuple[np.ndarray, np.ndarray]:
         g = int(self.G[sk.G_GAPS])
-        return array("q", self.gap_idx[:g].tobytes()), array("d", self.gap_s[:g].tobytes())
+        return self.gap_idx[:g].copy(), self.gap_s[:g].copy()  # numpy: one copy, no Python array
 
 
 def doubled(a: np.ndarray, used: int) -> np.ndarray:

@@ -180,10 +180,11 @@ class FleetRun:
 
     requests: list[Request]
     steps: StepLog
-    gap_idx: array
-    """Request index of each inter-burst gap (ITL sample)."""
-    gap_s: array
-    """Seconds between a burst and the previous one of the same request."""
+    gap_idx: array | np.ndarray
+    """Request index of each inter-burst gap (ITL sample); int64 (a numpy array from the
+    compiled engine, millions long on GPU runs)."""
+    gap_s: array | np.ndarray
+    """Seconds between a burst and the previous one of the same request (float64)."""
     end_s: float
     """Simulated time the run ended."""
     queue_log: array = field(default_factory=lambda: array("d"))
