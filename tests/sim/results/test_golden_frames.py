@@ -101,6 +101,11 @@ COMPILED_CASES = {"default", "gpu-chat", "tight-chunked", "tight-whole-padded"}
 so do the replay case's speculating candidates, while its baseline runs compiled)."""
 
 
+SOLO_CASES = ("default", "gpu-chat")
+"""Compiled cases of one replica: it takes its arrivals in the kernel (``sim.model.solo_replica``);
+the others have several replicas, routed in Python."""
+
+
 @pytest.mark.parametrize("engine", [
     ("compiled", None), ("python", batch_columns.DEFAULT_FROM), ("python", 1), ("python", None)],
     ids=["compiled", "python-default", "python-columns-always", "python-scalar-always"])
@@ -115,10 +120,17 @@ def test_frames_match_the_recorded_goldens(case: str, engine, tmp_path, monkeypa
     monkeypatch.setattr(batch_columns, "DEFAULT_FROM", columns_from)
     built = []
     real_build = compiled_replica.build
-    monkeypatch.setattr(compiled_replica, "build", lambda *a: built.append(1) or real_build(*a))
+    def build(*a):
+        replicas = real_build(*a)
+        built.append(type(replicas[0]).__name__)
+        return replicas
+
+    monkeypatch.setattr(compiled_replica, "build", build)
     frames = _frames(case, tmp_path)
     if which == "compiled" and case in COMPILED_CASES:
         assert len(built) == len(frames) // 3, f"{case}: not every candidate ran compiled"
+        want = "SoloReplica" if case in SOLO_CASES else "CompiledReplica"
+        assert set(built) == {want}, f"{case}: ran on {built}, expected {want}"
     elif which == "python" or case == "restart":
         assert not built, f"{case}: the compiled planner ran where it should not"
     folder = GOLDEN / case
