@@ -204,10 +204,6 @@ class CompiledReplica:
             yield from self.run_each_step()
             return
         env = self.fleet.env
-        sh = self.shared
-        fa = sh.arrays
-        t_ = sh.timer
-        rep = self.index
         while True:
             t = env.now
             while True:
@@ -215,28 +211,44 @@ class CompiledReplica:
                 if t >= deadline:
                     self.expire(t)
                     deadline = self._next_deadline()
-                why, t, dt = rk.advance(
-                    rep, sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates, self.run_idx, self.ring,
-                    self.qlog, self.dec_rows, self.dec_draft, self.pf_rows, self.pf_n, self.prev_idx,
-                    self.pre, fa.ids, fa.G, fa.gap_idx, fa.gap_s, fa.steps, fa.uni, self.partial,
-                    sh.pol, t_.tm, t_.slot, t_.gm, t_.ax, t_.val, t_.cnt, t_.tc, float(t), float(env.peek()),
-                    deadline)
+                why, t, dt = rk.advance(*self.kernel_state(), float(t), float(env.peek()), deadline)
                 if why == rk.DEADLINE:
                     continue
-                if why == rk.NEED_LOGS:
-                    self._grow_logs()
-                elif why == rk.NEED_UNIFORMS:
-                    fa.refill()
-                    self._finish(t, dt, t + dt)
-                    t = t + dt
-                else:
+                again = self.serviced(why, t, dt)
+                if again is None:
                     break
+                t = again
             if why == rk.IDLE:
                 yield from self._idle(t)
                 continue
             env._now = t  # the step starts here; no event of the simulation lies before it
             yield env.timeout(dt)
             self._finish(t, dt, env.now)
+
+    def kernel_state(self) -> tuple:
+        """The arrays ``run_kernel.advance`` (and ``arrival_kernels.advance_alone``) take before
+        their times, as they are now (growing a log replaces its array)."""
+        sh = self.shared
+        fa = sh.arrays
+        t_ = sh.timer
+        assert t_ is not None
+        return (self.index, sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates, self.run_idx, self.ring,
+                self.qlog, self.dec_rows, self.dec_draft, self.pf_rows, self.pf_n, self.prev_idx,
+                self.pre, fa.ids, fa.G, fa.gap_idx, fa.gap_s, fa.steps, fa.uni, self.partial,
+                sh.pol, t_.tm, t_.slot, t_.gm, t_.ax, t_.val, t_.cnt, t_.tc)
+
+    def serviced(self, why: int, t: float, dt: float) -> float | None:
+        """After a kernel call that stopped for room: grow the logs, or refill the uniforms and
+        apply the step that waited for them; the time to call again from. None: it stopped for
+        SimPy (idle, or a step that crosses the next event)."""
+        if why == rk.NEED_LOGS:
+            self._grow_logs()
+            return t
+        if why == rk.NEED_UNIFORMS:
+            self.shared.arrays.refill()
+            self._finish(t, dt, t + dt)
+            return t + dt
+        return None
 
     def _next_deadline(self) -> float:
         """When ``expire`` next has something to do (inf: no deadline pending). Deadlines that

@@ -45,27 +45,17 @@ class SoloReplica(CompiledReplica):
         """Everything up to the run's stop or an idle replica in one kernel call; the step that
         would end at or after the stop on SimPy's clock (it never ends: the run stops first)."""
         env = self.fleet.env
-        sh = self.shared
-        fa = sh.arrays
-        t_ = sh.timer
         k_max = self.fleet.k_max
         while True:
             t = float(env.now)
             while True:
                 why, t, dt = ak.advance_alone(
-                    0, sh.cfg, sh.meta, fa.ints, fa.floats, fa.negrates, self.run_idx, self.ring,
-                    self.qlog, self.dec_rows, self.dec_draft, self.pf_rows, self.pf_n, self.prev_idx,
-                    self.pre, fa.ids, fa.G, fa.gap_idx, fa.gap_s, fa.steps, fa.uni, self.partial,
-                    sh.pol, t_.tm, t_.slot, t_.gm, t_.ax, t_.val, t_.cnt, t_.tc, self.arr_s, self.clock,
-                    k_max, self.queue_limit, self.max_queue_s, self.t_dl, self.t_row, t, float(env.peek()))
-                if why == rk.NEED_LOGS:
-                    self._grow_logs()
-                elif why == rk.NEED_UNIFORMS:
-                    fa.refill()
-                    self._finish(t, dt, t + dt)
-                    t = t + dt
-                else:
+                    *self.kernel_state(), self.arr_s, self.clock, k_max, self.queue_limit, self.max_queue_s,
+                    self.t_dl, self.t_row, t, float(env.peek()))
+                again = self.serviced(why, t, dt)
+                if again is None:
                     break
+                t = again
             env._now = t  # the kernel's time: the last step's end or arrival (no event lies before it)
             if why == rk.IDLE:  # no arrival left before the stop: wait for the end of the run
                 yield from self._idle(t)

@@ -281,12 +281,7 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
         computed = ints[r, COMPUTED] + 1 + a
         ints[r, COMPUTED] = computed
         gen = ints[r, GENERATED] + 1 + a
-        gap = end - floats[r, LAST_BURST]
-        if gap > floats[r, MAX_PAUSE]:
-            floats[r, MAX_PAUSE] = gap
-        gap_idx[g] = r
-        gap_s[g] = gap
-        g += 1
+        g = _log_gap(floats, gap_idx, gap_s, g, r, end)
         floats[r, LAST_BURST] = end
         ints[r, BURSTS] += 1
         if gen >= ints[r, OUTPUT]:
@@ -307,12 +302,7 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
             if np.isnan(floats[r, FIRST_TOKEN]):
                 floats[r, FIRST_TOKEN] = end
             else:
-                gap = end - floats[r, LAST_BURST]
-                if gap > floats[r, MAX_PAUSE]:
-                    floats[r, MAX_PAUSE] = gap
-                gap_idx[g] = r
-                gap_s[g] = gap
-                g += 1
+                g = _log_gap(floats, gap_idx, gap_s, g, r, end)
             floats[r, LAST_BURST] = end
             ints[r, BURSTS] += 1
             if ints[r, GENERATED] >= ints[r, OUTPUT]:
@@ -352,6 +342,18 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
     steps[s + 11] = n_drafting if k else 0
     G[G_STEPS] += 1
     return total
+
+
+@njit
+def _log_gap(floats, gap_idx, gap_s, g, r, end):
+    """Request ``r``'s burst at ``end``: its gap since the last one logged at ``g`` (an ITL
+    sample) and its longest pause raised; returns the next log position."""
+    gap = end - floats[r, LAST_BURST]
+    if gap > floats[r, MAX_PAUSE]:
+        floats[r, MAX_PAUSE] = gap
+    gap_idx[g] = r
+    gap_s[g] = gap
+    return g + 1
 
 
 @njit
