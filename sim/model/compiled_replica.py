@@ -264,8 +264,13 @@ class CompiledReplica:
         return min(t[0][0] if t else inf, q[0][0] if q else inf)
 
     def _grow_logs(self) -> None:
-        self.shared.arrays.grow_logs()
-        self.qlog = doubled(self.qlog, int(self.shared.meta[self.index, sk.M_QLOG]))
+        """Room for a step's worst case in every log a kernel stopped for (``plan_step``: two
+        entries a running and a scheduled request in the queue log, one ITL sample each)."""
+        seqs = self.config.max_num_seqs
+        self.shared.arrays.grow_logs(2 * seqs)
+        used = int(self.shared.meta[self.index, sk.M_QLOG])
+        while used + 4 * seqs + 2 > len(self.qlog):
+            self.qlog = doubled(self.qlog, used)
 
     def _finish(self, start: float, dt: float, end: float) -> None:
         sh = self.shared
@@ -350,7 +355,8 @@ def policy_array(policy: SpeculationPolicy) -> np.ndarray | None:
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
     """Compiled replicas for ``fleet`` over ``requests`` (see ``compiled_supported``)."""
     spec = fleet.spec
-    arrays = FleetArrays(requests, fleet.k_max, fleet.uniforms.rng)
+    # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
+    arrays = FleetArrays(requests, fleet.k_max, fleet.uniforms.rng, slack=2 * spec.scheduler.max_num_seqs * spec.replicas)
     timer = pk.pack(fleet.step_timer, spec.proposer)
     shared = CompiledFleet(arrays, spec.scheduler, spec.replicas, track, timer,
                            policy_array(spec.policy))

@@ -22,7 +22,8 @@ _OUTCOMES = {sk.COMPLETED: "completed", sk.REJECTED: "rejected", sk.TIMED_OUT: "
 class FleetArrays:
     """The run's requests as arrays (one column each) and the logs the kernels append to."""
 
-    def __init__(self, requests: Sequence[Request], k_max: int, rng: np.random.Generator) -> None:
+    def __init__(self, requests: Sequence[Request], k_max: int, rng: np.random.Generator,
+                 slack: int = 0) -> None:
         n = len(requests)
         # one row per request: a step reads and writes a request's fields together
         self.ints = np.zeros((n, sk.N_INTS), np.int64)
@@ -39,18 +40,26 @@ class FleetArrays:
                     self.negrates[i, :k_max] = r.negrates[:k_max]
         self.ids = np.array([r.id for r in requests], dtype=np.int64)
         self.G = np.zeros(3, np.int64)
-        self.gap_idx = np.empty(1 << 16, np.int64)
-        self.gap_s = np.empty(1 << 16, np.float64)
+        # every ITL sample is a burst after a request's first, so the output tokens bound them
+        # (``slack``: the room a step asks for beyond what it uses): sized once, untouched pages
+        # costing nothing, instead of doubled a dozen times on a GPU hour
+        gaps = max(1 << 16, int(self.ints[:, sk.OUTPUT].sum()) + slack)
+        self.gap_idx = np.empty(gaps, np.int64)
+        self.gap_s = np.empty(gaps, np.float64)
         self.steps = np.empty(sk.ROW * max(4096, 2 * n), np.float64)
         self.rng = rng
         self.uni = np.empty(0)
 
-    def grow_logs(self) -> None:
-        """Double the fleet-wide logs (their used parts copied)."""
+    def grow_logs(self, room: int) -> None:
+        """Double each fleet-wide log with less than ``room`` entries free (a step's worst case;
+        their used parts copied), and only those: the ITL log is sized for the whole run."""
         g = int(self.G[sk.G_GAPS])
-        self.gap_idx = doubled(self.gap_idx, g)
-        self.gap_s = doubled(self.gap_s, g)
-        self.steps = doubled(self.steps, int(self.G[sk.G_STEPS]) * sk.ROW)
+        while g + room > len(self.gap_s):
+            self.gap_idx = doubled(self.gap_idx, g)
+            self.gap_s = doubled(self.gap_s, g)
+        used = int(self.G[sk.G_STEPS]) * sk.ROW
+        while used + sk.ROW > len(self.steps):
+            self.steps = doubled(self.steps, used)
 
     def refill(self) -> None:
         """More uniforms after the unused ones (``_Uniforms.refill_keep``: sequence unchanged)."""

@@ -170,3 +170,30 @@ def test_engine_invariants(case) -> None:
     assert (done["first_token_s"] <= done["finish_s"]).all()
     assert (done["scheduled_s"] >= done["arrival_s"]).all()
     assert (req_df["generated_tokens"] <= req_df["output_tokens"]).all()
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_compiled_logs_grow_and_records_stay_the_pythons(replicas: int) -> None:
+    """A run long enough that the queue log outgrows its 4,096 entries and the step log its 2
+    rows a request (the ITL log is sized for the run's output tokens, 100k here): the compiled
+    engine grows each log it stopped for and gives the Python engine's frames and queue log."""
+    rng = np.random.default_rng(3)
+    times = np.cumsum(rng.exponential(0.04 / replicas, 2600)).tolist()
+    reqs = [Request(i, i, t, int(rng.integers(4, 40)), int(rng.integers(20, 60)), "s", 600.0, [-0.3, -0.1])
+            for i, t in enumerate(times)]
+    cfg = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64, block_size=4, kv_blocks=400,
+                          queue_limit=None, max_queue_time_s=300.0)
+    spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=replicas)
+    frames = []
+    for engine in ("compiled", "python"):
+        fleet = Fleet(spec, ProfileStepTimer(_PROFILE), np.random.default_rng(0))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SPECPLAN_ENGINE", engine)
+            run = fleet.run(_copy(reqs))
+        assert fleet.engine == engine
+        frames.append((requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0), itl_frame(run, "c", 0),
+                       run.queue_log))
+    a, b = frames
+    assert len(a[3]) > 4096 and a[1].height > 2 * len(reqs)  # both grew
+    for x, y in zip(a, b, strict=True):
+        assert x.equals(y) if isinstance(x, pl.DataFrame) else x == y
