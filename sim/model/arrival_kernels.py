@@ -1,4 +1,8 @@
-"""A lone replica's arrivals and deadlines inside the compiled loop.
+"""Admission and deadlines compiled, and a lone replica's arrivals inside the compiled loop.
+
+``admit``, ``end_request`` and ``unqueue`` are ``Scheduler.add_request`` and the queue-time and
+timeout ends over the arrays, for every compiled replica (``CompiledReplica`` calls them from
+Python on its arrivals and deadlines); the rest runs a fleet's only replica.
 
 Why: with one replica there is nothing to route, so an arrival needs no SimPy event of its own.
 At GPU-sized and CPU-sized batches alike the Python around each arrival (its event, the router,
@@ -45,13 +49,10 @@ def next_clock(arr_s, clock, i):
 @njit
 def submit_until(rep, cfg, meta, ints, floats, ring, qlog, arr_s, clock, k_max, queue_limit,
                  upto, strict):
-    """Submit the arrivals handed over at or before ``upto`` (before it, when ``strict``), as
-    ``CompiledReplica.submit`` would; False when the queue log is full (grow it, call again)."""
-    c = cfg[rep]
+    """Submit the arrivals handed over at or before ``upto`` (before it, when ``strict``);
+    False when the queue log is full (grow it, call again)."""
     m = meta[rep]
     n = arr_s.shape[0]
-    bs = c[sk.C_BS]
-    ring_n = ring.shape[0]
     while m[M_ARRIVED] < n:
         r = m[M_ARRIVED]
         t = next_clock(arr_s, clock, r)
@@ -61,16 +62,28 @@ def submit_until(rep, cfg, meta, ints, floats, ring, qlog, arr_s, clock, k_max, 
             return False
         clock[0] = t
         m[M_ARRIVED] = r + 1
-        too_big = (ints[r, sk.PROMPT] + ints[r, sk.OUTPUT] + k_max + bs - 1) // bs > c[sk.C_KV]
-        no_fit = c[sk.C_CHUNKED] == 0 and ints[r, sk.PROMPT] > c[sk.C_BUDGET]
-        full = queue_limit >= 0 and m[sk.M_NWAIT] >= queue_limit
-        if too_big or no_fit or full:
-            _end(meta, ints, floats, rep, r, sk.REJECTED, t)
-            continue
-        ints[r, sk.STATUS] = sk.WAITING
-        ring[(m[sk.M_HEAD] + m[sk.M_NWAIT]) % ring_n] = r
-        m[sk.M_NWAIT] += 1
-        _qlog(m, qlog, t, 1.0)
+        admit(rep, cfg, meta, ints, floats, ring, qlog, r, k_max, queue_limit, t)
+    return True
+
+
+@njit
+def admit(rep, cfg, meta, ints, floats, ring, qlog, r, k_max, queue_limit, t):
+    """Request ``r`` arrives at replica ``rep`` at ``t`` (``Scheduler.add_request``): rejected if
+    it could never fit, or the queue is full (``queue_limit`` -1: none), else queued. True when
+    queued. The queue log must have room for one entry."""
+    c = cfg[rep]
+    m = meta[rep]
+    bs = c[sk.C_BS]
+    too_big = (ints[r, sk.PROMPT] + ints[r, sk.OUTPUT] + k_max + bs - 1) // bs > c[sk.C_KV]
+    no_fit = c[sk.C_CHUNKED] == 0 and ints[r, sk.PROMPT] > c[sk.C_BUDGET]
+    full = queue_limit >= 0 and m[sk.M_NWAIT] >= queue_limit
+    if too_big or no_fit or full:
+        end_request(meta, ints, floats, rep, r, sk.REJECTED, t)
+        return False
+    ints[r, sk.STATUS] = sk.WAITING
+    ring[(m[sk.M_HEAD] + m[sk.M_NWAIT]) % ring.shape[0]] = r
+    m[sk.M_NWAIT] += 1
+    _qlog(m, qlog, t, 1.0)
     return True
 
 
@@ -83,7 +96,8 @@ def _qlog(m, qlog, t, sign):
 
 
 @njit
-def _end(meta, ints, floats, rep, r, outcome, at):
+def end_request(meta, ints, floats, rep, r, outcome, at):
+    """End request ``r`` (rejected, timed out) at ``at``: its KV blocks back to replica ``rep``."""
     m = meta[rep]
     m[sk.M_FREE] += ints[r, sk.BLOCKS]
     ints[r, sk.BLOCKS] = 0
@@ -93,8 +107,10 @@ def _end(meta, ints, floats, rep, r, outcome, at):
 
 
 @njit
-def _unqueue(m, ring, qlog, r, at):
-    """Take ``r`` out of the waiting ring, the others' order kept."""
+def unqueue(meta, rep, ring, qlog, r, at):
+    """Take ``r`` out of replica ``rep``'s waiting ring, the others' order kept (the queue log
+    must have room for one entry)."""
+    m = meta[rep]
     ring_n = ring.shape[0]
     head = m[sk.M_HEAD]
     nwait = m[sk.M_NWAIT]
@@ -126,8 +142,8 @@ def expire_due(rep, meta, ints, floats, run_idx, ring, qlog, arr_s, max_queue_s,
                 return False
             m[M_QCUR] = r + 1
             if live:
-                _unqueue(m, ring, qlog, r, d)
-                _end(meta, ints, floats, rep, r, sk.REJECTED, d)
+                unqueue(meta, rep, ring, qlog, r, d)
+                end_request(meta, ints, floats, rep, r, sk.REJECTED, d)
     changed = False
     while m[M_TCUR] < t_dl.shape[0]:
         d = t_dl[m[M_TCUR]]
@@ -141,18 +157,12 @@ def expire_due(rep, meta, ints, floats, run_idx, ring, qlog, arr_s, max_queue_s,
         m[M_TCUR] += 1
         if status == sk.RUNNING:
             changed = True
-            _end(meta, ints, floats, rep, r, sk.TIMED_OUT, d)
+            end_request(meta, ints, floats, rep, r, sk.TIMED_OUT, d)
         elif status == sk.WAITING:
-            _unqueue(m, ring, qlog, r, d)
-            _end(meta, ints, floats, rep, r, sk.TIMED_OUT, d)
-    if changed:  # timed-out requests leave the running list (order kept)
-        w = 0
-        for i in range(m[sk.M_NRUN]):
-            v = run_idx[i]
-            if ints[v, sk.STATUS] == sk.RUNNING:
-                run_idx[w] = v
-                w += 1
-        m[sk.M_NRUN] = w
+            unqueue(meta, rep, ring, qlog, r, d)
+            end_request(meta, ints, floats, rep, r, sk.TIMED_OUT, d)
+    if changed:
+        sk.keep_running(rep, meta, ints, run_idx)
     return ok
 
 

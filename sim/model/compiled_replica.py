@@ -89,6 +89,8 @@ class CompiledReplica:
         self.pf_n = np.zeros(seqs, np.int64)
         self.prev_idx = np.zeros(seqs, np.int64)
         self.pre = np.zeros(seqs, np.int64)
+        self.queue_limit = -1 if cfg.queue_limit is None else int(cfg.queue_limit)
+        self.max_queue_s = -1.0 if cfg.max_queue_time_s is None else float(cfg.max_queue_time_s)
         self._timeouts: list[tuple[float, int]] = []
         self._queue_deadlines: list[tuple[float, int]] = []
 
@@ -98,39 +100,27 @@ class CompiledReplica:
         return int(m[sk.M_NRUN] + m[sk.M_NWAIT])
 
     def submit(self, req: Request, now: float) -> None:
-        """A new arrival routed here (``Scheduler.add_request``)."""
+        """A new arrival routed here (``Scheduler.add_request``, compiled: ``arrival_kernels.admit``)."""
         req.replica = self.index
-        cfg = self.config
-        fa = self.shared.arrays
-        m = self.shared.meta[self.index]
         r = req.idx
-        too_big = -(-(req.prompt_tokens + req.output_tokens + self.fleet.k_max) // cfg.block_size) > cfg.kv_blocks
-        no_fit = not cfg.chunked_prefill and req.prompt_tokens > cfg.max_num_batched_tokens
-        full = cfg.queue_limit is not None and m[sk.M_NWAIT] >= cfg.queue_limit
-        if too_big or no_fit or full:
-            self._end(r, sk.REJECTED, now)
+        self._qlog_room()
+        sh = self.shared
+        if not ak.admit(self.index, sh.cfg, sh.meta, sh.arrays.ints, sh.arrays.floats, self.ring, self.qlog, r,
+                        self.fleet.k_max, self.queue_limit, float(now)):
             return
-        fa.ints[r, sk.STATUS] = sk.WAITING
-        ring_n = len(self.ring)
-        self.ring[(m[sk.M_HEAD] + m[sk.M_NWAIT]) % ring_n] = r
-        m[sk.M_NWAIT] += 1
-        self._qlog(now, 1.0)
         if req.timeout_s is not None:
             heapq.heappush(self._timeouts, (req.arrival_s + req.timeout_s, r))
-        if cfg.max_queue_time_s is not None:
-            heapq.heappush(self._queue_deadlines, (req.arrival_s + cfg.max_queue_time_s, r))
+        if self.config.max_queue_time_s is not None:
+            heapq.heappush(self._queue_deadlines, (req.arrival_s + self.config.max_queue_time_s, r))
         w = self.wake
         if w is not None and not w.triggered:
             w.succeed()
 
-    def _qlog(self, t: float, sign: float) -> None:
-        m = self.shared.meta[self.index]
-        q = int(m[sk.M_QLOG])
+    def _qlog_room(self) -> None:
+        """Room for one more queue-log entry (a kernel writes it)."""
+        q = int(self.shared.meta[self.index, sk.M_QLOG])
         if q + 2 > len(self.qlog):
             self.qlog = doubled(self.qlog, q)
-        self.qlog[q] = t
-        self.qlog[q + 1] = sign
-        m[sk.M_QLOG] = q + 2
 
     def queue_log(self) -> array:
         return array("d", self.qlog[: int(self.shared.meta[self.index, sk.M_QLOG])].tobytes())
@@ -141,23 +131,11 @@ class CompiledReplica:
     # ------------------------------------------------------------------ deadlines
     def _end(self, r: int, outcome: int, at: float) -> None:
         fa = self.shared.arrays
-        m = self.shared.meta[self.index]
-        m[sk.M_FREE] += fa.ints[r, sk.BLOCKS]
-        fa.ints[r, sk.BLOCKS] = 0
-        fa.ints[r, sk.STATUS] = sk.DONE
-        fa.ints[r, sk.OUTCOME] = outcome
-        fa.floats[r, sk.FINISH] = at
+        ak.end_request(self.shared.meta, fa.ints, fa.floats, self.index, r, outcome, float(at))
 
     def _unqueue(self, r: int, at: float) -> None:
-        """Take request ``r`` out of the waiting ring (order of the others kept)."""
-        m = self.shared.meta[self.index]
-        ring_n = len(self.ring)
-        head, nwait = int(m[sk.M_HEAD]), int(m[sk.M_NWAIT])
-        order = self.ring[(head + np.arange(nwait)) % ring_n]
-        order = order[order != r]
-        self.ring[(head + np.arange(nwait - 1)) % ring_n] = order
-        m[sk.M_NWAIT] = nwait - 1
-        self._qlog(at, -1.0)
+        self._qlog_room()
+        ak.unqueue(self.shared.meta, self.index, self.ring, self.qlog, r, float(at))
 
     def expire(self, now: float) -> None:
         """``Scheduler.expire``: queue-time limits first, then client timeouts."""
@@ -180,11 +158,7 @@ class CompiledReplica:
                 self._unqueue(r, deadline)
                 self._end(r, sk.TIMED_OUT, deadline)
         if changed:
-            m = self.shared.meta[self.index]
-            run = self.run_idx[: m[sk.M_NRUN]]
-            keep = run[ints[run, sk.STATUS] == sk.RUNNING]
-            self.run_idx[: len(keep)] = keep
-            m[sk.M_NRUN] = len(keep)
+            sk.keep_running(self.index, self.shared.meta, ints, self.run_idx)
 
     # ------------------------------------------------------------------ the loop
     def _k(self) -> int:
@@ -392,11 +366,13 @@ def warm() -> None:
     from sim.model.speculation import SpeculationPolicy
     from sim.model.step_time import ProfileStepTimer
 
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64)
+    # short limits, so queue-time rejections and timeouts of waiting and running requests happen
+    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64,
+                          max_queue_time_s=0.05)
     fixed = SpeculationPolicy("off_above_batch", k=2, max_batch=2)
     adaptive = SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0)
     for policy, replicas in ((fixed, 1), (fixed, 2), (adaptive, 1)):
-        reqs = [Request(i, i, 0.05 * i, 40, 20, timeout_s=1.0, negrates=[-0.8, -0.6]) for i in range(8)]
+        reqs = [Request(i, i, 0.02 * i, 40, 20, timeout_s=0.1, negrates=[-0.8, -0.6]) for i in range(8)]
         timer = ProfileStepTimer(synthetic_profile())
         spec = FleetSpec(cfg, policy, proposer="ngram", replicas=replicas)
         Fleet(spec, timer, np.random.default_rng(0)).run(reqs)

@@ -30,9 +30,6 @@ class SoloReplica(CompiledReplica):
         super().__init__(fleet, 0, shared, policy, proposer, partial)
         self.arr_s, self.t_dl, self.t_row = ak.deadline_arrays(requests)
         self.clock = np.zeros(1, np.float64)  # the arrival process's SimPy clock
-        cfg = self.config
-        self.queue_limit = -1 if cfg.queue_limit is None else int(cfg.queue_limit)
-        self.max_queue_s = -1.0 if cfg.max_queue_time_s is None else float(cfg.max_queue_time_s)
 
     def submit(self, req: Request, now: float) -> None:
         raise RuntimeError("a lone compiled replica takes its arrivals itself; nothing submits to it")

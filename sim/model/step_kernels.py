@@ -315,15 +315,8 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
             if p < 1.0:
                 ints[r, PROPOSES] = 1 if uni[pos] < p else 0
                 pos += 1
-    if any_done:  # finished requests leave the running list (order kept)
-        nrun = m[M_NRUN]
-        w = 0
-        for i in range(nrun):
-            r = run_idx[i]
-            if ints[r, STATUS] == RUNNING:
-                run_idx[w] = r
-                w += 1
-        m[M_NRUN] = w
+    if any_done:
+        keep_running(rep, meta, ints, run_idx)
     m[M_FREE] = free
     G[G_GAPS] = g
     G[G_UNI] = pos
@@ -342,6 +335,19 @@ def finish_step(rep, cfg, meta, ints, floats, negrates, run_idx, dec_rows, dec_d
     steps[s + 11] = n_drafting if k else 0
     G[G_STEPS] += 1
     return total
+
+
+@njit
+def keep_running(rep, meta, ints, run_idx):
+    """Requests that ended (completed, timed out) leave the running list, the others' order kept."""
+    m = meta[rep]
+    w = 0
+    for i in range(m[M_NRUN]):
+        r = run_idx[i]
+        if ints[r, STATUS] == RUNNING:
+            run_idx[w] = r
+            w += 1
+    m[M_NRUN] = w
 
 
 @njit
