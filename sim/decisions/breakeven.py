@@ -19,7 +19,7 @@ from sim.contracts.errors import SpecplanError
 from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
-from sim.model.acceptance import match_segment
+from sim.model.acceptance_match import match_segment
 
 
 def acceptance_length_alpha(alpha: float, k: int) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
-from sim.model.acceptance import match_segment
+from sim.model.acceptance_match import match_segment
 from sim.model.step_time import ProfileStepTimer, StepShape
 
 

@@ -21,12 +21,8 @@ from sim.contracts.acceptance_trace import (
 )
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile_acceptance import AcceptanceKey, AcceptanceSegment, RequestAcceptance
-from sim.model.acceptance import (
-    AcceptanceModel,
-    SegmentAcceptance,
-    _segment_from_profile,
-    resolve_segment,
-)
+from sim.model.acceptance import AcceptanceModel, SegmentAcceptance, _segment_from_profile
+from sim.model.acceptance_match import resolve_segment
 
 
 def load_trace(path: str, trace_format: str) -> list[TraceRequest]:
