@@ -19,12 +19,12 @@ from dashboard.figure_style import Figure
 from dashboard.files import (
     Roots,
     list_profiles,
-    load_named_profile,
     load_named_scenario,
     named_path,
     parse_profile_upload,
     parse_scenario_upload,
     profile_name_of,
+    upload_label,
 )
 from dashboard.html_report import ReportContent, decision_rows, render_report
 from dashboard.run_cache import RunCache
@@ -36,8 +36,8 @@ from dashboard.view import (
     report_content,
     view_figures,
 )
-from sim.contracts.errors import SpecplanError
-from sim.contracts.profile import Profile
+from sim.contracts.errors import SpecplanError, read_text
+from sim.contracts.profile import Profile, parse_profile_text
 from sim.contracts.scenario import Scenario
 
 UPLOADED = "__upload__"
@@ -63,18 +63,36 @@ def resolve_profile(roots: Roots, value: str | None, uploaded: Mapping[str, Any]
         if not uploaded or "text" not in uploaded:
             raise SpecplanError("no uploaded profile: upload a .json profile or pick one from profiles/")
         text = str(uploaded["text"])
-        return parse_profile_upload(text, str(uploaded.get("name"))), None, _sha(text.encode())
+        label = upload_label(str(uploaded.get("name")), "uploaded.json")
+        key = _sha(text.encode())
+        return _parsed(label, key, lambda: parse_profile_upload(text, str(uploaded.get("name")))), None, key
     name = value or profile_name_of(scenario, roots)
     if name is None:
         raise SpecplanError(
             f"{scenario.origin or scenario.name}: fleet.profile: not a file in profiles/; choose a "
             f"profile (available: {', '.join(list_profiles(roots)) or 'none'}) or upload one")
-    profile = load_named_profile(roots, name)
-    try:
-        key = _sha(named_path(roots.profiles, name, ".json", "profile").read_bytes())
-    except OSError as exc:
-        raise SpecplanError(f"profiles/{name}: cannot read ({exc.strerror})") from None
-    return profile, name, key
+    path = named_path(roots.profiles, name, ".json", "profile")
+    text = read_text(path, "profile")  # size and encoding checked as load_profile does
+    key = _sha(text.encode())
+    return _parsed(str(path), key, lambda: parse_profile_text(text, str(path))), name, key
+
+
+_PARSED: dict[tuple[str, str], Profile] = {}
+_PARSED_KEEP = 8
+
+
+def _parsed(origin: str, key: str, parse: Callable[[], Profile]) -> Profile:
+    """The profile parsed from content ``key`` under ``origin``, parsed once per process: a
+    what-if re-reads the same file, and validating a measured profile is ~40 ms of each
+    redraw (a Profile is frozen, so one object serves every run). The file is still read each
+    time, so an edited file is parsed afresh."""
+    hit = _PARSED.get((origin, key))
+    if hit is None:
+        hit = parse()
+        if len(_PARSED) >= _PARSED_KEEP:
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[(origin, key)] = hit
+    return hit
 
 
 def _sha(data: bytes) -> str:

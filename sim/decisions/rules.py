@@ -75,10 +75,28 @@ def _rates(df: pl.DataFrame) -> list[float | None]:
 
 
 def _at(df: pl.DataFrame, candidate: str, segment: str = "all", rate: float | None = None) -> dict | None:
-    q = df.filter((pl.col("candidate") == candidate) & (pl.col("segment") == segment))
-    if rate is not None and "rate" in df.columns:
-        q = q.filter((pl.col("rate") - rate).abs() <= 1e-9 * max(1.0, abs(rate)))
-    return q.row(0, named=True) if q.height else None
+    """The first row of ``candidate`` and ``segment`` (at ``rate``, within rounding), or None."""
+    rows = _row_index(df).get((candidate, segment), ())
+    if rate is None or "rate" not in df.columns:
+        return rows[0] if rows else None
+    tol = 1e-9 * max(1.0, abs(rate))
+    return next((r for r in rows if r["rate"] is not None and abs(r["rate"] - rate) <= tol), None)
+
+
+_INDEXED: list = [(None, {})]  # (the last frame looked up, its rows by (candidate, segment))
+
+
+def _row_index(df: pl.DataFrame) -> dict[tuple[str, str], list[dict]]:
+    """``df``'s rows grouped by (candidate, segment) in frame order, built once per frame: the
+    rules look a summary up a few hundred times, and a polars filter each time was most of a
+    dashboard redraw's decision table. One tuple swapped whole, so threads never mix frames."""
+    frame, index = _INDEXED[0]
+    if frame is not df:
+        index = {}
+        for row in df.iter_rows(named=True):
+            index.setdefault((row["candidate"], row["segment"]), []).append(row)
+        _INDEXED[0] = (df, index)
+    return index
 
 
 def _num(row: Mapping | None, col: str) -> float:

@@ -34,14 +34,19 @@ from sim.results.verdict import Verdict, verdict
 def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:
     """Per-seed summary rows → one row per (candidate, segment): mean and ``_ci95`` columns."""
     metric_cols = [c for c in mn.METRIC_COLUMNS if c in per_seed.columns]
+    # one conversion of the frame, then groups as row indices in order of first appearance
+    # (a polars partition and select per group cost ~15 ms per dashboard run)
+    values = per_seed.select(metric_cols).to_dict(as_series=False)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, key in enumerate(zip(per_seed[mn.CANDIDATE].to_list(), per_seed[mn.SEGMENT].to_list(), strict=True)):
+        groups.setdefault(key, []).append(i)
     rows = []
-    groups = per_seed.partition_by(mn.CANDIDATE, mn.SEGMENT, as_dict=True, maintain_order=True)
-    for (cand, seg), g in groups.items():  # in order of first appearance
-        row: dict[str, object] = {mn.CANDIDATE: cand, mn.SEGMENT: seg, mn.N_SEEDS: g.height}
+    for (cand, seg), idx in groups.items():
+        row: dict[str, object] = {mn.CANDIDATE: cand, mn.SEGMENT: seg, mn.N_SEEDS: len(idx)}
         cis: dict[str, object] = {}
-        values = g.select(metric_cols).to_dict(as_series=False)
         for col in metric_cols:
-            mean, ci = mean_ci95(values[col])
+            vals = values[col]
+            mean, ci = mean_ci95([vals[i] for i in idx])
             row[col] = mean
             cis[mn.ci_col(col)] = ci
         row.update(cis)

@@ -11,6 +11,7 @@ import pytest
 from sim.results import metric_names as mn
 from sim.results.metrics import (
     good_mask,
+    linear_percentiles,
     measured_window,
     number_in_system_tw,
     summarize,
@@ -194,3 +195,16 @@ def test_aggregate_keeps_candidate_order_and_adds_ci_columns() -> None:
     assert agg[mn.N_SEEDS].to_list() == [2, 2]
     assert agg[mn.COMPLETED].to_list() == [12.0, 12.0]
     assert agg[mn.ci_col(mn.COMPLETED)][0] == pytest.approx(12.7062 * math.sqrt(8) / math.sqrt(2))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "ties", "heavy-tail", "tiny"])
+def test_linear_percentiles_are_numpys_bit_for_bit(kind: str) -> None:
+    """The summary's own percentiles give np.percentile's 'linear' values exactly, at every size
+    from one sample up (a last-bit difference would change golden summaries)."""
+    rng = np.random.default_rng(7)
+    for n in [*range(1, 60), 101, 999, 4096, 50_001]:
+        x = {"uniform": lambda: rng.random(n) * 1000, "ties": lambda: rng.integers(0, 4, n).astype(float),
+             "heavy-tail": lambda: rng.lognormal(0, 3, n), "tiny": lambda: rng.normal(size=n) * 1e-3}[kind]()
+        want = np.percentile(x, [50, 95, 99])
+        got = linear_percentiles(x.copy(), (0.5, 0.95, 0.99))
+        assert [float(w) for w in want] == got, n
