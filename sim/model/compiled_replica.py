@@ -342,19 +342,26 @@ def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledRepli
             for i in range(spec.replicas)]
 
 
-def collect(replicas: list[CompiledReplica], requests: Sequence[Request]) -> tuple[array, array, array, array]:
-    """End of a run: requests written back, the timer's counts added back; returns the flat
-    step rows, the ITL samples (request index, gap) and the replicas' queue logs."""
+def collect(replicas: list[CompiledReplica], requests: Sequence[Request],
+            write_back: bool = True) -> tuple[array, array, array, array, dict[str, np.ndarray] | None]:
+    """End of a run: requests written back (or, without ``write_back``, their records' columns
+    returned), the timer's counts added back; returns the flat step rows, the ITL samples
+    (request index, gap), the replicas' queue logs and those columns."""
     shared = replicas[0].shared
-    shared.arrays.store(requests)
     for rep in replicas:
         rep.mark_routed(requests)
+    columns = None
+    if write_back:
+        shared.arrays.store(requests)
+    else:
+        columns = shared.arrays.record_columns()
+        columns["replica"] = np.fromiter((r.replica for r in requests), np.int64, len(requests))
     if shared.timer is not None:
         shared.timer.unpack()
     qlog = array("d")
     for rep in replicas:
         qlog.extend(rep.queue_log())
-    return (shared.arrays.step_log(), *shared.arrays.gaps(), qlog)
+    return (shared.arrays.step_log(), *shared.arrays.gaps(), qlog, columns)
 
 
 def warm() -> None:

@@ -352,8 +352,9 @@ class Fleet:
         assert proc is not None
         proc.interrupt("restart")
 
-    def run(self, requests: Sequence[Request]) -> FleetRun:
-        """Simulate ``requests`` (sorted by arrival) to the end; every one gets an outcome."""
+    def run(self, requests: Sequence[Request], write_back: bool = True) -> FleetRun:
+        """Simulate ``requests`` (sorted by arrival) to the end; every one gets an outcome, in
+        its object, or (``write_back`` false, compiled engine) in ``FleetRun.columns`` only."""
         spec = self.spec
         if spec.policy.speculates:
             for req in requests:
@@ -393,16 +394,19 @@ class Fleet:
             env.run(until=spec.duration_s)
         end = env.now
         qlog = array("d")
+        columns = None
         if compiled is not None:
-            self.step_rows, self.gap_idx, self.gap_s, qlog = compiled.collect(self.replicas, requests)
+            self.step_rows, self.gap_idx, self.gap_s, qlog, columns = compiled.collect(
+                self.replicas, requests, write_back)
         else:
             for rep in self.replicas:
                 rep.scheduler.sync()
                 qlog.extend(rep.scheduler.queue_log)
-        for req in requests:
-            if req.status != DONE:
-                req.outcome = "unfinished"
-                req.finish_s = None
+        if columns is None:
+            for req in requests:
+                if req.status != DONE:
+                    req.outcome = "unfinished"
+                    req.finish_s = None
         steps = StepLog.from_flat(self.step_rows)
         self.step_rows = array("d")
-        return FleetRun(list(requests), steps, self.gap_idx, self.gap_s, end, qlog)
+        return FleetRun(list(requests), steps, self.gap_idx, self.gap_s, end, qlog, columns)

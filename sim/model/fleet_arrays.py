@@ -1,8 +1,8 @@
 """The requests of one compiled run as arrays, and the logs the kernels append to.
 
 One row per request in ``ints`` and ``floats`` (columns named in ``sim.model.step_kernels``):
-a step reads and writes a request's fields together. ``store`` writes the final state back into
-the ``Request`` objects the record frames are built from.
+a step reads and writes a request's fields together. At the end, ``store`` writes the final state
+back into the ``Request`` objects, or ``record_columns`` hands it to the records as columns.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sim.model.step_plan import Request
 
 _UNIFORM_CHUNK = 4096  # as sim.model.engine._Uniforms: the same stream in the same chunks
 _OUTCOMES = {sk.COMPLETED: "completed", sk.REJECTED: "rejected", sk.TIMED_OUT: "timed_out"}
+_OUTCOME_NAMES = np.array([_OUTCOMES.get(code) for code in range(max(_OUTCOMES) + 1)], dtype=object)
 
 
 class FleetArrays:
@@ -82,6 +83,34 @@ class FleetArrays:
             req.first_token_s = None if first != first else first
             req.scheduled_s = None if sched != sched else sched
             req.finish_s = None if fin != fin else fin
+
+    def record_columns(self) -> dict[str, np.ndarray]:
+        """Every request's final state as the columns of its record (``sim.results.records``),
+        NaN for a time not reached: what ``store`` would write into the objects, without them
+        (a dashboard redraw makes 16 runs; writing ~20 fields per request back cost ~3 ms each).
+        A request not done when the run stopped is ``unfinished`` with no finish time."""
+        ints, floats = self.ints, self.floats
+        status = ints[:, sk.STATUS]
+        ended = status == sk.DONE
+        outcome = _OUTCOME_NAMES[ints[:, sk.OUTCOME]]
+        outcome[~ended] = "unfinished"
+        bursts = ints[:, sk.BURSTS]
+        return {
+            "id": self.ids,
+            "scheduled_s": floats[:, sk.SCHEDULED].copy(),
+            "first_token_s": floats[:, sk.FIRST_TOKEN].copy(),
+            "finish_s": np.where(ended, floats[:, sk.FINISH], np.nan),
+            "prompt_tokens": ints[:, sk.PROMPT].copy(),
+            "output_tokens": ints[:, sk.OUTPUT].copy(),
+            "generated_tokens": ints[:, sk.GENERATED].copy(),
+            "num_bursts": bursts.copy(),
+            "max_pause_s": np.where(bursts > 0, floats[:, sk.MAX_PAUSE], np.nan),
+            "preemptions": ints[:, sk.PREEMPT].copy(),
+            "outcome": outcome,
+            "num_drafts": ints[:, sk.DRAFTS].copy(),
+            "accepted_tokens": ints[:, sk.ACCEPTED].copy(),
+            "num_spec_steps": ints[:, sk.SPEC].copy(),
+        }
 
     def step_log(self) -> array:
         return array("d", self.steps[: int(self.G[sk.G_STEPS]) * sk.ROW].tobytes())

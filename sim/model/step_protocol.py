@@ -189,3 +189,6 @@ class FleetRun:
     """Simulated time the run ended."""
     queue_log: array = field(default_factory=lambda: array("d"))
     """Every replica's (time, +1 | -1) waiting-queue entries and exits, flat."""
+    columns: dict[str, np.ndarray] | None = None
+    """The requests' final state as record columns (``FleetArrays.record_columns``) when the
+    compiled engine ran without writing it back into ``requests``; None: read the objects."""

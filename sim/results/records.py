@@ -65,6 +65,8 @@ _STEP_ARRAYS = [c for c in STEP_SCHEMA if c not in ("candidate", "seed")]
 
 def requests_frame(run: FleetRun, candidate: str, seed: int, warmup_s: float) -> pl.DataFrame:
     """One row per arrival, in arrival order."""
+    if run.columns is not None:
+        return _frame_of_columns(run, candidate, seed, warmup_s)
     reqs = run.requests
     n = len(reqs)
     cols = {
@@ -92,6 +94,29 @@ def requests_frame(run: FleetRun, candidate: str, seed: int, warmup_s: float) ->
     return pl.DataFrame(cols, schema=REQUEST_SCHEMA)
 
 
+def _frame_of_columns(run: FleetRun, candidate: str, seed: int, warmup_s: float) -> pl.DataFrame:
+    """``requests_frame`` from the compiled engine's columns (``FleetRun.columns``, NaN where
+    the objects would hold None): the same frame, without a Python list per field."""
+    cols = run.columns
+    assert cols is not None
+    reqs = run.requests
+    n = len(reqs)
+    arrival = np.fromiter((r.arrival_s for r in reqs), np.float64, n)
+    data: dict[str, object] = {
+        "candidate": pl.repeat(candidate, n, eager=True, dtype=pl.String),
+        "seed": pl.repeat(seed, n, eager=True, dtype=pl.Int64),
+        "segment": [r.segment for r in reqs],
+        "arrival_s": arrival,
+        "in_window": arrival >= warmup_s,
+    }
+    for name, dtype in REQUEST_SCHEMA.items():
+        if name in data:
+            continue
+        v = cols[name]
+        data[name] = pl.Series(name, v, dtype=dtype, nan_to_null=True) if dtype == pl.Float64 else v
+    return pl.DataFrame({c: data[c] for c in REQUEST_SCHEMA}, schema=REQUEST_SCHEMA)
+
+
 def steps_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
     """One row per engine step of every replica, in simulated-time order of step ends."""
     log = run.steps
@@ -110,7 +135,8 @@ def steps_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
 def itl_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
     """One row per burst after a request's first: the gap since its previous burst (ITL)."""
     n = len(run.gap_s)
-    ids = np.fromiter((r.id for r in run.requests), dtype=np.int64, count=len(run.requests))
+    ids = (run.columns["id"] if run.columns is not None
+           else np.fromiter((r.id for r in run.requests), dtype=np.int64, count=len(run.requests)))
     idx = np.frombuffer(run.gap_idx, dtype=np.int64) if n else np.empty(0, dtype=np.int64)
     gaps = np.frombuffer(run.gap_s, dtype=np.float64) if n else np.empty(0, dtype=np.float64)
     return pl.DataFrame(

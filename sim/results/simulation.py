@@ -195,7 +195,7 @@ def simulate_once(
         drain=scenario.run.drain,
         duration_s=scenario.run.duration_s,
     )
-    run = Fleet(spec, timer, draw_rng).run(reqs)
+    run = Fleet(spec, timer, draw_rng).run(reqs, write_back=False)  # records straight from the arrays
     req_df = requests_frame(run, cand.name, seed, scenario.run.warmup_s)
     step_df = steps_frame(run, cand.name, seed)
     itl_df = itl_frame(run, cand.name, seed)

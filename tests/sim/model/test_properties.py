@@ -99,12 +99,12 @@ _PROFILE = synthetic_profile()
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets(), st.floats(0.0, 1.0), st.sampled_from(["shape", "paged", "padded"]),
-       st.one_of(st.none(), st.floats(0.1, 4.0)))
-def test_compiled_and_python_planners_agree(case, proposal, timing, stop_s) -> None:
+       st.one_of(st.none(), st.floats(0.1, 4.0)), st.booleans())
+def test_compiled_and_python_planners_agree(case, proposal, timing, stop_s, write_back) -> None:
     """Same fleet, same requests, same seed: the same request, step and ITL frames and queue
     log, whether the compiled engine prices steps in Python (a plain timer) or compiled (a
     profile's; a lone replica then takes its arrivals in the kernel), drained or stopped at
-    ``stop_s``."""
+    ``stop_s``, its records written back into the requests or read from its arrays."""
     spec, reqs = case
     spec = replace(spec, proposer="ngram" if spec.proposer else None)
     if stop_s is not None:
@@ -118,8 +118,9 @@ def test_compiled_and_python_planners_agree(case, proposal, timing, stop_s) -> N
         fleet = Fleet(spec, timer, np.random.default_rng(0))
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("SPECPLAN_ENGINE", engine)
-            run = fleet.run(run_reqs)
+            run = fleet.run(run_reqs, write_back=write_back or engine == "python")
         assert fleet.engine == ("python" if spec.restart is not None else engine)
+        assert (run.columns is None) == (write_back or fleet.engine == "python")
         frames.append((requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0),
                        itl_frame(run, "c", 0), run.queue_log))
     for a, b in zip(*frames, strict=True):
