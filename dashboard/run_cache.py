@@ -52,10 +52,18 @@ def ipc_bytes(frame: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def pack(result: ScenarioResult, name: str) -> tuple[bytes, bytes, bytes, list[str], list[str]]:
-    """One candidate's share of a result: its frames and the provenance/notes lines about it."""
-    def own(frame: pl.DataFrame) -> bytes:
-        return ipc_bytes(frame.filter(pl.col(mn.CANDIDATE) == name))
+Piece = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, list[str], list[str]]
+"""One candidate's share of a result: its per-seed, requests and steps frames, and the provenance
+and notes lines about it."""
+
+Stored = tuple[bytes, bytes, bytes, list[str], list[str]]
+"""A piece as the cache keeps it (frames as compressed Arrow IPC)."""
+
+
+def piece(result: ScenarioResult, name: str) -> Piece:
+    """Candidate ``name``'s share of ``result``."""
+    def own(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col(mn.CANDIDATE) == name)
 
     others = [c for c in result.candidates if c != name]
     sources = [ln for ln in result.sources if not any(ln.startswith(f"{o}:") for o in others)]
@@ -63,10 +71,21 @@ def pack(result: ScenarioResult, name: str) -> tuple[bytes, bytes, bytes, list[s
     return own(result.per_seed), own(result.requests), own(result.steps), sources, notes
 
 
-def assemble(scenario: Scenario, pieces: Mapping[str, tuple[bytes, bytes, bytes, list[str], list[str]]]) -> ScenarioResult:
-    """A result from every candidate's piece, baseline first (as ``run_scenario`` orders them)."""
+def encode(p: Piece) -> Stored:
+    return ipc_bytes(p[0]), ipc_bytes(p[1]), ipc_bytes(p[2]), p[3], p[4]
+
+
+def decode(stored: Stored) -> Piece:
+    frames = [pl.read_ipc(io.BytesIO(b)) for b in stored[:3]]
+    return frames[0], frames[1], frames[2], list(stored[3]), list(stored[4])
+
+
+def assemble(scenario: Scenario, pieces: Mapping[str, Piece]) -> ScenarioResult:
+    """A result from every candidate's piece, baseline first (as ``run_scenario`` orders them).
+    Fresh pieces come in as frames, stored ones decoded: a run just simulated is not read back
+    from its bytes (~3 ms a frame)."""
     names = [c.name for c in sorted(scenario.candidates, key=lambda c: not c.is_baseline)]
-    per_seed, requests, steps = ([pl.read_ipc(io.BytesIO(pieces[n][i])) for n in names] for i in range(3))
+    per_seed, requests, steps = ([pieces[n][i] for n in names] for i in range(3))
     per_seed_df = pl.concat(per_seed, how="vertical")
     return ScenarioResult(
         scenario=scenario, summary=aggregate(per_seed_df), per_seed=per_seed_df,

@@ -28,7 +28,7 @@ from dashboard.chart_frames import (
 from dashboard.colors import candidate_colors
 from dashboard.figure_style import Figure
 from dashboard.html_report import ReportContent
-from dashboard.run_cache import RunCache, assemble, pack, run_keys
+from dashboard.run_cache import RunCache, assemble, decode, encode, piece, run_keys
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
@@ -153,11 +153,11 @@ def compute_view(
             assert fresh is not None
             results[f] = (s, fresh)
             continue
-        pieces = dict(hits)
+        pieces = {n: decode(v) for n, v in hits.items()}
         for name in missing:
             assert fresh is not None
-            pieces[name] = pack(fresh, name)
-            cache[keys[name]] = pieces[name]
+            pieces[name] = piece(fresh, name)
+            cache[keys[name]] = encode(pieces[name])
         results[f] = (s, assemble(s, pieces))
     t_sim = time.perf_counter() - t0
     base_s, base = results[1.0]
