@@ -63,6 +63,11 @@ ITL_SCHEMA: dict[str, pl.DataType] = {
 _STEP_ARRAYS = [c for c in STEP_SCHEMA if c not in ("candidate", "seed")]
 
 
+def constant(name: str, value: object, dtype: pl.DataType, n: int) -> pl.Series:
+    """``n`` copies of ``value``, without a query (``pl.repeat`` runs one: ~0.15 ms, six per run)."""
+    return pl.Series(name, [value], dtype=dtype).new_from_index(0, n)
+
+
 def requests_frame(run: FleetRun, candidate: str, seed: int, warmup_s: float) -> pl.DataFrame:
     """One row per arrival, in arrival order."""
     if run.columns is not None:
@@ -103,8 +108,8 @@ def _frame_of_columns(run: FleetRun, candidate: str, seed: int, warmup_s: float)
     n = len(reqs)
     arrival = np.fromiter((r.arrival_s for r in reqs), np.float64, n)
     data: dict[str, object] = {
-        "candidate": pl.repeat(candidate, n, eager=True, dtype=pl.String),
-        "seed": pl.repeat(seed, n, eager=True, dtype=pl.Int64),
+        "candidate": constant("candidate", candidate, pl.String, n),
+        "seed": constant("seed", seed, pl.Int64, n),
         "segment": [r.segment for r in reqs],
         "arrival_s": arrival,
         "in_window": arrival >= warmup_s,
@@ -122,8 +127,8 @@ def steps_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
     log = run.steps
     n = len(log)
     data: dict[str, object] = {
-        "candidate": pl.repeat(candidate, n, eager=True, dtype=pl.String),
-        "seed": pl.repeat(seed, n, eager=True, dtype=pl.Int64),
+        "candidate": constant("candidate", candidate, pl.String, n),
+        "seed": constant("seed", seed, pl.Int64, n),
     }
     for name in _STEP_ARRAYS:
         arr = getattr(log, name)
@@ -141,8 +146,8 @@ def itl_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
     gaps = np.frombuffer(run.gap_s, dtype=np.float64) if n else np.empty(0, dtype=np.float64)
     return pl.DataFrame(
         {
-            "candidate": pl.repeat(candidate, n, eager=True, dtype=pl.String),
-            "seed": pl.repeat(seed, n, eager=True, dtype=pl.Int64),
+            "candidate": constant("candidate", candidate, pl.String, n),
+            "seed": constant("seed", seed, pl.Int64, n),
             "id": ids[idx],
             "gap_s": gaps,
         },
