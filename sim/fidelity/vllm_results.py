@@ -76,6 +76,12 @@ class VllmBenchResult:
             raise SpecplanError(f"{self.source}: request_rate: must be > 0 or \"inf\", got {self.request_rate}")
         if not (self.burstiness > 0):
             raise SpecplanError(f"{self.source}: burstiness: must be > 0, got {self.burstiness}")
+        rate, b = self.request_rate, self.burstiness
+        if math.isfinite(rate) and not (math.isfinite(1.0 / (rate * b)) and math.isfinite(n / rate)):
+            raise SpecplanError(
+                f"{self.source}: request_rate {rate:g} with burstiness {b:g} and {n} requests: send "
+                "times beyond floating point (the mean gap 1/(rate*burstiness) or the schedule "
+                "n/rate overflows); valid: a rate of requests per second vLLM could have sent at")
 
     @property
     def num_requests(self) -> int:

@@ -106,6 +106,8 @@ def test_arrivals_follow_vllm_normalisation():
         ({"request_rate": "fast"}, "request_rate: expected a number"),
         ({"itls": [[0.1], [-1.0], []]}, "itls[1][0]"),
         ({"input_lens": [1, 2.5, 3]}, "input_lens[1]"),
+        ({"request_rate": 1e-310}, "send times beyond floating point"),
+        ({"request_rate": 1e-300, "burstiness": 1e-10}, "burstiness 1e-10 and 3 requests"),
     ],
 )
 def test_bad_fields_name_the_field(tmp_path, over, needle):
