@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from sim.contracts.errors import SpecplanError
+from sim.decisions.summary_rows import ci_of, load_rates, row_at, value_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,55 +69,12 @@ def _need(df: pl.DataFrame, cols: Sequence[str], rule: str) -> bool:
     return all(c in df.columns for c in cols)
 
 
-def _rates(df: pl.DataFrame) -> list[float | None]:
-    if "rate" not in df.columns:
-        return [None]
-    return sorted({float(r) for r in df["rate"].to_list() if r is not None})
-
-
-def _at(df: pl.DataFrame, candidate: str, segment: str = "all", rate: float | None = None) -> dict | None:
-    """The first row of ``candidate`` and ``segment`` (at ``rate``, within rounding), or None."""
-    rows = _row_index(df).get((candidate, segment), ())
-    if rate is None or "rate" not in df.columns:
-        return rows[0] if rows else None
-    tol = 1e-9 * max(1.0, abs(rate))
-    return next((r for r in rows if r["rate"] is not None and abs(r["rate"] - rate) <= tol), None)
-
-
-_INDEXED: list = [(None, {})]  # (the last frame looked up, its rows by (candidate, segment))
-
-
-def _row_index(df: pl.DataFrame) -> dict[tuple[str, str], list[dict]]:
-    """``df``'s rows grouped by (candidate, segment) in frame order, built once per frame: the
-    rules look a summary up a few hundred times, and a polars filter each time was most of a
-    dashboard redraw's decision table. One tuple swapped whole, so threads never mix frames."""
-    frame, index = _INDEXED[0]
-    if frame is not df:
-        index = {}
-        for row in df.iter_rows(named=True):
-            index.setdefault((row["candidate"], row["segment"]), []).append(row)
-        _INDEXED[0] = (df, index)
-    return index
-
-
-def _num(row: Mapping | None, col: str) -> float:
-    if row is None:
-        return math.nan
-    v = row.get(col)
-    return float(v) if v is not None else math.nan
-
-
 def _load_label(rate: float | None) -> str:
     return "scenario load" if rate is None else f"{rate:.3g} req/s per replica"
 
 
 def _speculative(df: pl.DataFrame, baseline: str) -> list[str]:
     return [c for c in dict.fromkeys(df["candidate"].to_list()) if c != baseline]
-
-
-def _ci(row: Mapping | None, col: str) -> float:
-    v = _num(row, f"{col}_ci95")
-    return 0.0 if math.isnan(v) else v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,22 +88,22 @@ def rule_canary(df: pl.DataFrame, baseline: str, th: Thresholds) -> list[Decisio
     if not _need(df, cols, "canary"):
         return []
     out = []
-    rates = _rates(df)
+    rates = load_rates(df)
     for cand in _speculative(df, baseline):
         per = []
         for r in rates:
-            b, c = _at(df, baseline, rate=r), _at(df, cand, rate=r)
+            b, c = row_at(df, baseline, rate=r), row_at(df, cand, rate=r)
             if b is None or c is None:
                 break
-            gain = 1 - _num(c, "tpot_ms_mean") / _num(b, "tpot_ms_mean")
-            gp_b, gp_c = _num(b, "request_goodput"), _num(c, "request_goodput")
-            wait = (_num(c, "ttft_ms_p95") / _num(b, "ttft_ms_p95") - 1
+            gain = 1 - value_of(c, "tpot_ms_mean") / value_of(b, "tpot_ms_mean")
+            gp_b, gp_c = value_of(b, "request_goodput"), value_of(c, "request_goodput")
+            wait = (value_of(c, "ttft_ms_p95") / value_of(b, "ttft_ms_p95") - 1
                     if "ttft_ms_p95" in df.columns else 0.0)
             ok = (gain >= th.min_decode_gain
-                  and gp_c + _ci(c, "request_goodput") >= gp_b * (1 - th.goodput_tolerance)
-                  and _num(c, "slo_attainment") >= th.min_slo_attainment
+                  and gp_c + ci_of(c, "request_goodput") >= gp_b * (1 - th.goodput_tolerance)
+                  and value_of(c, "slo_attainment") >= th.min_slo_attainment
                   and not wait > th.waiting_tolerance)  # more waiting at some load: restrict-load
-            per.append((r, ok, gain, gp_b, gp_c, _num(c, "slo_attainment")))
+            per.append((r, ok, gain, gp_b, gp_c, value_of(c, "slo_attainment")))
         if len(per) != len(rates) or not all(p[1] for p in per):
             continue
         worst = min(per, key=lambda p: p[2])
@@ -172,21 +130,21 @@ def rule_cheaper(df: pl.DataFrame, baseline: str, th: Thresholds,
     cols = ("mean_acceptance_length", "cost_per_good_answer_usd")
     if not _need(df, cols, "cheaper"):
         return []
-    rate = rate if rate is not None else _rates(df)[-1]
-    rows = {c: _at(df, c, rate=rate) for c in dict.fromkeys(df["candidate"].to_list())}
+    rate = rate if rate is not None else load_rates(df)[-1]
+    rows = {c: row_at(df, c, rate=rate) for c in dict.fromkeys(df["candidate"].to_list())}
     rows = {c: r for c, r in rows.items() if r is not None}
     out = []
     for cand in _speculative(df, baseline):
         r = rows.get(cand)
         if r is None:
             continue
-        acc, cost = _num(r, "mean_acceptance_length"), _num(r, "cost_per_good_answer_usd")
+        acc, cost = value_of(r, "mean_acceptance_length"), value_of(r, "cost_per_good_answer_usd")
         alts = []
         for other, o in rows.items():
             if other == cand:
                 continue
-            o_acc = 1.0 if other == baseline else _num(o, "mean_acceptance_length")
-            o_cost = _num(o, "cost_per_good_answer_usd")
+            o_acc = 1.0 if other == baseline else value_of(o, "mean_acceptance_length")
+            o_cost = value_of(o, "cost_per_good_answer_usd")
             if o_acc < acc and o_cost * (1 + th.cost_tolerance) < cost:
                 alts.append((o_cost, other, o_acc))
         if not alts or math.isnan(cost):
@@ -216,21 +174,21 @@ def rule_restrict_load(df: pl.DataFrame, baseline: str, th: Thresholds,
     waiting at the top load level is a thing to watch, not a reason to drop it.
     """
     cols = ("tpot_ms_mean", "ttft_ms_p95")
-    rates = _rates(df)
+    rates = load_rates(df)
     if not _need(df, cols, "restrict") or len(rates) < 2 or rates[0] is None:
         return []
     out = []
     for cand in _speculative(df, baseline):
         levels = []
         for r in rates:
-            b, c = _at(df, baseline, rate=r), _at(df, cand, rate=r)
+            b, c = row_at(df, baseline, rate=r), row_at(df, cand, rate=r)
             if b is None or c is None:
                 continue
-            gain = 1 - _num(c, "tpot_ms_mean") / _num(b, "tpot_ms_mean")
-            wait = _num(c, "ttft_ms_p95") / _num(b, "ttft_ms_p95") - 1
+            gain = 1 - value_of(c, "tpot_ms_mean") / value_of(b, "tpot_ms_mean")
+            wait = value_of(c, "ttft_ms_p95") / value_of(b, "ttft_ms_p95") - 1
             worse_gp = False
             if "request_goodput" in df.columns:
-                worse_gp = _num(c, "request_goodput") < _num(b, "request_goodput") * (1 - th.goodput_tolerance)
+                worse_gp = value_of(c, "request_goodput") < value_of(b, "request_goodput") * (1 - th.goodput_tolerance)
             levels.append((r, gain, wait, worse_gp))
         if len(levels) < 2:
             continue
@@ -278,27 +236,27 @@ def rule_segment_baseline(df: pl.DataFrame, baseline: str, th: Thresholds,
     candidate, listing each segment with its numbers)."""
     if not _need(df, ("mean_acceptance_length",), "segment"):
         return []
-    rate = rate if rate is not None else _rates(df)[-1]
+    rate = rate if rate is not None else load_rates(df)[-1]
     segs = [s for s in dict.fromkeys(df["segment"].to_list()) if s != "all"]
     out = []
     for cand in _speculative(df, baseline):
         k = (ks or {}).get(cand)
         if k is None and "k" in df.columns:
-            row = _at(df, cand, rate=rate)
+            row = row_at(df, cand, rate=rate)
             k = int(row["k"]) if row is not None and row.get("k") is not None else None
         if not k:
             continue
         bad: list[tuple[str, float, float, float]] = []
         for seg in segs:
-            c = _at(df, cand, seg, rate)
+            c = row_at(df, cand, seg, rate)
             if c is None:
                 continue
-            mal = _num(c, "mean_acceptance_length")
+            mal = value_of(c, "mean_acceptance_length")
             acc_rate = (mal - 1) / k
             if not acc_rate < th.min_acceptance_rate:
                 continue
-            b = _at(df, baseline, seg, rate)
-            tpot_ratio = (_num(c, "tpot_ms_mean") / _num(b, "tpot_ms_mean")
+            b = row_at(df, baseline, seg, rate)
+            tpot_ratio = (value_of(c, "tpot_ms_mean") / value_of(b, "tpot_ms_mean")
                           if "tpot_ms_mean" in df.columns else math.nan)
             if tpot_ratio < 1 - th.min_decode_gain:
                 continue  # rejections are many, but speculation still decodes this segment faster
@@ -329,11 +287,11 @@ def rule_ttft_dominates(df: pl.DataFrame, baseline: str, th: Thresholds,
     """TTFT is most of the end-to-end latency → work on prefill/queueing, not speculation."""
     if not _need(df, ("ttft_ms_mean", "e2el_ms_mean"), "ttft"):
         return []
-    rate = rate if rate is not None else _rates(df)[-1]
+    rate = rate if rate is not None else load_rates(df)[-1]
     out = []
     for seg in dict.fromkeys(df["segment"].to_list()):
-        b = _at(df, baseline, seg, rate)
-        ttft, e2el = _num(b, "ttft_ms_mean"), _num(b, "e2el_ms_mean")
+        b = row_at(df, baseline, seg, rate)
+        ttft, e2el = value_of(b, "ttft_ms_mean"), value_of(b, "e2el_ms_mean")
         if not (e2el > 0) or not ttft / e2el >= th.ttft_share:
             continue
         share = ttft / e2el
