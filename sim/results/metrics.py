@@ -106,8 +106,8 @@ def _stats(values: np.ndarray) -> dict[str, float | None]:
         return {"mean": None, "median": None, "p95": None, "p99": None, "max": None}
     mean = float(values.mean())
     top = float(values.max())
-    q = linear_percentiles(values, (0.5, 0.95, 0.99))
-    return {"mean": mean, "median": q[0], "p95": q[1], "p99": q[2], "max": top}
+    q = linear_percentiles(values, tuple(_QUANTILES.values()))
+    return {"mean": mean, **dict(zip(_QUANTILES, q, strict=True)), "max": top}
 
 
 def linear_percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
