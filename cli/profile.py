@@ -17,7 +17,6 @@ The CLI parses and calls the library; every user error is a SpecplanError (one l
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m = parser.add_argument_group("measure (run) and estimate")
     m.add_argument("--target", help="smollm2 | FILE.gguf | MODEL_DIR | org/name (cached) | config:NAME | config:FILE.json")
     m.add_argument("--proposer", action="append", default=[], metavar="P",
-                   help="ngram[:MIN-MAX] | selfdraft:LAYERS | draft:MODEL_SPEC (repeatable)")
-    m.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (estimate: bf16 default)")
+                   help="ngram[:MIN-MAX] | selfdraft:LAYERS | draft:MODEL_SPEC (repeatable); estimate: "
+                        "ngram | suffix | eagle | eagle3 | mtp | selfdraft:L")
+    m.add_argument("--dtype", default="auto",
+                   help="weights: auto | float32 | bfloat16 | float16; estimate and import-aiconfigurator also "
+                        "fp8 | fp4 (auto: bf16, or the checkpoint's own for an import)")
+    m.add_argument("--kv-cache-dtype", default="auto",
+                   help="estimate and import-aiconfigurator: KV cache values auto | bf16 | fp8 (vLLM's "
+                        "kv_cache_dtype; fp8 halves KV bytes per token)")
     m.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     m.add_argument("--quick", action="store_true", help="small grids and few prompts: a useful profile in minutes")
     m.add_argument("--resume", action="store_true", help="reuse points checkpointed in OUT.partial.jsonl")
@@ -72,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--acceptance", metavar="FILE", help="profile (or acceptance file) whose acceptance is taken")
     g.add_argument("--acceptance-proposer", action="append", default=[], metavar="NAME",
                    help="only these proposers' acceptance (repeatable; default all)")
+    g.add_argument("--accept-mismatch", metavar="REASON",
+                   help="merge although target or draft identities differ; REASON is recorded in provenance")
 
     i = parser.add_argument_group("import-vllm / published")
     i.add_argument("--metrics", help="FILE or http://HOST:PORT/metrics of a running vLLM")
@@ -138,10 +145,12 @@ def run(args: argparse.Namespace) -> int:
         return _run_merge(args)
     if action == "padded-batch":
         return _run_padded_batch(args)
-    return _run_acceptance_source(args)
+    from cli.profile_acceptance import run_acceptance_source
+
+    return run_acceptance_source(args, command_of(args))
 
 
-def _floats(text: str, flag: str) -> tuple[float, ...]:
+def floats(text: str, flag: str) -> tuple[float, ...]:
     try:
         vals = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -169,6 +178,9 @@ def _run_measure(args: argparse.Namespace) -> int:
 
     if not args.target:
         raise SpecplanError("profile: --target SPEC is required (e.g. --target smollm2)")
+    if args.kv_cache_dtype != "auto":
+        raise SpecplanError(f"--kv-cache-dtype {args.kv_cache_dtype}: measuring keeps the KV cache in the model's "
+                            "dtype (valid here: auto; fp8 KV: profile estimate or import-aiconfigurator)")
     check_writable(args.out)
     _set_threads(args.threads)
     if args.prompts:  # a bad prompt file fails now, not after minutes of timing
@@ -188,7 +200,7 @@ def _run_measure(args: argparse.Namespace) -> int:
         quick=args.quick,
         resume=args.resume,
         prompts=args.prompts,
-        temperatures=_floats(args.temperatures, "--temperatures"),
+        temperatures=floats(args.temperatures, "--temperatures"),
         k_max=args.k_max,
         name=args.name,
         seed=args.seed,
@@ -245,7 +257,8 @@ def _run_estimate(args: argparse.Namespace) -> int:
     tp = args.tensor_parallel_size if args.tensor_parallel_size is not None else getattr(args, "tp", 1)
     profile = estimate_from_specs(gpu=args.gpu, target=args.target, proposer_models=args.proposer_model,
                                   proposers=args.proposer, dtype=args.dtype, k_max=args.k_max, eff=eff,
-                                  tensor_parallel_size=tp, command=command_of(args), name=args.name)
+                                  tensor_parallel_size=tp, command=command_of(args), name=args.name,
+                                  kv_cache_dtype=args.kv_cache_dtype)
     write_profile(args.out, profile)
     _summary(profile, args.out)
     return 0
@@ -281,113 +294,13 @@ def _run_merge(args: argparse.Namespace) -> int:
         raise SpecplanError("profile merge: --timing PROFILE and --acceptance FILE are required")
     check_writable(args.out)
     base = read_profile_dict(args.timing)
-    other = _read_acceptance_source(args.acceptance)
+    from cli.profile_acceptance import read_acceptance_source
+
+    other = read_acceptance_source(args.acceptance)
     merged = merge(base, other, proposers=args.acceptance_proposer or None, name=args.name,
-                   timing_origin=args.timing, acceptance_origin=args.acceptance)
+                   timing_origin=args.timing, acceptance_origin=args.acceptance,
+                   accept_mismatch=args.accept_mismatch)
     write_profile(args.out, merged)
     print(f"wrote {args.out}: timing+memory from {args.timing}, acceptance of "
           f"{', '.join(args.acceptance_proposer or list(other.get('acceptance', {})))} from {args.acceptance}")
-    return 0
-
-
-ACCEPTANCE_FILE = "specplan.acceptance"
-
-
-def _read_acceptance_source(path: str) -> dict[str, Any]:
-    """A full profile, or an acceptance file written by import-vllm / published."""
-    from profiler.profile_io import read_profile_dict
-
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecplanError(f"{path}: no such file") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecplanError(f"{path}: not readable JSON ({exc})") from None
-    if isinstance(data, dict) and data.get("schema") == ACCEPTANCE_FILE:
-        for key in ("proposers", "acceptance"):
-            if not isinstance(data.get(key), dict):
-                raise SpecplanError(f"{path}: {key}: expected an object")
-        # shaped like a profile for merge(): proposers + acceptance, no target to compare
-        return {"name": data.get("name", Path(path).stem), "target": None, **data}
-    return read_profile_dict(path)
-
-
-def _segment_key(text: str) -> dict[str, Any]:
-    parts = text.split(":")
-    if len(parts) != 3 or not parts[0] or not parts[1]:
-        raise SpecplanError(f"--segment {text!r}: expected TASK:LANG:TEMPERATURE, e.g. chat:en:0.7")
-    try:
-        temp = float(parts[2])
-    except ValueError:
-        raise SpecplanError(f"--segment {text!r}: temperature {parts[2]!r} is not a number") from None
-    if temp < 0:
-        raise SpecplanError(f"--segment {text!r}: temperature must be >= 0")
-    return {"task": parts[0], "language": parts[1], "temperature": temp}
-
-
-def _run_acceptance_source(args: argparse.Namespace) -> int:
-    """import-vllm / published: build one acceptance entry with P2's modules, then write it."""
-    from profiler.profile_io import check_writable
-
-    if not args.proposer_name and args.proposer:
-        args.proposer_name = args.proposer[-1]
-    if not args.proposer_name:
-        raise SpecplanError(f"profile {args.action}: --proposer-name NAME is required (the proposer it measures)")
-    if len(args.segment) != 1:
-        raise SpecplanError(f"profile {args.action}: give exactly one --segment TASK:LANG:TEMP")
-    segment = _segment_key(args.segment[0])
-    check_writable(args.out)
-    if args.action == "import-vllm" and args.log:
-        from profiler.vllm_log import entry_from_log
-
-        entry = entry_from_log(args.log, task=segment["task"], language=segment["language"],
-                               temperature=segment["temperature"], command=command_of(args))
-        ident = {"kind": args.proposer_kind or "draft_model"}
-    elif args.action == "import-vllm":
-        if not args.metrics:
-            raise SpecplanError("profile import-vllm: --metrics FILE_OR_URL (or --log FILE) is required")
-        from profiler import vllm_import
-
-        entry = vllm_import.import_vllm_metrics(
-            args.metrics, baseline=args.baseline, model_name=args.model_name, task=segment["task"],
-            language=segment["language"], temperature=segment["temperature"], command=command_of(args),
-        )
-        ident = {"kind": args.proposer_kind or "draft_model"}
-    else:
-        if not args.rates or not args.citation:
-            raise SpecplanError("profile published: --rates R1,R2,... and --citation TEXT are required")
-        from profiler import published
-
-        entry = published.published_entry(
-            _floats(args.rates, "--rates"), citation=args.citation, kind=args.rate_kind,
-            k_max=args.k_max if args.rate_kind == "alpha" else None, segment=segment,
-            command=command_of(args),
-        )
-        ident = {"kind": args.proposer_kind or "draft_model"}
-    return _write_acceptance(args, entry, ident)
-
-
-def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: dict[str, Any]) -> int:
-    from profiler.profile_io import read_profile_dict, safe_name, write_json_atomic, write_profile
-
-    name = args.proposer_name
-    if safe_name(name) != name:
-        raise SpecplanError(f"--proposer-name {name!r}: use only letters, digits, '.', '_' and '-'")
-    if args.profile:
-        base = read_profile_dict(args.profile)
-        if name not in base["proposers"]:
-            raise SpecplanError(f"{args.profile}: proposers: no {name!r} (has: {', '.join(base['proposers']) or 'none'})")
-        base.setdefault("acceptance", {})[name] = entry
-        write_profile(args.out, base)
-        print(f"wrote {args.out}: {args.profile} with {args.action} acceptance for {name}")
-        return 0
-    from sim.contracts.profile_identity import PROPOSER_KINDS
-
-    if ident["kind"] not in PROPOSER_KINDS:
-        raise SpecplanError(f"--proposer-kind {ident['kind']!r}: expected one of {', '.join(PROPOSER_KINDS)}")
-    doc = {"schema": ACCEPTANCE_FILE, "name": safe_name(f"{name}-{args.action}"),
-           "proposers": {name: ident}, "acceptance": {name: entry}}
-    write_json_atomic(args.out, doc)
-    print(f"wrote {args.out}: {args.action} acceptance for {name}; attach it with "
-          f"`specplan profile merge --timing PROFILE --acceptance {args.out} -o OUT.json`")
     return 0

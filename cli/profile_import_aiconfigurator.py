@@ -18,8 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a.add_argument("--backend", default="vllm", help="vllm | sglang | trtllm (default vllm)")
     a.add_argument("--backend-version", help="database version of the backend (default: the database's current)")
     a.add_argument("--draft", action="append", default=[], metavar="D",
-                   help="a draft model id (e.g. meta-llama/Llama-3.2-1B) | eagle3 | mtp | none (repeatable)")
+                   help="vLLM method: eagle | eagle3 | mtp | ngram | suffix | none, or a draft model id "
+                        "(e.g. meta-llama/Llama-3.2-1B; --target list prints them) (repeatable)")
     a.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica (default 1)")
+    a.add_argument("--ep", type=int, default=1,
+                   help="MoE: expert-parallel GPUs among the --tp ones (experts TP = tp/ep; default 1: experts "
+                        "tensor-parallel; --ep TP is vLLM's --enable-expert-parallel)")
+    a.add_argument("--assume-proposal-rate", action="append", default=[], metavar="P=RATE",
+                   help="ngram/suffix: fraction of steps with a proposal for P's assumed acceptance (repeatable)")
     a.add_argument("--assume-acceptance", action="append", default=[], metavar="P=r1,r2,...",
                    help="write an acceptance entry for proposer P with these per-position survival rates, "
                         "method 'assumed' (segment chat:any:0); repeatable")
@@ -44,10 +50,13 @@ def run(args: argparse.Namespace, command: str) -> int:
     from profiler.profile_io import check_writable, write_profile
 
     check_writable(args.out)
-    dtype = "bf16" if args.dtype == "auto" else args.dtype
     req = ImportRequest(system=args.system, backend=args.backend, target=args.target, drafts=tuple(args.draft),
-                        backend_version=args.backend_version, tp=args.tp, dtype=dtype, command=command,
-                        assumed_acceptance=_rates(args.assume_acceptance), **_overheads(args))
+                        backend_version=args.backend_version, tp=args.tp, dtype=args.dtype, command=command,
+                        assumed_acceptance=_rates(args.assume_acceptance), ep=args.ep,
+                        kv_dtype=getattr(args, "kv_cache_dtype", "auto"),
+                        assumed_proposal_rate={k: v[0] for k, v in _rates(args.assume_proposal_rate,
+                                                                          "--assume-proposal-rate").items()},
+                        **_overheads(args))
     t0 = time.perf_counter()
     profile = build_profile(req)
     if args.name:
@@ -69,16 +78,16 @@ def _overheads(args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
-def _rates(items: list[str]) -> dict[str, tuple[float, ...]]:
+def _rates(items: list[str], flag: str = "--assume-acceptance") -> dict[str, tuple[float, ...]]:
     out: dict[str, tuple[float, ...]] = {}
     for item in items:
         name, _, text = item.partition("=")
         try:
             out[name] = tuple(float(x) for x in text.split(",") if x.strip())
         except ValueError:
-            raise SpecplanError(f"--assume-acceptance {item!r}: expected NAME=r1,r2,... (numbers)") from None
-        if not name or not out[name]:
-            raise SpecplanError(f"--assume-acceptance {item!r}: expected NAME=r1,r2,...")
+            raise SpecplanError(f"{flag} {item!r}: expected NAME=r1,r2,... (numbers)") from None
+        if not name or not out[name] or (flag != "--assume-acceptance" and len(out[name]) != 1):
+            raise SpecplanError(f"{flag} {item!r}: expected NAME=" + ("r1,r2,..." if flag == "--assume-acceptance" else "RATE"))
     return out
 
 
@@ -88,11 +97,16 @@ def _print_summary(p: dict[str, Any], out: str, wall_s: float) -> None:
     c = ctx.index(1024) if 1024 in ctx else 0
     t1 = tf["median"][0][0][c]
     print(f"wrote {out}: {p['name']} in {wall_s:.1f} s")
-    print(f"  decode step T(batch=1, context={ctx[c]}) = {t1 * 1e3:.2f} ms [imported], "
+    b64 = tf["axes"]["batch"].index(64) if 64 in tf["axes"]["batch"] else -1
+    print(f"  decode step T(batch=1, context={ctx[c]}) = {t1 * 1e3:.2f} ms, T(batch={tf['axes']['batch'][b64]}) = "
+          f"{tf['median'][b64][0][c] * 1e3:.2f} ms [imported], "
           f"+ {p['timing']['step_overhead']['seconds'] * 1e3:.2f} ms per step [assumed]; steps fused")
     mem = p["memory"]
     print(f"  replica: {mem['provenance']['device']['count']} GPU(s), weights {mem['target_weight_bytes'] / 2**30:.1f} GiB, "
           f"KV {mem['target_kv_bytes_per_token']} B/token, {mem['kv_capacity'][0]['kv_tokens']} KV tokens at 0.9 [imported]")
-    for name in p["proposers"]:
-        d = p["timing"]["proposers"][name]["draft"]
-        print(f"  proposer {name}: D(batch=1, k=3, context={ctx[c]}) = {d['median'][0][2][c] * 1e3:.2f} ms [imported + modelled]")
+    for name, ident in p["proposers"].items():
+        pt = p["timing"]["proposers"][name]
+        d, h = pt["draft"], pt["overhead"]
+        print(f"  proposer {name} ({ident['kind']}): D(batch=1, k=3, context={ctx[c]}) = {d['median'][0][2][c] * 1e3:.2f} ms, "
+              f"batch {tf['axes']['batch'][b64]}: {d['median'][b64][2][c] * 1e3:.2f} ms [imported + modelled]; host "
+              f"H(k=3) = {h['median'][0][2] * 1e3:.3f} / {h['median'][b64][2] * 1e3:.3f} ms [assumed]")

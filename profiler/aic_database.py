@@ -162,61 +162,119 @@ class Engine:
         return float(self.handle.mixed_step_latency(prefill_tokens, decode_rows, isl, 2, 0))
 
 
-def compile_engine(model: str, system: str, backend: str, version: str, tp: int) -> Engine:
-    """Compile ``model`` (an id or config dict) for the database; one line on bad TP or model."""
-    require_package()
-    from aiconfigurator_core.sdk.engine import EngineHandle
+@dataclass(frozen=True)
+class Layout:
+    """How a replica runs a model: attention TP width, the experts' TP x EP split, and the
+    package's quant modes (None: what the checkpoint's config says)."""
 
-    cfg = model_config(model)
+    tp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+    gemm: str | None = None
+    moe: str | None = None
+    kv: str | None = None
+
+    def kwargs(self, experts: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"tp_size": self.tp}
+        if experts:
+            out.update(moe_tp_size=self.moe_tp, moe_ep_size=self.moe_ep)
+        for key, val in (("gemm_quant_mode", self.gemm), ("moe_quant_mode", self.moe if experts else None),
+                         ("kvcache_quant_mode", self.kv)):
+            if val is not None:
+                out[key] = val
+        return out
+
+
+def num_experts(cfg: dict[str, Any]) -> int:
+    """Routed experts of a config (0: dense)."""
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if isinstance(text.get(key), int) and text[key] > 1:
+            return int(text[key])
+    return 0
+
+
+def check_layout(model: str, cfg: dict[str, Any], layout: Layout) -> None:
+    """Attention heads and experts divide as the package requires; one line naming valid values."""
     heads, kv = int(cfg.get("num_attention_heads", 0)), int(cfg.get("num_key_value_heads", 0) or 0)
+    tp = layout.tp
     if tp < 1 or (heads and heads % tp):
         raise SpecplanError(f"--tp {tp}: {model} has {heads} attention heads; TP must divide them (valid: "
                             f"{', '.join(str(t) for t in (1, 2, 4, 8) if heads % t == 0)})")
     if kv and tp > kv and tp % kv:
         raise SpecplanError(f"--tp {tp}: {model} has {kv} KV heads; TP must divide or be a multiple of them")
+    experts = num_experts(cfg)
+    ep = layout.moe_ep
+    if not experts and ep != 1:
+        raise SpecplanError(f"--ep {ep}: {model} is a dense model with no experts (valid: --ep 1)")
+    if experts and (ep < 1 or tp % ep or experts % ep or layout.moe_tp * ep != tp):
+        valid = [e for e in range(1, tp + 1) if tp % e == 0 and experts % e == 0]
+        raise SpecplanError(f"--ep {ep}: {model} has {experts} experts on --tp {tp} GPUs; expert parallelism must "
+                            f"divide both (the experts' TP x EP = {tp}; valid: --ep {', '.join(map(str, valid))})")
+
+
+def _model_path(model: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
+    """A path the package can read: its own cached id, or a temporary folder with config.json."""
     mid = ALIASES.get(model, model)
-    tmp = None
     if mid in EXTRA_CONFIGS or mid not in cached_models():
         tmp = tempfile.TemporaryDirectory()
-        Path(tmp.name, "config.json").write_text(json.dumps(cfg))
-        path = tmp.name
-    else:
-        path = mid
+        Path(tmp.name, "config.json").write_text(json.dumps(model_config(model)))
+        return tmp.name, tmp
+    return mid, None
+
+
+def compile_engine(model: str, system: str, backend: str, version: str, layout: Layout) -> Engine:
+    """Compile ``model`` (an id or config folder) for the database; one line on bad input."""
+    require_package()
+    from aiconfigurator_core.sdk.engine import EngineHandle
+
+    cfg = model_config(model)
+    check_layout(model, cfg, layout)
+    path, tmp = _model_path(model)
     try:
         with _quiet():
-            handle = EngineHandle.compile(path, system, backend, backend_version=version, tp_size=tp)
-    except (ValueError, AssertionError, KeyError, NotImplementedError) as exc:
-        raise SpecplanError(f"{model} on {system}/{backend} {version} tp={tp}: {str(exc).splitlines()[0][:200]}") from None
+            handle = EngineHandle.compile(path, system, backend, backend_version=version,
+                                          **layout.kwargs(bool(num_experts(cfg))))
+    except (ValueError, AssertionError, KeyError, NotImplementedError, RuntimeError) as exc:
+        raise SpecplanError(_refusal(model, system, backend, version, layout, exc)) from None
     finally:
         if tmp is not None:
             tmp.cleanup()
-    return Engine(handle, mid, system, backend, version, tp)
+    return Engine(handle, ALIASES.get(model, model), system, backend, version, layout.tp)
 
 
-def memory_estimate(model: str, system: str, backend: str, version: str, tp: int, utilization: float,
-                    max_tokens: int, max_seqs: int) -> dict[str, Any]:
+def _refusal(model: str, system: str, backend: str, version: str, layout: Layout, exc: BaseException) -> str:
+    """The package's refusal in our words: the model, the values asked for, what to change."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    low = msg.lower()
+    asked = f"{model} on {system}/{backend} {version} tp={layout.tp}"
+    if "quant" in low or "not supported" in low or "no data" in low or "table" in low:
+        return (f"{asked}, weights {layout.gemm or 'auto'}, KV cache {layout.kv or 'auto'}: the database has no "
+                f"kernel timings for this combination (valid: another --dtype / --kv-cache-dtype, --system or "
+                f"--backend-version; `--system list` shows what it covers)")
+    return f"{asked}: the database cannot model it ({msg[:160]})"
+
+
+def memory_estimate(model: str, system: str, backend: str, version: str, layout: Layout, utilization: float,
+                    max_tokens: int, max_seqs: int, nextn: int = 0) -> dict[str, Any]:
     """The package's per-GPU memory model (weights, activations, runtime, comm) and KV size."""
     require_package()
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
-    mid = ALIASES.get(model, model)
-    tmp = None
-    path = mid
-    if mid in EXTRA_CONFIGS or mid not in cached_models():
-        tmp = tempfile.TemporaryDirectory()
-        Path(tmp.name, "config.json").write_text(json.dumps(model_config(model)))
-        path = tmp.name
+    cfg = model_config(model)
+    path, tmp = _model_path(model)
     try:
         with _quiet():
-            return estimate_kv_cache(path, system, backend, version, tp_size=tp, max_num_tokens=max_tokens,
+            return estimate_kv_cache(path, system, backend, version, max_num_tokens=max_tokens,
                                      max_batch_size=max_seqs, memory_fraction_kind="of_free" if backend == "trtllm" else "of_total",
-                                     memory_fraction_value=utilization)
-    except ValueError as exc:
+                                     memory_fraction_value=utilization, nextn=nextn,
+                                     **layout.kwargs(bool(num_experts(cfg))))
+    except (ValueError, AssertionError, KeyError, NotImplementedError, RuntimeError) as exc:
         msg = str(exc).splitlines()[0][:200]
         if "no KV budget" in msg:
-            raise SpecplanError(f"{model} does not fit on {tp}x {system} at memory utilization {utilization}: "
-                                f"{msg.split(': ', 1)[-1]} (try a larger --tp)") from None
-        raise SpecplanError(f"{model} on {system} tp={tp}: memory model failed: {msg}") from None
+            raise SpecplanError(f"{model} does not fit on {layout.tp}x {system} at memory utilization {utilization}: "
+                                f"{msg.split(': ', 1)[-1]} (try a larger --tp or --dtype fp8)") from None
+        raise SpecplanError(f"{model} on {system} tp={layout.tp}: memory model failed: {msg}") from None
     finally:
         if tmp is not None:
             tmp.cleanup()

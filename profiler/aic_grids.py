@@ -15,6 +15,10 @@ from profiler.aic_database import Engine
 from sim.contracts.errors import SpecplanError
 
 MS = 1e-3
+ATTENTION_OPS = ("attention", "mla_block")
+"""The context-dependent op of a pass: standard attention, or DeepSeek's MLA block (latent
+projections and attention in one module, as the database times it)."""
+REF_CONTEXT = 128
 
 
 def target_forward_notes() -> str:
@@ -22,7 +26,8 @@ def target_forward_notes() -> str:
         "modelled on top of the database: target_forward(b, s, c) = dense(b*s) + logits(b*s) + "
         "decode attention, where a row's s queries cost its one-query decode attention at context c "
         "plus the database's extra prefill-attention time for s-1 more query tokens over the same "
-        "prefix (the KV is read once); target_prefill(n, c0) = the database's context phase of one "
+        "prefix (the KV is read once); with MLA the block's latent projections are priced for all b*s "
+        "tokens (mla_block(b*s rows) - mla_block(b rows) at a 128-token context added); target_prefill(n, c0) = the database's context phase of one "
         "n-token chunk after c0 cached tokens; fused steps per timing.fused"
     )
 
@@ -35,10 +40,12 @@ class GridBuilder:
         self._dec: dict[tuple[int, int], dict[str, float]] = {}
         self._ctx: dict[tuple[int, int, int], dict[str, float]] = {}
         ops = self.decode(1, 1024)
-        if "attention" not in ops or "logits_gemm" not in ops:
+        self.att = next((k for k in ATTENTION_OPS if k in ops), "")
+        if not self.att or "logits_gemm" not in ops:
             raise SpecplanError(
-                f"{engine.model_path}: its ops ({', '.join(ops)}) are not a dense decoder's; the importer "
-                "handles dense attention models (Llama-style) only"
+                f"{engine.model_path}: the database prices it with ops ({', '.join(ops)}) that have no attention "
+                f"op ({' or '.join(ATTENTION_OPS)}) and LM head; the importer covers decoders with standard or "
+                "latent (MLA) attention, dense or mixture-of-experts"
             )
 
     def decode(self, rows: int, context: int) -> dict[str, float]:
@@ -56,20 +63,23 @@ class GridBuilder:
     # -- the four parts of one pass (ms)
     def dense(self, tokens: int) -> float:
         ops = self.decode(tokens, 1024)  # non-attention ops do not depend on the context
-        return sum(v for k, v in ops.items() if k not in ("attention", "logits_gemm"))
+        return sum(v for k, v in ops.items() if k not in (self.att, "logits_gemm"))
 
     def logits(self, rows: int) -> float:
         return self.decode(rows, 1024)["logits_gemm"]
 
     def decode_attention(self, batch: int, s: int, context: int) -> float:
-        base = self.decode(batch, context)["attention"]
+        att = self.att
+        base = self.decode(batch, context)[att]
         if s == 1:
             return base
-        extra = self.context(batch, s, context)["attention"] - self.context(batch, 1, context)["attention"]
+        if att == "mla_block":  # its projections run for every one of the batch*s query tokens
+            base += self.decode(batch * s, REF_CONTEXT)[att] - self.decode(batch, REF_CONTEXT)[att]
+        extra = self.context(batch, s, context)[att] - self.context(batch, 1, context)[att]
         return base + max(extra, 0.0)
 
     def prefill_attention(self, tokens: int, context: int) -> float:
-        return self.context(1, tokens, context)["attention"]
+        return self.context(1, tokens, context)[self.att]
 
     def forward(self, batch: int, s: int, context: int) -> float:
         rows = batch * s

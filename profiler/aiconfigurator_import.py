@@ -18,7 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from profiler import aic_database as db
+from profiler import aic_proposers
 from profiler.aic_grids import GridBuilder, target_forward_notes
+from profiler.hf_config import parse_architecture
+from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from sim.contracts.errors import SpecplanError
 
 BATCH = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -41,8 +44,15 @@ DRAFT_OVERHEAD_NOTE = (
     "assumed default: {ms:.2f} ms of host time per draft pass (kernel launches, proposer "
     "bookkeeping between the k passes), k passes per speculative step; not in the kernel database."
 )
-EAGLE3_DRAFT_VOCAB = 32000
 MEMORY_UTILIZATION = 0.9
+
+
+DTYPES = {"auto": None, "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4", "nvfp4": "nvfp4"}
+"""--dtype -> the package's GEMM/MoE quant mode (None: the checkpoint's own, as the package reads it)."""
+KV_DTYPES = {"auto": None, "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8"}
+FP4_SYSTEMS = ("b200", "gb200", "b300", "gb300", "rtx_pro")
+"""Systems with FP4 tensor cores (Blackwell); elsewhere fp4 weights are refused."""
+NGRAM_LOOKUP_S_PER_ROW = LOOKUP_S_PER_ROW
 
 
 @dataclass(frozen=True)
@@ -55,61 +65,84 @@ class ImportRequest:
     drafts: tuple[str, ...] = ()
     backend_version: str | None = None
     tp: int = 1
-    dtype: str = "bf16"
+    dtype: str = "auto"
+    """Weights: auto (the checkpoint's) | bf16 | fp8 | fp4."""
     command: str | None = None
     assumed_acceptance: dict[str, tuple[float, ...]] = field(default_factory=dict)
     """Proposer name -> unconditional survival rate per position (method ``assumed``)."""
     step_overhead_s: float = STEP_OVERHEAD_S
     draft_pass_overhead_s: float = DRAFT_PASS_OVERHEAD_S
+    ep: int = 1
+    """Expert parallelism of a MoE model: experts split over ``ep`` GPUs, TP ``tp / ep`` within."""
+    kv_dtype: str = "auto"
+    """KV cache: auto (bf16) | bf16 | fp8 (vLLM's kv_cache_dtype)."""
+    assumed_proposal_rate: dict[str, float] = field(default_factory=dict)
+    """Proposer name -> fraction of steps with a proposal (ngram, suffix), method ``assumed``."""
+
+
+def _layout(req: ImportRequest) -> db.Layout:
+    """The target's layout from the flags; one line for a dtype the system or database lacks."""
+    if req.dtype not in DTYPES:
+        raise SpecplanError(f"--dtype {req.dtype!r}: valid for the import: {', '.join(DTYPES)}")
+    if req.kv_dtype not in KV_DTYPES:
+        raise SpecplanError(f"--kv-cache-dtype {req.kv_dtype!r}: valid for the import: {', '.join(KV_DTYPES)}")
+    gemm = DTYPES[req.dtype]
+    if gemm == "nvfp4" and not req.system.startswith(FP4_SYSTEMS):
+        raise SpecplanError(f"--dtype {req.dtype}: {req.system} has no FP4 tensor cores (valid on {req.system}: "
+                            "auto, bf16, fp8; fp4 needs a Blackwell system such as b200_sxm)")
+    if req.ep < 1 or req.tp % max(req.ep, 1):
+        raise SpecplanError(f"--ep {req.ep}: must divide --tp {req.tp} (valid: "
+                            f"{', '.join(str(e) for e in range(1, req.tp + 1) if req.tp % e == 0)})")
+    for name, rate in req.assumed_proposal_rate.items():
+        if name not in req.assumed_acceptance:
+            raise SpecplanError(f"--assume-proposal-rate {name}: needs --assume-acceptance {name}=r1,r2,... too "
+                                f"(valid: {', '.join(req.assumed_acceptance) or 'none given'})")
+        if not 0 < rate <= 1:
+            raise SpecplanError(f"--assume-proposal-rate {name}={rate:g}: must lie in (0, 1]")
+    return db.Layout(tp=req.tp, moe_tp=req.tp // req.ep, moe_ep=req.ep, gemm=gemm, moe=gemm, kv=KV_DTYPES[req.kv_dtype])
 
 
 def build_profile(req: ImportRequest) -> dict[str, Any]:
     """The profile JSON object (docs/profile-format.md) for ``req``; one-line errors on bad input."""
-    if req.dtype not in ("bf16", "bfloat16"):
-        raise SpecplanError(f"--dtype {req.dtype!r}: the importer builds bf16 profiles only (valid: bf16)")
+    layout = _layout(req)
     db.require_package()
     t0 = time.perf_counter()
     version = db.resolve_version(req.system, req.backend, req.backend_version)
     tcfg = db.model_config(req.target)
-    target = db.compile_engine(req.target, req.system, req.backend, version, req.tp)
+    db.check_layout(req.target, tcfg, layout)
+    target = db.compile_engine(req.target, req.system, req.backend, version, layout)
     tb = GridBuilder(target)
-    proposers: dict[str, Any] = {}
-    ptiming: dict[str, Any] = {}
-    pmem: dict[str, Any] = {}
-    notes: list[str] = []
-    for draft in req.drafts:
-        name, ident, cfg, note = _proposer(draft, tcfg)
-        if name is None:
-            continue
-        eng = db.compile_engine(cfg, req.system, req.backend, version, req.tp) if isinstance(cfg, str) \
-            else _compile_config(cfg, req, version)
-        gb = GridBuilder(eng)
-        proposers[name] = ident
-        ptiming[name] = {
-            "draft": gb.draft_grid(BATCH, K_MAX, CONTEXT),
-            "overhead": _overhead_grid(req.draft_pass_overhead_s),
-            "prefill": gb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
-            "overhead_provenance": _assumed(DRAFT_OVERHEAD_NOTE.format(ms=req.draft_pass_overhead_s * 1e3), req),
-        }
-        pmem[name] = _draft_memory(cfg if isinstance(cfg, str) else draft, cfg, req, version)
-        notes.append(note)
+    memory = _target_memory(req, version, layout)
+    ctx = aic_proposers.Context(
+        target=req.target, target_cfg=tcfg, target_grid=tb,
+        target_memory={"weight_bytes": memory["target_weight_bytes"], "kv_bytes_per_token": memory["target_kv_bytes_per_token"]},
+        system=req.system, backend=req.backend, version=version,
+        layout=db.Layout(tp=req.tp, gemm=layout.gemm if layout.gemm != "nvfp4" else None, kv=layout.kv),
+        grids=aic_proposers.Grids(BATCH, K_MAX, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
+        overhead=lambda: {"overhead": _overhead_grid(req.draft_pass_overhead_s), "overhead_provenance": _assumed(
+            DRAFT_OVERHEAD_NOTE.format(ms=req.draft_pass_overhead_s * 1e3), req)},
+        assumed=lambda note: _assumed(note, req), identity=_identity, lookup_s_per_row=NGRAM_LOOKUP_S_PER_ROW)
+    built = [p for p in (aic_proposers.build(d, ctx) for d in dict.fromkeys(req.drafts)) if p is not None]
+    proposers = {p.name: p.identity for p in built}
+    _add_proposer_memory(memory, {p.name: p.memory for p in built})
     meta = db.collection_meta(req.system, req.backend, version)
     timing = {
-        "provenance": _provenance(req, version, meta, notes, target_forward_notes()),
+        "provenance": _provenance(req, version, meta, [p.note for p in built], target_forward_notes(), layout),
         "step_composition": "fused",
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
         "fused": tb.fused_grids(DENSE_TOKENS, BATCH, K_MAX + 1, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
         "step_overhead": {"seconds": req.step_overhead_s, "provenance": _assumed(
             OVERHEAD_NOTE if req.step_overhead_s == STEP_OVERHEAD_S else "chosen on the command line", req)},
-        "proposers": ptiming,
+        "proposers": {p.name: p.timing for p in built},
     }
-    memory = _memory(req, version, pmem)
+    wdt, kdt = _dtype_label(layout.gemm, tcfg), layout.kv or "bfloat16"
     profile = {
         "schema": "specplan.profile",
         "schema_version": 1,
         "name": _name(req),
-        "description": f"{req.target} bf16 on {req.tp}x {req.system}, {req.backend} {version}: "
+        "description": f"{req.target} ({wdt} weights, {kdt} KV cache) on {req.tp}x {req.system}"
+                       f"{f' (experts EP={req.ep})' if req.ep > 1 else ''}, {req.backend} {version}: "
                        "timing and memory imported from aiconfigurator-core",
         "target": _identity(db.ALIASES.get(req.target, req.target), tcfg),
         "proposers": proposers,
@@ -117,56 +150,21 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         "memory": memory,
         "acceptance": _acceptance(req, proposers),
         "x-aiconfigurator": {"library": db.package_version(), "system": req.system, "backend": req.backend,
-                             "backend_version": version, "tp": req.tp, "collection_meta": meta,
-                             "wall_s": round(time.perf_counter() - t0, 2)},
+                             "backend_version": version, "tp": req.tp, "moe_tp": layout.moe_tp, "moe_ep": layout.moe_ep,
+                             "gemm_quant_mode": layout.gemm, "kvcache_quant_mode": layout.kv,
+                             "collection_meta": meta, "wall_s": round(time.perf_counter() - t0, 2)},
     }
     if req.tp > 1:
         profile["replica"] = {"tensor_parallel_size": req.tp}
     return profile
 
 
-def _proposer(draft: str, tcfg: dict) -> tuple[str | None, dict, Any, str]:
-    """(name, identity, model id or config dict, provenance note) of one ``--draft`` value."""
-    if draft == "none":
-        return None, {}, None, ""
-    if draft == "mtp":
-        n = int(tcfg.get("num_nextn_predict_layers") or 0)
-        raise SpecplanError(
-            f"--draft mtp: the target has {n} MTP (next-n) modules in its config.json, so there is "
-            "nothing to time (valid for this target: none, eagle3, a draft model id)"
-        )
-    if draft == "eagle3":
-        cfg = dict(tcfg)
-        cfg.update(num_hidden_layers=1, vocab_size=EAGLE3_DRAFT_VOCAB, tie_word_embeddings=False)
-        note = (
-            "eagle3: modelled, not a database entry: an EAGLE-3 head priced as one Llama decoder "
-            f"layer at the target's hidden size ({tcfg.get('hidden_size')}) with a "
-            f"{EAGLE3_DRAFT_VOCAB}-token draft LM head (the EAGLE-3 Llama-3.1 heads' draft vocab), "
-            "timed from the same database; the 3h->h fusion of target hidden states is not priced. "
-            "First pass over every scheduled token (decode rows x (k+1) and prompt tokens), then "
-            "k-1 one-token passes"
-        )
-        ident = {"kind": "draft_model", "note": "EAGLE-3-style head (one decoder layer) reading the target's hidden states",
-                 "model": _identity("eagle3-head-shaped", cfg)}
-        return "eagle3", ident, cfg, note
-    cfg = db.model_config(draft)
-    name = db.ALIASES.get(draft, draft).split("/")[-1].lower()
-    note = (
-        f"{name}: the draft model's own passes from the same database: first pass over every "
-        "scheduled token (decode rows x (k+1), and prompt tokens via timing.proposers.<p>.prefill), "
-        "then k-1 one-token passes"
-    )
-    return name, {"kind": "draft_model", "model": _identity(db.ALIASES.get(draft, draft), cfg)}, draft, note
-
-
-def _compile_config(cfg: dict, req: ImportRequest, version: str) -> db.Engine:
-    import json
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "config.json").write_text(json.dumps(cfg))
-        return db.compile_engine(tmp, req.system, req.backend, version, req.tp)
+def _dtype_label(gemm: str | None, cfg: dict) -> str:
+    """The weights' dtype as asked, or the checkpoint's (its quantization_config, else bf16)."""
+    if gemm:
+        return gemm
+    q = cfg.get("quantization_config") or {}
+    return str(q.get("quant_method") or "bfloat16") if isinstance(q, dict) else "bfloat16"
 
 
 def _overhead_grid(per_pass_s: float) -> dict[str, Any]:
@@ -174,8 +172,8 @@ def _overhead_grid(per_pass_s: float) -> dict[str, Any]:
     return {"axes": {"batch": BATCH, "k": ks}, "median": [[k * per_pass_s for k in ks] for _ in BATCH]}
 
 
-def _memory(req: ImportRequest, version: str, pmem: dict[str, Any]) -> dict[str, Any]:
-    est = db.memory_estimate(req.target, req.system, req.backend, version, req.tp, MEMORY_UTILIZATION, 8192, 1024)
+def _target_memory(req: ImportRequest, version: str, layout: db.Layout) -> dict[str, Any]:
+    est = db.memory_estimate(req.target, req.system, req.backend, version, layout, MEMORY_UTILIZATION, 8192, 1024)
     br = est["memory_breakdown"] or {}
     tp = req.tp
     device = int(est["total_gpu_capacity_bytes"]) * tp
@@ -189,38 +187,33 @@ def _memory(req: ImportRequest, version: str, pmem: dict[str, Any]) -> dict[str,
         )
     rows = [{"memory_utilization": MEMORY_UTILIZATION, "proposer": None,
              "kv_tokens": int((MEMORY_UTILIZATION * device - weights - act) // kv)}]
-    for name, m in pmem.items():
-        free = MEMORY_UTILIZATION * device - weights - act - m["weight_bytes"] - m["activation_peak_bytes"]
-        rows.append({"memory_utilization": MEMORY_UTILIZATION, "proposer": name,
-                     "kv_tokens": max(int(free // (kv + m["kv_bytes_per_token"])), 0)})
     prov = {
         "method": "imported",
         "device": {"kind": "cuda", "name": req.system, "memory_bytes": device // tp, "count": tp},
-        "dtype": "bfloat16",
+        "dtype": _dtype_label(layout.gemm, db.model_config(req.target)),
         "libraries": {"aiconfigurator-core": db.package_version()},
         "date": _now(), "command": req.command,
         "notes": (f"aiconfigurator-core memory model (sdk.memory.estimate_kv_cache, {req.backend} "
-                  f"{version}, source {est.get('source')}), per GPU x {tp} GPUs = replica totals; "
+                  f"{version}, source {est.get('source')}), per GPU x {tp} GPUs = replica totals; weights "
+                  f"{layout.gemm or 'as the checkpoint'}, KV cache {layout.kv or 'bfloat16'}"
+                  f"{f', experts TP {layout.moe_tp} x EP {layout.moe_ep}' if layout.moe_ep > 1 else ''}; "
                   "activation_peak_bytes = activations + runtime overhead (the package's 'other_mem', "
                   "a non-official allowance) + NCCL buffers"),
     }
     return {"provenance": prov, "device_memory_bytes": device, "target_weight_bytes": weights,
-            "target_kv_bytes_per_token": kv, "activation_peak_bytes": act, "proposers": pmem,
+            "target_kv_bytes_per_token": kv, "activation_peak_bytes": act, "proposers": {},
             "kv_capacity": rows}
 
 
-def _draft_memory(model: Any, cfg: Any, req: ImportRequest, version: str) -> dict[str, int]:
-    if isinstance(cfg, dict):  # EAGLE-3 head: one layer + draft LM head, sharded like the target
-        h, layers = int(cfg["hidden_size"]), 1
-        kvh, hd = int(cfg["num_key_value_heads"]), int(cfg.get("head_dim") or h // int(cfg["num_attention_heads"]))
-        params = _params(cfg) + 3 * h * h  # the fc fusing three target hidden states
-        return {"weight_bytes": 2 * params, "kv_bytes_per_token": 2 * layers * kvh * hd * 2,
-                "activation_peak_bytes": 0}
-    est = db.memory_estimate(model, req.system, req.backend, version, req.tp, MEMORY_UTILIZATION, 8192, 1024)
-    br = est["memory_breakdown"] or {}
-    return {"weight_bytes": int(br.get("weights_bytes", 0)) * req.tp,
-            "kv_bytes_per_token": int(est["kv_size_per_token_bytes"]) * req.tp,
-            "activation_peak_bytes": int(br.get("activations_bytes", 0)) * req.tp}
+def _add_proposer_memory(memory: dict[str, Any], pmem: dict[str, dict[str, int]]) -> None:
+    """Each proposer's resident memory and the KV capacity left with it."""
+    device, weights, act = memory["device_memory_bytes"], memory["target_weight_bytes"], memory["activation_peak_bytes"]
+    kv = memory["target_kv_bytes_per_token"]
+    memory["proposers"] = pmem
+    for name, m in pmem.items():
+        free = MEMORY_UTILIZATION * device - weights - act - m["weight_bytes"] - m["activation_peak_bytes"]
+        memory["kv_capacity"].append({"memory_utilization": MEMORY_UTILIZATION, "proposer": name,
+                                      "kv_tokens": max(int(free // (kv + m["kv_bytes_per_token"])), 0)})
 
 
 def _acceptance(req: ImportRequest, proposers: dict[str, Any]) -> dict[str, Any]:
@@ -232,30 +225,42 @@ def _acceptance(req: ImportRequest, proposers: dict[str, Any]) -> dict[str, Any]
         acc = [int(round(r * drafts)) for r in rates]
         if any(b > a for a, b in zip(acc, acc[1:], strict=False)) or not all(0 <= r <= 1 for r in rates):
             raise SpecplanError(f"--assume-acceptance {name}: survival rates must lie in [0, 1] and not increase")
+        rate = req.assumed_proposal_rate.get(name)
+        seg = {"segment": {"task": "chat", "language": "any", "temperature": 0.0},
+               "num_drafts": drafts, "num_draft_tokens": drafts * len(acc),
+               "num_accepted_tokens": sum(acc), "accepted_per_pos": acc}
+        note = ("assumed survival rates per position, chosen by a person; not measured or imported. Replace "
+                "with a measured or published entry (specplan profile merge).")
+        if rate is not None:
+            seg["num_steps"] = int(round(drafts / rate))
+            note += f" Assumed proposal rate {rate:g}: a proposal at {rate:.0%} of steps (num_steps)."
+        elif proposers[name].get("kind") in HOST_PROPOSERS:
+            note += " Every step assumed to have a proposal (no --assume-proposal-rate given)."
         out[name] = {
-            "provenance": {"method": "assumed", "date": _now(), "command": req.command,
-                           "notes": "assumed survival rates per position, chosen by a person; not measured or "
-                                    "imported. Replace with a measured or published entry (specplan profile merge)."},
+            "provenance": {"method": "assumed", "date": _now(), "command": req.command, "notes": note},
             "k_max": len(acc),
-            "segments": [{"segment": {"task": "chat", "language": "any", "temperature": 0.0},
-                          "num_drafts": drafts, "num_draft_tokens": drafts * len(acc),
-                          "num_accepted_tokens": sum(acc), "accepted_per_pos": acc}],
+            "segments": [seg],
         }
     return out
 
 
-def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], tf_note: str) -> dict[str, Any]:
-    fams = ", ".join(f"{op} {m.get('provenance')}" for op, m in meta.items() if op in ("gemm", "attention", "comm"))
+def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], tf_note: str,
+                layout: db.Layout) -> dict[str, Any]:
+    fams = ", ".join(f"{op} {m.get('provenance')}" for op, m in meta.items()
+                     if op in ("gemm", "attention", "comm", "moe", "mla"))
     return {
         "method": "imported",
         "device": {"kind": "cuda", "name": req.system, "count": req.tp},
-        "dtype": "bfloat16",
+        "dtype": _dtype_label(layout.gemm, db.model_config(req.target)),
         "libraries": {"aiconfigurator-core": db.package_version()},
         "models": {"target": req.target},
         "date": _now(),
         "command": req.command,
         "notes": "; ".join([f"aiconfigurator-core {db.package_version()} database {req.system}/{req.backend} "
-                            f"{version} tp={req.tp} (collection_meta: {fams or 'none'})", tf_note, *notes]),
+                            f"{version} tp={req.tp}"
+                            f"{f' moe_tp={layout.moe_tp} moe_ep={layout.moe_ep}' if layout.moe_ep > 1 else ''} weights "
+                            f"{layout.gemm or 'as the checkpoint'} KV cache {layout.kv or 'bfloat16'} "
+                            f"(collection_meta: {fams or 'none'})", tf_note, *notes]),
     }
 
 
@@ -264,28 +269,18 @@ def _assumed(note: str, req: ImportRequest) -> dict[str, Any]:
 
 
 def _identity(mid: str, cfg: dict) -> dict[str, Any]:
-    h, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-    return {"id": mid, "source": "config-only", "sha256": None, "architecture": {
-        "family": str(cfg.get("model_type", "llama")), "num_layers": int(cfg["num_hidden_layers"]),
-        "hidden_size": h, "intermediate_size": int(cfg.get("intermediate_size", 0)),
-        "num_attention_heads": heads, "num_kv_heads": int(cfg.get("num_key_value_heads") or heads),
-        "head_dim": int(cfg.get("head_dim") or h // heads), "vocab_size": int(cfg["vocab_size"]),
-        "num_parameters": _params(cfg)}}
-
-
-def _params(cfg: dict) -> int:
-    h, i, v = int(cfg["hidden_size"]), int(cfg.get("intermediate_size", 0)), int(cfg["vocab_size"])
-    heads = int(cfg["num_attention_heads"])
-    kvh, hd = int(cfg.get("num_key_value_heads") or heads), int(cfg.get("head_dim") or h // heads)
-    layer = h * hd * (heads * 2 + kvh * 2) + 3 * h * i + 2 * h
-    head = 0 if cfg.get("tie_word_embeddings") else v * h
-    return v * h + int(cfg["num_hidden_layers"]) * layer + head + h
+    """A config-only identity; MoE and MLA blocks as profiler/hf_config.py reads them."""
+    arch, _mp, _n = parse_architecture(cfg, mid)
+    return {"id": mid, "source": "config-only", "sha256": None, "architecture": arch}
 
 
 def _name(req: ImportRequest) -> str:
     base = db.ALIASES.get(req.target, req.target).split("/")[-1].lower().replace("meta-", "")
     tp = f"-tp{req.tp}" if req.tp > 1 else ""
-    return f"{base}-{req.system.replace('_', '-')}{tp}-{req.backend}"
+    ep = f"-ep{req.ep}" if req.ep > 1 else ""
+    dt = "" if req.dtype in ("auto", "bf16", "bfloat16") else f"-{req.dtype}"
+    kv = "" if req.kv_dtype in ("auto", "bf16", "bfloat16") else f"-kv{req.kv_dtype}"
+    return f"{base}-{req.system.replace('_', '-')}{tp}{ep}{dt}{kv}-{req.backend}"
 
 
 def _now() -> str:

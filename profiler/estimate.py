@@ -28,13 +28,15 @@ from typing import Any
 import numpy as np
 
 from profiler.gpu_specs import GpuSpec, match_device_name
+from profiler.host_proposers import LOOKUP_S_PER_ROW, host_memory, host_timing, lookup_note
+from profiler.model_shape import body_params, kv_values_per_token_layer
 from profiler.profile_io import assemble, provenance, safe_name
 from profiler.roofline import (
+    ACTIVATION_BYTES,
     DTYPE_BYTES,
     Efficiency,
     forward_cost,
     kv_heads_per_gpu,
-    layer_params,
     pass_time,
     roofline_time,
 )
@@ -63,6 +65,11 @@ class EstimateProposer:
     arch: dict[str, Any]
     layers: int | None = None
     weight_bytes_extra: bool = True
+    resident_params: int | None = None
+    """Weights the proposer adds besides the target's (a head sharing the target's embeddings);
+    None: its whole architecture's."""
+    host: bool = False
+    """A host-side lookup (ngram, suffix): no GPU pass, no memory (profiler/host_proposers.py)."""
 
 
 def _grid_axes(max_pos: int, k_max: int) -> dict[str, tuple[int, ...]]:
@@ -105,10 +112,17 @@ def check_tensor_parallel(arch: dict[str, Any], tp: int, who: str, gpu: GpuSpec)
                             "all-reduce time cannot be estimated; add it to the GPU spec file")
 
 
-def _weight_bytes(arch: dict[str, Any], nbytes: int) -> int:
-    w = int((layer_params(arch) * arch["num_layers"] + arch["vocab_size"] * arch["hidden_size"]
-             + arch["hidden_size"]) * nbytes)
-    return max(w, int(arch["num_parameters"] * nbytes))  # an untied input embedding lives in memory too
+def _weight_bytes(arch: dict[str, Any], nbytes: float) -> int:
+    """Layer weights at ``nbytes`` each; embeddings, LM head and norms stay 16-bit (vLLM's fp8
+    and fp4 checkpoints quantize the linear layers only). All experts are resident."""
+    body = body_params(arch)
+    rest = max(arch["num_parameters"] - body, arch["vocab_size"] * arch["hidden_size"] + arch["hidden_size"])
+    return int(body * nbytes + rest * max(nbytes, ACTIVATION_BYTES))
+
+
+def _kv_per_token(arch: dict[str, Any], tp: int, kv_nbytes: float, layers: int | None = None) -> int:
+    """KV bytes per token of the whole replica (every GPU's share; MLA's latent on each GPU)."""
+    return int(tp * (layers or arch["num_layers"]) * kv_values_per_token_layer(arch, tp) * kv_nbytes)
 
 
 def _check_fits(who: str, dtype: str, weights: int, act: int, tp: int, gpu: GpuSpec, arch: dict[str, Any]) -> None:
@@ -128,27 +142,41 @@ def _check_fits(who: str, dtype: str, weights: int, act: int, tp: int, gpu: GpuS
 
 def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_positions: int,
                      proposers: Sequence[EstimateProposer], dtype: str, k_max: int, eff: Efficiency,
-                     command: str | None, name: str | None = None, tensor_parallel_size: int = 1) -> dict[str, Any]:
-    """A complete profile (timing + memory, no acceptance) from the roofline."""
-    if dtype not in ("bfloat16", "float16"):
-        raise SpecplanError(f"--dtype {dtype}: the roofline estimate covers bf16 and fp16 only")
+                     command: str | None, name: str | None = None, tensor_parallel_size: int = 1,
+                     kv_dtype: str | None = None) -> dict[str, Any]:
+    """A complete profile (timing + memory, no acceptance) from the roofline; ``dtype`` of the
+    weights (bfloat16, float16, fp8, fp4), ``kv_dtype`` of the KV cache (default 16-bit)."""
+    if dtype not in DTYPE_BYTES or dtype == "float32":
+        raise SpecplanError(f"--dtype {dtype}: the roofline estimate covers bf16, fp16, fp8 and fp4 weights")
+    gpu.flops(dtype)  # a dtype the GPU has no tensor cores for is refused here, in one line
+    kv_dtype = kv_dtype or (dtype if dtype in ("bfloat16", "float16") else "bfloat16")
+    if kv_dtype not in ("bfloat16", "float16", "fp8"):
+        raise SpecplanError(f"--kv-cache-dtype {kv_dtype}: valid: auto, bf16, fp16, fp8")
+    if kv_dtype == "fp8" and not gpu.fp8_flops:
+        raise SpecplanError(f"--kv-cache-dtype fp8: {gpu.name} has no FP8 support (valid on {gpu.name}: bf16, fp16)")
+    kvb = DTYPE_BYTES[kv_dtype]
     tp = tensor_parallel_size
     arch = target_identity["architecture"]
     check_tensor_parallel(arch, tp, target_identity["id"], gpu)
     for p in proposers:
-        if p.layers is None:
+        if p.layers is None and not p.host:
             check_tensor_parallel(p.arch, tp, f"draft {p.name}", gpu)
     nbytes = DTYPE_BYTES[dtype]
     ax = _grid_axes(max_positions, k_max)
-    kv_tok = tp * 2 * arch["num_layers"] * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * nbytes
+    kv_tok = _kv_per_token(arch, tp, kvb)
     weight_bytes = _weight_bytes(arch, nbytes)
-    act = int(PREFILL_CHUNK * (2 * arch["intermediate_size"] // tp + 4 * arch["hidden_size"]) * nbytes
+    act = int(PREFILL_CHUNK * (2 * arch["intermediate_size"] // tp + 4 * arch["hidden_size"]) * ACTIVATION_BYTES
               + LOGIT_ROWS * (k_max + 1) * arch["vocab_size"] * 4)
     _check_fits(f"{target_identity['id']}", dtype, weight_bytes, act, tp, gpu, arch)
     mem_props: dict[str, dict[str, int]] = {}
     for p in proposers:
-        pkv = tp * 2 * (p.layers or p.arch["num_layers"]) * kv_heads_per_gpu(p.arch, tp) * p.arch["head_dim"] * nbytes
-        pw = 0 if not p.weight_bytes_extra else int(p.arch["num_parameters"] * nbytes)
+        if p.host:
+            mem_props[p.name] = host_memory()
+            continue
+        pkv = _kv_per_token(p.arch, tp, kvb, p.layers)
+        pw = 0 if not p.weight_bytes_extra else _weight_bytes(p.arch, nbytes)
+        if p.resident_params is not None:
+            pw = int(p.resident_params * max(nbytes, ACTIVATION_BYTES))
         pact = int(LOGIT_ROWS * p.arch["vocab_size"] * 4)  # per GPU; the profile holds replica totals
         mem_props[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pkv, "activation_peak_bytes": tp * pact}
         _check_fits(f"{target_identity['id']} with draft {p.name} resident", dtype, weight_bytes + pw,
@@ -164,13 +192,13 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
         if b * (c + s) * kv_tok > free:
             limits.append({"quantity": "target_forward", "point": {"batch": b, "tokens_per_seq": s, "context": c},
                            "reason": unreachable.format(why="KV cache beyond the replica's memory (estimated)")})
-        return pass_time(arch, nbytes, b, s, c, b * s, gpu, dtype, pure, tp)
+        return pass_time(arch, nbytes, b, s, c, b * s, gpu, dtype, pure, tp, kv_bytes=kvb)
 
     def pre(n: int, c: int) -> float:
         if c + n > max_positions:
             limits.append({"quantity": "target_prefill", "point": {"tokens": n, "context": c},
                            "reason": unreachable.format(why="beyond the model's context window")})
-        return pass_time(arch, nbytes, 1, n, c, 1, gpu, dtype, pure, tp)
+        return pass_time(arch, nbytes, 1, n, c, 1, gpu, dtype, pure, tp, kv_bytes=kvb)
 
     timing: dict[str, Any] = {
         "target_forward": {"axes": {"batch": list(ax["batch"]), "tokens_per_seq": list(ax["tokens_per_seq"]),
@@ -183,8 +211,14 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
     oh_note = (f"{eff.draft_pass_overhead_s * 1e3:g} ms per draft pass, k passes per step: H(k) = "
                f"k x {eff.draft_pass_overhead_s * 1e3:g} ms ({eff.overhead_source})")
     for p in proposers:
+        if p.host:
+            timing["proposers"][p.name] = host_timing(
+                p.name, list(ax["batch"]), list(ax["k"]), list(ax["context"]), per_row_s=LOOKUP_S_PER_ROW,
+                provenance=provenance("assumed", command=command, notes=lookup_note(p.name, LOOKUP_S_PER_ROW)))
+            continue
+
         def draft(b: int, k: int, c: int, p: EstimateProposer = p) -> float:
-            return sum(pass_time(p.arch, nbytes, b, 1, c + i, b, gpu, dtype, pure, tp, p.layers)
+            return sum(pass_time(p.arch, nbytes, b, 1, c + i, b, gpu, dtype, pure, tp, p.layers, kv_bytes=kvb)
                        for i in range(k))
 
         timing["proposers"][p.name] = {
@@ -200,7 +234,7 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
                                  notes=f"{eff.step_overhead_s * 1e3:g} ms per engine step ({eff.overhead_source})"),
     }
     timing["limits"] = limits
-    return _assemble(gpu=gpu, target_identity=target_identity, proposers=proposers, dtype=dtype, eff=eff,
+    return _assemble(gpu=gpu, target_identity=target_identity, proposers=proposers, dtype=dtype, kv_dtype=kv_dtype, eff=eff,
                      command=command, name=name, tp=tp, timing=timing, weight_bytes=weight_bytes, act=act,
                      kv_tok=kv_tok, mem_props=mem_props, k_max=k_max, batch_max=LOGIT_ROWS)
 
@@ -222,7 +256,7 @@ def kv_capacity_rows(device_bytes: int, target_w: int, target_act: int, target_k
 
 
 def _assemble(*, gpu: GpuSpec, target_identity: dict[str, Any], proposers: Sequence[EstimateProposer],
-              dtype: str, eff: Efficiency, command: str | None, name: str | None, tp: int,
+              dtype: str, kv_dtype: str, eff: Efficiency, command: str | None, name: str | None, tp: int,
               timing: dict[str, Any], weight_bytes: int, act: int, kv_tok: int,
               mem_props: dict[str, dict[str, int]], k_max: int, batch_max: int) -> dict[str, Any]:
     nbytes = DTYPE_BYTES[dtype]
@@ -231,21 +265,30 @@ def _assemble(*, gpu: GpuSpec, target_identity: dict[str, Any], proposers: Seque
         f"; tensor parallel {tp}: FLOPs, weights and KV split over {tp} GPUs ({kv_heads_per_gpu(target_identity['architecture'], tp)} "
         f"KV heads each), 2 ring all-reduces per layer + a logits gather at {gpu.interconnect_bandwidth / 1e9:.0f} GB/s one "
         f"way and {gpu.allreduce_latency_s * 1e6:g} us each ({gpu.source})")
+    arch = target_identity["architecture"]
+    moe = arch.get("moe")
+    moe_note = "" if not moe else (
+        f"; mixture of experts: all {moe['num_experts']} experts resident, FLOPs from the "
+        f"{moe['experts_per_token']} active per token, weight reads from the distinct experts a pass's T tokens "
+        f"touch, E*(1-(1-k/E)^T) with uniform routing (assumed; no expert-load skew)")
+    mla_note = "" if not arch.get("mla") else "; multi-head latent attention: latent KV cache on every GPU"
     notes = (
-        f"roofline on {tp}x {gpu.name} ({gpu.source}): peak {gpu.bf16_flops / 1e12:.1f} TFLOP/s {dtype}, "
+        f"roofline on {tp}x {gpu.name} ({gpu.source}): peak {gpu.flops(dtype) / 1e12:.1f} TFLOP/s {dtype}, "
         f"{gpu.memory_bandwidth / 1e9:.0f} GB/s, {gpu.memory_bytes / 2**30:.0f} GiB; efficiency compute "
         f"{eff.compute:.3g}, bandwidth {eff.bandwidth:.3g} ({eff.source}); per-step overhead "
         f"{eff.step_overhead_s * 1e3:g} ms (timing.step_overhead), per-draft-pass overhead "
         f"{eff.draft_pass_overhead_s * 1e3:g} ms (proposers' H(k) = k passes); pass time = "
         f"max(FLOPs/(peak*e_c), bytes/(bw*e_b)) + communication; FLOPs = 2*weights*tokens + attention; "
-        f"bytes = weights + KV read/write{tp_note}; {n_lim} cells no engine reaches keep the formula's value "
+        f"bytes = weights + KV read/write (KV cache {kv_dtype}){tp_note}{moe_note}{mla_note}; {n_lim} cells no engine reaches keep the formula's value "
         f"(timing.limits)"
     )
     mem_notes = (
         f"estimated, replica totals over {tp} GPU(s): device memory = {tp} x {gpu.name}'s datasheet "
-        f"{gpu.memory_bytes / 2**30:.1f} GiB; weights = parameters x {nbytes} bytes (split over the GPUs); "
-        f"KV bytes per token of all GPUs; activation peak = {tp} x ({PREFILL_CHUNK}-token prefill chunk x "
-        f"(2*intermediate/{tp} + 4*hidden) x {nbytes} bytes + fp32 logits of {batch_max} x {k_max + 1} tokens)"
+        f"{gpu.memory_bytes / 2**30:.1f} GiB; weights = layer parameters x {nbytes:g} bytes ({dtype}) + "
+        f"embeddings and LM head at 16 bits (split over the GPUs); KV bytes per token of all GPUs at "
+        f"{DTYPE_BYTES[kv_dtype]:g} bytes per value ({kv_dtype}); activation peak = {tp} x ({PREFILL_CHUNK}-token "
+        f"prefill chunk x (2*intermediate/{tp} + 4*hidden) x {ACTIVATION_BYTES} bytes + fp32 logits of "
+        f"{batch_max} x {k_max + 1} tokens)"
     )
     models = {"target": f"{target_identity['id']} (architecture only)"}
     models.update({p.name: f"{p.identity.get('model', {}).get('id', p.name)} (architecture only)" for p in proposers})
@@ -262,10 +305,12 @@ def _assemble(*, gpu: GpuSpec, target_identity: dict[str, Any], proposers: Seque
         "kv_capacity": kv_capacity_rows(tp * gpu.memory_bytes, weight_bytes, tp * act, kv_tok, mem_props),
     }
     shape = "" if tp == 1 else f"-tp{tp}"
-    pname = name or safe_name(f"{target_identity['id']}-{gpu.name}{shape}-{dtype}-estimate")
+    kvs = "" if kv_dtype in (dtype, "bfloat16") else f"-kv{kv_dtype}"
+    pname = name or safe_name(f"{target_identity['id']}-{gpu.name}{shape}-{dtype}{kvs}-estimate")
     out = assemble(
         name=pname,
-        description=f"roofline estimate of {target_identity['id']} on {tp}x {gpu.name} ({dtype}); not measured",
+        description=f"roofline estimate of {target_identity['id']} on {tp}x {gpu.name} ({dtype} weights, "
+                    f"{kv_dtype} KV cache); not measured",
         target=target_identity,
         proposers={p.name: p.identity for p in proposers},
         timing=timing,

@@ -7,7 +7,6 @@ defaults (profiler/estimate.py) unless the user gives them, with provenance sayi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,15 +18,20 @@ from profiler.estimate import (
     calibrate,
     estimate_profile,
 )
+from profiler.estimate_proposers import estimate_proposer
 from profiler.gpu_specs import resolve_gpu
 from profiler.hf_config import read_config
 from profiler.profile_io import read_profile_dict, safe_name
 from profiler.roofline import Efficiency
 from sim.contracts.errors import SpecplanError
 
-_SELF_RE = re.compile(r"^selfdraft:(\d+)$")
 _DTYPES = {"auto": "bfloat16", "bf16": "bfloat16", "fp16": "float16", "bfloat16": "bfloat16",
-           "float16": "float16"}
+           "float16": "float16", "fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4"}
+_KV_DTYPES = {"auto": None, "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
+              "fp8": "fp8", "fp8_e4m3": "fp8"}
+VOCAB_PADDING = 1024
+"""Largest vocabulary difference taken as embedding-table padding between models of one family
+(Qwen2.5-0.5B 151,936 vs -32B 152,064: same tokenizer, tables padded to different multiples)."""
 
 
 def efficiency(*, calibrate_from: str | None, compute: float | None, bandwidth: float | None,
@@ -55,35 +59,41 @@ def efficiency(*, calibrate_from: str | None, compute: float | None, bandwidth: 
     return Efficiency(cmp_, bw, step, src, draft, osrc)
 
 
+def draft_vocab_note(flag: str, draft: dict[str, Any], target: dict[str, Any]) -> str | None:
+    """None when the vocabularies match, a note when they differ by embedding padding within one
+    family; otherwise one line saying why a draft cannot propose the target's tokens."""
+    a, b = draft["architecture"], target["architecture"]
+    if a["vocab_size"] == b["vocab_size"]:
+        return None
+    if a["family"] == b["family"] and abs(a["vocab_size"] - b["vocab_size"]) <= VOCAB_PADDING:
+        return (f"vocabulary {a['vocab_size']} vs the target's {b['vocab_size']}: embedding-table padding within "
+                f"the {a['family']} family (same tokenizer assumed)")
+    raise SpecplanError(
+        f"{flag} {draft['id']}: vocabulary {a['vocab_size']} ({a['family']}) differs from the target's "
+        f"{b['vocab_size']} ({b['family']}); a draft model must share the target's tokenizer (valid: a "
+        f"{b['family']} model whose vocabulary is within {VOCAB_PADDING} of {b['vocab_size']})"
+    )
+
+
 def estimate_from_specs(*, gpu: str, target: str, proposer_models: Sequence[str], proposers: Sequence[str],
                         dtype: str, k_max: int, eff: Efficiency, tensor_parallel_size: int,
-                        command: str | None, name: str | None) -> dict[str, Any]:
+                        command: str | None, name: str | None, kv_cache_dtype: str = "auto") -> dict[str, Any]:
     """The estimated profile dict for command-line specs; every bad input is one line."""
     spec = resolve_gpu(gpu)
     dt = _DTYPES.get(dtype.lower())
     if dt is None:
-        raise SpecplanError(f"--dtype {dtype}: the estimate covers bf16 and fp16")
+        raise SpecplanError(f"--dtype {dtype}: valid for the estimate: bf16, fp16, fp8, fp4")
+    if kv_cache_dtype.lower() not in _KV_DTYPES:
+        raise SpecplanError(f"--kv-cache-dtype {kv_cache_dtype}: valid: {', '.join(_KV_DTYPES)}")
     tgt = read_config(target)
-    arch = tgt.identity["architecture"]
     props: list[EstimateProposer] = []
     for pspec in proposer_models:
-        pc = read_config(pspec).identity
-        if pc["architecture"]["vocab_size"] != arch["vocab_size"]:
-            raise SpecplanError(f"--proposer-model {pspec}: vocabulary {pc['architecture']['vocab_size']} "
-                                f"differs from the target's {arch['vocab_size']}")
-        props.append(EstimateProposer(safe_name(pc["id"]), {"kind": "draft_model", "model": pc}, pc["architecture"]))
+        pc = read_config(pspec, "--proposer-model").identity
+        note = draft_vocab_note("--proposer-model", pc, tgt.identity)
+        ident = {"kind": "draft_model", "model": pc, **({"note": note} if note else {})}
+        props.append(EstimateProposer(safe_name(pc["id"]), ident, pc["architecture"]))
     for text in proposers:
-        m = _SELF_RE.match(text.strip())
-        if not m:
-            raise SpecplanError(f"--proposer {text}: the estimate covers selfdraft:L and --proposer-model only "
-                                "(an n-gram lookup runs on the host and has no roofline)")
-        layers, n = int(m.group(1)), arch["num_layers"]
-        if not 1 <= layers <= n:
-            raise SpecplanError(f"--proposer {text}: layers must be between 1 and {n}")
-        props.append(EstimateProposer(f"selfdraft-l{layers}",
-                                      {"kind": "self_draft", "layers": list(range(layers)),
-                                       "note": f"first {layers} of {n} target layers + target LM head"},
-                                      arch, layers=layers, weight_bytes_extra=False))
+        props.append(estimate_proposer(text.strip(), tgt.identity, tgt.mtp_layers))
     return estimate_profile(gpu=spec, target_identity=tgt.identity, max_positions=tgt.max_positions or 8192,
                             proposers=props, dtype=dt, k_max=k_max, eff=eff, command=command, name=name,
-                            tensor_parallel_size=tensor_parallel_size)
+                            tensor_parallel_size=tensor_parallel_size, kv_dtype=_KV_DTYPES[kv_cache_dtype.lower()])

@@ -42,6 +42,10 @@ class GpuSpec:
     so tensor parallelism cannot be estimated."""
     allreduce_latency_s: float = ALLREDUCE_LATENCY_S
     """Fixed cost of one all-reduce, whatever its size (assumed unless a spec file says)."""
+    fp8_flops: float = 0.0
+    """Dense FP8 tensor-core FLOP/s; 0: the GPU has no FP8 tensor cores (A100)."""
+    fp4_flops: float = 0.0
+    """Dense FP4 tensor-core FLOP/s; 0: none (before Blackwell)."""
 
     def __post_init__(self) -> None:
         if self.bf16_flops <= 0 or self.memory_bandwidth <= 0 or self.memory_bytes <= 0:
@@ -49,10 +53,18 @@ class GpuSpec:
         if self.interconnect_bandwidth < 0 or self.allreduce_latency_s < 0:
             raise ValueError(f"GpuSpec {self.name}: interconnect figures must be >= 0")
 
+    def dtypes(self) -> tuple[str, ...]:
+        """Weight dtypes this GPU multiplies on its tensor cores."""
+        return ("bf16", "fp16") + (("fp8",) if self.fp8_flops else ()) + (("fp4",) if self.fp4_flops else ())
+
     def flops(self, dtype: str) -> float:
-        if dtype in ("bfloat16", "float16"):
-            return self.bf16_flops
-        raise SpecplanError(f"--dtype {dtype}: the roofline estimate covers bfloat16 and float16 only")
+        """Dense FLOP/s at ``dtype``; one line naming the GPU's dtypes when it has none."""
+        rate = {"bfloat16": self.bf16_flops, "float16": self.bf16_flops, "fp8": self.fp8_flops,
+                "fp4": self.fp4_flops}.get(dtype, 0.0)
+        if not rate:
+            raise SpecplanError(f"--dtype {dtype}: {self.name} has no {dtype} tensor cores "
+                                f"(valid on {self.name}: {', '.join(self.dtypes())})")
+        return rate
 
 
 GB = 10**9
@@ -65,26 +77,30 @@ GPUS: dict[str, GpuSpec] = {
     # sparsity), HBM2e 2,039 GB/s, 80 GB.
     "A100-80GB": GpuSpec("A100-80GB", 312e12, 2039 * GB, 80 * GIB,
                          "NVIDIA A100 datasheet, 80GB SXM: 312 TFLOPS BF16 dense, 2,039 GB/s",
-                         ("A100", "A100-SXM4-80GB", "A100 80GB"), 300 * GB),
+                         ("A100", "A100-SXM4-80GB", "A100 80GB"), 300 * GB),  # no FP8 tensor cores
     # NVIDIA H100 Tensor Core GPU datasheet (H100 SXM): BF16 1,979 TFLOPS *with sparsity*, i.e.
-    # 989.5 dense; HBM3 3.35 TB/s; 80 GB.
+    # 989.5 dense; FP8 3,958 with sparsity (1,979 dense); HBM3 3.35 TB/s; 80 GB.
     "H100-SXM": GpuSpec("H100-SXM", 989.5e12, 3350 * GB, 80 * GIB,
-                        "NVIDIA H100 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (989.5 dense), 3.35 TB/s",
-                        ("H100", "H100 80GB HBM3", "H100-SXM5-80GB"), 450 * GB),
+                        "NVIDIA H100 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (989.5 dense), "
+                        "3,958 FP8 (1,979 dense), 3.35 TB/s",
+                        ("H100", "H100 80GB HBM3", "H100-SXM5-80GB"), 450 * GB, fp8_flops=1979e12),
     # NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity (989.5
-    # dense), HBM3e 4.8 TB/s, 141 GB.
+    # dense), FP8 3,958 with sparsity (1,979 dense), HBM3e 4.8 TB/s, 141 GB.
     "H200": GpuSpec("H200", 989.5e12, 4800 * GB, 141 * GB,
-                    "NVIDIA H200 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (989.5 dense), 4.8 TB/s, 141 GB",
-                    ("H200-SXM", "H200 141GB"), 450 * GB),
-    # NVIDIA L40S datasheet: BF16 733 TFLOPS with sparsity (366 dense), GDDR6 864 GB/s, 48 GB.
+                    "NVIDIA H200 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (989.5 dense), 3,958 FP8 "
+                    "(1,979 dense), 4.8 TB/s, 141 GB",
+                    ("H200-SXM", "H200 141GB"), 450 * GB, fp8_flops=1979e12),
+    # NVIDIA L40S datasheet: BF16 733 TFLOPS with sparsity (366 dense), FP8 1,466 with sparsity
+    # (733 dense), GDDR6 864 GB/s, 48 GB.
     "L40S": GpuSpec("L40S", 366e12, 864 * GB, 48 * GB,
-                    "NVIDIA L40S datasheet: 733 TFLOPS BF16 with sparsity (366 dense), 864 GB/s, 48 GB; "
-                    "no NVLink: PCIe Gen4 x16, 64 GB/s both ways", (), 32 * GB),
-    # NVIDIA DGX B200 datasheet: 8 GPUs, 72 PFLOPS FP8 training (sparse) and 1,440 GB HBM3e at
-    # 64 TB/s, i.e. per GPU 2.25 PFLOPS BF16 dense, 8 TB/s, 180 GB.
+                    "NVIDIA L40S datasheet: 733 TFLOPS BF16 with sparsity (366 dense), 1,466 FP8 (733 dense), "
+                    "864 GB/s, 48 GB; no NVLink: PCIe Gen4 x16, 64 GB/s both ways", (), 32 * GB, fp8_flops=733e12),
+    # NVIDIA DGX B200 datasheet: 8 GPUs, 72 PFLOPS FP8 training and 144 PFLOPS FP4 inference
+    # (both with sparsity) and 1,440 GB HBM3e at 64 TB/s, i.e. per GPU 2.25 PFLOPS BF16 dense,
+    # 4.5 FP8 dense, 9 FP4 dense, 8 TB/s, 180 GB.
     "B200": GpuSpec("B200", 2.25e15, 8000 * GB, 180 * GB,
-                    "NVIDIA DGX B200 datasheet per GPU: 2.25 PFLOPS BF16 dense, 8 TB/s, 180 GB",
-                    ("B200-SXM", "HGX B200"), 900 * GB),
+                    "NVIDIA DGX B200 datasheet per GPU: 2.25 PFLOPS BF16 dense, 4.5 FP8 dense, 9 FP4 dense, "
+                    "8 TB/s, 180 GB", ("B200-SXM", "HGX B200"), 900 * GB, fp8_flops=4.5e15, fp4_flops=9e15),
 }
 
 
@@ -116,6 +132,8 @@ _SPEC_KEYS = {
     "memory_bytes": "device memory in bytes, > 0; or memory_gib",
     "interconnect_gb_s": "GPU-to-GPU GB/s one direction per GPU (0: no tensor parallelism)",
     "allreduce_latency_us": f"fixed µs per all-reduce (default {ALLREDUCE_LATENCY_S * 1e6:g}, assumed)",
+    "fp8_tflops": "dense FP8 tensor TFLOP/s (absent or 0: no FP8 tensor cores)",
+    "fp4_tflops": "dense FP4 tensor TFLOP/s (absent or 0: no FP4 tensor cores)",
     "source": "where the figures come from (datasheet, URL), required",
 }
 
@@ -158,6 +176,8 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
         source=f"{data['source'].strip()} (spec file {p.name})",
         interconnect_bandwidth=num("interconnect_gb_s", 0.0, positive=False) * GB,
         allreduce_latency_s=num("allreduce_latency_us", ALLREDUCE_LATENCY_S * 1e6, positive=False) * 1e-6,
+        fp8_flops=num("fp8_tflops", 0.0, positive=False) * 1e12,
+        fp4_flops=num("fp4_tflops", 0.0, positive=False) * 1e12,
     )
 
 

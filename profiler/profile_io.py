@@ -140,24 +140,63 @@ def read_profile_dict(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _norm_id(mid: str) -> str:
+    """A model id without organisation, ``meta-`` prefix, ``-shaped`` or instruct/chat suffix:
+    the weights' family and size, which acceptance depends on."""
+    base = mid.split("/")[-1].lower().removeprefix("meta-")
+    for suffix in ("-shaped", "-instruct", "-chat", "-it", "-base"):
+        base = base.removesuffix(suffix)
+    return base
+
+
+def identity_mismatch(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str | None:
+    """How two model identities differ (id, family, shape, vocabulary), or None when they agree
+    or one is unknown. The vocabulary stands in for the tokenizer, which profiles do not record."""
+    if not a or not b:
+        return None
+    diffs = []
+    if _norm_id(a["id"]) != _norm_id(b["id"]):
+        diffs.append(f"model {b['id']!r} vs {a['id']!r}")
+    aa, ab = a["architecture"], b["architecture"]
+    for key in ("family", "num_layers", "hidden_size", "vocab_size"):
+        if aa.get(key) != ab.get(key):
+            diffs.append(f"{key} {ab.get(key)} vs {aa.get(key)}")
+    return "; ".join(diffs) or None
+
+
 def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
           proposers: list[str] | None = None, name: str | None = None,
-          timing_origin: str = "timing", acceptance_origin: str = "acceptance") -> dict[str, Any]:
+          timing_origin: str = "timing", acceptance_origin: str = "acceptance",
+          accept_mismatch: str | None = None) -> dict[str, Any]:
     """Timing and memory from one profile, acceptance entries from another.
 
-    Each section keeps its own provenance. Acceptance is carried only for proposers both
-    profiles know; for a draft model the two must name the same weights.
+    Each section keeps its own provenance. Acceptance depends on the target and the draft, so
+    their identities must agree (model, family, shape, vocabulary); a mismatch is refused in
+    one line unless ``accept_mismatch`` gives the reason, which the merged entries record.
     """
+    if accept_mismatch is not None and not accept_mismatch.strip():
+        raise SpecplanError("--accept-mismatch: give the reason in words (it is recorded in provenance)")
     out = copy.deepcopy(timing_profile)
     src_acc = acceptance_profile.get("acceptance") or {}
     wanted = proposers or list(src_acc)
     if not wanted:
         raise SpecplanError(f"{acceptance_origin}: acceptance: no entries to merge")
     tgt_a, tgt_b = timing_profile["target"], acceptance_profile.get("target")
-    if tgt_b is not None and tgt_a["architecture"]["vocab_size"] != tgt_b["architecture"]["vocab_size"]:
+    found = []
+    diff = identity_mismatch(tgt_a, tgt_b)
+    if diff:
+        found.append(f"target: {diff}")
+    for pname in wanted:
+        pa, pb = timing_profile["proposers"].get(pname), (acceptance_profile.get("proposers") or {}).get(pname)
+        if pa and pb and pa.get("kind") != pb.get("kind"):
+            found.append(f"proposer {pname}: kind {pb.get('kind')} vs {pa.get('kind')}")
+        elif pa and pb and (d := identity_mismatch(pa.get("model"), pb.get("model"))):
+            found.append(f"proposer {pname}: {d}")
+    if found and not accept_mismatch:
         raise SpecplanError(
-            f"{acceptance_origin}: target.architecture.vocab_size {tgt_b['architecture']['vocab_size']} "
-            f"differs from {timing_origin}'s {tgt_a['architecture']['vocab_size']}: not the same model family"
+            f"{acceptance_origin}: measured on other models than {timing_origin} ({'; '.join(found)}); acceptance "
+            "does not transfer between models (valid: acceptance of the same target and draft, or "
+            "--accept-mismatch \"REASON\" to merge anyway, recorded in provenance)"
         )
     for pname in wanted:
         if pname not in src_acc:
@@ -172,6 +211,8 @@ def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
         origin_note = f"merged from {os.path.basename(acceptance_origin)}" + (
             f" (target {tgt_b['id']})" if tgt_b is not None else ""
         )
+        if found:
+            origin_note += f"; identity mismatch accepted ({'; '.join(found)}): {accept_mismatch}"
         entry["provenance"]["notes"] = f"{notes}; {origin_note}" if notes else origin_note
         out.setdefault("acceptance", {})[pname] = entry
     if "x-run" in acceptance_profile:  # keep the record of the run that measured acceptance

@@ -10,9 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiler.gpu_specs import GpuSpec
+from profiler.model_shape import (
+    active_body_params,
+    attention_flops_per_query,
+    body_bytes_read,
+    body_params,
+    kv_values_per_token_layer,
+)
 from sim.contracts.errors import SpecplanError
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+DTYPE_BYTES: dict[str, float] = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp4": 0.5}
+"""Bytes per weight or KV value; fp4 counts its values only (block scales add ~6 %, not priced)."""
+ACTIVATION_BYTES = 2
+"""Activations, embeddings and the LM head stay 16-bit in vLLM's fp8/fp4 checkpoints."""
 
 
 @dataclass(frozen=True)
@@ -39,13 +49,8 @@ class Efficiency:
 
 
 def layer_params(arch: dict[str, Any]) -> int:
-    """Weights of one llama-style decoder layer (attention, gated MLP, two norms)."""
-    h, hd = arch["hidden_size"], arch["head_dim"]
-    q = h * arch["num_attention_heads"] * hd
-    kv = 2 * h * arch["num_kv_heads"] * hd
-    o = arch["num_attention_heads"] * hd * h
-    mlp = 3 * h * arch["intermediate_size"]
-    return int(q + kv + o + mlp + 2 * h)
+    """Weights of one decoder layer on average (attention, MLP or experts, two norms)."""
+    return int(body_params(arch) // arch["num_layers"])
 
 
 def kv_heads_per_gpu(arch: dict[str, Any], tp: int) -> int:
@@ -54,18 +59,23 @@ def kv_heads_per_gpu(arch: dict[str, Any], tp: int) -> int:
     return kv // tp if kv >= tp else 1
 
 
-def forward_cost(arch: dict[str, Any], dtype_bytes: int, batch: int, new_tokens: int, context: int,
-                 logit_tokens: int, layers: int | None = None, tp: int = 1) -> tuple[float, float]:
+def forward_cost(arch: dict[str, Any], dtype_bytes: float, batch: int, new_tokens: int, context: int,
+                 logit_tokens: int, layers: int | None = None, tp: int = 1,
+                 kv_bytes: float | None = None) -> tuple[float, float]:
     """(FLOPs, bytes moved) on each of ``tp`` GPUs of one forward over ``batch × new_tokens`` on
-    ``context`` cached tokens (``tp = 1``: the whole model)."""
+    ``context`` cached tokens (``tp = 1``: the whole model). ``dtype_bytes`` per layer weight,
+    ``kv_bytes`` per cached value (default the same); a MoE layer multiplies its active experts
+    and reads the experts its tokens touch (profiler/model_shape.py)."""
     n_layers = arch["num_layers"] if layers is None else layers
+    kvb = dtype_bytes if kv_bytes is None else kv_bytes
     tokens = batch * new_tokens
     head = arch["vocab_size"] * arch["hidden_size"]
-    lin = 2.0 * layer_params(arch) * n_layers * tokens + 2.0 * head * logit_tokens
+    lin = 2.0 * active_body_params(arch, n_layers) * tokens + 2.0 * head * logit_tokens
     attended = tokens * (context + (new_tokens + 1) / 2.0)
-    attn = 4.0 * n_layers * arch["num_attention_heads"] * arch["head_dim"] * attended
-    kv_tok = 2 * n_layers * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * dtype_bytes
-    weights = (layer_params(arch) * n_layers + head + arch["hidden_size"]) * dtype_bytes
+    attn = n_layers * attention_flops_per_query(arch) * attended
+    kv_tok = n_layers * kv_values_per_token_layer(arch, tp) * kvb
+    head_bytes = max(dtype_bytes, ACTIVATION_BYTES)
+    weights = body_bytes_read(arch, tokens, dtype_bytes, n_layers) + (head + arch["hidden_size"]) * head_bytes
     moved = weights / tp + batch * context * kv_tok + tokens * kv_tok
     return (lin + attn) / tp, float(moved)
 
@@ -89,9 +99,10 @@ def roofline_time(flops: float, moved: float, gpu: GpuSpec, dtype: str, eff: Eff
     return max(flops / (gpu.flops(dtype) * eff.compute), moved / (gpu.memory_bandwidth * eff.bandwidth)) + eff.step_overhead_s
 
 
-def pass_time(arch: dict[str, Any], nbytes: int, batch: int, new_tokens: int, context: int, logit_tokens: int,
-              gpu: GpuSpec, dtype: str, eff: Efficiency, tp: int = 1, layers: int | None = None) -> float:
+def pass_time(arch: dict[str, Any], nbytes: float, batch: int, new_tokens: int, context: int, logit_tokens: int,
+              gpu: GpuSpec, dtype: str, eff: Efficiency, tp: int = 1, layers: int | None = None,
+              kv_bytes: float | None = None) -> float:
     """Seconds of one target-style forward on a replica of ``tp`` GPUs (step overhead included)."""
-    flops, moved = forward_cost(arch, nbytes, batch, new_tokens, context, logit_tokens, layers, tp)
+    flops, moved = forward_cost(arch, nbytes, batch, new_tokens, context, logit_tokens, layers, tp, kv_bytes)
     return (roofline_time(flops, moved, gpu, dtype, eff)
-            + comm_time(arch, nbytes, batch * new_tokens, logit_tokens, gpu, tp, layers))
+            + comm_time(arch, max(nbytes, ACTIVATION_BYTES), batch * new_tokens, logit_tokens, gpu, tp, layers))

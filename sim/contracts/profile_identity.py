@@ -90,6 +90,34 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class MoeShape:
+    """A mixture-of-experts model's expert layers (absent: a dense model)."""
+
+    num_experts: int
+    """Routed experts per MoE layer."""
+    experts_per_token: int
+    """Routed experts each token goes through (``num_experts_per_tok``)."""
+    expert_intermediate_size: int
+    """Gated-MLP width of one routed expert."""
+    shared_intermediate_size: int = 0
+    """Width of the shared expert(s) every token goes through (0: none)."""
+    dense_layers: int = 0
+    """Leading layers with a dense MLP instead of experts (DeepSeek's ``first_k_dense_replace``)."""
+
+
+@dataclass(frozen=True)
+class MlaShape:
+    """DeepSeek's multi-head latent attention: low-rank projections, a latent KV cache."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0
+    """0: a full-rank query projection."""
+
+
+@dataclass(frozen=True)
 class Architecture:
     """Shape of a transformer, enough to compute KV bytes and roofline estimates."""
 
@@ -102,6 +130,8 @@ class Architecture:
     head_dim: int
     vocab_size: int
     num_parameters: int
+    moe: MoeShape | None = None
+    mla: MlaShape | None = None
 
 
 @dataclass(frozen=True)
@@ -158,13 +188,32 @@ class IdentityReader(JsonReader):
             "num_layers", "hidden_size", "intermediate_size", "num_attention_heads",
             "num_kv_heads", "head_dim", "vocab_size", "num_parameters",
         )  # fmt: skip
-        v = self.obj(v, path, ("family", *ints))
+        v = self.obj(v, path, ("family", *ints), ("moe", "mla"))
         # intermediate_size is 0 for families without a separate MLP width in their config
         vals = {
             k: self.int_(v[k], join_path(path, k), minimum=0 if k in ("intermediate_size", "num_parameters") else 1)
             for k in ints
         }
-        return Architecture(family=self.str_(v["family"], join_path(path, "family")), **vals)
+        moe = mla = None
+        if v.get("moe") is not None:
+            mp = join_path(path, "moe")
+            m = self.obj(v["moe"], mp, ("num_experts", "experts_per_token", "expert_intermediate_size"),
+                         ("shared_intermediate_size", "dense_layers"))
+            moe = MoeShape(**{k: self.int_(m[k], join_path(mp, k), minimum=1) for k in
+                              ("num_experts", "experts_per_token", "expert_intermediate_size")},
+                           **{k: self.int_(m.get(k, 0), join_path(mp, k), minimum=0) for k in
+                              ("shared_intermediate_size", "dense_layers")})
+            if moe.experts_per_token > moe.num_experts:
+                raise self.fail(join_path(mp, "experts_per_token"),
+                                f"must be <= num_experts ({moe.num_experts}), got {moe.experts_per_token}")
+        if v.get("mla") is not None:
+            lp = join_path(path, "mla")
+            m = self.obj(v["mla"], lp, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"),
+                         ("q_lora_rank",))
+            mla = MlaShape(**{k: self.int_(m[k], join_path(lp, k), minimum=1) for k in
+                              ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")},
+                           q_lora_rank=self.int_(m.get("q_lora_rank", 0), join_path(lp, "q_lora_rank"), minimum=0))
+        return Architecture(family=self.str_(v["family"], join_path(path, "family")), **vals, moe=moe, mla=mla)
 
     def proposers(self, v: Any, path: str) -> dict[str, ProposerIdentity]:
         if not isinstance(v, dict):

@@ -46,7 +46,7 @@ def test_grids_are_the_packages_own_numbers(tiny_profile) -> None:
     lies within a few percent of the package's mixed_step_latency (ours prices logits per row)."""
     from profiler import aic_database as db
 
-    eng = db.compile_engine("meta-llama/Llama-3.2-1B", "h200_sxm", "vllm", "0.24.0", 1)
+    eng = db.compile_engine("meta-llama/Llama-3.2-1B", "h200_sxm", "vllm", "0.24.0", db.Layout())
     tf = tiny_profile["timing"]["target_forward"]
     c = tf["axes"]["context"].index(1024)
     assert tf["median"][0][0][c] * 1e3 == pytest.approx(eng.handle.decode_step_latency(1, 1024, 2), rel=1e-6)
@@ -79,8 +79,17 @@ def test_list_prints_what_the_database_covers(capsys) -> None:
         (["--backend", "tgi"], "--backend 'tgi': no tgi data for h200_sxm (valid: sglang, trtllm, vllm)"),
         (["--target", "meta-llama/Llama-9-1B"], "model 'meta-llama/Llama-9-1B': the installed database has no config for it"),
         (["--tp", "3"], "--tp 3: meta-llama/Llama-3.2-1B has 32 attention heads; TP must divide them (valid: 1, 2, 4, 8)"),
-        (["--draft", "mtp"], "--draft mtp: the target has 0 MTP (next-n) modules"),
-        (["--dtype", "fp8"], "--dtype 'fp8': the importer builds bf16 profiles only (valid: bf16)"),
+        (["--draft", "mtp"], "--draft mtp: meta-llama/Llama-3.2-1B has no MTP (next-n) modules (num_nextn_predict_layers "
+                             "is 0 in its config.json; valid for it: eagle, eagle3, ngram, suffix"),
+        (["--draft", "eagle4"], "--draft eagle4: not a keyword (eagle, eagle3, mtp, ngram, suffix, none) nor a model"),
+        (["--dtype", "fp4"], "--dtype fp4: h200_sxm has no FP4 tensor cores (valid on h200_sxm: auto, bf16, fp8;"),
+        (["--dtype", "int3"], "--dtype 'int3': valid for the import: auto, bf16, bfloat16, fp8, fp4, nvfp4"),
+        (["--kv-cache-dtype", "fp4"], "--kv-cache-dtype 'fp4': valid for the import: auto, bf16, bfloat16, fp8"),
+        (["--ep", "2"], "--ep 2: meta-llama/Llama-3.2-1B is a dense model with no experts (valid: --ep 1)"),
+        (["--target", "mistralai/Mixtral-8x7B-v0.1", "--tp", "16", "--ep", "16"],
+         "--ep 16: mistralai/Mixtral-8x7B-v0.1 has 8 experts on --tp 16 GPUs; expert parallelism must divide both "
+         "(the experts' TP x EP = 16; valid: --ep 1, 2, 4, 8)"),
+        (["--assume-proposal-rate", "ngram=0.5"], "--assume-proposal-rate ngram: needs --assume-acceptance ngram"),
         (["--target", "meta-llama/Llama-3.1-70B", "--system", "l40s"], "does not fit on 1x l40s"),
     ],
 )
@@ -93,6 +102,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message) -> None:
     assert main(argv + args) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
+    assert len(err) < 400  # never the database's list of every model id
 
 
 def test_missing_extra_is_one_line_with_the_install_command(monkeypatch) -> None:
