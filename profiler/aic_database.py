@@ -128,9 +128,14 @@ def model_config(model: str) -> dict[str, Any]:
     from aiconfigurator_core.sdk.common import DefaultHFModels
 
     if mid not in DefaultHFModels:
+        import difflib
+
+        ids = cached_models()
+        near = difflib.get_close_matches(model, ids, n=3, cutoff=0.5)
         raise SpecplanError(
-            f"model {model!r}: the installed database has no config for it (valid: {', '.join(cached_models())}, "
-            "or a local folder holding config.json)"
+            f"model {model!r}: the installed database has no config for it (valid: one of its {len(ids)} model ids, "
+            f"which `--target list` prints{', e.g. ' + ', '.join(near) if near else ''}; or a local folder "
+            "holding config.json)"
         )
     from aiconfigurator_core.sdk.utils import _load_pre_downloaded_hf_config
 
@@ -196,7 +201,8 @@ def num_experts(cfg: dict[str, Any]) -> int:
 
 def check_layout(model: str, cfg: dict[str, Any], layout: Layout) -> None:
     """Attention heads and experts divide as the package requires; one line naming valid values."""
-    heads, kv = int(cfg.get("num_attention_heads", 0)), int(cfg.get("num_key_value_heads", 0) or 0)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    heads, kv = int(text.get("num_attention_heads", 0)), int(text.get("num_key_value_heads", 0) or 0)
     tp = layout.tp
     if tp < 1 or (heads and heads % tp):
         raise SpecplanError(f"--tp {tp}: {model} has {heads} attention heads; TP must divide them (valid: "

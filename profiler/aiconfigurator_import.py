@@ -90,16 +90,15 @@ def _layout(req: ImportRequest) -> db.Layout:
     if gemm == "nvfp4" and not req.system.startswith(FP4_SYSTEMS):
         raise SpecplanError(f"--dtype {req.dtype}: {req.system} has no FP4 tensor cores (valid on {req.system}: "
                             "auto, bf16, fp8; fp4 needs a Blackwell system such as b200_sxm)")
-    if req.ep < 1 or req.tp % max(req.ep, 1):
-        raise SpecplanError(f"--ep {req.ep}: must divide --tp {req.tp} (valid: "
-                            f"{', '.join(str(e) for e in range(1, req.tp + 1) if req.tp % e == 0)})")
+    if req.ep < 1:
+        raise SpecplanError(f"--ep {req.ep}: must be at least 1 (1: experts tensor-parallel)")
     for name, rate in req.assumed_proposal_rate.items():
         if name not in req.assumed_acceptance:
             raise SpecplanError(f"--assume-proposal-rate {name}: needs --assume-acceptance {name}=r1,r2,... too "
                                 f"(valid: {', '.join(req.assumed_acceptance) or 'none given'})")
         if not 0 < rate <= 1:
             raise SpecplanError(f"--assume-proposal-rate {name}={rate:g}: must lie in (0, 1]")
-    return db.Layout(tp=req.tp, moe_tp=req.tp // req.ep, moe_ep=req.ep, gemm=gemm, moe=gemm, kv=KV_DTYPES[req.kv_dtype])
+    return db.Layout(tp=req.tp, moe_tp=max(req.tp // req.ep, 1), moe_ep=req.ep, gemm=gemm, moe=gemm, kv=KV_DTYPES[req.kv_dtype])
 
 
 def build_profile(req: ImportRequest) -> dict[str, Any]:

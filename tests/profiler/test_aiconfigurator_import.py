@@ -86,9 +86,9 @@ def test_list_prints_what_the_database_covers(capsys) -> None:
         (["--dtype", "int3"], "--dtype 'int3': valid for the import: auto, bf16, bfloat16, fp8, fp4, nvfp4"),
         (["--kv-cache-dtype", "fp4"], "--kv-cache-dtype 'fp4': valid for the import: auto, bf16, bfloat16, fp8"),
         (["--ep", "2"], "--ep 2: meta-llama/Llama-3.2-1B is a dense model with no experts (valid: --ep 1)"),
-        (["--target", "mistralai/Mixtral-8x7B-v0.1", "--tp", "16", "--ep", "16"],
-         "--ep 16: mistralai/Mixtral-8x7B-v0.1 has 8 experts on --tp 16 GPUs; expert parallelism must divide both "
-         "(the experts' TP x EP = 16; valid: --ep 1, 2, 4, 8)"),
+        (["--target", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "--tp", "8", "--ep", "3"],
+         "--ep 3: meta-llama/Llama-4-Scout-17B-16E-Instruct has 16 experts on --tp 8 GPUs; expert parallelism must "
+         "divide both (the experts' TP x EP = 8; valid: --ep 1, 2, 4, 8)"),
         (["--assume-proposal-rate", "ngram=0.5"], "--assume-proposal-rate ngram: needs --assume-acceptance ngram"),
         (["--target", "meta-llama/Llama-3.1-70B", "--system", "l40s"], "does not fit on 1x l40s"),
     ],

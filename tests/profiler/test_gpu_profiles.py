@@ -27,11 +27,13 @@ def test_shipped_gpu_profiles_are_small_and_say_where_numbers_come_from(name: st
     assert p.timing.provenance.method == "imported" and p.memory.provenance.method == "imported"
     assert p.timing.step_composition == "fused"
     assert p.timing.step_overhead is not None and p.timing.step_overhead.provenance.method == "assumed"
-    assert set(p.proposers) == {"llama-3.2-1b", "eagle3"}
+    assert {n: x.kind for n, x in p.proposers.items()} == {"llama-3.2-1b": "draft_model", "eagle3": "eagle3",
+                                                           "ngram": "ngram"}
     for entry in p.acceptance.values():
         assert entry.provenance.method == "assumed"
-    for pt in p.timing.proposers.values():
-        assert pt.prefill is not None and pt.overhead_provenance.method == "assumed"
+    assert p.acceptance["ngram"].segments[0].proposal_rate == pytest.approx(0.206, rel=1e-2)
+    for name, pt in p.timing.proposers.items():
+        assert (pt.prefill is not None or name == "ngram") and pt.overhead_provenance.method == "assumed"
 
 
 def test_h200_8b_decode_step_at_batch_1_context_1k_is_between_4_and_9_ms() -> None:
