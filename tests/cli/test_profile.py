@@ -220,3 +220,29 @@ def test_published_needs_a_citation(tmp_path: Path, capsys):
     code, _, err = run_cli(["profile", "published", "--rates", "0.8", "--proposer", "x", "--segment", "chat:en:0",
                             "-o", str(tmp_path / "p.json")], capsys)
     assert_one_line_error(code, err, "--citation")
+
+
+def test_merge_across_models_is_refused_unless_the_reason_is_given(tmp_path: Path, capsys):
+    """Issue 32: SmolLM2's n-gram acceptance married a Llama-3.1-8B timing profile without a word."""
+    repo = Path(__file__).resolve().parents[2]
+    timing, acc = repo / "profiles" / "llama-3.1-8b-h200-vllm.json", repo / "profiles" / "smollm2-135m-cpu.json"
+    out = tmp_path / "m.json"
+    argv = ["profile", "merge", "--timing", str(timing), "--acceptance", str(acc), "--acceptance-proposer", "ngram",
+            "-o", str(out)]
+    code, _, err = run_cli(argv, capsys)
+    assert_one_line_error(code, err, "measured on other models than")
+    assert "model 'HuggingFaceTB/SmolLM2-135M-Instruct' vs 'meta-llama/Meta-Llama-3.1-8B'" in err
+    assert "vocab_size 49152 vs 128256" in err and "--accept-mismatch" in err and not out.exists()
+    code, _, err = run_cli(argv + ["--accept-mismatch", "  "], capsys)
+    assert_one_line_error(code, err, "--accept-mismatch: give the reason in words")
+    xeon = repo / "profiles" / "smollm2-135m-cpu-xeon.json"
+    code, _, err = run_cli(["profile", "merge", "--timing", str(xeon), "--acceptance", str(timing), "--acceptance-proposer",
+                            "ngram", "--accept-mismatch", "prompt lookup hits depend on the text", "-o", str(out)], capsys)
+    assert code == 0, err
+    notes = load_profile(out).acceptance["ngram"].provenance.notes
+    assert "identity mismatch accepted" in notes and "prompt lookup hits depend on the text" in notes
+    # the same model measured on another machine merges as before (profiles/smollm2-135m-cpu-xeon.json)
+    same = tmp_path / "same.json"
+    code, _, err = run_cli(["profile", "merge", "--timing", str(repo / "profiles" / "smollm2-135m-cpu-xeon.json"),
+                            "--acceptance", str(acc), "--acceptance-proposer", "ngram", "-o", str(same)], capsys)
+    assert code == 0, err
