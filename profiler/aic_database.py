@@ -261,6 +261,30 @@ def _refusal(model: str, system: str, backend: str, version: str, layout: Layout
     return f"{asked}: the database cannot model it ({msg[:160]})"
 
 
+def resolved_quant(model: str, backend: str, layout: Layout) -> dict[str, str]:
+    """The quant modes the package settles on (a flag, else the checkpoint's config): what the
+    profile's dtype labels must say, e.g. DeepSeek-V3's fp8 blocks and fp8 KV cache under auto."""
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import get_model
+
+    experts = bool(num_experts(model_config(model)))
+    path, tmp = _model_path(model)
+    try:
+        with _quiet():
+            mc = build_model_config(tp_size=layout.tp, pp_size=1, attention_dp_size=1,
+                                    moe_tp_size=layout.moe_tp if experts else 1,
+                                    moe_ep_size=layout.moe_ep if experts else 1, gemm_quant_mode=layout.gemm,
+                                    kvcache_quant_mode=layout.kv, moe_quant_mode=layout.moe if experts else None)
+            cfg = get_model(path, mc, backend).config
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    out = {"weights": cfg.gemm_quant_mode.name, "kv_cache": cfg.kvcache_quant_mode.name}
+    if experts:
+        out["experts"] = cfg.moe_quant_mode.name
+    return out
+
+
 def memory_estimate(model: str, system: str, backend: str, version: str, layout: Layout, utilization: float,
                     max_tokens: int, max_seqs: int, nextn: int = 0) -> dict[str, Any]:
     """The package's per-GPU memory model (weights, activations, runtime, comm) and KV size."""

@@ -52,6 +52,8 @@ DTYPES = {"auto": None, "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8"
 KV_DTYPES = {"auto": None, "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8": "fp8"}
 FP4_SYSTEMS = ("b200", "gb200", "b300", "gb300", "rtx_pro")
 """Systems with FP4 tensor cores (Blackwell); elsewhere fp4 weights are refused."""
+NO_FP8_SYSTEMS = ("a100",)
+"""Systems without FP8 tensor cores (Ampere); fp8 weights are refused there."""
 NGRAM_LOOKUP_S_PER_ROW = LOOKUP_S_PER_ROW
 
 
@@ -87,6 +89,9 @@ def _layout(req: ImportRequest) -> db.Layout:
     if req.kv_dtype not in KV_DTYPES:
         raise SpecplanError(f"--kv-cache-dtype {req.kv_dtype!r}: valid for the import: {', '.join(KV_DTYPES)}")
     gemm = DTYPES[req.dtype]
+    if gemm == "fp8" and req.system.startswith(NO_FP8_SYSTEMS):
+        raise SpecplanError(f"--dtype {req.dtype}: {req.system} has no FP8 tensor cores (valid on {req.system}: "
+                            "auto, bf16; fp8 needs Hopper, Ada or Blackwell, e.g. h100_sxm, l40s, b200_sxm)")
     if gemm == "nvfp4" and not req.system.startswith(FP4_SYSTEMS):
         raise SpecplanError(f"--dtype {req.dtype}: {req.system} has no FP4 tensor cores (valid on {req.system}: "
                             "auto, bf16, fp8; fp4 needs a Blackwell system such as b200_sxm)")
@@ -111,12 +116,13 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     db.check_layout(req.target, tcfg, layout)
     target = db.compile_engine(req.target, req.system, req.backend, version, layout)
     tb = GridBuilder(target)
-    memory = _target_memory(req, version, layout)
+    quant = db.resolved_quant(req.target, req.backend, layout)
+    memory = _target_memory(req, version, layout, quant)
     ctx = aic_proposers.Context(
         target=req.target, target_cfg=tcfg, target_grid=tb,
         target_memory={"weight_bytes": memory["target_weight_bytes"], "kv_bytes_per_token": memory["target_kv_bytes_per_token"]},
         system=req.system, backend=req.backend, version=version,
-        layout=db.Layout(tp=req.tp, gemm=layout.gemm if layout.gemm != "nvfp4" else None, kv=layout.kv),
+        layout=db.Layout(tp=req.tp, gemm=layout.gemm if layout.gemm != "nvfp4" else None, kv=quant["kv_cache"]),
         grids=aic_proposers.Grids(BATCH, K_MAX, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
         overhead=lambda: {"overhead": _overhead_grid(req.draft_pass_overhead_s), "overhead_provenance": _assumed(
             DRAFT_OVERHEAD_NOTE.format(ms=req.draft_pass_overhead_s * 1e3), req)},
@@ -126,7 +132,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     _add_proposer_memory(memory, {p.name: p.memory for p in built})
     meta = db.collection_meta(req.system, req.backend, version)
     timing = {
-        "provenance": _provenance(req, version, meta, [p.note for p in built], target_forward_notes(), layout),
+        "provenance": _provenance(req, version, meta, [p.note for p in built], target_forward_notes(), layout, quant),
         "step_composition": "fused",
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
@@ -135,7 +141,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
             OVERHEAD_NOTE if req.step_overhead_s == STEP_OVERHEAD_S else "chosen on the command line", req)},
         "proposers": {p.name: p.timing for p in built},
     }
-    wdt, kdt = _dtype_label(layout.gemm, tcfg), layout.kv or "bfloat16"
+    wdt, kdt = quant["weights"], quant["kv_cache"]
     profile = {
         "schema": "specplan.profile",
         "schema_version": 1,
@@ -150,7 +156,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         "acceptance": _acceptance(req, proposers),
         "x-aiconfigurator": {"library": db.package_version(), "system": req.system, "backend": req.backend,
                              "backend_version": version, "tp": req.tp, "moe_tp": layout.moe_tp, "moe_ep": layout.moe_ep,
-                             "gemm_quant_mode": layout.gemm, "kvcache_quant_mode": layout.kv,
+                             "quant_modes": quant,
                              "collection_meta": meta, "wall_s": round(time.perf_counter() - t0, 2)},
     }
     if req.tp > 1:
@@ -158,20 +164,12 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     return profile
 
 
-def _dtype_label(gemm: str | None, cfg: dict) -> str:
-    """The weights' dtype as asked, or the checkpoint's (its quantization_config, else bf16)."""
-    if gemm:
-        return gemm
-    q = cfg.get("quantization_config") or {}
-    return str(q.get("quant_method") or "bfloat16") if isinstance(q, dict) else "bfloat16"
-
-
 def _overhead_grid(per_pass_s: float) -> dict[str, Any]:
     ks = list(range(1, K_MAX + 1))
     return {"axes": {"batch": BATCH, "k": ks}, "median": [[k * per_pass_s for k in ks] for _ in BATCH]}
 
 
-def _target_memory(req: ImportRequest, version: str, layout: db.Layout) -> dict[str, Any]:
+def _target_memory(req: ImportRequest, version: str, layout: db.Layout, quant: dict[str, str]) -> dict[str, Any]:
     est = db.memory_estimate(req.target, req.system, req.backend, version, layout, MEMORY_UTILIZATION, 8192, 1024)
     br = est["memory_breakdown"] or {}
     tp = req.tp
@@ -189,12 +187,12 @@ def _target_memory(req: ImportRequest, version: str, layout: db.Layout) -> dict[
     prov = {
         "method": "imported",
         "device": {"kind": "cuda", "name": req.system, "memory_bytes": device // tp, "count": tp},
-        "dtype": _dtype_label(layout.gemm, db.model_config(req.target)),
+        "dtype": quant["weights"],
         "libraries": {"aiconfigurator-core": db.package_version()},
         "date": _now(), "command": req.command,
         "notes": (f"aiconfigurator-core memory model (sdk.memory.estimate_kv_cache, {req.backend} "
-                  f"{version}, source {est.get('source')}), per GPU x {tp} GPUs = replica totals; weights "
-                  f"{layout.gemm or 'as the checkpoint'}, KV cache {layout.kv or 'bfloat16'}"
+                  f"{version}, source {est.get('source')}), per GPU x {tp} GPUs = replica totals; "
+                  f"{_quant_note(req, quant)}"
                   f"{f', experts TP {layout.moe_tp} x EP {layout.moe_ep}' if layout.moe_ep > 1 else ''}; "
                   "activation_peak_bytes = activations + runtime overhead (the package's 'other_mem', "
                   "a non-official allowance) + NCCL buffers"),
@@ -243,23 +241,28 @@ def _acceptance(req: ImportRequest, proposers: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def _quant_note(req: ImportRequest, quant: dict[str, str]) -> str:
+    how = lambda flag: "as asked" if flag not in ("auto", None) else "the checkpoint's, as the package reads it"  # noqa: E731
+    text = f"weights {quant['weights']} ({how(req.dtype)}), KV cache {quant['kv_cache']} ({how(req.kv_dtype)})"
+    return text + (f", experts {quant['experts']}" if "experts" in quant else "")
+
+
 def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], tf_note: str,
-                layout: db.Layout) -> dict[str, Any]:
+                layout: db.Layout, quant: dict[str, str]) -> dict[str, Any]:
     fams = ", ".join(f"{op} {m.get('provenance')}" for op, m in meta.items()
                      if op in ("gemm", "attention", "comm", "moe", "mla"))
     return {
         "method": "imported",
         "device": {"kind": "cuda", "name": req.system, "count": req.tp},
-        "dtype": _dtype_label(layout.gemm, db.model_config(req.target)),
+        "dtype": quant["weights"],
         "libraries": {"aiconfigurator-core": db.package_version()},
         "models": {"target": req.target},
         "date": _now(),
         "command": req.command,
         "notes": "; ".join([f"aiconfigurator-core {db.package_version()} database {req.system}/{req.backend} "
                             f"{version} tp={req.tp}"
-                            f"{f' moe_tp={layout.moe_tp} moe_ep={layout.moe_ep}' if layout.moe_ep > 1 else ''} weights "
-                            f"{layout.gemm or 'as the checkpoint'} KV cache {layout.kv or 'bfloat16'} "
-                            f"(collection_meta: {fams or 'none'})", tf_note, *notes]),
+                            f"{f' moe_tp={layout.moe_tp} moe_ep={layout.moe_ep}' if layout.moe_ep > 1 else ''}, "
+                            f"{_quant_note(req, quant)} (collection_meta: {fams or 'none'})", tf_note, *notes]),
     }
 
 

@@ -53,6 +53,11 @@ def test_deepseek_mla_moe_imports_with_mtp_priced_as_the_database_prices_nextn(d
             want = (mtp_scale_factor(k, 61) - 1) * _t(deepseek, b, k + 1)
             assert d["median"][bi][ki][c] == pytest.approx(want, rel=1e-9)
     assert deepseek["acceptance"]["mtp"]["provenance"]["method"] == "assumed"
+    # --dtype/--kv-cache-dtype auto: the labels say what the package read from the checkpoint
+    assert deepseek["x-aiconfigurator"]["quant_modes"] == {"weights": "fp8_block", "kv_cache": "fp8",
+                                                           "experts": "fp8_block"}
+    assert "(fp8_block weights, fp8 KV cache)" in deepseek["description"]
+    assert p.timing.provenance.dtype == "fp8_block"
     assert _t(deepseek, 64) > _t(deepseek, 1)  # a larger batch touches more experts
 
 
