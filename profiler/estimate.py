@@ -70,6 +70,9 @@ class EstimateProposer:
     None: its whole architecture's."""
     host: bool = False
     """A host-side lookup (ngram, suffix): no GPU pass, no memory (profiler/host_proposers.py)."""
+    resident_at_weight_dtype: bool = False
+    """``resident_params`` stored at the weights' dtype (an MTP module of an fp8 checkpoint);
+    False: 16-bit, as EAGLE heads are published."""
 
 
 def _grid_axes(max_pos: int, k_max: int) -> dict[str, tuple[int, ...]]:
@@ -176,7 +179,7 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
         pkv = _kv_per_token(p.arch, tp, kvb, p.layers)
         pw = 0 if not p.weight_bytes_extra else _weight_bytes(p.arch, nbytes)
         if p.resident_params is not None:
-            pw = int(p.resident_params * max(nbytes, ACTIVATION_BYTES))
+            pw = int(p.resident_params * (nbytes if p.resident_at_weight_dtype else max(nbytes, ACTIVATION_BYTES)))
         pact = int(LOGIT_ROWS * p.arch["vocab_size"] * 4)  # per GPU; the profile holds replica totals
         mem_props[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pkv, "activation_peak_bytes": tp * pact}
         _check_fits(f"{target_identity['id']} with draft {p.name} resident", dtype, weight_bytes + pw,

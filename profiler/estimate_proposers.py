@@ -63,7 +63,7 @@ def estimate_proposer(text: str, target: dict[str, Any], mtp_layers: int) -> Est
                 "does: one decoder layer at the target's widths (MoE and MLA as the target's) + a 2h x h "
                 "projection, sharing the target's embeddings and LM head")
         return EstimateProposer("mtp", {"kind": "mtp", "note": note}, layer,
-                                resident_params=body_params(layer) + 2 * h * h)
+                                resident_params=body_params(layer) + 2 * h * h, resident_at_weight_dtype=True)
     m = _SELF_RE.match(text)
     if not m:
         raise SpecplanError(f"--proposer {text}: valid for the estimate: {VALID}")

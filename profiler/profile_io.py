@@ -141,10 +141,10 @@ def read_profile_dict(path: str | Path) -> dict[str, Any]:
 
 
 def _norm_id(mid: str) -> str:
-    """A model id without organisation, ``meta-`` prefix, ``-shaped`` or instruct/chat suffix:
-    the weights' family and size, which acceptance depends on."""
+    """A model id without organisation, ``meta-`` prefix, ``-shaped``, quantization or
+    instruct/chat suffix: the weights' family and size, which acceptance depends on."""
     base = mid.split("/")[-1].lower().removeprefix("meta-")
-    for suffix in ("-shaped", "-instruct", "-chat", "-it", "-base"):
+    for suffix in ("-shaped", "-fp8", "-nvfp4", "-instruct", "-chat", "-it", "-base"):
         base = base.removesuffix(suffix)
     return base
 
