@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -155,12 +156,28 @@ class Engine:
 
     def decode_ops(self, rows: int, context: int) -> dict[str, float]:
         """Op name -> ms for a decode pass over ``rows`` sequences of one token at ``context``."""
-        return _fold(self.handle.decode_step_per_op(rows, max(int(context), 1), 2))
+        try:
+            return _fold(self.handle.decode_step_per_op(rows, max(int(context), 1), 2))
+        except Exception as exc:  # the package's Rust and Python errors alike; ours is one line
+            raise SpecplanError(self._missing(exc)) from None
 
     def context_ops(self, batch: int, tokens: int, prefix: int) -> dict[str, float]:
         """Op name -> ms for a prefill pass of ``batch`` chunks of ``tokens`` after ``prefix``."""
-        ctx, _gen = self.handle.run_static_per_op(batch_size=batch, isl=prefix + tokens, osl=1, prefix=prefix)
+        try:
+            ctx, _gen = self.handle.run_static_per_op(batch_size=batch, isl=prefix + tokens, osl=1, prefix=prefix)
+        except Exception as exc:
+            raise SpecplanError(self._missing(exc)) from None
         return _fold(ctx)
+
+    def _missing(self, exc: Exception) -> str:
+        """What the database lacks for this model, named without the package's internals."""
+        msg = str(exc)
+        kind = re.search(r"(\w+) data missing", msg)
+        quant = re.search(r'quant: "?(\w+)"?', msg)
+        what = (f"its {kind.group(1)} kernels" if kind else "one of its ops") + (f" at quant {quant.group(1)}" if quant else "")
+        return (f"{self.model_path} on {self.system}/{self.backend} {self.version} tp={self.tp}: the database has no "
+                f"timings for {what} (valid: another --dtype, --system or --backend-version; `--system list` and "
+                "`--target list` show what it covers)")
 
     def mixed_ms(self, prefill_tokens: int, decode_rows: int, isl: int) -> float:
         """The package's own fused mixed-step latency (for checking our composition)."""
