@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="host time added to every target pass (default 1 ms, assumed)")
     e.add_argument("--draft-pass-overhead-ms", type=float, metavar="MS",
                    help="host time added to every draft pass (default 0.5 ms, assumed)")
+    e.add_argument("--host-lookup-us", type=float, metavar="US",
+                   help="estimate and import-aiconfigurator: host time of an ngram/suffix lookup per request per "
+                        "step (default 5 us, assumed)")
     e.add_argument("--proposer-model", action="append", default=[], metavar="SPEC",
                    help="draft model architecture for the estimate (repeatable)")
     e.add_argument("--calibrate-from", metavar="PROFILE", help="carry efficiency over from a profile measured on a known GPU")
@@ -258,7 +261,7 @@ def _run_estimate(args: argparse.Namespace) -> int:
     profile = estimate_from_specs(gpu=args.gpu, target=args.target, proposer_models=args.proposer_model,
                                   proposers=args.proposer, dtype=args.dtype, k_max=args.k_max, eff=eff,
                                   tensor_parallel_size=tp, command=command_of(args), name=args.name,
-                                  kv_cache_dtype=args.kv_cache_dtype)
+                                  kv_cache_dtype=args.kv_cache_dtype, host_lookup_us=args.host_lookup_us)
     write_profile(args.out, profile)
     _summary(profile, args.out)
     return 0

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     if not args.system or not args.target:
         raise SpecplanError("profile import-aiconfigurator: --system and --target are required (or 'list')")
     from profiler.aiconfigurator_import import ImportRequest, build_profile
+    from profiler.host_proposers import lookup_seconds
     from profiler.profile_io import check_writable, write_profile
 
     check_writable(args.out)
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace, command: str) -> int:
                         kv_dtype=getattr(args, "kv_cache_dtype", "auto"),
                         assumed_proposal_rate={k: v[0] for k, v in _rates(args.assume_proposal_rate,
                                                                           "--assume-proposal-rate").items()},
+                        lookup_s_per_row=lookup_seconds(getattr(args, "host_lookup_us", None)),
                         **_overheads(args))
     t0 = time.perf_counter()
     profile = build_profile(req)

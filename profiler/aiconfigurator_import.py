@@ -54,7 +54,6 @@ FP4_SYSTEMS = ("b200", "gb200", "b300", "gb300", "rtx_pro")
 """Systems with FP4 tensor cores (Blackwell); elsewhere fp4 weights are refused."""
 NO_FP8_SYSTEMS = ("a100",)
 """Systems without FP8 tensor cores (Ampere); fp8 weights are refused there."""
-NGRAM_LOOKUP_S_PER_ROW = LOOKUP_S_PER_ROW
 
 
 @dataclass(frozen=True)
@@ -80,6 +79,8 @@ class ImportRequest:
     """KV cache: auto (bf16) | bf16 | fp8 (vLLM's kv_cache_dtype)."""
     assumed_proposal_rate: dict[str, float] = field(default_factory=dict)
     """Proposer name -> fraction of steps with a proposal (ngram, suffix), method ``assumed``."""
+    lookup_s_per_row: float = LOOKUP_S_PER_ROW
+    """Host time of an ngram/suffix lookup per request per step (assumed default)."""
 
 
 def _layout(req: ImportRequest) -> db.Layout:
@@ -126,7 +127,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         grids=aic_proposers.Grids(BATCH, K_MAX, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
         overhead=lambda: {"overhead": _overhead_grid(req.draft_pass_overhead_s), "overhead_provenance": _assumed(
             DRAFT_OVERHEAD_NOTE.format(ms=req.draft_pass_overhead_s * 1e3), req)},
-        assumed=lambda note: _assumed(note, req), identity=_identity, lookup_s_per_row=NGRAM_LOOKUP_S_PER_ROW)
+        assumed=lambda note: _assumed(note, req), identity=_identity, lookup_s_per_row=req.lookup_s_per_row)
     built = [p for p in (aic_proposers.build(d, ctx) for d in dict.fromkeys(req.drafts)) if p is not None]
     proposers = {p.name: p.identity for p in built}
     _add_proposer_memory(memory, {p.name: p.memory for p in built})

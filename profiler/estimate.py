@@ -146,7 +146,7 @@ def _check_fits(who: str, dtype: str, weights: int, act: int, tp: int, gpu: GpuS
 def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_positions: int,
                      proposers: Sequence[EstimateProposer], dtype: str, k_max: int, eff: Efficiency,
                      command: str | None, name: str | None = None, tensor_parallel_size: int = 1,
-                     kv_dtype: str | None = None) -> dict[str, Any]:
+                     kv_dtype: str | None = None, lookup_s_per_row: float = LOOKUP_S_PER_ROW) -> dict[str, Any]:
     """A complete profile (timing + memory, no acceptance) from the roofline; ``dtype`` of the
     weights (bfloat16, float16, fp8, fp4), ``kv_dtype`` of the KV cache (default 16-bit)."""
     if dtype not in DTYPE_BYTES or dtype == "float32":
@@ -216,8 +216,8 @@ def estimate_profile(*, gpu: GpuSpec, target_identity: dict[str, Any], max_posit
     for p in proposers:
         if p.host:
             timing["proposers"][p.name] = host_timing(
-                p.name, list(ax["batch"]), list(ax["k"]), list(ax["context"]), per_row_s=LOOKUP_S_PER_ROW,
-                provenance=provenance("assumed", command=command, notes=lookup_note(p.name, LOOKUP_S_PER_ROW)))
+                p.name, list(ax["batch"]), list(ax["k"]), list(ax["context"]), per_row_s=lookup_s_per_row,
+                provenance=provenance("assumed", command=command, notes=lookup_note(p.name, lookup_s_per_row)))
             continue
 
         def draft(b: int, k: int, c: int, p: EstimateProposer = p) -> float:

@@ -21,6 +21,7 @@ from profiler.estimate import (
 from profiler.estimate_proposers import estimate_proposer
 from profiler.gpu_specs import resolve_gpu
 from profiler.hf_config import read_config
+from profiler.host_proposers import lookup_seconds
 from profiler.profile_io import read_profile_dict, safe_name
 from profiler.roofline import Efficiency
 from sim.contracts.errors import SpecplanError
@@ -77,7 +78,8 @@ def draft_vocab_note(flag: str, draft: dict[str, Any], target: dict[str, Any]) -
 
 def estimate_from_specs(*, gpu: str, target: str, proposer_models: Sequence[str], proposers: Sequence[str],
                         dtype: str, k_max: int, eff: Efficiency, tensor_parallel_size: int,
-                        command: str | None, name: str | None, kv_cache_dtype: str = "auto") -> dict[str, Any]:
+                        command: str | None, name: str | None, kv_cache_dtype: str = "auto",
+                        host_lookup_us: float | None = None) -> dict[str, Any]:
     """The estimated profile dict for command-line specs; every bad input is one line."""
     spec = resolve_gpu(gpu)
     dt = _DTYPES.get(dtype.lower())
@@ -96,4 +98,5 @@ def estimate_from_specs(*, gpu: str, target: str, proposer_models: Sequence[str]
         props.append(estimate_proposer(text.strip(), tgt.identity, tgt.mtp_layers))
     return estimate_profile(gpu=spec, target_identity=tgt.identity, max_positions=tgt.max_positions or 8192,
                             proposers=props, dtype=dt, k_max=k_max, eff=eff, command=command, name=name,
-                            tensor_parallel_size=tensor_parallel_size, kv_dtype=_KV_DTYPES[kv_cache_dtype.lower()])
+                            tensor_parallel_size=tensor_parallel_size, kv_dtype=_KV_DTYPES[kv_cache_dtype.lower()],
+                            lookup_s_per_row=lookup_seconds(host_lookup_us))

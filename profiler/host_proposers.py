@@ -47,8 +47,22 @@ def host_timing(kind: str, batch: list[int], ks: list[int], context: list[int], 
 
 def lookup_note(kind: str, per_row_s: float) -> str:
     """The assumed-cost note of ``host_timing``'s overhead provenance."""
+    if per_row_s != LOOKUP_S_PER_ROW:
+        return (f"given on the command line (--host-lookup-us {per_row_s * 1e6:g}): H(b, k) = b x {per_row_s * 1e6:g} us "
+                f"of host time per step for the {kind} lookup; no GPU pass (timing.proposers.{kind}.draft is zero)")
     extra = "" if kind == "ngram" else "; suffix decoding's tree update and match are taken at the same cost"
     return LOOKUP_NOTE.format(us=per_row_s * 1e6, kind=kind, extra=extra, name=kind)
+
+
+def lookup_seconds(us: float | None) -> float:
+    """``--host-lookup-us`` in seconds (default: the assumed figure); one line when negative."""
+    from sim.contracts.errors import SpecplanError
+
+    if us is None:
+        return LOOKUP_S_PER_ROW
+    if not us >= 0:
+        raise SpecplanError(f"--host-lookup-us {us}: must be >= 0 microseconds per request per step")
+    return us * 1e-6
 
 
 def host_memory() -> dict[str, int]:

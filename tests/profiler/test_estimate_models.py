@@ -158,3 +158,18 @@ def test_qwen25_draft_with_a_padded_vocabulary_and_an_absolute_path_is_accepted(
     assert "embedding-table padding" in ident["note"]
     assert prof["target"]["path"] is None and ident["model"]["path"] is None
     Profile.from_dict(prof, "qwen")
+
+
+def test_host_lookup_cost_given_on_the_command_line_replaces_the_assumed_one() -> None:
+    eff = efficiency(calibrate_from=None, compute=None, bandwidth=None, step_overhead_ms=None, draft_pass_overhead_ms=None)
+    prof = estimate_from_specs(gpu="H100", target="config:llama-3.1-8b", proposer_models=(), proposers=("ngram",),
+                               dtype="bf16", k_max=3, eff=eff, tensor_parallel_size=1, command="t", name=None,
+                               host_lookup_us=20)
+    t = prof["timing"]["proposers"]["ngram"]
+    b = t["overhead"]["axes"]["batch"]
+    assert t["overhead"]["median"][b.index(64)] == pytest.approx([64 * 20e-6] * 3)
+    assert t["overhead_provenance"]["notes"].startswith("given on the command line (--host-lookup-us 20)")
+    with pytest.raises(SpecplanError, match="--host-lookup-us -1: must be >= 0"):
+        estimate_from_specs(gpu="H100", target="config:llama-3.1-8b", proposer_models=(), proposers=("ngram",),
+                            dtype="bf16", k_max=3, eff=eff, tensor_parallel_size=1, command="t", name=None,
+                            host_lookup_us=-1)
