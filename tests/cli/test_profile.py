@@ -175,8 +175,8 @@ def test_estimate_errors(tmp_path: Path, capsys):
     code, _, err = run_cli(["profile", "estimate", "--gpu", "TPU", "--target", "config:llama-3.1-8b", "-o", out], capsys)
     assert_one_line_error(code, err, "unknown GPU")
     code, _, err = run_cli(["profile", "estimate", "--gpu", "H100", "--target", "config:llama-3.1-8b",
-                            "--proposer", "ngram", "-o", out], capsys)
-    assert_one_line_error(code, err, "roofline")
+                            "--proposer", "medusa", "-o", out], capsys)
+    assert_one_line_error(code, err, "--proposer medusa: valid for the estimate: ngram, suffix, eagle, eagle3, mtp")
     code, _, err = run_cli(["profile", "merge", "--timing", str(tmp_path / "none.json"), "--acceptance", "x",
                             "-o", out], capsys)
     assert_one_line_error(code, err, "no such profile")
