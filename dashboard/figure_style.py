@@ -9,6 +9,7 @@ validates a chart where that is wanted (the tests and the HTML report do).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,8 +90,9 @@ def no_data(fig: Figure, why: str) -> Figure:
 
 
 def hline(fig: Figure, y: float, *, color: str, dash: str, width: float, text: str | None = None,
-          axes: tuple[str, str] = ("x", "y")) -> Figure:
-    """A horizontal line across a panel, its label at the left end above it."""
+          axes: tuple[str, str] = ("x", "y"), log: bool = False) -> Figure:
+    """A horizontal line across a panel, its label at the left end above it (``log``: the y axis
+    is logarithmic, where plotly.js places a shape by value but an annotation by log10 value)."""
     xa, ya = axes
     lay = fig["layout"]
     lay.setdefault("shapes", []).append(
@@ -98,7 +100,8 @@ def hline(fig: Figure, y: float, *, color: str, dash: str, width: float, text: s
          "line": {"color": color, "dash": dash, "width": width}})
     if text:
         lay.setdefault("annotations", []).append(
-            {"text": text, "x": 0, "xanchor": "left", "xref": f"{xa} domain", "y": y, "yanchor": "bottom",
+            {"text": text, "x": 0, "xanchor": "left", "xref": f"{xa} domain",
+             "y": math.log10(y) if log and y > 0 else y, "yanchor": "bottom",
              "yref": ya, "showarrow": False, "font": {"color": color}})
     return fig
 
@@ -126,9 +129,10 @@ def candidate_order(frame: pl.DataFrame, colors: Mapping[str, str]) -> list[str]
     return known + [c for c in present if c not in colors]
 
 
-def add_slo_line(fig: Figure, slo_ms: float | None, label: str, *, axes: tuple[str, str] = ("x", "y")) -> Figure:
+def add_slo_line(fig: Figure, slo_ms: float | None, label: str, *, axes: tuple[str, str] = ("x", "y"),
+                 log: bool = False) -> Figure:
     """Draw an SLO limit as a horizontal red dotted line with its value written on it."""
     if slo_ms is None:
         return fig
     return hline(fig, float(slo_ms), color=SLO_COLOR, dash="dot", width=2, text=f"SLO {label} {slo_ms:g} ms",
-                 axes=axes)
+                 axes=axes, log=log)

@@ -65,6 +65,9 @@ def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline"
     return out
 
 
+CAPACITY_KEY = "solid vertical: capacity estimated from the load points"
+
+
 def _scatter(x: list, y: list, name: str, color: str, *, mode: str = "lines+markers", width: float = 2,
              dash: str | None = None, group: str | None = None, legend: bool = True, hover: str | None = None,
              **extra: Any) -> dict[str, Any]:
@@ -99,6 +102,8 @@ def latency_vs_load(
     slo_ms: float | None = None,
     stats: Sequence[str] | None = None,
     mark_crossover: str | None = "p95",
+    capacities: Mapping[str, float | None] | None = None,
+    log: bool = True,
 ) -> Figure:
     """Latency percentiles of every candidate against offered load, SLO limit drawn.
 
@@ -106,12 +111,20 @@ def latency_vs_load(
     and the summary columns ``{metric}_ms_{stat}`` (``pause_ms_{p95,p99,max}`` for pauses).
     Line style encodes the percentile, colour the candidate. ``mark_crossover`` marks where a
     speculative candidate's percentile meets the baseline's: beyond it speculation stops paying.
+    ``capacities``: each candidate's capacity (fleet req/s), marked as a solid vertical line.
+    ``log``: latency on a log scale, so 100 ms and 50 s share the axis and the region under
+    the SLO stays readable.
     """
     long, short = METRIC_LABELS[metric]
     stats = tuple(stats or DEFAULT_STATS[metric])
     styles = {"dot": "dotted", "solid": "solid", "dash": "dashed", "longdash": "long dashes", "dashdot": "dash-dot"}
     key = " · ".join(f"{styles[STAT_DASH[st]]} {STAT_LABELS[st]}" for st in stats)
-    fig = new_figure(f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
+    if any(v for v in (capacities or {}).values()):
+        key += f" · {CAPACITY_KEY}"
+    fig = new_figure(f"{long} vs offered load", LOAD_AXIS, f"{short} (ms){', log scale' if log else ''}",
+                     subtitle=f"line style: {key}")
+    if log:
+        fig["layout"]["yaxis"]["type"] = "log"
     cols = [f"{metric}_ms_{s}" for s in stats]
     if sweep.height == 0 or not any(c in sweep.columns for c in cols):
         return no_data(fig, "no load points yet")
@@ -129,7 +142,8 @@ def latency_vs_load(
                 x, rows[col].to_list(), f"{cand} {label}", color, dash=STAT_DASH[stat], group=cand,
                 legend=False, marker={"size": 6},
                 hover=f"{cand} {label}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>"))
-    add_slo_line(fig, slo_ms, short)
+    add_slo_line(fig, slo_ms, short, log=log)
+    mark_capacities(fig, capacities, colors)
     crossings: list[str] = []
     if mark_crossover and f"{metric}_ms_{mark_crossover}" in sweep.columns:
         col = f"{metric}_ms_{mark_crossover}"
@@ -146,6 +160,22 @@ def latency_vs_load(
     return fig
 
 
+def mark_capacities(fig: Figure, capacities: Mapping[str, float | None] | None,
+                    colors: Mapping[str, str]) -> Figure:
+    """Each candidate's capacity (fleet req/s) as a solid vertical line in its colour, labelled
+    up its side with the candidate and the rate."""
+    for cand, rate in (capacities or {}).items():
+        if rate is None or not rate > 0:
+            continue
+        color = color_for(colors, cand)
+        vline(fig, rate, color=color, dash="solid", width=1.5, opacity=0.8)
+        fig["layout"].setdefault("annotations", []).append(
+            {"text": f"{cand} capacity ≈ {rate:.3g}", "x": rate, "xref": "x", "xanchor": "right",
+             "y": 1, "yref": "y domain", "yanchor": "top", "textangle": -90, "showarrow": False,
+             "font": {"color": color, "size": 10}})
+    return fig
+
+
 def _by_candidate(frame: pl.DataFrame, colors: Mapping[str, str], sort: str | None = None):
     """(candidate, its rows) in colour-map order: one partition instead of a filter per candidate."""
     parts = frame.partition_by("candidate", as_dict=True, maintain_order=True)
@@ -154,12 +184,15 @@ def _by_candidate(frame: pl.DataFrame, colors: Mapping[str, str], sort: str | No
         yield cand, (rows.sort(sort) if sort else rows)
 
 
-def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
-    """SLO-conformant requests/s against offered load; the offered load itself as a grey diagonal.
+def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *,
+                    capacities: Mapping[str, float | None] | None = None) -> Figure:
+    """SLO-conformant requests/s against offered load; the offered load itself as a grey diagonal,
+    each candidate's capacity (``capacities``, fleet req/s) as a solid vertical line.
 
     ``sweep`` columns: ``candidate``, ``offered_rate``, ``request_goodput`` (req/s).
     """
-    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
+    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)",
+                     subtitle=CAPACITY_KEY if any(v for v in (capacities or {}).values()) else None)
     if sweep.height == 0 or "request_goodput" not in sweep.columns:
         return no_data(fig, "no load points yet")
     rates = sorted(set(sweep.get_column("offered_rate").to_list()))
@@ -167,7 +200,7 @@ def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
     for cand, rows in _by_candidate(sweep, colors, "offered_rate"):
         fig["data"].append(_load_line(rows, cand, colors, rows["request_goodput"].to_list(),
                                       f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>"))
-    return fig
+    return mark_capacities(fig, capacities, colors)
 
 
 def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1000) -> Figure:

@@ -40,7 +40,8 @@ def evidence(b: Bottleneck) -> str:
         return f"{held_text}; {extra}; {slo}"
     if b.limit == "compute":
         spec = f", drafting and overhead {b.spec_share_of_step:.0%} of step time" if b.spec_share_of_step > 0 else ""
-        return f"{slo} with {held_text.lower()}; {batch}{spec}"
+        at = f" at {b.load_fraction:.0%} of capacity" if b.load_fraction is not None else ""
+        return f"{slo}{at} with {held_text.lower()}; {batch}{spec}"
     if b.limit == "none":
         where = (f"at {b.load_fraction:.0%} of its capacity" if b.load_fraction is not None
                  else "SLOs well within their limits")

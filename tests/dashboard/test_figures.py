@@ -87,6 +87,27 @@ def test_latency_vs_load_marks_where_speculation_stops_paying():
     assert "ngram-k3 2.33" in fig.layout.title.text
 
 
+def test_latency_is_on_a_log_scale_with_the_slo_label_at_its_line():
+    fig = go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0))
+    assert fig.layout.yaxis.type == "log"
+    # plotly.js places shapes by value on a log axis but annotations by log10(value)
+    (label,) = [a for a in fig.layout.annotations if "SLO TTFT" in (a.text or "")]
+    assert label.y == pytest.approx(math.log10(250.0)) and 250.0 in _hlines(fig)
+    linear = go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0, log=False))
+    assert linear.layout.yaxis.type is None
+
+
+def test_each_candidates_capacity_is_marked_on_latency_and_goodput():
+    caps = {"baseline": 2.5, "ngram-k3": 3.25, "ngram-k5": None}
+    for fig in (go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, capacities=caps, mark_crossover=None)),
+                go.Figure(figures.goodput_vs_load(_sweep(), COLORS, capacities=caps))):
+        marks = [(s.x0, s.line.color) for s in fig.layout.shapes if s.x0 == s.x1 and s.line.dash == "solid"]
+        assert marks == [(2.5, COLORS["baseline"]), (3.25, COLORS["ngram-k3"])]
+        texts = [a.text for a in fig.layout.annotations]
+        assert "baseline capacity ≈ 2.5" in texts and "ngram-k3 capacity ≈ 3.25" in texts
+        assert figures.CAPACITY_KEY in fig.layout.title.text
+
+
 def test_pause_uses_pause_columns():
     fig = go.Figure(figures.latency_vs_load(_sweep(), "pause", COLORS, slo_ms=1000))
     assert {t.name for t in fig.data} >= {"baseline max", "ngram-k3 p99"}
