@@ -113,9 +113,14 @@ class PointRunner:
         self.seeds = len(scenario.run.seeds)
         self.done = self.total = 0
         self.reused = self.simulated = 0
+        self._at: dict[float, Scenario] = {}
+        self._key_of: dict[int, dict[str, str]] = {}
 
     def _scenario(self, f: float) -> Scenario:
-        return self.scenario if f == 1.0 else self.scenario.with_load_scale(f)
+        """The scenario at load factor ``f`` (built once: ~10 ms each, with its cache keys)."""
+        if f not in self._at:
+            self._at[f] = self.scenario if f == 1.0 else self.scenario.with_load_scale(f)
+        return self._at[f]
 
     def expect(self, runs: int) -> None:
         """Add ``runs`` candidate runs (each over every seed) to the progress bar's total."""
@@ -130,7 +135,11 @@ class PointRunner:
         return n
 
     def _keys(self, s: Scenario) -> dict[str, str]:
-        return run_keys(s, self.key) if self.cache is not None and self.key else {}
+        if self.cache is None or not self.key:
+            return {}
+        if id(s) not in self._key_of:
+            self._key_of[id(s)] = run_keys(s, self.key)
+        return self._key_of[id(s)]
 
     def run(self, f: float, names: Sequence[str]) -> tuple[Scenario, ScenarioResult]:
         """Candidates ``names`` at load factor ``f``: (the scenario at that load, their result)."""
