@@ -136,3 +136,21 @@ def add_slo_line(fig: Figure, slo_ms: float | None, label: str, *, axes: tuple[s
         return fig
     return hline(fig, float(slo_ms), color=SLO_COLOR, dash="dot", width=2, text=f"SLO {label} {slo_ms:g} ms",
                  axes=axes, log=log)
+
+
+def log_ticks(values: list[float]) -> dict[str, Any]:
+    """Tick values and labels for a log axis over ``values``: 1-2-5 steps per decade (1-1.5-2-3-5-7
+    on a narrow range) labelled in plain numbers, instead of plotly's bare minor digits ("2, 5,
+    100, 2") that read as the wrong magnitudes. Empty when there is nothing to place."""
+    vals = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    if not vals:
+        return {}
+    lo, hi = min(vals) / 1.15, max(vals) * 1.15
+    for steps in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                 for m in steps if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 3:
+            break
+    if len(ticks) < 2:
+        return {}
+    return {"tickvals": ticks, "ticktext": [f"{t:,.0f}" if t >= 10 else f"{t:g}" for t in ticks]}

@@ -26,6 +26,7 @@ from dashboard.figure_style import (
     axis,
     candidate_order,
     hline,
+    log_ticks,
     new_figure,
     no_data,
     subplot_title,
@@ -65,7 +66,7 @@ def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline"
     return out
 
 
-CAPACITY_KEY = "solid vertical: capacity estimated from the load points"
+CAPACITY_KEY = "solid verticals: capacity estimated from the load points"
 
 
 def _scatter(x: list, y: list, name: str, color: str, *, mode: str = "lines+markers", width: float = 2,
@@ -119,10 +120,10 @@ def latency_vs_load(
     stats = tuple(stats or DEFAULT_STATS[metric])
     styles = {"dot": "dotted", "solid": "solid", "dash": "dashed", "longdash": "long dashes", "dashdot": "dash-dot"}
     key = " · ".join(f"{styles[STAT_DASH[st]]} {STAT_LABELS[st]}" for st in stats)
-    if any(v for v in (capacities or {}).values()):
-        key += f" · {CAPACITY_KEY}"
+    lines = [f"line style: {key}", *([capacity_note(capacities)] if capacity_note(capacities) else [])]
     fig = new_figure(f"{long} vs offered load", LOAD_AXIS, f"{short} (ms){', log scale' if log else ''}",
-                     subtitle=f"line style: {key}")
+                     subtitle="<br>".join(lines))
+    fig["layout"]["margin"]["t"] = 48 + 18 * sum(1 + ln.count("<br>") for ln in lines)
     if log:
         fig["layout"]["yaxis"]["type"] = "log"
     cols = [f"{metric}_ms_{s}" for s in stats]
@@ -143,6 +144,10 @@ def latency_vs_load(
                 legend=False, marker={"size": 6},
                 hover=f"{cand} {label}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>"))
     add_slo_line(fig, slo_ms, short, log=log)
+    if log:
+        ys = [y for tr in data for y in (tr["y"] or []) if y is not None]
+        fig["layout"]["yaxis"].update(log_ticks([*ys, *([float(slo_ms)] if slo_ms else [])]))
+    fig["layout"]["legend"]["y"] = -0.26  # below the axis title, under a two-line subtitle too
     mark_capacities(fig, capacities, colors)
     crossings: list[str] = []
     if mark_crossover and f"{metric}_ms_{mark_crossover}" in sweep.columns:
@@ -153,26 +158,31 @@ def latency_vs_load(
             vline(fig, rate, color=color_for(colors, cand), dash="dash", width=1, opacity=0.6)
             crossings.append(f"{cand} {rate:.2f}")
         if crossings:
-            fig["layout"]["title"]["text"] = title_text(
-                f"{long} vs offered load", f"line style: {key}<br>{STAT_LABELS[mark_crossover]} meets the "
-                f"baseline's (thin dashed line, req/s): {', '.join(crossings)}")
-            fig["layout"]["margin"]["t"] = 84
+            lines.append(f"{STAT_LABELS[mark_crossover]} meets the baseline's (thin dashed line, req/s): "
+                         f"{', '.join(crossings)}")
+            fig["layout"]["title"]["text"] = title_text(f"{long} vs offered load", "<br>".join(lines))
+            fig["layout"]["margin"]["t"] = 48 + 18 * sum(1 + ln.count("<br>") for ln in lines)
     return fig
+
+
+def capacity_note(capacities: Mapping[str, float | None] | None) -> str | None:
+    """The subtitle line naming each marked capacity (the lines themselves carry no text: close
+    capacities would print over each other)."""
+    marked = [f"{c} {r:.3g}" for c, r in (capacities or {}).items() if r is not None and r > 0]
+    if not marked:
+        return None
+    listed = ", ".join(marked)
+    return f"{CAPACITY_KEY} (req/s):{'<br>' if len(listed) > 50 else ' '}{listed}"
 
 
 def mark_capacities(fig: Figure, capacities: Mapping[str, float | None] | None,
                     colors: Mapping[str, str]) -> Figure:
-    """Each candidate's capacity (fleet req/s) as a solid vertical line in its colour, labelled
-    up its side with the candidate and the rate."""
+    """Each candidate's capacity (fleet req/s) as a solid vertical line in its colour (named in
+    the subtitle, ``capacity_note``)."""
     for cand, rate in (capacities or {}).items():
         if rate is None or not rate > 0:
             continue
-        color = color_for(colors, cand)
-        vline(fig, rate, color=color, dash="solid", width=1.5, opacity=0.8)
-        fig["layout"].setdefault("annotations", []).append(
-            {"text": f"{cand} capacity ≈ {rate:.3g}", "x": rate, "xref": "x", "xanchor": "right",
-             "y": 1, "yref": "y domain", "yanchor": "top", "textangle": -90, "showarrow": False,
-             "font": {"color": color, "size": 10}})
+        vline(fig, rate, color=color_for(colors, cand), dash="solid", width=1.5, opacity=0.8)
     return fig
 
 
@@ -191,8 +201,10 @@ def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *,
 
     ``sweep`` columns: ``candidate``, ``offered_rate``, ``request_goodput`` (req/s).
     """
-    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)",
-                     subtitle=CAPACITY_KEY if any(v for v in (capacities or {}).values()) else None)
+    note = capacity_note(capacities)
+    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)", subtitle=note)
+    if note:
+        fig["layout"]["margin"]["t"] = 48 + 18 * (1 + note.count("<br>"))
     if sweep.height == 0 or "request_goodput" not in sweep.columns:
         return no_data(fig, "no load points yet")
     rates = sorted(set(sweep.get_column("offered_rate").to_list()))

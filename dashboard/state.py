@@ -234,8 +234,8 @@ def whatif_fields(scenario: Scenario) -> list[WhatIf]:
                       f.engine.memory_utilization, "fraction", 0.01, 1.0, 0.01))
     out.append(WhatIf("fleet.engine.max_num_seqs", "max running requests (empty: engine default)", "Fleet",
                       "optional_number", f.engine.max_num_seqs, "", 1, None, 1))
-    for name in ("ttft", "tpot", "e2el", "pause"):
-        out.append(WhatIf(f"slo.{name}_ms", f"SLO {name.upper() if name != 'e2el' else 'E2E latency'}",
+    for name, words in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2E latency"), ("pause", "stream pause")):
+        out.append(WhatIf(f"slo.{name}_ms", f"SLO {words}",
                           "SLO", "optional_number", getattr(s, f"{name}_ms"), "ms", 1e-6, None, "any"))
     out.append(WhatIf("fleet.price_per_gpu_hour", "price per device-hour", "Prices", "optional_number",
                       f.price_per_gpu_hour, "$/h", 0, None, "any"))

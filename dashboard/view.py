@@ -150,18 +150,27 @@ def compute_view(
     rate1 = offered_rate(base_s, base) / base_s.fleet.replicas
     criteria = _criteria(base_s)
     capacity: dict[str, lp.CapacityEstimate] = {}
+    runs = [(f, *results[f]) for f in factors]
     bracket = sweep.clear()
     if criteria is not None:
-        extra = lp.bracket_factors(lp.estimates(sweep, criteria, names), rate1, factors)
-        by_factor: dict[float, list[str]] = {}
-        for name, fs in extra.items():
-            for f in fs:
-                by_factor.setdefault(f, []).append(name)
-        points.expect(sum(len(v) for v in by_factor.values()) - allowance)
-        for f in sorted(by_factor):
-            results[f] = points.run(f, by_factor[f])
-        if by_factor:
-            bracket = pl.concat([_rows(*results[f], f) for f in sorted(by_factor)], how="vertical_relaxed")
+        # each candidate's capacity from its points; points just below and above it; where the
+        # first extra point was past the grid's end, a second round brackets it the same way
+        have, todo, first = list(factors), list(names), {}
+        for round_ in range(2):
+            est = lp.estimates(pl.concat([sweep, bracket], how="vertical_relaxed"), criteria, todo)
+            if round_:
+                todo = [n for n in todo if first[n].estimate is None and est[n].estimate is not None]
+                est = {n: est[n] for n in todo}
+            first = first or est
+            by_factor: dict[float, list[str]] = {}
+            for name, fs in lp.bracket_factors(est, rate1, have).items():
+                for f in fs:
+                    by_factor.setdefault(f, []).append(name)
+            points.expect(sum(len(v) for v in by_factor.values()) - (allowance if not round_ else 0))
+            for f in sorted(by_factor):
+                runs.append((f, *points.run(f, by_factor[f])))
+                bracket = pl.concat([bracket, _rows(*runs[-1][1:], f)], how="vertical_relaxed")
+            have += list(by_factor)
         capacity = lp.estimates(pl.concat([sweep, bracket], how="vertical_relaxed"), criteria, names)
     t_sim = time.perf_counter() - t0
     ks = {c.name: c.max_k for c in base_s.speculative}
@@ -178,7 +187,7 @@ def compute_view(
         seconds={"simulate": t_sim, "runs_reused": float(points.reused),
                  "runs_simulated": float(points.simulated)},
         bracket=bracket, capacity=capacity,
-        bottlenecks=_bottlenecks(results, capacity, profile, criteria, names),
+        bottlenecks=_bottlenecks(runs, capacity, profile, criteria, names),
     )
 
 
@@ -197,14 +206,14 @@ def _criteria(scenario: Scenario) -> SustainCriteria | None:
         return None
 
 
-def _bottlenecks(results: Mapping[float, tuple[Scenario, ScenarioResult]],
+def _bottlenecks(runs: Sequence[tuple[float, Scenario, ScenarioResult]],
                  capacity: Mapping[str, lp.CapacityEstimate], profile: Profile,
                  criteria: SustainCriteria | None, names: Sequence[str]) -> tuple[Bottleneck, ...]:
     """What limits each candidate, judged at its load point nearest its estimated capacity
     (``sim.decisions.bottleneck``; the highest point when the capacity lies above them all)."""
     out = []
     for name in names:
-        mine = [(f, s, r) for f, (s, r) in results.items() if name in r.candidates]
+        mine = [(f, s, r) for f, s, r in runs if name in r.candidates]
         if not mine:
             continue
         e = capacity.get(name)
