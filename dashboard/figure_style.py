@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from dashboard.colors import SLO_COLOR
+from dashboard.colors import SLO_COLOR, color_for
 
 Figure = dict[str, Any]
 """A chart as Plotly JSON: ``{"data": [trace, ...], "layout": {...}}``."""
@@ -154,3 +154,27 @@ def log_ticks(values: list[float]) -> dict[str, Any]:
     if len(ticks) < 2:
         return {}
     return {"tickvals": ticks, "ticktext": [f"{t:,.0f}" if t >= 10 else f"{t:g}" for t in ticks]}
+
+
+CAPACITY_KEY = "solid verticals: capacity estimated from the load points"
+
+
+def capacity_note(capacities: Mapping[str, float | None] | None) -> str | None:
+    """The subtitle line naming each marked capacity (the lines themselves carry no text: close
+    capacities would print over each other)."""
+    marked = [f"{c} {r:.3g}" for c, r in (capacities or {}).items() if r is not None and r > 0]
+    if not marked:
+        return None
+    listed = ", ".join(marked)
+    return f"{CAPACITY_KEY} (req/s):{'<br>' if len(listed) > 50 else ' '}{listed}"
+
+
+def mark_capacities(fig: Figure, capacities: Mapping[str, float | None] | None,
+                    colors: Mapping[str, str]) -> Figure:
+    """Each candidate's capacity (fleet req/s) as a solid vertical line in its colour (named in
+    the subtitle, ``capacity_note``)."""
+    for cand, rate in (capacities or {}).items():
+        if rate is None or not rate > 0:
+            continue
+        vline(fig, rate, color=color_for(colors, cand), dash="solid", width=1.5, opacity=0.8)
+    return fig

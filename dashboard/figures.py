@@ -25,8 +25,10 @@ from dashboard.figure_style import (
     add_slo_line,
     axis,
     candidate_order,
+    capacity_note,
     hline,
     log_ticks,
+    mark_capacities,
     new_figure,
     no_data,
     subplot_title,
@@ -64,9 +66,6 @@ def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline"
                 out[cand] = rates[i - 1] + frac * (rates[i] - rates[i - 1])
                 break
     return out
-
-
-CAPACITY_KEY = "solid verticals: capacity estimated from the load points"
 
 
 def _scatter(x: list, y: list, name: str, color: str, *, mode: str = "lines+markers", width: float = 2,
@@ -162,27 +161,6 @@ def latency_vs_load(
                          f"{', '.join(crossings)}")
             fig["layout"]["title"]["text"] = title_text(f"{long} vs offered load", "<br>".join(lines))
             fig["layout"]["margin"]["t"] = 48 + 18 * sum(1 + ln.count("<br>") for ln in lines)
-    return fig
-
-
-def capacity_note(capacities: Mapping[str, float | None] | None) -> str | None:
-    """The subtitle line naming each marked capacity (the lines themselves carry no text: close
-    capacities would print over each other)."""
-    marked = [f"{c} {r:.3g}" for c, r in (capacities or {}).items() if r is not None and r > 0]
-    if not marked:
-        return None
-    listed = ", ".join(marked)
-    return f"{CAPACITY_KEY} (req/s):{'<br>' if len(listed) > 50 else ' '}{listed}"
-
-
-def mark_capacities(fig: Figure, capacities: Mapping[str, float | None] | None,
-                    colors: Mapping[str, str]) -> Figure:
-    """Each candidate's capacity (fleet req/s) as a solid vertical line in its colour (named in
-    the subtitle, ``capacity_note``)."""
-    for cand, rate in (capacities or {}).items():
-        if rate is None or not rate > 0:
-            continue
-        vline(fig, rate, color=color_for(colors, cand), dash="solid", width=1.5, opacity=0.8)
     return fig
 
 

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
-from dashboard import figures
+from dashboard import figure_style, figures
 from dashboard.chart_frames import levels_over_time
 from dashboard.colors import BASELINE_COLOR, PALETTE, SLO_COLOR, candidate_colors
 
@@ -106,8 +106,8 @@ def test_each_candidates_capacity_is_marked_on_latency_and_goodput():
                 go.Figure(figures.goodput_vs_load(_sweep(), COLORS, capacities=caps))):
         marks = [(s.x0, s.line.color) for s in fig.layout.shapes if s.x0 == s.x1 and s.line.dash == "solid"]
         assert marks == [(2.5, COLORS["baseline"]), (3.25, COLORS["ngram-k3"])]
-        assert f"{figures.CAPACITY_KEY} (req/s): baseline 2.5, ngram-k3 3.25" in fig.layout.title.text
-    long = figures.capacity_note({f"candidate-{i}": 10.0 + i for i in range(4)})
+        assert f"{figure_style.CAPACITY_KEY} (req/s): baseline 2.5, ngram-k3 3.25" in fig.layout.title.text
+    long = figure_style.capacity_note({f"candidate-{i}": 10.0 + i for i in range(4)})
     assert long is not None and "<br>candidate-0 10, candidate-1 11" in long  # a long list on its own line
 
 
