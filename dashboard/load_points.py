@@ -36,9 +36,13 @@ class CapacityEstimate:
     """Lowest per-replica rate above ``lower`` that does not (None: every point sustains)."""
     estimate: float | None
     """Where observed/limit crosses 1 between them (log-rate interpolation); None unbracketed."""
+    judged: int = 0
+    """Load points with enough measured requests to judge the SLO percentile at."""
 
     def text(self) -> str:
         """The estimate in words, with what kind of number it is."""
+        if not self.judged:
+            return "not judged: too few measured requests at every load point (lengthen the run)"
         if self.estimate is not None:
             return f"≈ {self.estimate:.3g} req/s per replica (estimated from the load points)"
         if self.lower is None:
@@ -59,15 +63,16 @@ def _judged(rows: pl.DataFrame, criteria: SustainCriteria) -> list[tuple[float, 
 def estimate(rows: pl.DataFrame, criteria: SustainCriteria, candidate: str) -> CapacityEstimate:
     """The capacity of ``candidate`` from its segment-``all`` rows (per-replica ``rate``)."""
     judged = _judged(rows, criteria)
+    n = len(judged)
     passed = [t for t in judged if t[1]]
     if not passed:
-        return CapacityEstimate(candidate, None, judged[0][0] if judged else None, None)
+        return CapacityEstimate(candidate, None, judged[0][0] if judged else None, None, n)
     lo = max(passed, key=lambda t: t[0])
     above = [t for t in judged if not t[1] and t[0] > lo[0]]
     if not above:
-        return CapacityEstimate(candidate, lo[0], None, None)
+        return CapacityEstimate(candidate, lo[0], None, None, n)
     hi = min(above, key=lambda t: t[0])
-    return CapacityEstimate(candidate, lo[0], hi[0], _crossing(lo, hi))
+    return CapacityEstimate(candidate, lo[0], hi[0], _crossing(lo, hi), n)
 
 
 def _crossing(lo: tuple[float, bool, float | None], hi: tuple[float, bool, float | None]) -> float:
@@ -98,6 +103,8 @@ def bracket_factors(est: Mapping[str, CapacityEstimate], rate_per_factor: float,
     out: dict[str, tuple[float, ...]] = {}
     lo_f, hi_f = min(have), max(have)
     for name, e in est.items():
+        if not e.judged:
+            continue  # more points of the same length would not be judged either
         if e.estimate is not None and e.lower is not None and e.upper is not None:
             rates = [max(e.estimate / BRACKET, math.sqrt(e.lower * e.estimate)),
                      min(e.estimate * BRACKET, math.sqrt(e.estimate * e.upper))]

@@ -37,6 +37,10 @@ def test_unbracketed_capacities_say_which_side_they_lie_on() -> None:
     assert below.estimate is None and below.lower is None and "below 1" in below.text()
     extra = lp.bracket_factors({"a": above, "b": below}, rate_per_factor=2.0, have=(0.5, 1.0))
     assert extra == {"a": (1.5,), "b": (0.25,)}
+    # too few requests to judge a p95 anywhere: said so, and no more points of the same length
+    few = lp.estimate(rows("a", [(1, 100), (2, 200)]).with_columns(completed=pl.lit(10)), CRIT, "a")
+    assert few.judged == 0 and "too few measured requests" in few.text()
+    assert lp.bracket_factors({"a": few}, rate_per_factor=1.0, have=(1.0, 2.0)) == {}
 
 
 @settings(max_examples=80, deadline=None)
