@@ -134,7 +134,8 @@ def _advice(scenario: Any, profile: Any, report: Any, cands: list[str] | None) -
 
 
 def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
-    from sim.decisions.bottleneck import Attribution
+    from sim.decisions.bottleneck import Bottleneck
+    from sim.decisions.bottleneck_text import evidence, limit_label
     from sim.decisions.rules import decisions_frame
     from sim.results.verdict import capacity_verdict
 
@@ -162,7 +163,8 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
             for r in report.candidates
         ],
         "decisions": decisions_frame(report.decisions()).to_dicts(),
-        "bottlenecks": [a.to_row() for a in report.bottlenecks if isinstance(a, Attribution)],
+        "bottlenecks": [{**b.to_row(), "limit_label": limit_label(b), "evidence": evidence(b)}
+                        for b in report.bottlenecks if isinstance(b, Bottleneck)],
         "policy_advice": [
             {"proposer": a.proposer, "k_by_batch": a.k_by_batch, "off_above_batch": a.off_above_batch,
              "on_below_batch": a.on_below_batch, "fixed_k": a.fixed_k,
@@ -176,7 +178,7 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
 
 
 def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
-    from sim.decisions.bottleneck import attributions_frame
+    from sim.decisions.bottleneck import bottlenecks_frame
     from sim.decisions.rules import decisions_frame
 
     ensure_dir(out)  # every file below is written whole or not at all (sim/results/atomic_io.py)
@@ -186,7 +188,7 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
     if report.operating_summary.height:
         write_parquet_atomic(report.operating_summary, out / "operating_point.parquet")
     write_parquet_atomic(decisions_frame(report.decisions()), out / "decisions.parquet")
-    bf = attributions_frame(list(report.bottlenecks))
+    bf = bottlenecks_frame(list(report.bottlenecks))
     if bf.height:
         write_parquet_atomic(bf, out / "bottlenecks.parquet")
 
@@ -199,7 +201,7 @@ def _money(v: Any) -> str:
 
 
 def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list[str]:
-    from sim.decisions.bottleneck import format_attributions
+    from sim.decisions.bottleneck_text import format_bottlenecks
     from sim.decisions.rules import format_decisions
     from sim.results.summary_table import condense_notes, short_source
     from sim.results.verdict import capacity_verdict
@@ -246,7 +248,8 @@ def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list
     lines += ["", "decisions (load levels: fractions of the baseline's capacity; rates per replica):",
               format_decisions(report.decisions())]
     if report.bottlenecks:
-        lines += ["", "bottlenecks (measure that shows it):", *format_attributions(list(report.bottlenecks))]
+        lines += ["", "what limits capacity (judged at each candidate's capacity point, by saturation):",
+                  *format_bottlenecks(list(report.bottlenecks))]
     for a in advice:
         lines += ["", *a.format_table(), "vLLM speculative_config:", a.vllm_snippet()]
     sources = list(report.sources) if verbose else [short_source(s) for s in report.sources]

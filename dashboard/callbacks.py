@@ -33,6 +33,7 @@ from dashboard.page_run import (
     report_from_page,
     resolve_scenario,
     run_view,
+    view_key,
 )
 from dashboard.view import FIGURE_IDS
 from sim.contracts.errors import SpecplanError
@@ -70,6 +71,7 @@ def register(app: Dash, roots: Roots, *, background: bool = True, manager: Any =
     _register_controls(app, roots)
     _register_autorun_watch(app)
     _register_run(app, roots, background, manager, run_cache_dir)
+    _register_stale(app, roots)
     _register_export(app)
 
 
@@ -240,11 +242,13 @@ def _run_outputs() -> tuple[list[Output], list[Input | State]]:
         *figure_outputs,
         Output(ly.DECISIONS, "children"),
         Output(ly.KEY_NUMBERS, "children"),
+        Output(ly.LIMITS, "children"),
         Output(ly.PROVENANCE, "children"),
         Output(ly.SCENARIO_TOML, "children"),
         Output(ly.REPORT_DATA, "data"),
         Output(ly.URL, "search"),
         Output(ly.APPLIED_SEARCH, "data"),
+        Output(ly.APPLIED_KEY, "data"),
         Output(ly.ERROR, "children", allow_duplicate=True),
         Output(ly.STATUS, "children"),
         Output(ly.EXPORT, "disabled"),
@@ -270,14 +274,16 @@ def _page_parts(out: RunOutput) -> tuple:
     figs = [out.figures[fid] for fid in FIGURE_IDS]
     decisions = (ly.table(out.decisions, DECISION_COLUMNS, "sp-table sp-decisions") if out.decisions
                  else html.P("No decision rule fired: no difference between candidates exceeded its "
-                             "threshold (sim/decisions/rules.py).", className="sp-muted"))
+                             "threshold.", className="sp-muted"))
     kcols = [(k, k) for k in (out.key_numbers[0].keys() if out.key_numbers else ())]
     keys = html.Div([html.Ul([html.Li(line.strip()) for line in out.verdict], className="sp-verdict"),
                      ly.table(out.key_numbers, kcols, "sp-table sp-numbers")])
     prov = html.Div([html.Ul([html.Li(s) for s in out.sources], className="sp-sources"),
                      html.H3("Notes") if out.notes else None,
                      html.Ul([html.Li(n) for n in out.notes], className="sp-sources")])
-    return (*figs, decisions, keys, prov)
+    limits = (html.Ul([html.Li(line) for line in out.limits], className="sp-limits") if out.limits
+              else html.P("No SLO to judge capacity against.", className="sp-muted"))
+    return (*figs, decisions, keys, limits, prov)
 
 
 def _register_run(app: Dash, roots: Roots, background: bool, manager: Any,
@@ -310,7 +316,7 @@ def _register_run(app: Dash, roots: Roots, background: bool, manager: Any,
             message = f"internal error (a specplan bug, please report it): {type(exc).__name__}: {exc}"
             return (*([no_update] * (n_out - 4)), message.splitlines()[0], "", no_update, f"error {done}")
         return (*_page_parts(out), out.scenario_toml, out.report, out.search or "?",
-                out.search or "?", "", out.status, False, f"done {done}")
+                out.search or "?", out.key, "", out.status, False, f"done {done}")
 
     if background:
         app.callback(
@@ -327,6 +333,43 @@ def _register_run(app: Dash, roots: Roots, background: bool, manager: Any,
 
         app.callback(*outputs, *inputs, prevent_initial_call=True,
                      running=[(Output(ly.RUN, "disabled"), True, False)])(run_foreground)
+
+
+STALE_NOTE = ("The settings changed since these results were computed: press Run to update them. "
+              "Until then the results below are for the previous settings.")
+
+
+def _register_stale(app: Dash, roots: Roots) -> None:
+    """Results greyed out, said to be stale and not exportable the moment a control differs from
+    the run they came from (``view_key``), until a run with these settings finishes."""
+
+    @app.callback(
+        Output(ly.STALE, "children"),
+        Output(ly.RESULTS, "className"),
+        Output(ly.EXPORT, "disabled", allow_duplicate=True),
+        Input(ly.SCENARIO, "value"),
+        Input(ly.UPLOADED_SCENARIO, "data"),
+        Input(ly.PROFILE, "value"),
+        Input(ly.UPLOADED_PROFILE, "data"),
+        Input({"type": ly.WHATIF, "key": ALL}, "value"),
+        Input(ly.LOAD, "value"),
+        Input(ly.SEEDS, "value"),
+        Input(ly.APPLIED_KEY, "data"),
+        State({"type": ly.WHATIF, "key": ALL}, "id"),
+        prevent_initial_call=True,
+    )
+    def mark_stale(scenario_value: Any, uploaded_scenario: Any, profile_value: Any, uploaded_profile: Any,
+                   values: list[Any], load_text: Any, seeds: Any, applied: str | None,
+                   ids: list[dict[str, str]]) -> tuple:
+        if not applied:
+            raise PreventUpdate  # nothing on screen yet
+        whatif = {i["key"]: v for i, v in zip(ids, values, strict=True)}
+        now = view_key(roots, scenario_value=scenario_value, uploaded_scenario=uploaded_scenario,
+                       profile_value=profile_value, uploaded_profile=uploaded_profile, whatif=whatif,
+                       load_text=load_text, seeds=seeds)
+        if now == applied:
+            return "", "sp-results", False
+        return STALE_NOTE, "sp-results sp-stale", True
 
 
 def _register_export(app: Dash) -> None:

@@ -9,12 +9,13 @@ validates a chart where that is wanted (the tests and the HTML report do).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
-from dashboard.colors import SLO_COLOR
+from dashboard.colors import SLO_COLOR, color_for
 
 Figure = dict[str, Any]
 """A chart as Plotly JSON: ``{"data": [trace, ...], "layout": {...}}``."""
@@ -89,8 +90,9 @@ def no_data(fig: Figure, why: str) -> Figure:
 
 
 def hline(fig: Figure, y: float, *, color: str, dash: str, width: float, text: str | None = None,
-          axes: tuple[str, str] = ("x", "y")) -> Figure:
-    """A horizontal line across a panel, its label at the left end above it."""
+          axes: tuple[str, str] = ("x", "y"), log: bool = False) -> Figure:
+    """A horizontal line across a panel, its label at the left end above it (``log``: the y axis
+    is logarithmic, where plotly.js places a shape by value but an annotation by log10 value)."""
     xa, ya = axes
     lay = fig["layout"]
     lay.setdefault("shapes", []).append(
@@ -98,7 +100,8 @@ def hline(fig: Figure, y: float, *, color: str, dash: str, width: float, text: s
          "line": {"color": color, "dash": dash, "width": width}})
     if text:
         lay.setdefault("annotations", []).append(
-            {"text": text, "x": 0, "xanchor": "left", "xref": f"{xa} domain", "y": y, "yanchor": "bottom",
+            {"text": text, "x": 0, "xanchor": "left", "xref": f"{xa} domain",
+             "y": math.log10(y) if log and y > 0 else y, "yanchor": "bottom",
              "yref": ya, "showarrow": False, "font": {"color": color}})
     return fig
 
@@ -126,9 +129,52 @@ def candidate_order(frame: pl.DataFrame, colors: Mapping[str, str]) -> list[str]
     return known + [c for c in present if c not in colors]
 
 
-def add_slo_line(fig: Figure, slo_ms: float | None, label: str, *, axes: tuple[str, str] = ("x", "y")) -> Figure:
+def add_slo_line(fig: Figure, slo_ms: float | None, label: str, *, axes: tuple[str, str] = ("x", "y"),
+                 log: bool = False) -> Figure:
     """Draw an SLO limit as a horizontal red dotted line with its value written on it."""
     if slo_ms is None:
         return fig
     return hline(fig, float(slo_ms), color=SLO_COLOR, dash="dot", width=2, text=f"SLO {label} {slo_ms:g} ms",
-                 axes=axes)
+                 axes=axes, log=log)
+
+
+def log_ticks(values: list[float]) -> dict[str, Any]:
+    """Tick values and labels for a log axis over ``values``: 1-2-5 steps per decade (1-1.5-2-3-5-7
+    on a narrow range) labelled in plain numbers, instead of plotly's bare minor digits ("2, 5,
+    100, 2") that read as the wrong magnitudes. Empty when there is nothing to place."""
+    vals = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    if not vals:
+        return {}
+    lo, hi = min(vals) / 1.15, max(vals) * 1.15
+    for steps in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                 for m in steps if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 3:
+            break
+    if len(ticks) < 2:
+        return {}
+    return {"tickvals": ticks, "ticktext": [f"{t:,.0f}" if t >= 10 else f"{t:g}" for t in ticks]}
+
+
+CAPACITY_KEY = "solid verticals: capacity estimated from the load points"
+
+
+def capacity_note(capacities: Mapping[str, float | None] | None) -> str | None:
+    """The subtitle line naming each marked capacity (the lines themselves carry no text: close
+    capacities would print over each other)."""
+    marked = [f"{c} {r:.3g}" for c, r in (capacities or {}).items() if r is not None and r > 0]
+    if not marked:
+        return None
+    listed = ", ".join(marked)
+    return f"{CAPACITY_KEY} (req/s):{'<br>' if len(listed) > 50 else ' '}{listed}"
+
+
+def mark_capacities(fig: Figure, capacities: Mapping[str, float | None] | None,
+                    colors: Mapping[str, str]) -> Figure:
+    """Each candidate's capacity (fleet req/s) as a solid vertical line in its colour (named in
+    the subtitle, ``capacity_note``)."""
+    for cand, rate in (capacities or {}).items():
+        if rate is None or not rate > 0:
+            continue
+        vline(fig, rate, color=color_for(colors, cand), dash="solid", width=1.5, opacity=0.8)
+    return fig

@@ -25,7 +25,10 @@ from dashboard.figure_style import (
     add_slo_line,
     axis,
     candidate_order,
+    capacity_note,
     hline,
+    log_ticks,
+    mark_capacities,
     new_figure,
     no_data,
     subplot_title,
@@ -99,6 +102,8 @@ def latency_vs_load(
     slo_ms: float | None = None,
     stats: Sequence[str] | None = None,
     mark_crossover: str | None = "p95",
+    capacities: Mapping[str, float | None] | None = None,
+    log: bool = True,
 ) -> Figure:
     """Latency percentiles of every candidate against offered load, SLO limit drawn.
 
@@ -106,12 +111,20 @@ def latency_vs_load(
     and the summary columns ``{metric}_ms_{stat}`` (``pause_ms_{p95,p99,max}`` for pauses).
     Line style encodes the percentile, colour the candidate. ``mark_crossover`` marks where a
     speculative candidate's percentile meets the baseline's: beyond it speculation stops paying.
+    ``capacities``: each candidate's capacity (fleet req/s), marked as a solid vertical line.
+    ``log``: latency on a log scale, so 100 ms and 50 s share the axis and the region under
+    the SLO stays readable.
     """
     long, short = METRIC_LABELS[metric]
     stats = tuple(stats or DEFAULT_STATS[metric])
     styles = {"dot": "dotted", "solid": "solid", "dash": "dashed", "longdash": "long dashes", "dashdot": "dash-dot"}
     key = " · ".join(f"{styles[STAT_DASH[st]]} {STAT_LABELS[st]}" for st in stats)
-    fig = new_figure(f"{long} vs offered load", LOAD_AXIS, f"{short} (ms)", subtitle=f"line style: {key}")
+    lines = [f"line style: {key}", *([capacity_note(capacities)] if capacity_note(capacities) else [])]
+    fig = new_figure(f"{long} vs offered load", LOAD_AXIS, f"{short} (ms){', log scale' if log else ''}",
+                     subtitle="<br>".join(lines))
+    fig["layout"]["margin"]["t"] = 48 + 18 * sum(1 + ln.count("<br>") for ln in lines)
+    if log:
+        fig["layout"]["yaxis"]["type"] = "log"
     cols = [f"{metric}_ms_{s}" for s in stats]
     if sweep.height == 0 or not any(c in sweep.columns for c in cols):
         return no_data(fig, "no load points yet")
@@ -129,7 +142,12 @@ def latency_vs_load(
                 x, rows[col].to_list(), f"{cand} {label}", color, dash=STAT_DASH[stat], group=cand,
                 legend=False, marker={"size": 6},
                 hover=f"{cand} {label}: %{{y:.1f}} ms at %{{x:.2f}} req/s<extra></extra>"))
-    add_slo_line(fig, slo_ms, short)
+    add_slo_line(fig, slo_ms, short, log=log)
+    if log:
+        ys = [y for tr in data for y in (tr["y"] or []) if y is not None]
+        fig["layout"]["yaxis"].update(log_ticks([*ys, *([float(slo_ms)] if slo_ms else [])]))
+    fig["layout"]["legend"]["y"] = -0.26  # below the axis title, under a two-line subtitle too
+    mark_capacities(fig, capacities, colors)
     crossings: list[str] = []
     if mark_crossover and f"{metric}_ms_{mark_crossover}" in sweep.columns:
         col = f"{metric}_ms_{mark_crossover}"
@@ -139,10 +157,10 @@ def latency_vs_load(
             vline(fig, rate, color=color_for(colors, cand), dash="dash", width=1, opacity=0.6)
             crossings.append(f"{cand} {rate:.2f}")
         if crossings:
-            fig["layout"]["title"]["text"] = title_text(
-                f"{long} vs offered load", f"line style: {key}<br>{STAT_LABELS[mark_crossover]} meets the "
-                f"baseline's (thin dashed line, req/s): {', '.join(crossings)}")
-            fig["layout"]["margin"]["t"] = 84
+            lines.append(f"{STAT_LABELS[mark_crossover]} meets the baseline's (thin dashed line, req/s): "
+                         f"{', '.join(crossings)}")
+            fig["layout"]["title"]["text"] = title_text(f"{long} vs offered load", "<br>".join(lines))
+            fig["layout"]["margin"]["t"] = 48 + 18 * sum(1 + ln.count("<br>") for ln in lines)
     return fig
 
 
@@ -154,12 +172,17 @@ def _by_candidate(frame: pl.DataFrame, colors: Mapping[str, str], sort: str | No
         yield cand, (rows.sort(sort) if sort else rows)
 
 
-def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
-    """SLO-conformant requests/s against offered load; the offered load itself as a grey diagonal.
+def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *,
+                    capacities: Mapping[str, float | None] | None = None) -> Figure:
+    """SLO-conformant requests/s against offered load; the offered load itself as a grey diagonal,
+    each candidate's capacity (``capacities``, fleet req/s) as a solid vertical line.
 
     ``sweep`` columns: ``candidate``, ``offered_rate``, ``request_goodput`` (req/s).
     """
-    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)")
+    note = capacity_note(capacities)
+    fig = new_figure("Goodput vs offered load", LOAD_AXIS, "goodput (SLO-conformant requests/s)", subtitle=note)
+    if note:
+        fig["layout"]["margin"]["t"] = 48 + 18 * (1 + note.count("<br>"))
     if sweep.height == 0 or "request_goodput" not in sweep.columns:
         return no_data(fig, "no load points yet")
     rates = sorted(set(sweep.get_column("offered_rate").to_list()))
@@ -167,7 +190,7 @@ def goodput_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str]) -> Figure:
     for cand, rows in _by_candidate(sweep, colors, "offered_rate"):
         fig["data"].append(_load_line(rows, cand, colors, rows["request_goodput"].to_list(),
                                       f"{cand}: %{{y:.2f}} good req/s at %{{x:.2f}} req/s<extra></extra>"))
-    return fig
+    return mark_capacities(fig, capacities, colors)
 
 
 def cost_vs_load(sweep: pl.DataFrame, colors: Mapping[str, str], *, per: int = 1000) -> Figure:

@@ -80,6 +80,16 @@ def list_scenarios(roots: Roots) -> list[str]:
     return list_names(roots.scenarios, ".toml")
 
 
+PREFERRED_SCENARIOS: tuple[str, ...] = ("gpu-chat-h200.toml", "default.toml")
+"""What the page opens on, the first of these that is in scenarios/: a GPU team's question on its
+imported H200 profile, else the CPU job; a listing without either opens on its first file."""
+
+
+def opening_scenario(names: list[str]) -> str | None:
+    """The scenario the page opens on (``PREFERRED_SCENARIOS``, else the first listed)."""
+    return next((n for n in PREFERRED_SCENARIOS if n in names), names[0] if names else None)
+
+
 def named_path(root: Path, name: str, suffix: str, kind: str) -> Path:
     """The path of ``name`` if, and only if, it is in ``root``'s listing.
 

@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from dashboard.labels import human
 from sim.contracts.errors import SpecplanError
 
 DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -52,11 +53,13 @@ class ReportContent:
     subtitle: str = ""
     verdict: Sequence[str] = ()
     """The answer first: ``dashboard.view.View.verdict`` (verdict, fleet each candidate needs)."""
+    limits: Sequence[str] = ()
+    """What limits each candidate's capacity, one line each (``sim.decisions.bottleneck_text``)."""
     generated: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def format_numbers(numbers: Any) -> str:
-    """``{"tpot_gain": 0.41, ...}`` (or its JSON) → ``tpot_gain 0.41 · ...`` for humans."""
+    """``{"tpot_gain": 0.41, ...}`` (or its JSON) → ``TPOT gain 0.41 · ...`` for humans."""
     if isinstance(numbers, str):
         try:
             numbers = json.loads(numbers) if numbers else {}
@@ -65,7 +68,8 @@ def format_numbers(numbers: Any) -> str:
     if not isinstance(numbers, Mapping):
         return ""
     parts = []
-    for k, v in numbers.items():
+    for key, v in numbers.items():
+        k = human(str(key))
         if v is None or (isinstance(v, float) and math.isnan(v)):
             parts.append(f"{k} –")
         elif isinstance(v, float):
@@ -155,6 +159,9 @@ def render_report(content: ReportContent) -> str:
     if key_cols:
         parts += ['<section id="key-numbers"><h2>Key numbers at the scenario\'s load</h2>',
                   _table(content.key_numbers, key_cols, "numbers"), "</section>"]
+    if content.limits:
+        parts += ['<section id="limits"><h2>What limits each candidate\'s capacity</h2><ul class="sources">',
+                  *[f"<li>{esc(line)}</li>" for line in content.limits], "</ul></section>"]
     for section, figs in sections.items():
         parts += [f'<section class="charts"><h2>{esc(section)}</h2><div class="grid">',
                   *[f"<div>{f}</div>" for f in figs], "</div></section>"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from dash import dcc, html
 
+from dashboard.files import opening_scenario
 from dashboard.state import WhatIf
 from dashboard.view import FIGURES
 
@@ -42,6 +43,10 @@ KEY_NUMBERS = "key-numbers"
 PROVENANCE = "provenance"
 SCENARIO_TOML = "scenario-toml"
 REPORT_DATA = "report-data"  # dcc.Store: what the export needs besides the figures
+APPLIED_KEY = "applied-key"  # dcc.Store: page_run.view_key of the inputs the results on screen came from
+RESULTS = "results"  # the results column (class sp-stale while the controls differ from the run's)
+STALE = "stale-note"  # says the results are from other settings, until the next run
+LIMITS = "limits"  # what limits each candidate's capacity (sim.decisions.bottleneck)
 EXPORT = "export-button"
 DOWNLOAD = "download"
 
@@ -62,7 +67,7 @@ def file_pickers(scenarios: Sequence[str], profiles: Sequence[str]) -> html.Div:
     return html.Div(className="sp-files", children=[
         html.Div([html.Label("Scenario", htmlFor=SCENARIO),
                   dcc.Dropdown(id=SCENARIO, options=[{"label": s, "value": s} for s in scenarios],
-                               value=scenarios[0] if scenarios else None, clearable=False)]),
+                               value=opening_scenario(list(scenarios)), clearable=False)]),
         dcc.Upload(id=UPLOAD_SCENARIO, children=html.Div("⬆ upload a scenario (.toml)"),
                    style=UPLOAD_STYLE, accept=".toml", max_size=5 * 1024 * 1024, multiple=False),
         html.Div([html.Label("Profile", htmlFor=PROFILE),
@@ -73,12 +78,18 @@ def file_pickers(scenarios: Sequence[str], profiles: Sequence[str]) -> html.Div:
     ])
 
 
+OPTION_LABELS = {"fixed": "fixed k", "off_above_batch": "off above a batch size",
+                 "adaptive": "adaptive (on/off by batch size)", "k_by_batch": "k by batch size"}
+"""What a speculation policy is called in the page (the value stays the scenario file's)."""
+
+
 def whatif_input(field: WhatIf, value: Any) -> html.Div:
     """One labelled control; its id carries the scenario path it overrides."""
     cid = {"type": WHATIF, "key": field.key}
     label = field.label + (f" ({field.unit})" if field.unit else "")
     if field.kind == "choice":
-        ctrl: Any = dcc.Dropdown(id=cid, options=[{"label": o, "value": o} for o in field.options],
+        ctrl: Any = dcc.Dropdown(id=cid, options=[{"label": OPTION_LABELS.get(o, o), "value": o}
+                                                  for o in field.options],
                                  value=value, clearable=False)
     else:
         ctrl = dcc.Input(id=cid, type="number", value=value, debounce=True,
@@ -138,7 +149,8 @@ def results() -> html.Div:
                           figure=placeholder_figure())
                 for fid in fids]),
         ]))
-    return html.Div(className="sp-results", children=[
+    return html.Div(id=RESULTS, className="sp-results", children=[
+        html.Div(id=STALE, className="sp-stale-note", role="status"),
         html.Section(className="sp-section", children=[
             html.Div(className="sp-row", children=[
                 html.H2("Decisions"),
@@ -148,6 +160,8 @@ def results() -> html.Div:
                                                    className="sp-muted")),
             html.H2("Key numbers at the scenario's load"),
             html.Div(id=KEY_NUMBERS),
+            html.H2("What limits each candidate's capacity"),
+            html.Div(id=LIMITS),
         ]),
         *charts,
         html.Section(className="sp-section", children=[
@@ -172,7 +186,7 @@ def page(scenarios: Sequence[str], profiles: Sequence[str]) -> html.Div:
     return html.Div(className="sp-page", children=[
         dcc.Location(id=URL, refresh=False),
         dcc.Store(id=UPLOADED_SCENARIO), dcc.Store(id=UPLOADED_PROFILE), dcc.Store(id=URL_STATE),
-        dcc.Store(id=APPLIED_SEARCH), dcc.Store(id=AUTORUN), dcc.Store(id=REPORT_DATA),
+        dcc.Store(id=APPLIED_SEARCH), dcc.Store(id=AUTORUN), dcc.Store(id=REPORT_DATA), dcc.Store(id=APPLIED_KEY),
         dcc.Download(id=DOWNLOAD),
         dcc.Interval(id=AUTORUN_WATCH, interval=3000, max_intervals=10),
         header(),

@@ -9,6 +9,7 @@ here needs a Dash context.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -113,6 +114,29 @@ class RunOutput:
     status: str
     report: dict[str, Any]
     verdict: list[str]
+    limits: list[str]
+    """What limits each candidate's capacity (``View.bottlenecks`` in words)."""
+    key: str
+    """``view_key`` of the inputs this run came from: the page marks results stale when they differ."""
+
+
+def view_key(roots: Roots, *, scenario_value: str | None, uploaded_scenario: Mapping[str, Any] | None,
+             profile_value: str | None, uploaded_profile: Mapping[str, Any] | None,
+             whatif: Mapping[str, Any], load_text: str | None, seeds: Any) -> str:
+    """A digest of what a run depends on, as the controls say it: the files (uploads by content),
+    the what-ifs as overrides (so 20 and 20.0 are one view), the load points and seeds. Raw
+    values stand in where they do not parse: a control that cannot run differs from any run."""
+    up = {k: _sha(str(v.get("text", "")).encode()) if isinstance(v, Mapping) else None
+          for k, v in (("scenario", uploaded_scenario), ("profile", uploaded_profile))}
+    try:
+        base, _ = resolve_scenario(roots, scenario_value, uploaded_scenario)
+        what: Any = st.overrides_from_controls(base, whatif)
+        factors: Any = st.parse_load_factors(load_text or "1")
+    except SpecplanError:
+        what, factors = dict(whatif), load_text
+    parts = [scenario_value, up["scenario"] if scenario_value == UPLOADED else None, profile_value,
+             up["profile"] if profile_value == UPLOADED else None, what, factors, str(seeds)]
+    return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
 
 
 def run_view(
@@ -130,6 +154,9 @@ def run_view(
 ) -> RunOutput:
     """Everything the run button does, from raw control values to figures and tables."""
     t0 = time.perf_counter()
+    key = view_key(roots, scenario_value=scenario_value, uploaded_scenario=uploaded_scenario,
+                   profile_value=profile_value, uploaded_profile=uploaded_profile, whatif=whatif,
+                   load_text=load_text, seeds=seeds)
     base, scen_name = resolve_scenario(roots, scenario_value, uploaded_scenario)
     profile, prof_name, profile_key = resolve_profile(roots, profile_value, uploaded_profile, base)
     overrides = st.overrides_from_controls(base, whatif)
@@ -146,18 +173,20 @@ def run_view(
     figs = view_figures(view)
     content = report_content(view, figs)
     t2 = time.perf_counter()
-    runs = len(scenario.candidates) * len(scenario.run.seeds) * len(factors)
-    fresh = int(view.seconds.get("runs_simulated", runs // max(1, len(scenario.run.seeds))))
-    status = (f"{runs} simulations ({len(scenario.candidates)} candidates × {len(scenario.run.seeds)} seed(s) × "
-              f"{len(factors)} load points; {fresh * len(scenario.run.seeds)} run now, the rest reused) "
-              f"in {t1 - t0:.1f} s, charts in {t2 - t1:.1f} s")
+    n_seeds = len(scenario.run.seeds)
+    fresh = int(view.seconds.get("runs_simulated", 0))
+    runs = fresh + int(view.seconds.get("runs_reused", 0))
+    grid = len(scenario.candidates) * len(factors)
+    status = (f"{runs * n_seeds} simulations ({len(scenario.candidates)} candidates × {len(factors)} load points, "
+              f"{runs - grid} more around the candidates' capacities, × {n_seeds} seed(s); "
+              f"{fresh * n_seeds} run now, the rest reused) in {t1 - t0:.1f} s, charts in {t2 - t1:.1f} s")
     report = {"title": content.title, "subtitle": content.subtitle, "decisions": list(content.decisions),
               "key_numbers": list(content.key_numbers), "scenario_toml": content.scenario_toml,
               "sources": list(content.sources), "notes": list(content.notes), "name": scenario.name,
-              "verdict": list(content.verdict)}
+              "verdict": list(content.verdict), "limits": list(content.limits)}
     return RunOutput(figs, decision_rows(view.decisions.to_dicts()), key_numbers(view), list(view.sources),
                      list(view.notes), content.scenario_toml, st.to_search(vs), status, report,
-                     list(view.verdict))
+                     list(view.verdict), list(content.limits), key)
 
 
 def report_from_page(figures: Sequence[Mapping[str, Any] | None], data: Mapping[str, Any]) -> str:
@@ -169,6 +198,7 @@ def report_from_page(figures: Sequence[Mapping[str, Any] | None], data: Mapping[
         figures=figs, decisions=list(data.get("decisions", [])), key_numbers=list(data.get("key_numbers", [])),
         scenario_toml=str(data.get("scenario_toml", "")), sources=list(data.get("sources", [])),
         notes=list(data.get("notes", [])), verdict=list(data.get("verdict", [])),
+        limits=list(data.get("limits", [])),
     )
     return render_report(content)
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import polars as pl
 
+from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.results import metric_names as mn
-from sim.results.runner import ScenarioResult, aggregate
+from sim.results.runner import ScenarioResult, aggregate, run_scenario
+
+Progress = Callable[[int, int, str], None]
 
 
 class RunCache(Protocol):
@@ -80,11 +83,14 @@ def decode(stored: Stored) -> Piece:
     return frames[0], frames[1], frames[2], list(stored[3]), list(stored[4])
 
 
-def assemble(scenario: Scenario, pieces: Mapping[str, Piece]) -> ScenarioResult:
-    """A result from every candidate's piece, baseline first (as ``run_scenario`` orders them).
+def assemble(scenario: Scenario, pieces: Mapping[str, Piece],
+             only: Sequence[str] | None = None) -> ScenarioResult:
+    """A result from every candidate's piece (or those in ``only``), baseline first (as
+    ``run_scenario`` orders them).
     Fresh pieces come in as frames, stored ones decoded: a run just simulated is not read back
     from its bytes (~3 ms a frame)."""
-    names = [c.name for c in sorted(scenario.candidates, key=lambda c: not c.is_baseline)]
+    names = [c.name for c in sorted(scenario.candidates, key=lambda c: not c.is_baseline)
+             if only is None or c.name in only]
     per_seed, requests, steps = ([pieces[n][i] for n in names] for i in range(3))
     per_seed_df = pl.concat(per_seed, how="vertical")
     return ScenarioResult(
@@ -94,3 +100,69 @@ def assemble(scenario: Scenario, pieces: Mapping[str, Piece]) -> ScenarioResult:
         notes=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][4])),
         candidates=tuple(names), seeds=tuple(scenario.run.seeds),
     )
+
+
+class PointRunner:
+    """Runs load points of a scenario for some of its candidates, taking from the cache what it
+    holds and keeping what it simulates; counts both and reports progress over the plan."""
+
+    def __init__(self, scenario: Scenario, profile: Profile, cache: RunCache | None,
+                 profile_key: str | None, progress: Progress | None) -> None:
+        self.scenario, self.profile, self.cache, self.key = scenario, profile, cache, profile_key
+        self.progress = progress
+        self.seeds = len(scenario.run.seeds)
+        self.done = self.total = 0
+        self.reused = self.simulated = 0
+        self._at: dict[float, Scenario] = {}
+        self._key_of: dict[int, dict[str, str]] = {}
+
+    def _scenario(self, f: float) -> Scenario:
+        """The scenario at load factor ``f`` (built once: ~10 ms each, with its cache keys)."""
+        if f not in self._at:
+            self._at[f] = self.scenario if f == 1.0 else self.scenario.with_load_scale(f)
+        return self._at[f]
+
+    def expect(self, runs: int) -> None:
+        """Add ``runs`` candidate runs (each over every seed) to the progress bar's total."""
+        self.total += runs * self.seeds
+
+    def uncached(self, factors: Sequence[float], names: Sequence[str]) -> int:
+        """How many of ``factors`` × ``names`` the run cache does not hold."""
+        n = 0
+        for f in factors:
+            keys = self._keys(self._scenario(f))
+            n += sum(1 for name in names if not keys or self.cache is None or self.cache.get(keys[name]) is None)
+        return n
+
+    def _keys(self, s: Scenario) -> dict[str, str]:
+        if self.cache is None or not self.key:
+            return {}
+        if id(s) not in self._key_of:
+            self._key_of[id(s)] = run_keys(s, self.key)
+        return self._key_of[id(s)]
+
+    def run(self, f: float, names: Sequence[str]) -> tuple[Scenario, ScenarioResult]:
+        """Candidates ``names`` at load factor ``f``: (the scenario at that load, their result)."""
+        s = self._scenario(f)
+        keys = self._keys(s)
+        hits = {n: self.cache.get(keys[n]) for n in names} if keys and self.cache is not None else {}
+        hits = {n: v for n, v in hits.items() if v is not None}
+        missing = [n for n in names if n not in hits]
+
+        def point_progress(done: int, _total: int, label: str, _base: int = self.done) -> None:
+            if self.progress is not None:
+                self.progress(_base + done, max(self.total, _base + done), f"load ×{f:g}: {label}")
+
+        fresh = run_scenario(s, self.profile, candidates=missing, progress=point_progress) if missing else None
+        self.done += len(missing) * self.seeds
+        self.simulated += len(missing)
+        self.reused += len(names) - len(missing)
+        if not keys or self.cache is None:
+            assert fresh is not None
+            return s, fresh
+        pieces = {n: decode(v) for n, v in hits.items()}
+        for name in missing:
+            assert fresh is not None
+            pieces[name] = piece(fresh, name)
+            self.cache[keys[name]] = encode(pieces[name])
+        return s, assemble(s, pieces, names)

@@ -234,8 +234,8 @@ def whatif_fields(scenario: Scenario) -> list[WhatIf]:
                       f.engine.memory_utilization, "fraction", 0.01, 1.0, 0.01))
     out.append(WhatIf("fleet.engine.max_num_seqs", "max running requests (empty: engine default)", "Fleet",
                       "optional_number", f.engine.max_num_seqs, "", 1, None, 1))
-    for name in ("ttft", "tpot", "e2el", "pause"):
-        out.append(WhatIf(f"slo.{name}_ms", f"SLO {name.upper() if name != 'e2el' else 'E2E latency'}",
+    for name, words in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2E latency"), ("pause", "stream pause")):
+        out.append(WhatIf(f"slo.{name}_ms", f"SLO {words}",
                           "SLO", "optional_number", getattr(s, f"{name}_ms"), "ms", 1e-6, None, "any"))
     out.append(WhatIf("fleet.price_per_gpu_hour", "price per device-hour", "Prices", "optional_number",
                       f.price_per_gpu_hour, "$/h", 0, None, "any"))
@@ -248,7 +248,7 @@ def whatif_fields(scenario: Scenario) -> list[WhatIf]:
         if c.policy != "k_by_batch":
             out.append(WhatIf(f"candidates[{c.name}].k", f"{c.name}: k", "Candidates", "int", c.k,
                               "tokens", 1, None, 1))
-        out.append(WhatIf(f"candidates[{c.name}].max_batch", f"{c.name}: off above batch (off_above_batch)",
+        out.append(WhatIf(f"candidates[{c.name}].max_batch", f"{c.name}: speculation off above batch size",
                           "Candidates", "optional_number", c.max_batch, "requests", 1, None, 1))
     return out
 
@@ -336,14 +336,38 @@ def control_values(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str
 
 
 def apply(scenario: Scenario, state: ViewState) -> Scenario:
-    """The scenario the view runs: overrides applied, seeds cut to ``state.seeds``."""
-    s = scenario.with_overrides(dict(state.overrides)) if state.overrides else scenario
+    """The scenario the view runs: overrides applied (a candidate named for its k renamed for
+    the new one, ``follow_k``), seeds cut to ``state.seeds``."""
+    s = follow_k(scenario, scenario.with_overrides(dict(state.overrides))) if state.overrides else scenario
     seeds = list(s.run.seeds)[: state.seeds]
     if len(seeds) < state.seeds:  # more seeds asked than the file lists: extend past its largest
         seeds += [max(seeds) + i + 1 for i in range(state.seeds - len(seeds))]
     if tuple(seeds) != s.run.seeds:
         s = s.with_overrides({"run.seeds": seeds})
     return s
+
+
+def follow_k(base: Scenario, changed: Scenario) -> Scenario:
+    """``changed`` with every candidate whose name carries its k (``draft-1b-k3``, ``k3-eagle``)
+    renamed for the k a what-if gave it (``draft-1b-k5``), so no chart, table or verdict shows
+    a k the run did not use. A new name another candidate already has gets ``-whatif`` added."""
+    renames: dict[str, str] = {}
+    taken = set(changed.candidate_names)
+    for old, new in zip(base.candidates, changed.candidates, strict=True):
+        if old.k is None or new.k is None or old.k == new.k:
+            continue
+        tags = list(re.finditer(rf"(?<![A-Za-z0-9])k{old.k}(?![0-9])", new.name))
+        if not tags:
+            continue
+        t = tags[-1]
+        name = f"{new.name[:t.start()]}k{new.k}{new.name[t.end():]}"
+        if name in taken:
+            name = f"{name}-whatif"
+        taken.add(name)
+        renames[new.name] = name
+    if not renames:
+        return changed
+    return changed.with_overrides({f"candidates[{o}].name": n for o, n in renames.items()})
 
 
 def with_overrides(state: ViewState, overrides: Mapping[str, Any], *, load_factors: Sequence[float] | None = None,

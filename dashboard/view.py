@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from dashboard import figures as fg
+from dashboard import load_points as lp
 from dashboard.chart_frames import (
     acceptance_frame,
     breakeven_frame,
@@ -28,14 +29,17 @@ from dashboard.chart_frames import (
 from dashboard.colors import candidate_colors
 from dashboard.figure_style import Figure
 from dashboard.html_report import ReportContent
-from dashboard.run_cache import RunCache, assemble, decode, encode, piece, run_keys
+from dashboard.run_cache import PointRunner, RunCache
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
+from sim.decisions.bottleneck import Bottleneck, attribute_result
+from sim.decisions.bottleneck_text import describe
 from sim.decisions.rules import decision_table, decisions_frame
+from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
 from sim.results import metric_names as mn
-from sim.results.runner import ScenarioResult, run_scenario
+from sim.results.runner import ScenarioResult
 
 Progress = Callable[[int, int, str], None]
 
@@ -89,6 +93,13 @@ class View:
     notes: tuple[str, ...]
     seconds: Mapping[str, float] = field(default_factory=dict)
     """Wall time of each part (simulation, figures), for the benchmark and the page footer."""
+    bracket: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Summary rows of the points run for one candidate each, bracketing its estimated capacity
+    (columns as ``sweep``); the load charts draw them with the sweep, the decision rules do not."""
+    capacity: Mapping[str, lp.CapacityEstimate] = field(default_factory=dict)
+    """Each candidate's capacity per replica estimated from its load points (``dashboard.load_points``)."""
+    bottlenecks: tuple[Bottleneck, ...] = ()
+    """What limits each candidate near its capacity (``sim.decisions.bottleneck``)."""
     verdict: tuple[str, ...] = ()
     """The answer first (``sim.results.verdict`` at the scenario's load, then the replicas each
     candidate needs from the sweep, ``sim.decisions.fleet_sizing``): the page and the report lead with it."""
@@ -119,7 +130,8 @@ def compute_view(
     cache: RunCache | None = None,
     profile_key: str | None = None,
 ) -> View:
-    """Run the scenario at each load factor (1.0 always included) and assemble the view.
+    """Run the scenario at each load factor (1.0 always included), then each candidate at two
+    points bracketing its estimated capacity (``dashboard.load_points``), and assemble the view.
 
     With a ``cache`` (and a ``profile_key`` naming the profile's content), each candidate's run
     at each load point is kept, so a what-if re-simulates only what it changed: another k
@@ -127,52 +139,42 @@ def compute_view(
     """
     factors = tuple(sorted({1.0, *load_factors}))
     t0 = time.perf_counter()
+    names = scenario.candidate_names
+    points = PointRunner(scenario, profile, cache, profile_key, progress)
     order = sorted(factors, key=lambda f: (f != 1.0, f))  # the detailed run first
-    plan: list[tuple[float, Scenario, dict[str, str], dict[str, Any], list[str]]] = []
-    for f in order:
-        s = scenario if f == 1.0 else scenario.with_load_scale(f)
-        keys = run_keys(s, profile_key) if cache is not None and profile_key else {}
-        hits = {n: cache.get(k) for n, k in keys.items()} if cache is not None else {}
-        hits = {n: v for n, v in hits.items() if v is not None}
-        missing = [c.name for c in s.candidates if c.name not in hits]
-        plan.append((f, s, keys, hits, missing))
-    seeds = len(scenario.run.seeds)
-    total = max(1, sum(len(p[-1]) for p in plan) * seeds)
-    done_before = 0
-    results: dict[float, tuple[Scenario, ScenarioResult]] = {}
-    reused = 0
-    for f, s, keys, hits, missing in plan:
-        def point_progress(done: int, _total: int, label: str, _base: int = done_before, _f: float = f) -> None:
-            if progress is not None:
-                progress(_base + done, total, f"load ×{_f:g}: {label}")
-
-        fresh = run_scenario(s, profile, candidates=missing, progress=point_progress) if missing else None
-        done_before += len(missing) * seeds
-        reused += len(s.candidates) - len(missing)
-        if not keys or cache is None:
-            assert fresh is not None
-            results[f] = (s, fresh)
-            continue
-        pieces = {n: decode(v) for n, v in hits.items()}
-        for name in missing:
-            assert fresh is not None
-            pieces[name] = piece(fresh, name)
-            cache[keys[name]] = encode(pieces[name])
-        results[f] = (s, assemble(s, pieces))
-    t_sim = time.perf_counter() - t0
+    allowance = 2 * len(names)  # the bracketing points, planned once the grid has run
+    points.expect(points.uncached(order, names) + allowance)
+    results = {f: points.run(f, names) for f in order}
     base_s, base = results[1.0]
-    parts = []
-    for f in factors:
-        s, r = results[f]
-        rate = offered_rate(s, r)
-        parts.append(r.summary.with_columns(
-            pl.lit(f).alias("load_factor"), pl.lit(rate).alias("offered_rate"),
-            pl.lit(rate / s.fleet.replicas).alias("rate"),
-        ))
-    sweep = pl.concat(parts, how="vertical_relaxed")
-    base_rate = offered_rate(base_s, base) / base_s.fleet.replicas
+    sweep = pl.concat([_rows(*results[f], f) for f in factors], how="vertical_relaxed")
+    rate1 = offered_rate(base_s, base) / base_s.fleet.replicas
+    criteria = _criteria(base_s)
+    capacity: dict[str, lp.CapacityEstimate] = {}
+    runs = [(f, *results[f]) for f in factors]
+    bracket = sweep.clear()
+    if criteria is not None:
+        # each candidate's capacity from its points; points just below and above it; where the
+        # first extra point was past the grid's end, a second round brackets it the same way
+        have, todo, first = list(factors), list(names), {}
+        for round_ in range(2):
+            est = lp.estimates(pl.concat([sweep, bracket], how="vertical_relaxed"), criteria, todo)
+            if round_:
+                todo = [n for n in todo if first[n].estimate is None and est[n].estimate is not None]
+                est = {n: est[n] for n in todo}
+            first = first or est
+            by_factor: dict[float, list[str]] = {}
+            for name, fs in lp.bracket_factors(est, rate1, have).items():
+                for f in fs:
+                    by_factor.setdefault(f, []).append(name)
+            points.expect(sum(len(v) for v in by_factor.values()) - (allowance if not round_ else 0))
+            for f in sorted(by_factor):
+                runs.append((f, *points.run(f, by_factor[f])))
+                bracket = pl.concat([bracket, _rows(*runs[-1][1:], f)], how="vertical_relaxed")
+            have += list(by_factor)
+        capacity = lp.estimates(pl.concat([sweep, bracket], how="vertical_relaxed"), criteria, names)
+    t_sim = time.perf_counter() - t0
     ks = {c.name: c.max_k for c in base_s.speculative}
-    decisions = decisions_frame(decision_table(sweep, base_s.baseline.name, operating_rate=base_rate, ks=ks))
+    decisions = decisions_frame(decision_table(sweep, base_s.baseline.name, operating_rate=rate1, ks=ks))
     be, be_label, be_notes = breakeven_frame(base_s, profile)
     notes = list(base.notes) + be_notes
     if any(len(results[f][1].seeds) == 1 for f in factors):
@@ -182,9 +184,51 @@ def compute_view(
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
         decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(notes)),
-        seconds={"simulate": t_sim, "runs_reused": float(reused),
-                 "runs_simulated": float(sum(len(p[-1]) for p in plan))},
+        seconds={"simulate": t_sim, "runs_reused": float(points.reused),
+                 "runs_simulated": float(points.simulated)},
+        bracket=bracket, capacity=capacity,
+        bottlenecks=_bottlenecks(runs, capacity, profile, criteria, names),
     )
+
+
+def _rows(s: Scenario, r: ScenarioResult, f: float) -> pl.DataFrame:
+    """A load point's summary rows with its load factor and offered rate (fleet and per replica)."""
+    rate = offered_rate(s, r)
+    return r.summary.with_columns(pl.lit(f).alias("load_factor"), pl.lit(rate).alias("offered_rate"),
+                                  pl.lit(rate / s.fleet.replicas).alias("rate"))
+
+
+def _criteria(scenario: Scenario) -> SustainCriteria | None:
+    """What "sustains" means for this scenario's SLOs (None without any SLO)."""
+    try:
+        return criteria_from_scenario(scenario)
+    except SpecplanError:
+        return None
+
+
+def _bottlenecks(runs: Sequence[tuple[float, Scenario, ScenarioResult]],
+                 capacity: Mapping[str, lp.CapacityEstimate], profile: Profile,
+                 criteria: SustainCriteria | None, names: Sequence[str]) -> tuple[Bottleneck, ...]:
+    """What limits each candidate, judged at its load point nearest its estimated capacity
+    (``sim.decisions.bottleneck``; the highest point when the capacity lies above them all)."""
+    out = []
+    for name in names:
+        mine = [(f, s, r) for f, s, r in runs if name in r.candidates]
+        if not mine:
+            continue
+        e = capacity.get(name)
+        cap = e.estimate if e is not None else None
+        above = e is not None and e.lower is not None  # unbracketed: beyond the highest point
+
+        def distance(t: tuple[float, Scenario, ScenarioResult], c: float | None = cap, up: bool = above) -> float:
+            rate = offered_rate(t[1], t[2]) / t[1].fleet.replicas
+            return abs(math.log(rate / c)) if c else (-rate if up else rate)
+
+        f, s, r = min(mine, key=distance)
+        rate = offered_rate(s, r) / s.fleet.replicas
+        out += attribute_result(r, profile, criteria=criteria, rate=rate, candidates=[name],
+                                capacities=None if cap is None else {name: cap})
+    return tuple(out)
 
 
 def view_verdict(scenario: Scenario, result: ScenarioResult, sweep: pl.DataFrame) -> tuple[str, ...]:
@@ -211,7 +255,10 @@ def view_figures(view: View) -> dict[str, Figure]:
     """Every chart of the view, keyed by :data:`FIGURE_IDS`."""
     colors = view.colors
     slo = view.scenario.slo.limits
-    allseg = view.sweep.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS)
+    points = pl.concat([view.sweep, view.bracket], how="diagonal_relaxed") if view.bracket.height else view.sweep
+    allseg = points.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS)
+    reps = view.scenario.fleet.replicas
+    caps = {c: (e.estimate * reps if e.estimate is not None else None) for c, e in view.capacity.items()}
     res = view.result
     first = res.seeds[0]
     steps = res.steps.filter(pl.col(mn.SEED) == first)
@@ -219,8 +266,8 @@ def view_figures(view: View) -> dict[str, Figure]:
     bin_s = max(1.0, duration / 300.0)
     out: dict[str, Figure] = {}
     for m in ("ttft", "tpot", "e2el", "pause"):
-        out[f"lat-{m}"] = fg.latency_vs_load(allseg, m, colors, slo_ms=slo.get(m))
-    out["goodput"] = fg.goodput_vs_load(allseg, colors)
+        out[f"lat-{m}"] = fg.latency_vs_load(allseg, m, colors, slo_ms=slo.get(m), capacities=caps)
+    out["goodput"] = fg.goodput_vs_load(allseg, colors, capacities=caps)
     out["cost"] = fg.cost_vs_load(allseg, colors)
     for m in ("ttft", "tpot", "e2el"):
         out[f"cdf-{m}"] = fg.latency_cdf(latency_values(res, m), m, colors, slo_ms=slo.get(m))
@@ -232,6 +279,16 @@ def view_figures(view: View) -> dict[str, Figure]:
     out["levels"] = fg.kv_queue_over_time(
         levels_over_time(steps, bin_s), colors,
         title=f"KV use and queue length over time (seed {first}, {bin_s:g} s bins)")
+    return out
+
+
+def limit_lines(view: View) -> list[str]:
+    """What limits each candidate near its capacity, with the capacity estimate it was judged at."""
+    out = []
+    for b in view.bottlenecks:
+        e = view.capacity.get(b.candidate)
+        cap = f" (capacity {e.text()})" if e is not None else ""
+        out.append(f"{describe(b)}{cap}")
     return out
 
 
@@ -283,5 +340,6 @@ def report_content(view: View, figs: Mapping[str, Mapping[str, Any]]) -> ReportC
         title=title, subtitle=subtitle,
         figures=[(sections[fid], fid, figs[fid]) for fid in FIGURE_IDS if fid in figs],
         decisions=view.decisions.to_dicts(), key_numbers=key_numbers(view), verdict=list(view.verdict),
+        limits=limit_lines(view),
         scenario_toml=s.to_toml(), sources=list(view.sources), notes=list(view.notes),
     )

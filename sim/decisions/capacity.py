@@ -106,14 +106,14 @@ def plan_capacity(
         results.append(CandidateCapacity(name, per_seed, seeds, target, n, status, row,
                                          fleet_replicas=fleet, profile_band=band))
 
-    load_summary, attributions = _load_levels(load, results, chosen, base_rate, load_fractions, say,
+    load_summary, bottlenecks = _load_levels(load, results, chosen, base_rate, load_fractions, say,
                                               search, workers)
     operating = pl.from_dicts(op_rows, infer_schema_length=None) if op_rows else pl.DataFrame()
     return CapacityReport(
         scenario_name=scenario.name, criteria=criteria, candidates=tuple(results),
         load_summary=load_summary, operating_summary=operating,
         sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
-        duration_s=float(scenario.run.duration_s), bottlenecks=tuple(attributions),
+        duration_s=float(scenario.run.duration_s), bottlenecks=tuple(bottlenecks),
         notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
         price_source=_price_source(scenario.fleet),
         gpus_per_replica=scenario.fleet.gpus_per_replica,
@@ -179,7 +179,7 @@ def _load_levels(load: SimulatedLoad, results: Sequence[CandidateCapacity], chos
                  base_rate: float, load_fractions: Sequence[float], say: Callable[[str], None],
                  search: _Search, workers: int = 1) -> tuple[Any, list[Any]]:
     """Every candidate at ``load_fractions`` × the baseline's capacity (equal load for the
-    decision table), with where each one's step time goes."""
+    decision table), and what limits each one at its own capacity point (``bottleneck``)."""
     import polars as pl
 
     from sim.decisions.bottleneck import attribute_result
@@ -194,23 +194,42 @@ def _load_levels(load: SimulatedLoad, results: Sequence[CandidateCapacity], chos
         load.notes.add(f"no candidate sustains the SLOs at any probed rate; load levels are "
                        f"fractions of the scenario's rate ({base_rate:g} req/s) instead")
     load_frames = []
-    attributions: list[Any] = []
+    points = _capacity_points(results)
     if ref > 0:
-        load.prefetch([(name, frac * ref, fleet, search.seeds) for frac in load_fractions for name in chosen],
-                      workers)
+        load.prefetch([(name, frac * ref, fleet, search.seeds) for frac in load_fractions for name in chosen]
+                      + [(name, rate, fleet, search.seeds) for name, rate, _ in points], workers)
         for frac in load_fractions:
             rate = frac * ref
             for name in chosen:
                 say(f"{name}: load level {frac:g} × capacity")
                 res = load.result(name, rate, fleet, search.seeds)
-                attributions += attribute_result(res, load.profile, rate / fleet)
                 ks = {c.name: c.max_k for c in scenario.candidates}
                 load_frames.append(res.summary.with_columns(
                     pl.lit(rate / fleet).alias("rate"), pl.lit(rate).alias("fleet_rate"),
                     pl.lit(frac).alias("load_fraction"),
                     pl.lit(fleet).alias("replicas"), pl.lit(ks.get(name, 0)).alias("k")))
     load_summary = pl.concat(load_frames, how="diagonal_relaxed") if load_frames else pl.DataFrame()
-    return load_summary, attributions
+    bottlenecks: list[Any] = []
+    for name, rate, cap in points:  # what limits each candidate, at its own capacity point
+        say(f"{name}: what limits capacity, at {rate:.3g} req/s")
+        res = load.result(name, rate, fleet, search.seeds)
+        bottlenecks += attribute_result(res, load.profile, criteria=load.criteria, rate=rate / fleet,
+                                        capacities=None if cap is None else {name: cap})
+    return load_summary, bottlenecks
+
+
+def _capacity_points(results: Sequence[CandidateCapacity]) -> list[tuple[str, float, float | None]]:
+    """(candidate, fleet rate, capacity per replica) where each one's bottleneck is judged: its
+    mean capacity, or with none found, the lowest rate its search judged (capacity unknown)."""
+    out: list[tuple[str, float, float | None]] = []
+    for r in results:
+        if r.mean > 0:
+            out.append((r.candidate, r.fleet_mean, r.mean))
+            continue
+        judged = [p.rate for s in r.per_seed for p in s.probes if p.conclusive]
+        if judged:
+            out.append((r.candidate, min(judged), None))
+    return out
 
 
 def timing_spread(profile: Any) -> tuple[float, float] | None:

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
-from dashboard import figures
+from dashboard import figure_style, figures
 from dashboard.chart_frames import levels_over_time
 from dashboard.colors import BASELINE_COLOR, PALETTE, SLO_COLOR, candidate_colors
 
@@ -85,6 +85,30 @@ def test_latency_vs_load_marks_where_speculation_stops_paying():
     vlines = [s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert vlines == [pytest.approx(2.0 + 30 / 90)]
     assert "ngram-k3 2.33" in fig.layout.title.text
+
+
+def test_latency_is_on_a_log_scale_with_the_slo_label_at_its_line():
+    fig = go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0))
+    assert fig.layout.yaxis.type == "log"
+    # plotly.js places shapes by value on a log axis but annotations by log10(value)
+    (label,) = [a for a in fig.layout.annotations if "SLO TTFT" in (a.text or "")]
+    assert label.y == pytest.approx(math.log10(250.0)) and 250.0 in _hlines(fig)
+    # ticks at 1-2-5 steps in plain numbers across the data and the SLO (25 ms .. 1,050 ms)
+    assert list(fig.layout.yaxis.tickvals) == [50.0, 100.0, 200.0, 500.0, 1000.0]
+    assert list(fig.layout.yaxis.ticktext) == ["50", "100", "200", "500", "1,000"]
+    linear = go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, slo_ms=250.0, log=False))
+    assert linear.layout.yaxis.type is None
+
+
+def test_each_candidates_capacity_is_marked_on_latency_and_goodput():
+    caps = {"baseline": 2.5, "ngram-k3": 3.25, "ngram-k5": None}
+    for fig in (go.Figure(figures.latency_vs_load(_sweep(), "ttft", COLORS, capacities=caps, mark_crossover=None)),
+                go.Figure(figures.goodput_vs_load(_sweep(), COLORS, capacities=caps))):
+        marks = [(s.x0, s.line.color) for s in fig.layout.shapes if s.x0 == s.x1 and s.line.dash == "solid"]
+        assert marks == [(2.5, COLORS["baseline"]), (3.25, COLORS["ngram-k3"])]
+        assert f"{figure_style.CAPACITY_KEY} (req/s): baseline 2.5, ngram-k3 3.25" in fig.layout.title.text
+    long = figure_style.capacity_note({f"candidate-{i}": 10.0 + i for i in range(4)})
+    assert long is not None and "<br>candidate-0 10, candidate-1 11" in long  # a long list on its own line
 
 
 def test_pause_uses_pause_columns():

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import plotly.graph_objects as go
+import polars as pl
 import pytest
 
 from cli.main import main
@@ -44,7 +45,7 @@ def test_report_is_self_contained_and_escaped():
     assert "Time to first token vs offered load" in text
     assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)" in text
     assert "&lt;tiny&gt;" in text
-    assert "tpot_gain 0.4 · rate –" in text
+    assert "TPOT gain 0.4 · rate –" in text  # keys in words (dashboard.labels)
     assert "duration_s = 30" in text and "timing: assumed [synthetic]" in text
     assert "p95 TTFT (ms)" in text and "one seed per load point" in text
 
@@ -118,13 +119,22 @@ def test_view_reuses_cached_runs_exactly(tmp_path: Path):
     scen = Scenario.from_dict(tomllib.loads(SCENARIO.replace('profile = "syn.json"\n', "")), "tiny.toml", tmp_path)
     scen = scen.with_overrides({"run.seeds": [1]})
     cache: dict = {}
-    compute_view(scen, prof, load_factors=(0.5, 1.0), cache=cache, profile_key="syn")
-    assert len(cache) == 4  # 2 candidates x 2 load points
+    first = compute_view(scen, prof, load_factors=(0.5, 1.0), cache=cache, profile_key="syn")
+
+    def bracketing(view, cand: str) -> int:
+        return view.bracket.filter((pl.col("segment") == "all") & (pl.col("candidate") == cand)).height
+
+    assert bracketing(first, "baseline") and bracketing(first, "ngram-k3")  # points around each capacity
+    # 2 candidates x 2 load points, and each candidate's points around its capacity
+    assert len(cache) == 4 + bracketing(first, "baseline") + bracketing(first, "ngram-k3")
     changed = scen.with_overrides({"candidates[ngram-k3].k": 2})
     warm = compute_view(changed, prof, load_factors=(0.5, 1.0), cache=cache, profile_key="syn")
-    assert warm.seconds["runs_simulated"] == 2 and warm.seconds["runs_reused"] == 2
+    assert warm.seconds["runs_simulated"] == 2 + bracketing(warm, "ngram-k3")
+    assert warm.seconds["runs_reused"] == 2 + bracketing(warm, "baseline")
     cold = compute_view(changed, prof, load_factors=(0.5, 1.0))
     assert_frame_equal(warm.sweep, cold.sweep)
+    assert_frame_equal(warm.bracket, cold.bracket)
+    assert warm.capacity == cold.capacity and warm.bottlenecks == cold.bottlenecks
     assert_frame_equal(warm.result.requests, cold.result.requests)
     assert_frame_equal(warm.result.steps, cold.result.steps)
     assert_frame_equal(warm.decisions, cold.decisions)
