@@ -44,7 +44,10 @@ def first_line(p: Path) -> str:
 
 def header_of(p: Path) -> tuple[str, ...]:
     """The CSV header's names, stripped."""
-    return tuple(h.strip() for h in next(csv.reader([first_line(p)]), []))
+    try:
+        return tuple(h.strip() for h in next(csv.reader([first_line(p)]), []))
+    except csv.Error as exc:
+        raise SpecplanError(f"{p}:1: header is not CSV: {exc}") from None
 
 
 def read_csv_strings(p: Path, needed: Sequence[str], valid: str) -> pl.DataFrame:
@@ -58,20 +61,47 @@ def read_csv_strings(p: Path, needed: Sequence[str], valid: str) -> pl.DataFrame
             raise SpecplanError(f"{p}:1: missing column {echo(name)} (header has {echo(','.join(header), 80)}); "
                                 f"valid: {valid}")
     try:
-        df = pl.read_csv(p, has_header=True, infer_schema=False, ignore_errors=False, truncate_ragged_lines=False)
-    except Exception:  # polars raises several types for ragged/garbled rows; find the line
-        _raise_first_ragged_line(p, len(header))
-        raise  # only if the slow scan found nothing: a genuine bug, keep the traceback
-    everything = pl.col(df.columns)
-    short = pl.any_horizontal(everything.is_null()) & ~pl.all_horizontal(everything.is_null())
-    if df.width != len(header) or df.select(short.any()).item():
-        _raise_first_ragged_line(p, len(header))  # polars pads a short row with nulls
-    # polars keeps a blank line as an all-null row, so the row index maps to the file line
-    df = df.select(list(needed)).with_row_index(LINE, offset=2)
-    df = df.filter(~pl.all_horizontal(pl.col(list(needed)).is_null()))
+        # bytes that are not UTF-8 become U+FFFD, which no check below accepts: the error names the row
+        df = pl.read_csv(p, has_header=True, infer_schema=False, ignore_errors=False, truncate_ragged_lines=False,
+                         encoding="utf8-lossy")
+    except Exception:  # polars raises several types for ragged/garbled rows: Python's csv finds the line
+        df = _python_csv(p, header)
+    else:
+        everything = pl.col(df.columns)
+        short = pl.any_horizontal(everything.is_null()) & ~pl.all_horizontal(everything.is_null())
+        if df.width != len(header) or df.select(short.any()).item():
+            _raise_first_ragged_line(p, len(header))  # polars pads a short row with nulls
+        # the header as read above (stripped); polars keeps a blank line as an all-null row, so
+        # the row index maps to the file line
+        df = df.rename(dict(zip(df.columns, _names(header), strict=True))).with_row_index(LINE, offset=2)
+    df = df.select(LINE, *needed).filter(~pl.all_horizontal(pl.col(list(needed)).is_null()))
     if df.height == 0:
         raise SpecplanError(f"{p}:2: trace has a header but no rows")
     return df.with_columns(pl.col(list(needed)).str.strip_chars())
+
+
+def _python_csv(p: Path, header: tuple[str, ...]) -> pl.DataFrame:
+    """The slow reading of what polars refused: string columns and file lines, or the error of
+    the first ragged or unreadable row."""
+    _raise_first_ragged_line(p, len(header))
+    cols: list[list[str]] = [[] for _ in header]
+    lines: list[int] = []
+    with p.open(encoding="utf-8-sig", errors="replace", newline="") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        for row in reader:
+            if row and any(c.strip() for c in row):
+                lines.append(reader.line_num)
+                for c, v in zip(cols, row, strict=True):
+                    c.append(v)
+    names = _names(header)
+    return pl.DataFrame({LINE: lines, **dict(zip(names, cols, strict=True))},
+                        schema={LINE: pl.Int64, **{n: pl.String for n in names}})
+
+
+def _names(header: tuple[str, ...]) -> list[str]:
+    """Unique column names (a repeated name after its first use is ``_<index>``; polars needs them)."""
+    return [f"_{i}" if h in header[:i] else h for i, h in enumerate(header)]
 
 
 def _raise_first_ragged_line(p: Path, width: int) -> None:
