@@ -458,6 +458,26 @@ def test_documented_example_loads(tmp_path: Path) -> None:
     assert s.candidate("ngram-by-batch").max_k == 5
     assert s.candidate("ngram-assumed").assumed_acceptance == (0.7, 0.5, 0.35)
     assert s.fleet.restart is not None and s.fleet.restart.at_s == 300.0
+    assert s.fleet.request_overhead is not None and s.fleet.request_overhead.fixed_ms == 10.0
+
+
+def test_documented_trace_examples_load(tmp_path: Path) -> None:
+    import tomllib
+
+    from sim.contracts.dataclass_mapping import from_mapping
+    from sim.contracts.trace_config import TraceConfig
+
+    doc = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
+    block = doc[doc.index("# Mooncake (hash_ids kept"):]
+    block = block[: block.index("```")]
+    lines = [ln for ln in block.splitlines() if ln.startswith("trace = ")]
+    assert len(lines) == 5
+    for ln in lines:
+        table = tomllib.loads(ln)["trace"]
+        (tmp_path / table["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / table["path"]).write_text("")
+        tc = from_mapping(TraceConfig, table, "workload.trace", {"base_dir": str(tmp_path)})
+        assert tc.resolved_path == (tmp_path / table["path"]).resolve()
 
 
 def test_integral_floats_accepted_for_ints(default: Scenario) -> None:
