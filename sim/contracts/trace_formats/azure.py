@@ -54,6 +54,6 @@ def read(p: Path) -> Trace:
     ])
     t = ns.to_numpy().astype(np.int64)
     off = rows.offsets(t, df[rows.LINE].to_numpy(), df["TIMESTAMP"].to_list(), p, "TIMESTAMP", scale=1e9)
-    start = df["TIMESTAMP"].str.extract(_SPLIT_RE, 1).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns")[0]
+    start = pl.Series([int(t[0])]).cast(pl.Datetime("ns"))[0]  # UTC when the file gave an offset
     return Trace(path=p, offsets_s=off, prompt_tokens=rows.as_counts(df, "ContextTokens"),
                  output_tokens=rows.as_counts(df, "GeneratedTokens"), start=start, format="azure")

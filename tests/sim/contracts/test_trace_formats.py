@@ -19,6 +19,12 @@ from sim.contracts.trace_config import TraceColumns, TraceConfig
 FIXTURES = Path(__file__).resolve().parent / "traces"
 
 
+def _write_text(folder: Path, text: str) -> Path:
+    p = folder / "t.csv"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
 def _config(name: str, **kw: object) -> TraceConfig:
     return TraceConfig(path=str(FIXTURES / name), **kw)  # type: ignore[arg-type]
 
@@ -32,7 +38,7 @@ def test_formats_with_a_signature_are_detected(name: str, fmt: str) -> None:
     assert read_trace(FIXTURES / name).format == fmt
 
 
-def test_azure_2023_and_2024() -> None:
+def test_azure_2023_and_2024(tmp_path: Path) -> None:
     old = read_trace(FIXTURES / "azure_2023.csv")
     np.testing.assert_allclose(old.offsets_s, [0.0, 0.3, 1.5, 4.0], atol=1e-9)
     assert old.prompt_tokens.tolist() == [374, 120, 1020, 4142]
@@ -41,6 +47,10 @@ def test_azure_2023_and_2024() -> None:
     # the third row is written at +02:00: 02:00:01 there is 00:00:01 UTC
     np.testing.assert_allclose(new.offsets_s, [0.0, 0.5, 1.0], atol=1e-9)
     assert new.start is not None and new.start.year == 2024 and new.hash_ids is None
+    assert str(new.start) == "2024-05-10 00:00:00.009930"
+    offset = read_trace(_write_text(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                               "2024-05-10 02:00:00.5+02:00,1,1\n"))
+    assert str(offset.start) == "2024-05-10 00:00:00.500000"  # as UTC
 
 
 def test_mooncake_keeps_hash_ids_per_row() -> None:
