@@ -17,25 +17,22 @@ from sim.contracts.trace_formats import rows
 from sim.contracts.trace_formats.parsed import Trace
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-DATETIME_VALID = "YYYY-MM-DD HH:MM:SS[.fraction up to 9 digits][+HH:MM or Z]"
-_TS_RE = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?$"
-_SPLIT_RE = r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)(Z|[+-]\d{2}:?\d{2})?$"
+DATETIME_VALID = ("YYYY-MM-DD HH:MM:SS[.fraction up to 9 digits], with a +HH:MM or Z offset on every row "
+                  "or on none")
+_NAIVE_RE = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,9})?$"
+_ZONED_RE = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})$"
+_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
 
 def datetime_check(df: pl.DataFrame, col: str) -> tuple[pl.Series, pl.Series]:
-    """(``rows.check_rows`` entry parts: ok mask, epoch nanoseconds in UTC) of a datetime column;
-    a row is ok when it has the form and names a real time (no hour 25)."""
+    """(ok mask for ``rows.check_rows``, epoch nanoseconds in UTC) of a datetime column. The
+    first row decides whether rows carry a UTC offset (2024) or not (2023); a row is ok when it
+    has that form and names a real time (no hour 25)."""
     s = df[col]
-    parts = s.str.extract_groups(_SPLIT_RE)
-    base = parts.struct.field("1").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
-    zone = parts.struct.field("2").fill_null("Z")
-    digits = zone.str.replace(":", "").str.slice(1)
-    minutes = (digits.str.slice(0, 2).cast(pl.Int64, strict=False) * 60
-               + digits.str.slice(2, 2).cast(pl.Int64, strict=False)).fill_null(0)
-    signed = pl.Series(np.where(zone.str.starts_with("-").to_numpy(), -1, 1)) * minutes
-    ns = base.dt.epoch("ns") - signed * 60_000_000_000
-    ok = s.str.contains(_TS_RE).fill_null(False) & base.is_not_null()
-    return ok, ns
+    zoned = bool(s.head(1).str.contains(_ZONED_RE).fill_null(False).any())
+    parsed = s.str.to_datetime(_FORMAT + ("%#z" if zoned else ""), time_unit="ns", strict=False)
+    ok = s.str.contains(_ZONED_RE if zoned else _NAIVE_RE).fill_null(False) & parsed.is_not_null()
+    return ok, parsed.dt.epoch("ns")
 
 
 def read(p: Path) -> Trace:

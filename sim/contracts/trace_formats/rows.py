@@ -199,7 +199,9 @@ def jsonl_objects(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def json_count(obj: dict[str, Any], key: str, p: Path, line: int) -> int:
     """An integer token count ≥ 0 from a JSON object (1.0 counts as 1)."""
-    v = _get(obj, key, p, line)
+    v = obj[key] if key in obj else _get(obj, key, p, line)
+    if type(v) is int and 0 <= v <= MAX_INT:  # the common case, cheaply
+        return v
     if not _in_range(v, MAX_INT) or int(v) != v:
         raise bad(p, line, key, v, "a token count", "integers ≥ 0 (within 2**53)")
     return int(v)
@@ -216,7 +218,7 @@ def _in_range(v: object, top: float) -> bool:
 
 def json_number(obj: dict[str, Any], key: str, p: Path, line: int, what: str) -> float:
     """A finite number ≥ 0 (a time) from a JSON object."""
-    v = _get(obj, key, p, line)
+    v = obj[key] if key in obj else _get(obj, key, p, line)
     if not _in_range(v, 1e18):
         raise bad(p, line, key, v, what, "numbers ≥ 0 (at most 1e18)")
     return float(v)
@@ -224,9 +226,11 @@ def json_number(obj: dict[str, Any], key: str, p: Path, line: int, what: str) ->
 
 def json_ids(obj: dict[str, Any], key: str, p: Path, line: int) -> list[int]:
     """A list of block ids (integers ≥ 0 within 2**53)."""
-    v = _get(obj, key, p, line)
+    v = obj[key] if key in obj else _get(obj, key, p, line)
     if not isinstance(v, list):
         raise bad(p, line, key, v, "a list of block ids", "a JSON list of integers ≥ 0")
+    if all(type(x) is int for x in v) and (not v or (min(v) >= 0 and max(v) <= MAX_INT)):
+        return v
     for j, x in enumerate(v):
         if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_INT:
             raise bad(p, line, f"{key}[{j}]", x, "a block id", "integers ≥ 0 (within 2**53)")
