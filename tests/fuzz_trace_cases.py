@@ -4,6 +4,7 @@ csv, jsonl files, mutated; the format named or left to detection) and vLLM resul
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -135,7 +136,11 @@ def _trace_format_case(rng: np.random.Generator) -> Case:
         seg.pop("output_tokens")
     files["s.toml"] = to_toml(tree).encode()
     files["t.dat"] = data
-    return Case("trace_format", ["simulate", "s.toml", "--quiet"], files, ("t.dat", "s.toml"))
+    names = ["t.dat", "s.toml"]
+    raw = trace.get("path")
+    if isinstance(raw, str) and raw != "t.dat" and "\x00" not in raw:  # a mutated path names the file it reached
+        names.append(Path(raw).name[:40])
+    return Case("trace_format", ["simulate", "s.toml", "--quiet"], files, tuple(n for n in names if n))
 
 
 def _vllm_result(rng: np.random.Generator) -> dict[str, Any]:
