@@ -210,7 +210,7 @@ def _vllm_scenario(args: argparse.Namespace, result: Any) -> Scenario:
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
-    from sim.fidelity.vllm_results import load_vllm_results
+    from sim.contracts.vllm_results import load_vllm_results
 
     results = load_vllm_results(args.vllm_results)
     seeds = [_int("--seeds", s.strip(), lo=0) for s in args.seeds.split(",") if s.strip()]

@@ -62,3 +62,13 @@ def read_text(path: str | Path, what: str, unreadable: str = "cannot read {what}
     except OSError as exc:
         raise SpecplanError(f"{path}: " + unreadable.format(what=what, exc=exc)) from None
     return decode_utf8(data, path, what)
+
+
+def echo(value: object, limit: int = 40) -> str:
+    """``repr`` of a user's value for a one-line error, cut to ``limit`` characters with its
+    length stated: an absurdly long number or string must not flood (or wrap) the message."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[: limit - 1]}…({size} characters)"

@@ -15,6 +15,7 @@ RoutingName = Literal["round_robin", "least_outstanding"]
 OnRestart = Literal["reroute", "drop"]
 Fallback = Literal["baseline", "same"]
 KvLayout = Literal["paged", "padded"]
+Provenance = Literal["assumed", "measured", "published", "imported"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,42 @@ class RestartConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestOverhead:
+    """Time every request spends outside the engine (API server, tokenisation, detokenisation
+    lag), paid before it reaches the engine: it adds to TTFT and E2E and leaves TPOT, ITL and
+    the engine's batching unchanged (docs/scenario-format.md, "Per-request overhead")."""
+
+    fixed_ms: float = 0.0
+    """Per request, whatever its length (HTTP handling, request parsing, the stream's
+    detokenisation lag), milliseconds ≥ 0."""
+    per_prompt_token_ms: float = 0.0
+    """Per prompt token (tokenisation, chat template), milliseconds ≥ 0."""
+    source: Provenance = "assumed"
+    """Where the numbers come from: "assumed" until someone measures them."""
+    citation: str | None = None
+    """What measured (or published) them; required unless ``source`` is "assumed"."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.fixed_ms <= 600_000:
+            raise FieldError("fixed_ms", f"must be in [0, 600000] ms, got {self.fixed_ms}")
+        if not 0 <= self.per_prompt_token_ms <= 1_000:
+            raise FieldError("per_prompt_token_ms", f"must be in [0, 1000] ms, got {self.per_prompt_token_ms}")
+        if self.source != "assumed" and not (self.citation or "").strip():
+            raise FieldError("citation", f"required when source is {self.source!r}: what measured the overhead")
+
+    def seconds(self, prompt_tokens: object) -> object:
+        """Overhead in seconds for ``prompt_tokens`` (a number or a numpy array)."""
+        return (self.fixed_ms + self.per_prompt_token_ms * prompt_tokens) / 1000.0  # type: ignore[operator]
+
+    @property
+    def source_line(self) -> str:
+        """The provenance line results print."""
+        cite = f": {self.citation}" if self.citation else ""
+        return (f"request overhead outside the engine: {self.fixed_ms:g} ms + {self.per_prompt_token_ms:g} ms "
+                f"per prompt token, added to TTFT and E2E ({self.source}{cite}; fleet.request_overhead)")
+
+
+@dataclass(frozen=True, slots=True)
 class FleetConfig:
     """What serves the traffic: the calibration profile, replicas, engine limits and prices."""
 
@@ -120,6 +157,9 @@ class FleetConfig:
     """Queue limits of every replica."""
     restart: RestartConfig | None = None
     """Optional replica restart during the run."""
+    request_overhead: RequestOverhead | None = None
+    """Per-request time outside the engine, added to TTFT and E2E; none: zero (the frames then
+    have no ``overhead_s`` column)."""
     base_dir: str | None = internal_field()
     """Folder of the scenario file (set by the loader) for resolving ``profile``."""
 

@@ -176,7 +176,37 @@ def check_nesting(text: str, origin: object, what: str, *, toml: bool, limit: in
     over = np.flatnonzero(depth > limit)
     if over.size:
         line = int(np.count_nonzero(b[: over[0]] == 10)) + 1
-        raise SpecplanError(f"{origin}:{line}: {what} nests arrays/tables deeper than {limit} levels")
+        field = _toml_field(text, b, depth, int(over[0])) if toml else None
+        at = f" {field}:" if field else ""
+        raise SpecplanError(f"{origin}:{line}:{at} {what} nests arrays/tables deeper than {limit} levels")
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(#.*)?$")
+_TOML_KEY = re.compile(r"^\s*([^=\[\]{}#]+?)\s*=")
+
+
+def _toml_field(text: str, bare: np.ndarray, depth: np.ndarray, at: int) -> str | None:
+    """The dotted key whose value holds the over-deep nesting at byte ``at`` of the blanked
+    text (``table.key``, or ``table header`` when the brackets open a header line)."""
+    top = np.flatnonzero(depth[:at] == 0)
+    start = int(top[-1]) + 1 if top.size else 0  # the outermost bracket of the deep value
+    line_no = int(np.count_nonzero(bare[:start] == 10))
+    lines = text.split("\n")
+    if line_no >= len(lines):
+        return None
+    newlines = np.flatnonzero(bare == 10)
+    key = _TOML_KEY.match(lines[line_no])
+    if key is None:
+        return "table header"
+    table = ""
+    for k in range(line_no - 1, -1, -1):  # the last header line that starts at depth 0
+        at_depth = int(depth[newlines[k - 1]]) if k else 0
+        header = _TOML_HEADER.match(lines[k]) if at_depth == 0 else None
+        if header:
+            table = header.group(1).replace(" ", "")
+            break
+    name = key.group(1).strip()
+    return f"{table}.{name}" if table else name
 
 
 _OPEN = np.frombuffer(b"[{", dtype=np.uint8)

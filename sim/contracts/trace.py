@@ -1,165 +1,80 @@
-"""Reading an arrival trace in the Azure LLM inference trace schema.
+"""Reading a request trace in any supported format: the one dispatcher over
+sim/contracts/trace_formats (docs/scenario-format.md describes each format's fields).
 
-Schema (Azure LLM inference traces 2023, CC-BY): a header ``TIMESTAMP,ContextTokens,
-GeneratedTokens`` and one row per request, e.g. ``2023-11-16 18:17:03.9799600,374,44``
-(7 fractional digits). Every problem names the 1-based CSV line so a user can fix the file.
-Nothing is cached on disk.
+``read_trace(path)`` detects the format from the file (only when exactly one matches: the Azure
+or BurstGPT header, a Mooncake first line, a vLLM results object); ``read_trace(TraceConfig)``
+reads the format the scenario names, with its column mapping. Every problem is one line naming
+the file, the line and the field. Nothing is cached on disk.
 """
 
 from __future__ import annotations
 
-import csv
-import re
-from dataclasses import dataclass
-from datetime import datetime
+import json
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import polars as pl
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import check_file
+from sim.contracts.trace_config import TraceConfig
+from sim.contracts.trace_formats import azure, burstgpt, generic, mooncake, rows, vllm_bench
+from sim.contracts.trace_formats.parsed import Trace
 
-HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-_TS_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
-_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,9})?$")
-_INT_RE = re.compile(r"^\d{1,15}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Trace:
-    """Arrival offsets and token lengths of a trace, in file order."""
-
-    path: Path
-    """Where it was read from (for messages and provenance)."""
-    offsets_s: np.ndarray
-    """Arrival time of each row in seconds after the first row (float64, non-decreasing)."""
-    prompt_tokens: np.ndarray
-    """ContextTokens per row (int64, ≥ 0)."""
-    output_tokens: np.ndarray
-    """GeneratedTokens per row (int64, ≥ 0)."""
-    start: datetime
-    """Timestamp of the first row (naive, as written in the file)."""
-
-    def __len__(self) -> int:
-        return len(self.offsets_s)
-
-    @property
-    def span_s(self) -> float:
-        """Seconds from the first to the last row."""
-        return float(self.offsets_s[-1]) if len(self.offsets_s) else 0.0
-
-    @property
-    def mean_rate(self) -> float:
-        """Rows per second over the trace's span (0 for fewer than two rows)."""
-        return (len(self) - 1) / self.span_s if self.span_s > 0 else 0.0
+__all__ = ["Trace", "detect_format", "read_trace"]
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read and validate an Azure-schema CSV; SpecplanError naming ``file:line`` on bad input."""
-    p, _ = check_file(path, "trace")
-    try:
-        with p.open("rb") as fh:
-            first = fh.readline().decode("utf-8-sig", errors="replace").strip()
-    except FileNotFoundError:
-        raise SpecplanError(f"{p}: trace file not found") from None
-    except OSError as exc:
-        raise SpecplanError(f"{p}: cannot read trace: {exc}") from None
-    header = tuple(h.strip() for h in first.split(","))
-    if header != HEADER:
-        raise SpecplanError(
-            f"{p}:1: bad header {first!r}; valid: {','.join(HEADER)} (Azure LLM trace schema)"
-        )
-    try:
-        df = pl.read_csv(
-            p,
-            has_header=True,
-            schema={h: pl.String for h in HEADER},
-            ignore_errors=False,
-        )
-    except Exception:  # polars raises several types for ragged/garbled rows; find the line
-        _raise_first_bad_line(p)
-        raise  # only if the slow scan found nothing: a genuine bug, keep the traceback
-    # polars keeps a blank line as an all-null row, so the row index maps to the file line
-    df = df.with_row_index("_row")
-    df = df.filter(~pl.all_horizontal(pl.col(list(HEADER)).is_null()))
-    if df.height == 0:
-        raise SpecplanError(f"{p}:2: trace has a header but no rows")
-
-    ts = df["TIMESTAMP"].str.strip_chars().str.to_datetime(
-        _TS_FORMAT, time_unit="ns", strict=False
-    )
-    ctx = df["ContextTokens"].str.strip_chars()
-    gen = df["GeneratedTokens"].str.strip_chars()
-    bad = (
-        ts.is_null()
-        | ~ctx.str.contains(r"^\d{1,15}$").fill_null(False)
-        | ~gen.str.contains(r"^\d{1,15}$").fill_null(False)
-    )
-    if bad.any():
-        _raise_first_bad_line(p)
-        line = int(df["_row"][int(bad.arg_max() or 0)]) + 2
-        raise SpecplanError(
-            f"{p}:{line}: bad row; valid: TIMESTAMP as YYYY-MM-DD HH:MM:SS[.fraction], "
-            "token counts as integers ≥ 0 (at most 15 digits)"
-        )
-    ns = ts.dt.epoch("ns").to_numpy().astype(np.int64)
-    diffs = np.diff(ns)
-    if len(diffs) and (diffs < 0).any():
-        row = int(np.argmax(diffs < 0)) + 1  # data row that goes back in time
-        line = int(df["_row"][row]) + 2
-        raise SpecplanError(
-            f"{p}:{line}: TIMESTAMP {df['TIMESTAMP'][row]!r} is earlier than the previous row's "
-            f"{df['TIMESTAMP'][row - 1]!r}; valid: rows sorted by time (non-decreasing)"
-        )
-    offsets = (ns - ns[0]).astype(np.float64) / 1e9
-    return Trace(
-        path=p,
-        offsets_s=offsets,
-        prompt_tokens=ctx.cast(pl.Int64).to_numpy().astype(np.int64),
-        output_tokens=gen.cast(pl.Int64).to_numpy().astype(np.int64),
-        start=ts[0],
-    )
+def read_trace(source: str | Path | TraceConfig) -> Trace:
+    """The trace at ``source`` (a path: format detected; a TraceConfig: its format and mapping)."""
+    cfg = source if isinstance(source, TraceConfig) else None
+    p, _ = check_file(cfg.resolved_path if cfg else source, "trace")
+    fmt = cfg.format if cfg else "auto"
+    if fmt == "auto":
+        fmt = detect_format(p)
+    if cfg is not None and fmt != "vllm-bench":
+        for name in ("schedule_seed", "run_index"):
+            if getattr(cfg, name) is not None:
+                raise SpecplanError(f"{p}: workload.trace.{name}: only used by format \"vllm-bench\"; "
+                                    f"this file reads as {fmt!r}")
+    if fmt == "azure":
+        return azure.read(p)
+    if fmt == "burstgpt":
+        return burstgpt.read(p)
+    if fmt == "mooncake":
+        return mooncake.read(p)
+    if fmt == "vllm-bench":
+        return vllm_bench.read(p, cfg.schedule_seed if cfg else None, cfg.run_index if cfg else None)
+    assert cfg is not None and cfg.columns is not None  # TraceConfig requires columns for these
+    return generic.read_csv(p, cfg.columns) if fmt == "csv" else generic.read_jsonl(p, cfg.columns)
 
 
-def _raise_first_bad_line(p: Path) -> None:
-    """Scan the file row by row (only on the error path) and raise for the first bad row."""
-    with p.open(encoding="utf-8-sig", errors="replace", newline="") as fh:
-        reader = csv.reader(fh)
+def detect_format(p: Path) -> str:
+    """The one format whose signature the file has, or a one-line error listing what is valid."""
+    first = rows.first_line(p)
+    if not first:
+        raise SpecplanError(f"{p}:1: empty trace file (or a blank first line); valid: {_VALID}")
+    if first[0] in "{[":
         try:
-            next(reader, None)
-            _scan_rows(p, reader)
-        except csv.Error as exc:
-            raise SpecplanError(f"{p}:{reader.line_num}: not CSV: {exc}") from None
+            obj = json.loads(first)
+        except (ValueError, RecursionError):  # not JSON, or a number of thousands of digits
+            obj = None
+        if isinstance(obj, dict) and all(k in obj for k in mooncake.KEYS):
+            return "mooncake"
+        if (isinstance(obj, dict) and "input_lens" in obj) or (obj is None and _mentions_input_lens(p)):
+            return "vllm-bench"
+        raise SpecplanError(
+            f"{p}:1: JSON with neither Mooncake's keys ({', '.join(mooncake.KEYS)}) on its first line "
+            f"nor vLLM's input_lens; valid: {_VALID}")
+    header = rows.header_of(p)
+    if header == azure.HEADER:
+        return "azure"
+    if header == burstgpt.HEADER:
+        return "burstgpt"
+    raise SpecplanError(f"{p}:1: bad header {first[:80]!r}; valid: {_VALID}")
 
 
-def _scan_rows(p: Path, reader: Any) -> None:
-    for row in reader:
-        line = reader.line_num
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(row) != 3:
-            raise SpecplanError(
-                f"{p}:{line}: expected 3 fields ({','.join(HEADER)}), got {len(row)}"
-            )
-        t, c, g = (x.strip() for x in row)
-        if not _TS_RE.match(t) or not _parses(t):
-            raise SpecplanError(
-                f"{p}:{line}: TIMESTAMP {t!r} is not a time; valid: "
-                "YYYY-MM-DD HH:MM:SS[.fraction up to 9 digits]"
-            )
-        for name, v in (("ContextTokens", c), ("GeneratedTokens", g)):
-            if not _INT_RE.match(v):
-                raise SpecplanError(
-                    f"{p}:{line}: {name} {v!r} is not a token count; valid: integers ≥ 0 (at most 15 digits)"
-                )
+_VALID = (f"{','.join(azure.HEADER)} (Azure LLM trace schema), {','.join(burstgpt.HEADER)} (BurstGPT), "
+          "Mooncake JSONL, a `vllm bench serve --save-detailed` file, or workload.trace.format = "
+          "\"csv\"/\"jsonl\" with workload.trace.columns")
 
 
-def _parses(t: str) -> bool:
-    base, _, frac = t.partition(".")
-    try:
-        datetime.strptime(base, "%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return False
-    return frac.isdigit() or frac == ""
+def _mentions_input_lens(p: Path) -> bool:
+    with p.open("rb") as fh:
+        return b'"input_lens"' in fh.read(1 << 24)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError
-from sim.contracts.input_limits import path_problem
 from sim.contracts.lengths import LengthDist
-from sim.contracts.scenario_fields import NAME_RE, looked_in, resolve_path
+from sim.contracts.scenario_fields import NAME_RE
+from sim.contracts.trace_config import TraceConfig
 
 ArrivalName = Literal["poisson", "gamma", "piecewise", "trace"]
 PiecewiseShape = Literal["step", "linear", "daily"]
@@ -84,48 +82,6 @@ class PiecewiseConfig:
             return float(np.sum(self.rate_at(edges[:-1]) * widths) / duration_s)
         r = self.rate_at(t)
         return float(np.sum((r[1:] + r[:-1]) * 0.5 * np.diff(t)) / duration_s)
-
-
-@dataclass(frozen=True, slots=True)
-class TraceConfig:
-    """Replay a CSV in the Azure LLM trace schema (TIMESTAMP,ContextTokens,GeneratedTokens)."""
-
-    path: str
-    """The CSV file, relative to the scenario's folder (then the cwd) or absolute."""
-    start_s: float = 0.0
-    """Start of the replayed window, seconds after the trace's first row."""
-    window_s: float | None = None
-    """Length of the replayed window in trace seconds; default duration_s·rate_scale, which
-    exactly fills the run."""
-    rate_scale: float = 1.0
-    """Arrivals per second relative to the trace: 2.0 halves every gap, 0.5 doubles them."""
-    base_dir: str | None = internal_field()
-    """Folder of the scenario file (set by the loader) for resolving ``path``."""
-
-    def __post_init__(self) -> None:
-        if not self.path:
-            raise FieldError("path", "must name a CSV file")
-        if why := path_problem(self.path):
-            raise FieldError("path", why)
-        if self.start_s < 0:
-            raise FieldError("start_s", f"must be ≥ 0 seconds, got {self.start_s}")
-        if self.window_s is not None and not self.window_s > 0:
-            raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
-        if not self.rate_scale > 0:
-            raise FieldError("rate_scale", f"must be > 0, got {self.rate_scale}")
-        if not self.resolved_path.is_file():
-            raise FieldError(
-                "path", f"file not found; looked in {looked_in(self.path, self.base_dir)}"
-            )
-
-    @property
-    def resolved_path(self) -> Path:
-        """Absolute path of the CSV (scenario folder first, then the cwd)."""
-        return resolve_path(self.path, self.base_dir)
-
-    def effective_window_s(self, duration_s: float) -> float:
-        """Trace seconds replayed for a run of ``duration_s`` simulated seconds."""
-        return self.window_s if self.window_s is not None else duration_s * self.rate_scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +226,7 @@ class WorkloadConfig:
         from sim.contracts.trace import read_trace  # only trace scenarios pay for polars here
 
         t = self.trace
-        off = read_trace(t.resolved_path).offsets_s
+        off = read_trace(t).offsets_s
         window = t.effective_window_s(duration_s)
         lo, hi = np.searchsorted(off, [t.start_s, t.start_s + window], side="left")
         times = (off[lo:hi] - t.start_s) / t.rate_scale

@@ -183,7 +183,7 @@ def generate_arrays(
         tc = workload.trace
         assert tc is not None
         if trace is None:
-            trace = read_trace(tc.resolved_path)
+            trace = read_trace(tc)
         window = tc.effective_window_s(duration)
         rows = trace_arrivals(trace, duration, tc.start_s, window, tc.rate_scale)
         times = (trace.offsets_s[rows] - tc.start_s) / tc.rate_scale

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from sim.contracts.fleet_config import RequestOverhead
 from sim.results import metric_names as mn
 from sim.results.cost import cost_per_good_answer
 
@@ -34,19 +35,40 @@ def with_latencies(requests: pl.DataFrame) -> pl.DataFrame:
 
 _TIMES = ("arrival_s", "first_token_s", "finish_s")
 _DONE = (pl.col("outcome") == mn.COMPLETED).fill_null(False).alias("_done")
+OVERHEAD = "overhead_s"
+"""Requests-frame column of each request's time outside the engine (fleet.request_overhead);
+absent when the scenario declares none."""
+
+
+def with_request_overhead(requests: pl.DataFrame, overhead: RequestOverhead | None) -> pl.DataFrame:
+    """The frame with its ``overhead_s`` column (fixed + per prompt token, seconds), which the
+    latencies below add to TTFT and E2E; unchanged when ``overhead`` is None."""
+    if overhead is None:
+        return requests
+    per_request = overhead.seconds(requests["prompt_tokens"].cast(pl.Float64).to_numpy())
+    return requests.with_columns(pl.Series(OVERHEAD, per_request, dtype=pl.Float64))
+
+
+def _times(frame: pl.DataFrame) -> tuple[str, ...]:
+    return (*_TIMES, OVERHEAD) if OVERHEAD in frame.columns else _TIMES
 
 
 def latency_arrays(requests: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(TTFT, TPOT, E2EL) in seconds per request, NaN unless completed (TPOT also for one-token
-    outputs): ``first_token - arrival``, ``(e2el - ttft) / (generated - 1)``, ``finish - arrival``.
-    One definition for the frames (:func:`with_latencies`) and the summary's arrays."""
-    return _latencies(_arrays(requests, floats=_TIMES, counts=("generated_tokens",), exprs=(_DONE,)))
+    outputs): ``first_token - arrival + overhead``, ``(e2el - ttft) / (generated - 1)``,
+    ``finish - arrival + overhead``. One definition for the frames (:func:`with_latencies`) and
+    the summary's arrays. The overhead (``overhead_s``, when the frame has it) is paid before
+    the engine, so it moves TTFT and E2E alike and cancels out of TPOT."""
+    return _latencies(_arrays(requests, floats=_times(requests), counts=("generated_tokens",), exprs=(_DONE,)))
 
 
 def _latencies(a: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     done, arrival, gen = a["_done"], a["arrival_s"], a["generated_tokens"]
     ttft = np.where(done, a["first_token_s"] - arrival, np.nan)
     e2el = np.where(done, a["finish_s"] - arrival, np.nan)
+    if OVERHEAD in a:
+        ttft = ttft + a[OVERHEAD]
+        e2el = e2el + a[OVERHEAD]
     multi = done & (gen > 1)
     tpot = np.full(len(done), np.nan)
     tpot[multi] = (e2el[multi] - ttft[multi]) / (gen[multi] - 1)
@@ -279,7 +301,7 @@ class _Columns:
         counts = ["generated_tokens", "num_drafts", "accepted_tokens", "preemptions"]
         if "num_spec_steps" in requests.columns:
             counts.append("num_spec_steps")
-        a = _arrays(requests, floats=(*_TIMES, "max_pause_s"), counts=counts, exprs=(
+        a = _arrays(requests, floats=(*_times(requests), "max_pause_s"), counts=counts, exprs=(
             _DONE, pl.col("in_window").fill_null(False), pl.col("id"), pl.col("outcome"),
             pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg")))
         # latencies keep their nulls (as NaN, dropped per statistic); counts sum as polars does, nulls as 0

@@ -157,7 +157,7 @@ def run_scenario(
     trace = None
     if scenario.workload.arrival == "trace":
         assert scenario.trace_path is not None
-        trace = read_trace(scenario.trace_path)
+        trace = read_trace(scenario.workload.trace)
     total = len(cands) * len(seed_list)
     check_work(*workload_size(scenario.workload, scenario.run, trace), total, scenario.origin or "scenario")
     done = 0
@@ -176,7 +176,7 @@ def run_scenario(
     per_seed = pl.concat([r.summary for r in runs], how="vertical")
     summary = aggregate(per_seed)
     sources = list(prof.sources())
-    notes: list[str] = []
+    notes: list[str] = list(trace.notes) if trace is not None else []
     extrap: dict[str, dict[str, int]] = {}
     steps_by: dict[str, int] = {}
     for r in runs:

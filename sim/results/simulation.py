@@ -30,7 +30,7 @@ from sim.model.step_time import ProfileStepTimer
 from sim.model.workload import RequestSpec, generate_requests
 from sim.results import metric_names as mn
 from sim.results.cost import fleet_cost_usd
-from sim.results.metrics import measured_window, summarize
+from sim.results.metrics import measured_window, summarize, with_request_overhead
 from sim.results.records import itl_frame, requests_frame, steps_frame
 
 MIXED_STEP_NOTE = (
@@ -196,7 +196,8 @@ def simulate_once(
         duration_s=scenario.run.duration_s,
     )
     run = Fleet(spec, timer, draw_rng).run(reqs, write_back=False)  # records straight from the arrays
-    req_df = requests_frame(run, cand.name, seed, scenario.run.warmup_s)
+    req_df = with_request_overhead(requests_frame(run, cand.name, seed, scenario.run.warmup_s),
+                                   scenario.fleet.request_overhead)
     step_df = steps_frame(run, cand.name, seed)
     itl_df = itl_frame(run, cand.name, seed)
     t0, t1 = measured_window(req_df, scenario.run.warmup_s, scenario.run.duration_s)
@@ -248,6 +249,8 @@ def _run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
                 "(drain = false) end as 'unfinished' and count as not good"
             )
     sources: list[str] = [limits_source] if limits_source else []
+    if scenario.fleet.request_overhead is not None:
+        sources.append(scenario.fleet.request_overhead.source_line)
     if model is not None and cand.assumed_acceptance is not None:
         sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
     elif model is not None:

@@ -28,6 +28,23 @@ def test_deep_nesting_is_refused_with_its_line(text: str, toml: bool, line: int)
         check_nesting(text, "f.x", "TOML" if toml else "JSON", toml=toml)
 
 
+_DEEP = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("x = " + _DEEP, "x"),
+    ('[run]\nseeds = [1]\n\n[fleet]  # the fleet\n"a b" = ' + _DEEP, 'fleet."a b"'),
+    ("[run]\nseeds = [\n  1,\n  " + _DEEP + "]", "run.seeds"),
+    ("[workload]\ntrace = {path = \"t\", columns = " + "{a = " * 40 + "1" + "}" * 41, "workload.trace"),
+    ("[[candidates]]\nname = 'x'\nk = " + _DEEP, "candidates.k"),
+    ("a = 1\n" + _DEEP, "table header"),
+])
+def test_deep_toml_nesting_names_the_field(text: str, field: str) -> None:
+    with pytest.raises(SpecplanError) as info:
+        check_nesting(text, "s.toml", "scenario", toml=True)
+    assert f": {field}: scenario nests arrays/tables deeper than {MAX_DEPTH} levels" in str(info.value)
+
+
 @pytest.mark.parametrize(("text", "toml"), [
     ('s = "' + "[" * 100 + '"', True),
     ("s = '''\n" + "[" * 100 + "\n'''", True),

@@ -260,11 +260,11 @@ BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
     ("cand-unknown", None, '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nnum_speculative_tokens = 3\n', "candidates[0].num_speculative_tokens: unknown key; valid: name, speculation, proposer"),
     ("pw-neg-time", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "step", points = [[-1, 1]]}'), "", "workload.piecewise.points[0]: time must be ≥ 0"),
     ("pw-start-h-range", ('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\npiecewise = {shape = "daily", points = [[0, 1]], start_h = 24}'), "", "workload.piecewise.start_h: must be in [0, 24)"),
-    ("trace-empty-path", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = ""}'), "", "workload.trace.path: must name a CSV file"),
+    ("trace-empty-path", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = ""}'), "", "workload.trace.path: must name a trace file"),
     ("trace-start", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", start_s = -1}'), "", "workload.trace.start_s: must be ≥ 0"),
     ("trace-window", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", window_s = 0}'), "", "workload.trace.window_s: must be > 0"),
     ("trace-scale", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", rate_scale = 0}'), "", "workload.trace.rate_scale: must be > 0"),
-    ("trace-unknown", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", scale = 2}'), "", "workload.trace.scale: unknown key; valid: path, start_s, window_s, rate_scale"),
+    ("trace-unknown", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv", scale = 2}'), "", "workload.trace.scale: unknown key; valid: path, format, columns, start_s, window_s, rate_scale"),
     ("trace-lengths-given", ('arrival = "poisson"\nrate = 1.0', 'arrival = "trace"\ntrace = {path = "t.csv"}'), "", 'workload.segments[0].prompt_tokens: not used with arrival "trace"'),
     ("trace-with-poisson", ("rate = 1.0", 'rate = 1.0\ntrace = {path = "t.csv"}'), "", 'workload.trace: only used by arrival "trace"'),
     ("acc-empty-task", ('acceptance = {task = "support", language = "en"}', 'acceptance = {task = "", language = "en"}'), "", "workload.segments[0].acceptance.task: must be a non-empty task name"),
@@ -458,6 +458,26 @@ def test_documented_example_loads(tmp_path: Path) -> None:
     assert s.candidate("ngram-by-batch").max_k == 5
     assert s.candidate("ngram-assumed").assumed_acceptance == (0.7, 0.5, 0.35)
     assert s.fleet.restart is not None and s.fleet.restart.at_s == 300.0
+    assert s.fleet.request_overhead is not None and s.fleet.request_overhead.fixed_ms == 10.0
+
+
+def test_documented_trace_examples_load(tmp_path: Path) -> None:
+    import tomllib
+
+    from sim.contracts.dataclass_mapping import from_mapping
+    from sim.contracts.trace_config import TraceConfig
+
+    doc = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
+    block = doc[doc.index("# Mooncake (hash_ids kept"):]
+    block = block[: block.index("```")]
+    lines = [ln for ln in block.splitlines() if ln.startswith("trace = ")]
+    assert len(lines) == 5
+    for ln in lines:
+        table = tomllib.loads(ln)["trace"]
+        (tmp_path / table["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / table["path"]).write_text("")
+        tc = from_mapping(TraceConfig, table, "workload.trace", {"base_dir": str(tmp_path)})
+        assert tc.resolved_path == (tmp_path / table["path"]).resolve()
 
 
 def test_integral_floats_accepted_for_ints(default: Scenario) -> None:

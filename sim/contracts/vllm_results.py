@@ -254,6 +254,9 @@ def load_vllm_results(path: str | Path) -> list[VllmBenchResult]:
             raise SpecplanError(f"{p}:{line}: JSON nested too deeply to parse") from None
         except json.JSONDecodeError as exc:
             raise SpecplanError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        except ValueError:  # Python refuses integers of over 4,300 digits
+            raise SpecplanError(f"{p}:{line}: a number with thousands of digits; valid: integers "
+                                "within ±2**53") from None
         objects.append((obj, line))
         pos = end
     if not objects:

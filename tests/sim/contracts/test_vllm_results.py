@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim.contracts.errors import SpecplanError
-from sim.fidelity.vllm_results import load_vllm_results
+from sim.contracts.vllm_results import load_vllm_results
 
 
 def _result(**over):
@@ -91,7 +91,7 @@ def test_infinite_rate_and_appended_runs(tmp_path):
 
 
 def test_arrivals_follow_vllm_normalisation():
-    from sim.fidelity.vllm_results import parse_result
+    from sim.contracts.vllm_results import parse_result
 
     res = parse_result(_result(request_rate=2.0, burstiness=1.0), "x.json")
     t = res.arrival_times(np.random.default_rng(1))
