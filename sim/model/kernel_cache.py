@@ -1,7 +1,7 @@
 """Where the compiled kernels are cached on disk, keyed by the kernels' own source.
 
 Why: numba's on-disk cache checks only the file that defines a function. ``run_kernel.advance``
-inlines ``step_kernels`` and ``price_kernels``, so after an edit of those alone (a ``git pull``)
+inlines the planning, apply, draw and price kernels, so after an edit of those alone (a ``git pull``)
 it would load stale machine code. Every kernel is cached in a folder named after a digest of all
 the kernel files instead, so any change to any of them compiles afresh.
 """
@@ -16,7 +16,9 @@ from pathlib import Path
 import numba
 
 _HERE = Path(__file__).resolve().parent
-KERNEL_FILES = ("step_kernels.py", "price_kernels.py", "run_kernel.py", "arrival_kernels.py")
+KERNEL_FILES = ("kernel_state.py", "kv_blocks.py", "plan_kernels.py", "apply_kernels.py",
+                "queue_kernels.py", "draw_kernels.py", "price_kernels.py", "run_kernel.py",
+                "arrival_kernels.py")
 
 
 def _cache_dir() -> str:

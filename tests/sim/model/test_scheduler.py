@@ -263,26 +263,22 @@ def test_policy_validation_messages() -> None:
 
 
 def test_engine_draws_match_sim_acceptance_draw_accepted() -> None:
-    """The engine's chunked inverse-CDF draw is sim.model.acceptance.draw_accepted, draw for draw."""
-    from bisect import bisect_left
-
+    """The engine's inverse-CDF draw (``draw_kernels``, uniforms in chunks of 4,096) is
+    sim.model.acceptance.draw_accepted, draw for draw."""
     import numpy as np
 
     from sim.model.acceptance import draw_accepted
-    from sim.model.engine import _Uniforms
+    from sim.model.draw_kernels import _bisect
+    from sim.model.fleet_arrays import UNIFORM_CHUNK
 
     rates = [0.9, 0.6, 0.6, 0.2]
-    neg = [-r for r in rates]
-    uni = _Uniforms(np.random.default_rng(42))
-    uni.refill_keep(0)
+    neg = np.array([-r for r in rates])
+    rng = np.random.default_rng(42)
+    uni = np.concatenate([rng.random(UNIFORM_CHUNK) for _ in range(3)])
     ref = np.random.default_rng(42)
     for i in range(10_000):
         k = i % 5
-        if uni.pos >= len(uni.buf):
-            uni.refill_keep(uni.pos)
-        u = uni.buf[uni.pos]
-        uni.pos += 1
-        assert bisect_left(neg, -u, 0, k) == draw_accepted(rates, k, ref)
+        assert _bisect(neg, -uni[i], k) == draw_accepted(rates, k, ref)
 
 
 def test_decode_context_mean_and_longest_at_block_resolution() -> None:
