@@ -2,8 +2,9 @@
 
 The rules live in the kernels (``plan_kernels``, ``apply_kernels``, ``queue_kernels``,
 ``deadlines``); this facade holds one replica's state (``kernel_state``) for ``Request`` objects
-that arrive one by one, reads what a caller may change on them (``proposes``: the real loop's
-proposer says which rows have a draft), and writes each request's state back after every call,
+that arrive one by one, reads the one field a caller may change on them (``proposes``: the real
+loop's proposer says which rows have a draft) before every call and writes each request's state
+back after it,
 so ``StepCycle`` and ``profiler/serving.py`` see the objects as they always did. It costs
 microseconds a request per step: fine for a loop that runs real forward passes, and the
 simulator's fleet drives the kernels directly.
@@ -81,6 +82,7 @@ class Scheduler:
     def add_request(self, req: Request, now: float, k_max: int = 0) -> bool:
         """Admit an arriving request to the waiting queue; False (and rejected) if refused:
         the queue is full, or it could never run here (``queue_kernels.admit``)."""
+        self._read_in()
         r = self._load(req)
         self.rp.cfg[ks.C_KMAX] = k_max
         ok = qk.admit(self._room(1), self.rq, r, float(now))
@@ -91,6 +93,7 @@ class Scheduler:
 
     def adopt(self, req: Request, now: float) -> None:
         """Take over a request re-routed from a restarted replica (keeps its deadlines)."""
+        self._read_in()
         r = self._row.get(id(req))
         if r is None:
             r = self._load(req)
@@ -142,6 +145,7 @@ class Scheduler:
         and seconds since its previous burst (ITL samples)."""
         if plan is not self._plan:
             raise ValueError("Scheduler.update: not the plan the last schedule() returned")
+        self._read_in()
         nd = len(plan.decode)
         self.rp.acc[:nd] = 0 if not plan.k or accepted is None else np.asarray(accepted)
         self.lg.G[ks.G_GAPS] = 0
@@ -159,6 +163,7 @@ class Scheduler:
     def evacuate(self, now: float) -> list[Request]:
         """Take every in-flight request out (replica going down): KV freed, nothing computed.
         Returned oldest-admitted first (running ones, then the waiting queue in order)."""
+        self._read_in()
         m = self.rp.meta
         out = np.empty(int(m[ks.M_NRUN] + m[ks.M_NWAIT]), np.int64)
         n = qk.evacuate(self._room(len(out)), self.rq, out, float(now))

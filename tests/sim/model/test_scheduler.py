@@ -1,4 +1,5 @@
-"""The pure planner without SimPy: budgets, chunking, KV blocks, preemption, admission, and
+"""The planner's rules without SimPy, through the ``Scheduler`` facade over the compiled kernels
+(the API the real serving loop uses): budgets, chunking, KV blocks, preemption, admission, and
 table-driven acceptance counting (vLLM's spec-decode scheduler tests style)."""
 
 from __future__ import annotations
