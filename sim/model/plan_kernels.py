@@ -114,9 +114,8 @@ def _serve_running(rp, rq, budget, k):
             free, nrun, npre, self_out = _preempt(rp, rq, r, need, free, nrun, npre)
             if self_out:
                 break
-        if need > 0:
-            free -= need
-            ints[r, ks.BLOCKS] += need
+        free -= need  # never negative: a request holds no more than its computed tokens' blocks
+        ints[r, ks.BLOCKS] += need
         if is_decode:
             rp.dec_rows[nd] = i
             rp.dec_draft[nd] = 1 if proposes else 0

@@ -119,13 +119,15 @@ class TimerArrays(NamedTuple):
 @njit
 def price_plan(ta, p):
     """Seconds of the step ``plan_kernels.plan_step`` returned as ``p``."""
-    return price(ta, p[0], p[3], p[2], p[5], p[6], p[4], p[7], p[8], p[9])
+    return price(ta, (p[0], p[3], p[2], p[5], p[6], p[4], p[7], p[8], p[9]))
 
 
 @njit
-def price(ta, b, c_mean, k, n, c0, c_max, joined, left, drafting):
-    """Seconds of one step (``ProfileStepTimer.price``; ``drafting`` -1: every row drafts)."""
+def price(ta, shape):
+    """Seconds of one step of ``shape`` = ``(b, c_mean, k, n, c0, c_max, joined, left,
+    drafting)`` (``ProfileStepTimer.price``; ``drafting`` -1: every row drafts)."""
     tm, slot, gm, ax, val, cnt, tc = ta
+    b, c_mean, k, n, c0, c_max, joined, left, drafting = shape
     tc[TC_STEPS] += 1
     kind = tm[T_KIND]
     if kind == KIND_FIXED:

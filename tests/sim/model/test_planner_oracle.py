@@ -10,10 +10,11 @@ waiting order, the queue log and the ITL samples must be the same. A failure nam
 
 from __future__ import annotations
 
+import os
 from array import array
 
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from sim.model.scheduler import Scheduler
@@ -85,7 +86,12 @@ def _same_state(oracle, sched, ro, rf, where: str) -> None:
         f"{where}: finished")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# bench/mutate_kernels.py asks only whether a mutant fails, not for the smallest example
+NO_SHRINK = os.environ.get("SPECPLAN_NO_SHRINK") == "1"
+PHASES = [p for p in Phase if p is not Phase.shrink or not NO_SHRINK]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=PHASES)
 @given(replicas())
 def test_the_planner_is_its_oracle_after_every_step(case) -> None:
     cfg, specs, k_max, restart, proposal, seed = case
