@@ -16,13 +16,14 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
+from sim.model import kernel_entry as ke
 from sim.model import kernel_state as ks
 from sim.model import price_kernels as pk
 from sim.model import queue_kernels as qk
 from sim.model import run_kernel as rk
 from sim.model.deadlines import Deadlines
 from sim.model.fleet_arrays import FleetArrays
-from sim.model.plan_kernels import num_decoding, plan_step
+from sim.model.policy_kernels import policy_array
 from sim.model.sim_clock import jump
 from sim.model.speculation import OFF, PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request
@@ -52,6 +53,18 @@ class CompiledReplica:
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
+        self._flat: tuple = (None, None, None, (), ())
+
+    def flat(self) -> tuple[tuple, tuple]:
+        """The state's arrays for ``kernel_entry`` (with the policy and the timer's after them),
+        rebuilt only when an array was replaced (a log grown, uniforms refilled, a restart)."""
+        rp, lg, pol = self.rp, self.arrays.lg, self.pol
+        f = self._flat
+        if f[0] is not rp or f[1] is not lg or f[2] is not pol:
+            state = ke.flat_state(rp, self.arrays.rq, lg)
+            timer = (pol, *self.timer.arrays) if self.timer is not None and pol is not None else ()
+            f = self._flat = (rp, lg, pol, state, state + timer)
+        return f[3], f[4]
 
     # ------------------------------------------------------------------ routing and arrivals
     def outstanding(self) -> int:
@@ -117,8 +130,7 @@ class CompiledReplica:
                 if t >= deadline:
                     self.expire(t)
                     deadline = self.deadlines.next(ints)
-                why, t, dt = rk.advance(self.rp, self.arrays.rq, self.arrays.lg, self.pol,
-                                        self.timer.arrays, float(t), float(env.peek()), deadline)
+                why, t, dt = ke.advance(*self.flat()[1], float(t), float(env.peek()), deadline)
                 if why == rk.DEADLINE:
                     continue
                 again = self.serviced(why, t, dt)
@@ -153,7 +165,7 @@ class CompiledReplica:
         self._qlog_room(2 * seqs + 1)
 
     def _finish(self, start: float, dt: float, end: float) -> None:
-        while rk.finish(self.rp, self.arrays.rq, self.arrays.lg, start, dt, end) < 0:
+        while ke.finish(*self.flat()[0], start, dt, end) < 0:
             self.arrays.refill()
 
     def _idle(self, t: float):
@@ -176,11 +188,12 @@ class CompiledReplica:
             if self.deadlines.timeouts or self.deadlines.queue:
                 self.expire(now)
             policy = self.policy
-            name = policy.name
-            k = policy.k if name == "fixed" else 0 if name == "off" else policy.k_for(
-                self.state, num_decoding(self.rp, self.arrays.rq))
-            nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = plan_step(
-                self.rp, self.arrays.rq, self.arrays.lg, now, k)
+            state = self.flat()[0]
+            if self.pol is not None:
+                k = ke.choose_k(*state, self.pol)
+            else:
+                k = policy.k_for(self.state, ke.decoding(*state))
+            nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(*state, now, k)
             if nd < 0:  # a log might overflow this step: grow it and plan again
                 self._grow_logs()
                 continue
@@ -227,17 +240,6 @@ def _pricer(timer):
     if price is not None:
         return price
     return lambda *fields: timer(StepShape(*fields))
-
-
-def policy_array(policy: SpeculationPolicy) -> np.ndarray | None:
-    """The policy as ``run_kernel.policy_k`` reads it; None for the adaptive one (its window
-    of past steps is kept in Python)."""
-    kinds = {"off": rk.POL_OFF, "fixed": rk.POL_FIXED, "off_above_batch": rk.POL_OFF_ABOVE,
-             "k_by_batch": rk.POL_BY_BATCH}
-    if policy.name not in kinds:
-        return None
-    rows = [x for row in policy.k_by_batch for x in row]
-    return np.array([kinds[policy.name], policy.k, policy.max_batch or 0, *rows], np.int64)
 
 
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:

@@ -7,7 +7,7 @@ the next scheduled event is run here, back to back, exactly as the one-event-per
 run it; the step that would end at or after that event is handed back to SimPy, which then
 orders it against the others (``sim.model.compiled_replica.CompiledReplica.run``).
 
-One step is: choose ``k`` (``policy_k``), plan (``plan_kernels``), price (``price_kernels``), draw
+One step is: choose ``k`` (``policy_kernels``), plan (``plan_kernels``), price (``price_kernels``), draw
 what happened (``draw_kernels``), apply it (``apply_kernels``), log the row.
 """
 
@@ -17,33 +17,11 @@ from sim.model import price_kernels as pk
 from sim.model.apply_kernels import apply_step, log_step
 from sim.model.draw_kernels import draw_outcome
 from sim.model.kernel_cache import njit
-from sim.model.plan_kernels import num_decoding, plan_step
+from sim.model.plan_kernels import plan_step
+from sim.model.policy_kernels import policy_k
 
 # what ``advance`` stopped for
 IDLE, PENDING, NEED_LOGS, NEED_UNIFORMS, DEADLINE = range(5)
-# pol (int64): policy kind, k, max_batch, then (threshold, k) rows of k_by_batch
-P_KIND, P_K, P_MAX_BATCH, P_ROWS = range(4)
-POL_OFF, POL_FIXED, POL_OFF_ABOVE, POL_BY_BATCH = range(4)
-
-
-@njit
-def policy_k(pol, rp, rq):
-    """``SpeculationPolicy.k_for`` for the policies that need no window of past steps."""
-    kind = pol[P_KIND]
-    if kind == POL_FIXED:
-        return pol[P_K]
-    if kind == POL_OFF:
-        return 0
-    batch = num_decoding(rp, rq)
-    if kind == POL_OFF_ABOVE:
-        return pol[P_K] if batch <= pol[P_MAX_BATCH] else 0
-    k = pol[P_ROWS + 1]
-    for j in range((pol.shape[0] - P_ROWS) // 2):
-        if batch >= pol[P_ROWS + 2 * j]:
-            k = pol[P_ROWS + 2 * j + 1]
-        else:
-            break
-    return k
 
 
 @njit

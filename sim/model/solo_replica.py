@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sim.model import arrival_kernels as ak
+from sim.model import kernel_entry as ke
 from sim.model import kernel_state as ks
 from sim.model import price_kernels as pk
 from sim.model import run_kernel as rk
@@ -46,8 +47,7 @@ class SoloReplica(CompiledReplica):
         while True:
             t = float(env.now)
             while True:
-                why, t, dt = ak.advance_alone(self.rp, self.arrays.rq, self.arrays.lg, self.pol,
-                                              self.timer.arrays, self.av, t, float(env.peek()))
+                why, t, dt = ke.advance_alone(*self.flat()[1], *self.av, t, float(env.peek()))
                 again = self.serviced(why, t, dt)
                 if again is None:
                     break
