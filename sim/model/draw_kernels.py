@@ -30,7 +30,7 @@ def draw_outcome(rp, rq, lg):
     for j in range(nd):
         r = rp.run_idx[rp.dec_rows[j]]
         if k:
-            a = _bisect(rq.negrates[r], -lg.uni[pos], k)
+            a = _bisect(rq.negrates, r, -lg.uni[pos], k)
             pos += 1
             rp.acc[j] = replay_accepted(rq, r, k) if ints[r, ks.REPLAY_LEN] else a
         else:
@@ -52,13 +52,14 @@ def draw_outcome(rp, rq, lg):
 
 
 @njit
-def _bisect(negrates, x, k):
-    """``bisect_left(negrates, x, 0, k)``: accepted positions of one draw."""
+def _bisect(negrates, r, x, k):
+    """``bisect_left(negrates[r], x, 0, k)``: accepted positions of one draw (no row view: a
+    view per draw costs a reference count each way)."""
     lo = 0
     hi = k
     while lo < hi:
         mid = (lo + hi) // 2
-        if negrates[mid] < x:
+        if negrates[r, mid] < x:
             lo = mid + 1
         else:
             hi = mid

@@ -273,13 +273,13 @@ def test_engine_draws_match_sim_acceptance_draw_accepted() -> None:
     from sim.model.fleet_arrays import UNIFORM_CHUNK
 
     rates = [0.9, 0.6, 0.6, 0.2]
-    neg = np.array([-r for r in rates])
+    neg = np.array([[-r for r in rates]])
     rng = np.random.default_rng(42)
     uni = np.concatenate([rng.random(UNIFORM_CHUNK) for _ in range(3)])
     ref = np.random.default_rng(42)
     for i in range(10_000):
         k = i % 5
-        assert _bisect(neg, -uni[i], k) == draw_accepted(rates, k, ref)
+        assert _bisect(neg, 0, -uni[i], k) == draw_accepted(rates, k, ref)
 
 
 def test_decode_context_mean_and_longest_at_block_resolution() -> None:
@@ -295,3 +295,10 @@ def test_decode_context_mean_and_longest_at_block_resolution() -> None:
     # mean 22.3 -> 24 and longest 40, both at block (4-token) resolution
     assert plan.decode_context == 24.0
     assert plan.decode_context_max == 40.0
+
+
+def test_queue_limit_zero_rejects_every_arrival() -> None:
+    sched = Scheduler(cfg(queue_limit=0))
+    a = Request(0, 0, 0.0, 4, 4)
+    assert not sched.add_request(a, 0.0)
+    assert a.outcome == "rejected" and not sched.waiting
