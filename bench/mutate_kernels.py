@@ -7,6 +7,7 @@ numba compiles the mutant afresh there (its cache is keyed by the kernels' sourc
 run in order with ``-x`` (the first failure kills the mutant):
 
 - ``tests/sim/model/test_scheduler.py``: the rule tests, through the ``Scheduler`` facade;
+- ``tests/sim/model/test_batch_changes.py``: decode-batch joins and leaves against the real loop's;
 - ``tests/sim/model/test_planner_oracle.py``: the planner against its oracle, step by step;
 - ``tests/sim/results/test_golden_frames.py``: the golden frames, end to end.
 
@@ -36,8 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = ("sim/model/plan_kernels.py", "sim/model/apply_kernels.py", "sim/model/kv_blocks.py",
            "sim/model/queue_kernels.py")
-TESTS = ("tests/sim/model/test_scheduler.py", "tests/sim/model/test_planner_oracle.py",
-         "tests/sim/results/test_golden_frames.py")
+TESTS = ("tests/sim/model/test_scheduler.py", "tests/sim/model/test_batch_changes.py",
+         "tests/sim/model/test_planner_oracle.py", "tests/sim/results/test_golden_frames.py")
 FLIPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
 BUMPS = {"1": "2", "0": "1"}
 
