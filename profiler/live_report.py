@@ -80,7 +80,7 @@ def header_lines(facts: dict[str, Any], caps: dict[str, live_load.CapacityEstima
         f"real: {f['model']} on {f['device']}, torch threads={f['threads']}, {f['wall_s']:.0f}s wall",
         f"simulated: profile {f['profile']}, kv_layout {f['layout']}",
         *capacity_lines(caps, basis),
-        "both sides: the same requests, the same scheduler (sim/model/scheduler.py); real step times and real "
+        "both sides: the same requests, the same planner (sim/model/plan_kernels.py); real step times and real "
         "acceptance vs the profile's step-time and acceptance models",
         *drift_check.drift_lines(drifts),
         *probe_lines(frames["probes"]),

@@ -11,6 +11,8 @@ adds them back to the timer's grids at the end of a run).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from sim.model.kernel_cache import njit
@@ -102,9 +104,30 @@ def verify_tokens_per_row(rows, drafting, k, padded):
     return float(k + 1) if padded else 1.0 + k * drafting / rows
 
 
+class TimerArrays(NamedTuple):
+    """What ``price`` reads: constants, grid slots, grids (metadata, axes, values), counters."""
+
+    tm: np.ndarray
+    slot: np.ndarray
+    gm: np.ndarray
+    ax: np.ndarray
+    val: np.ndarray
+    cnt: np.ndarray
+    tc: np.ndarray
+
+
 @njit
-def price(tm, slot, gm, ax, val, cnt, tc, b, c_mean, k, n, c0, c_max, joined, left, drafting):
-    """Seconds of one step (``ProfileStepTimer.price``; ``drafting`` -1: every row drafts)."""
+def price_plan(ta, p):
+    """Seconds of the step ``plan_kernels.plan_step`` returned as ``p``."""
+    return price(ta, (p[0], p[3], p[2], p[5], p[6], p[4], p[7], p[8], p[9]))
+
+
+@njit
+def price(ta, shape):
+    """Seconds of one step of ``shape`` = ``(b, c_mean, k, n, c0, c_max, joined, left,
+    drafting)`` (``ProfileStepTimer.price``; ``drafting`` -1: every row drafts)."""
+    tm, slot, gm, ax, val, cnt, tc = ta
+    b, c_mean, k, n, c0, c_max, joined, left, drafting = shape
     tc[TC_STEPS] += 1
     kind = tm[T_KIND]
     if kind == KIND_FIXED:
@@ -178,6 +201,7 @@ class PackedTimer:
         self.val = np.array(val or [0.0], np.float64)
         self.cnt = np.zeros((max(len(grids), 1), 7), np.int64)
         self.tc = np.zeros(2, np.int64)
+        self.arrays = TimerArrays(self.tm, self.slot, self.gm, self.ax, self.val, self.cnt, self.tc)
 
     def unpack(self) -> None:
         """Add what the compiled lookups counted to the timer and its grids (its notes and

@@ -1,365 +1,235 @@
-"""The pure planner of one replica: continuous batching in vLLM v1's style, no SimPy inside.
+"""``Scheduler``: the compiled planner behind the request-object API the real serving loop uses.
 
-Tokens are counted one way (vLLM v1 ``scheduler.py``): a request *has* ``prompt + generated``
-tokens and has *computed* some of them into its KV cache. A step gives each scheduled request
-``num_tokens - computed`` new tokens to compute (a prompt chunk, a recompute after preemption,
-or the one last-sampled token of a decoding request) plus ``k`` draft tokens when it decodes
-speculatively; drafts take token budget and KV slots (lookahead). ``update`` commits accepted
-drafts plus the bonus token and rolls the rejected ones back, freeing their lookahead slots.
+The rules live in the kernels (``plan_kernels``, ``apply_kernels``, ``queue_kernels``,
+``deadlines``); this facade holds one replica's state (``kernel_state``) for ``Request`` objects
+that arrive one by one, reads the one field a caller may change on them (``proposes``: the real
+loop's proposer says which rows have a draft) before every call and writes each request's state
+back after it,
+so ``StepCycle`` and ``profiler/serving.py`` see the objects as they always did. It costs
+microseconds a request per step: fine for a loop that runs real forward passes, and the
+simulator's fleet drives the kernels directly.
 
-``schedule(now, k)`` returns a frozen :class:`StepPlan`; the engine times it, lets the clock
-run, then calls ``update(plan, accepted, end)``. Requests are plain ``__slots__`` objects
-mutated only by the planner; large batches are planned over arrays (``use_columns``).
+``schedule(now, k)`` returns a frozen :class:`StepPlan`; the caller runs or times it, then calls
+``update(plan, accepted, end)`` with the drafts the target accepted per decoding request.
 """
 
 from __future__ import annotations
 
-import heapq
 from array import array
-from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 
-from sim.model.batch_columns import BatchColumns, columns_for
-from sim.model.batch_step import schedule_columns, update_columns
-from sim.model.step_plan import (
-    DONE,
-    EMPTY_PLAN,
-    RUNNING,
-    WAITING,
-    Outcome,
-    Request,
-    SchedulerConfig,
-    StepPlan,
-)
-from sim.model.step_update import update_scalar
+from sim.model import kernel_state as ks
+from sim.model import queue_kernels as qk
+from sim.model.apply_kernels import apply_step
+from sim.model.deadlines import Deadlines
+from sim.model.fleet_arrays import store_rows
+from sim.model.plan_kernels import num_decoding, plan_step
+from sim.model.step_plan import EMPTY_PLAN, Request, SchedulerConfig, StepPlan
 
 
 class Scheduler:
-    """Continuous-batching planner for one replica.
-
-    Running requests are served first in the order they were admitted, waiting ones next in
-    FCFS order. When a running request needs a KV block and none is free, the newest running
-    request is preempted by recompute (vLLM's default): its KV is freed and it goes back to
-    the front of the waiting queue with nothing computed. Waiting requests never preempt.
-    """
+    """Continuous-batching planner of one replica over ``Request`` objects (see the module)."""
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
-        self.waiting: deque[Request] = deque()
-        self.queue_log = array("d")
-        """(time, +1 | -1) pairs, flat: every entry to and exit from ``waiting``, so the queue
-        length's time average over any window is exact (sim.results.metrics.queue_len_tw)."""
-        self.running: list[Request] = []
-        self.free_blocks = config.kv_blocks
         self.finished: list[Request] = []
-        # (deadline, idx, request): client timeouts and queue-time limits, earliest first
-        self._timeouts: list[tuple[float, int, Request]] = []
-        self._queue_deadlines: list[tuple[float, int, Request]] = []
-        self.columns: BatchColumns | None = None
-        """The running batch as arrays while it is large (``use_columns``); None: scalar."""
-        self._columns_from: int | None = None
-        self._k_max = 0
+        self._reqs: list[Request] = []
+        self._row: dict[int, int] = {}  # id(request) -> row
+        self._live: list[int] = []  # rows whose objects are written back after each call
+        self.rq = ks.new_requests(16, 0)
+        self.rp = ks.new_replica(config, 0, 16, track=False, partial=False, k_max=0)
+        seqs = config.max_num_seqs
+        self.lg = ks.new_logs(3 * seqs + 2, 1)
+        self.deadlines = Deadlines(config.max_queue_time_s)
+        self._plan: StepPlan = EMPTY_PLAN
 
-    def use_columns(self, from_running: int, k_max: int) -> None:
-        """Plan over batch columns (``sim.model.batch_columns``) whenever at least
-        ``from_running`` requests run (back to scalar below half that). Only for drivers whose
-        every request proposes on every speculative step (no n-gram misses, no replay)."""
-        self._columns_from = max(1, from_running)
-        self._k_max = k_max
+    # ------------------------------------------------------------------ views
+    @property
+    def running(self) -> list[Request]:
+        m = self.rp.meta
+        return [self._reqs[r] for r in self.rp.run_idx[: m[ks.M_NRUN]].tolist()]
 
-    def sync(self) -> None:
-        """Write the columns back into the request objects and plan scalar from here on."""
-        if self.columns is not None:
-            self.columns.store_all(self.running)
-            self.columns = None
+    @property
+    def waiting(self) -> list[Request]:
+        m, ring = self.rp.meta, self.rp.ring
+        head, n = int(m[ks.M_HEAD]), len(ring)
+        return [self._reqs[int(ring[(head + i) % n])] for i in range(int(m[ks.M_NWAIT]))]
 
-    # ------------------------------------------------------------------ admission
-    def add_request(self, req: Request, now: float, k_max: int = 0) -> bool:
-        """Admit an arriving request to the waiting queue; False (and rejected) if refused.
+    @property
+    def free_blocks(self) -> int:
+        return int(self.rp.meta[ks.M_FREE])
 
-        Refused when the queue is full, or when the request could never run here: its prompt
-        exceeds the token budget with chunked prefill off, or it would need more KV blocks
-        than the replica has (vLLM refuses prompts beyond its capacity the same way).
-        """
-        cfg = self.config
-        bs = cfg.block_size
-        too_big = -(-(req.prompt_tokens + req.output_tokens + k_max) // bs) > cfg.kv_blocks
-        no_fit = not cfg.chunked_prefill and req.prompt_tokens > cfg.max_num_batched_tokens
-        full = cfg.queue_limit is not None and len(self.waiting) >= cfg.queue_limit
-        if too_big or no_fit or full:
-            self._end(req, "rejected", now)
-            return False
-        req.status = WAITING
-        self.waiting.append(req)
-        self.queue_log.extend((now, 1.0))
-        if req.timeout_s is not None:
-            heapq.heappush(self._timeouts, (req.arrival_s + req.timeout_s, req.idx, req))
-        if cfg.max_queue_time_s is not None and not req.ever_scheduled:
-            heapq.heappush(
-                self._queue_deadlines, (req.arrival_s + cfg.max_queue_time_s, req.idx, req)
-            )
-        return True
+    @property
+    def queue_log(self) -> array:
+        """(time, +1 | -1) pairs, flat: every entry to and exit from the waiting queue."""
+        return array("d", self.rp.qlog[: int(self.rp.meta[ks.M_QLOG])].tobytes())
 
-    def adopt(self, req: Request, now: float) -> None:
-        """Take over a request re-routed from a restarted replica (keeps its deadlines)."""
-        req.status = WAITING
-        self.waiting.append(req)
-        self.queue_log.extend((now, 1.0))
-        if req.timeout_s is not None:
-            heapq.heappush(self._timeouts, (req.arrival_s + req.timeout_s, req.idx, req))
-        if self.config.max_queue_time_s is not None and not req.ever_scheduled:
-            heapq.heappush(
-                self._queue_deadlines,
-                (req.arrival_s + self.config.max_queue_time_s, req.idx, req),
-            )
-
-    def _end(self, req: Request, outcome: Outcome, at: float) -> None:
-        if req.blocks:
-            self.free_blocks += req.blocks
-            req.blocks = 0
-        req.status = DONE
-        req.outcome = outcome
-        req.finish_s = at
-        self.finished.append(req)
-
-    def expire(self, now: float) -> None:
-        """End requests whose client gave up or that waited past ``max_queue_time_s``.
-
-        The finish time is the deadline itself (when the client stopped waiting); the KV is
-        freed at the first step boundary after it, as an engine notices an abort.
-        """
-        changed = False
-        q = self._queue_deadlines
-        while q and q[0][0] <= now:
-            deadline, _, req = heapq.heappop(q)
-            if req.status == WAITING and not req.ever_scheduled:
-                self.waiting.remove(req)
-                self.queue_log.extend((deadline, -1.0))
-                self._end(req, "rejected", deadline)
-        t = self._timeouts
-        while t and t[0][0] <= now:
-            deadline, _, req = heapq.heappop(t)
-            if req.status == RUNNING:
-                changed = True
-                if self.columns is not None:
-                    self.columns.store([self.running.index(req)], [req])
-                self._end(req, "timed_out", deadline)
-            elif req.status == WAITING:
-                self.waiting.remove(req)
-                self.queue_log.extend((deadline, -1.0))
-                self._end(req, "timed_out", deadline)
-        if changed:
-            if self.columns is not None:
-                keep = [r.status == RUNNING for r in self.running]
-                self.columns.keep(np.array(keep, dtype=bool))
-            self.running = [r for r in self.running if r.status == RUNNING]
-
-    # ------------------------------------------------------------------ planning
     @property
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        m = self.rp.meta
+        return bool(m[ks.M_NRUN] or m[ks.M_NWAIT])
 
     def num_decoding(self) -> int:
         """Running requests past their prompt (candidates for a decode slot this step)."""
-        if self.columns is not None:
-            return self.columns.num_decoding()
-        return sum(1 for r in self.running if r.generated and r.computed == r.num_tokens - 1)
+        return int(num_decoding(self.rp, self.rq))
 
     def used_blocks(self) -> int:
         return self.config.kv_blocks - self.free_blocks
 
+    # ------------------------------------------------------------------ admission
+    def add_request(self, req: Request, now: float, k_max: int = 0) -> bool:
+        """Admit an arriving request to the waiting queue; False (and rejected) if refused:
+        the queue is full, or it could never run here (``queue_kernels.admit``)."""
+        self._read_in()
+        r = self._load(req)
+        self.rp.cfg[ks.C_KMAX] = k_max
+        ok = qk.admit(self._room(1), self.rq, r, float(now))
+        if ok:
+            self.deadlines.add(r, req.arrival_s, req.timeout_s, req.ever_scheduled)
+        self._write_back()
+        return bool(ok)
+
+    def adopt(self, req: Request, now: float) -> None:
+        """Take over a request re-routed from a restarted replica (keeps its deadlines)."""
+        self._read_in()
+        r = self._row.get(id(req))
+        if r is None:
+            r = self._load(req)
+        elif r not in self._live:
+            self._live.append(r)
+        qk.enqueue(self._room(1), self.rq, r, float(now))
+        self.deadlines.add(r, req.arrival_s, req.timeout_s, bool(self.rq.ints[r, ks.EVER]))
+        self._write_back()
+
+    def expire(self, now: float) -> None:
+        """End requests whose client gave up or that waited past ``max_queue_time_s``."""
+        self._read_in()
+        self.deadlines.expire(self.rp, self.rq, float(now), lambda: self._room(1))
+        self._write_back()
+
+    # ------------------------------------------------------------------ a step
     def schedule(self, now: float, k: int = 0) -> StepPlan:
-        """Plan one step at ``now`` with ``k`` draft tokens per decoding request.
-
-        Why one function of ~110 lines: it runs once per engine step over every request in the
-        batch (the simulator's hot path), and its phases (running first, then waiting, then the
-        plan) share the step's budget, free blocks and output lists as locals.
-        """
+        """Plan one step at ``now`` with ``k`` draft tokens per decoding request."""
         self.expire(now)
-        if self._columns_from is not None and columns_for(self, self._columns_from, self._k_max):
-            plan = schedule_columns(self, now, k)
-            if plan is not None:
-                return plan
-            self.sync()  # this step must preempt: the scalar planner does it
-        cfg = self.config
-        bs = cfg.block_size
-        budget = cfg.max_num_batched_tokens
-        if k > budget - 1:
-            k = budget - 1
-        decode: list[Request] = []
-        prefill: list[tuple[Request, int]] = []
-        preempted: list[Request] = []
-        running = self.running
-        free = self.free_blocks
-        ctx_sum = 0
-        ctx_max = 0
-        pf_tokens = 0
-        pf_ctx = 0
-        drafting: list[bool] = []
-        all_draft = True
-        i = 0
-        while i < len(running) and budget > 0:
-            req = running[i]
-            computed = req.computed
-            remaining = req.prompt_tokens + req.generated - computed
-            if remaining == 1 and req.generated:
-                proposes = req.proposes or not k
-                if not proposes:
-                    all_draft = False
-                n = 1 + k if proposes else 1
-                if n > budget:
-                    break
-                is_decode = True
-            else:
-                n = remaining if remaining < budget else budget
-                if not cfg.chunked_prefill and n < remaining:
-                    break
-                is_decode = False
-            need = -(-(computed + n) // bs) - req.blocks
-            if need > free:
-                # preempt newest running requests until this one fits (or is itself preempted)
-                while need > free:
-                    victim = running.pop()
-                    free += victim.blocks
-                    victim.blocks = 0
-                    victim.computed = 0
-                    victim.status = WAITING
-                    victim.preemptions += 1
-                    preempted.append(victim)
-                    if victim is req:
-                        break
-                if req.status == WAITING:
-                    break
-            if need > 0:
-                free -= need
-                req.blocks += need
-            if is_decode:
-                decode.append(req)
-                drafting.append(proposes)
-                ctx_sum += computed
-                if computed > ctx_max:
-                    ctx_max = computed
-            else:
-                prefill.append((req, n))
-                pf_tokens += n
-                pf_ctx += n * computed
-            budget -= n
-            i += 1
-        if preempted:
-            # vLLM puts preempted requests back at the front of the queue, oldest first
-            for victim in preempted:
-                self.waiting.appendleft(victim)
-                self.queue_log.extend((now, 1.0))
+        while True:
+            p = plan_step(self.rp, self.rq, self.lg, float(now), k)
+            if p[0] >= 0:
+                break
+            self._room(self.config.max_num_seqs + len(self._live) + 1)
+        nd, npf, k, ctx, cmax, pf_tokens, pfc, _, _, drafting = p
+        rp, reqs = self.rp, self._reqs
+        run = rp.run_idx
+        npre = int(rp.meta[ks.M_NPRE])
+        preempted = tuple(reqs[r] for r in rp.pre[:npre].tolist())
+        if nd == 0 and npf == 0:
+            plan = EMPTY_PLAN
         else:
-            budget, free, added, _ = self.admit_waiting(now, budget, free, prefill)
-            pf_tokens += added
-        self.free_blocks = free
-        if not decode and not prefill:
-            return EMPTY_PLAN
-        nd = len(decode)
-        return StepPlan(
-            tuple(decode),
-            k if nd else 0,
-            tuple(prefill),
-            tuple(preempted),
-            # at KV-block resolution: paged attention reads whole blocks, and a step timer
-            # then sees repeating shapes it can cache (the mean moves every step otherwise)
-            float(round(ctx_sum / (nd * bs)) * bs) if nd else 0.0,
-            pf_tokens,
-            pf_ctx / pf_tokens if pf_tokens else 0.0,
-            float(round(ctx_max / bs) * bs) if nd else 0.0,
-            () if all_draft or not k else tuple(drafting),
-        )
+            chunks = zip(rp.pf_rows[:npf].tolist(), rp.pf_n[:npf].tolist(), strict=True)
+            plan = StepPlan(
+                tuple(reqs[run[j]] for j in rp.dec_rows[:nd].tolist()), int(k),
+                tuple((reqs[run[j]], n) for j, n in chunks), preempted, float(ctx),
+                int(pf_tokens), float(pfc), float(cmax),
+                () if drafting < 0 else tuple(bool(d) for d in rp.dec_draft[:nd].tolist()))
+        self._plan = plan
+        self._write_back()
+        return plan
 
-    def admit_waiting(self, now: float, budget: int, free: int,
-                      prefill: list[tuple[Request, int]]) -> tuple[int, int, int, list[Request]]:
-        """Waiting requests, FCFS, into what the running ones left of the step's token budget
-        and free blocks; each admitted one is appended to ``running`` and to ``prefill`` with
-        its chunk. Returns ``(budget, free, prompt tokens added, admitted requests)``."""
-        cfg = self.config
-        bs = cfg.block_size
-        waiting = self.waiting
-        running = self.running
-        max_seqs = cfg.max_num_seqs
-        added = 0
-        admitted: list[Request] = []
-        while waiting and budget > 0 and len(running) < max_seqs:
-            req = waiting[0]
-            remaining = req.prompt_tokens + req.generated
-            if remaining <= budget:
-                n = remaining
-            elif cfg.chunked_prefill:
-                n = budget
-            elif not running and not prefill and budget == cfg.max_num_batched_tokens:
-                # a recompute (prompt + generated) larger than the budget, chunking off:
-                # it runs alone in one step rather than never
-                n = remaining
-            else:
-                break
-            need = -(-n // bs)
-            if need > free:
-                break
-            waiting.popleft()
-            self.queue_log.extend((now, -1.0))
-            free -= need
-            req.blocks = need
-            req.status = RUNNING
-            if not req.ever_scheduled:
-                req.ever_scheduled = True
-                req.scheduled_s = now
-            running.append(req)
-            admitted.append(req)
-            prefill.append((req, n))
-            added += n
-            budget -= n if n <= budget else budget
-        return budget, free, added, admitted
+    def update(self, plan: StepPlan, accepted: Sequence[int] | None, now: float,
+               gap_idx: array | None = None, gap_s: array | None = None) -> int:
+        """Apply the last planned step, finished at ``now``; returns the accepted draft tokens.
 
-    # ------------------------------------------------------------------ applying
-    def update(
-        self,
-        plan: StepPlan,
-        accepted: Sequence[int] | None,
-        now: float,
-        gap_idx: array | None = None,
-        gap_s: array | None = None,
-    ) -> int:
-        """Apply a finished step at time ``now``; returns the accepted draft tokens in total.
-
-        ``accepted[i]`` is how many of ``plan.k`` drafts the target kept for
-        ``plan.decode[i]`` (0..k; None means none). Each decoding request commits those plus
-        the bonus token as one burst, rolls the rejected drafts back out of its computed count
-        and frees the lookahead blocks they held. A prefill chunk that completes the prompt
-        (or a recompute) samples one token. ``gap_idx``/``gap_s`` (optional) receive each
-        burst's request index and seconds since its previous burst (ITL samples).
-        """
-        if plan.rows is not None:
-            return update_columns(self, plan, accepted, now, gap_idx, gap_s)
-        return update_scalar(self, plan, accepted, now, gap_idx, gap_s)
+        ``accepted[i]`` is how many of ``plan.k`` drafts the target kept for ``plan.decode[i]``
+        (0..k; None: none). ``gap_idx``/``gap_s`` (optional) receive each burst's request index
+        and seconds since its previous burst (ITL samples)."""
+        if plan is not self._plan:
+            raise ValueError("Scheduler.update: not the plan the last schedule() returned")
+        self._read_in()
+        nd = len(plan.decode)
+        self.rp.acc[:nd] = 0 if not plan.k or accepted is None else np.asarray(accepted)
+        self.lg.G[ks.G_GAPS] = 0
+        total = int(apply_step(self.rp, self.rq, self.lg, float(now)))
+        if gap_s is not None and gap_idx is not None:
+            g = int(self.lg.G[ks.G_GAPS])
+            gap_idx.extend(self._reqs[r].idx for r in self.lg.gap_idx[:g].tolist())
+            gap_s.extend(self.lg.gap_s[:g].tolist())
+        self.lg.G[ks.G_GAPS] = 0
+        self._plan = EMPTY_PLAN
+        self._write_back()
+        return total
 
     # ------------------------------------------------------------------ restarts
     def evacuate(self, now: float) -> list[Request]:
         """Take every in-flight request out (replica going down): KV freed, nothing computed.
         Returned oldest-admitted first (running ones, then the waiting queue in order)."""
-        self.sync()
-        out = list(self.running) + list(self.waiting)
-        for _ in self.waiting:
-            self.queue_log.extend((now, -1.0))
-        for req in out:
-            self.free_blocks += req.blocks
-            req.blocks = 0
-            req.computed = 0
-            req.status = WAITING
-        self.running = []
-        self.waiting.clear()
-        self._timeouts.clear()
-        self._queue_deadlines.clear()
-        return out
+        self._read_in()
+        m = self.rp.meta
+        out = np.empty(int(m[ks.M_NRUN] + m[ks.M_NWAIT]), np.int64)
+        n = qk.evacuate(self._room(len(out)), self.rq, out, float(now))
+        self.deadlines.clear()
+        self._write_back()
+        return [self._reqs[r] for r in out[:n].tolist()]
 
     def drop_all(self, now: float) -> list[Request]:
         """End every in-flight request as lost with the replica (outcome ``rejected``)."""
         out = self.evacuate(now)
         for req in out:
-            self._end(req, "rejected", now)
+            qk.end_request(self.rp, self.rq, self._row[id(req)], ks.REJECTED, float(now))
+        self._write_back()
         return out
+
+    # ------------------------------------------------------------------ objects <-> rows
+    def _load(self, req: Request) -> int:
+        """A new row holding ``req``'s state as its object says."""
+        r = len(self._reqs)
+        if r == len(self.rq.ints):
+            self._grow()
+        self._reqs.append(req)
+        self._row[id(req)] = r
+        self._live.append(r)
+        iv, fv = self.rq.ints[r], self.rq.floats[r]
+        iv[[ks.PROMPT, ks.OUTPUT, ks.COMPUTED, ks.GENERATED, ks.BLOCKS, ks.BURSTS, ks.SPEC,
+            ks.DRAFTS, ks.ACCEPTED, ks.PROPOSES, ks.STATUS, ks.PREEMPT, ks.EVER]] = (
+            req.prompt_tokens, req.output_tokens, req.computed, req.generated, req.blocks,
+            req.num_bursts, req.num_spec_steps, req.num_drafts, req.accepted_tokens,
+            req.proposes, req.status, req.preemptions, req.ever_scheduled)
+        iv[ks.OUTCOME] = ks.OUTCOME_NAMES.index(req.outcome)
+        fv[:] = (req.last_burst_s, req.max_pause_s, req.proposal, *(
+            np.nan if x is None else x for x in (req.first_token_s, req.scheduled_s, req.finish_s)))
+        return r
+
+    def _grow(self) -> None:
+        """Twice the rows, and a ring that holds them all (the waiting queue laid out from 0)."""
+        n = len(self.rq.ints)
+        more = ks.new_requests(n, 0)
+        self.rq = ks.Requests(np.concatenate((self.rq.ints, more.ints)),
+                              np.concatenate((self.rq.floats, more.floats)),
+                              np.concatenate((self.rq.negrates, more.negrates)), self.rq.replay)
+        waiting = [self._row[id(req)] for req in self.waiting]
+        ring = np.zeros(2 * n + 1, np.int64)
+        ring[: len(waiting)] = waiting
+        self.rp.meta[ks.M_HEAD] = 0
+        self.rp = self.rp._replace(ring=ring)
+
+    def _room(self, entries: int) -> ks.Replica:
+        self.rp = ks.with_qlog_room(self.rp, entries)
+        return self.rp
+
+    def _read_in(self) -> None:
+        """What a caller may change between calls: whether a request has a proposal."""
+        live = self._live
+        if live:
+            self.rq.ints[live, ks.PROPOSES] = [self._reqs[r].proposes for r in live]
+
+    def _write_back(self) -> None:
+        """Every live request's state into its object; those that ended are ``finished``."""
+        live = self._live
+        if not live:
+            return
+        reqs = [self._reqs[r] for r in live]
+        store_rows(self.rq, live, reqs)
+        done = self.rq.ints[live, ks.STATUS] == ks.DONE
+        if done.any():
+            self.finished.extend(req for req, d in zip(reqs, done.tolist(), strict=True) if d)
+            self._live = [r for r, d in zip(live, done.tolist(), strict=True) if not d]

@@ -4,19 +4,21 @@ With one replica the router has nothing to choose, so the run needs no arrival p
 replica's kernel submits each arrival at the instant SimPy would have, and applies client
 timeouts and queue-time limits itself. SimPy clocks only what stops the kernel: the run's end,
 an idle replica, or a log or the uniforms running out. Records are those of the
-one-event-per-arrival engine bit for bit (``tests/sim/results/test_golden_frames.py``).
+one-event-per-arrival loop bit for bit (``tests/sim/results/test_golden_frames.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from sim.model import arrival_kernels as ak
+from sim.model import kernel_entry as ke
+from sim.model import kernel_state as ks
+from sim.model import price_kernels as pk
 from sim.model import run_kernel as rk
-from sim.model.compiled_replica import CompiledFleet, CompiledReplica
-from sim.model.speculation import SpeculationPolicy
+from sim.model.compiled_replica import CompiledReplica
+from sim.model.fleet_arrays import FleetArrays
+from sim.model.sim_clock import jump
 from sim.model.step_plan import Request
 
 
@@ -25,35 +27,32 @@ class SoloReplica(CompiledReplica):
 
     takes_arrivals = True
 
-    def __init__(self, fleet, shared: CompiledFleet, policy: SpeculationPolicy, proposer: str | None,
-                 partial: bool, requests: Sequence[Request]) -> None:
-        super().__init__(fleet, 0, shared, policy, proposer, partial)
-        self.arr_s, self.t_dl, self.t_row = ak.deadline_arrays(requests)
-        self.clock = np.zeros(1, np.float64)  # the arrival process's SimPy clock
+    def __init__(self, fleet, arrays: FleetArrays, timer: pk.PackedTimer, track: bool,
+                 requests: Sequence[Request]) -> None:
+        super().__init__(fleet, 0, arrays, timer, track)
+        self.av = ak.arrivals(requests, fleet.spec.scheduler.max_queue_time_s)
 
     def submit(self, req: Request, now: float) -> None:
         raise RuntimeError("a lone compiled replica takes its arrivals itself; nothing submits to it")
 
     def mark_routed(self, requests: Sequence[Request]) -> None:
-        for req in requests[: int(self.shared.meta[0, ak.M_ARRIVED])]:
+        for req in requests[: int(self.rp.meta[ks.M_ARRIVED])]:
             req.replica = 0
 
     def run(self):
         """Everything up to the run's stop or an idle replica in one kernel call; the step that
         would end at or after the stop on SimPy's clock (it never ends: the run stops first)."""
         env = self.fleet.env
-        k_max = self.fleet.k_max
+        assert self.timer is not None and self.pol is not None
         while True:
             t = float(env.now)
             while True:
-                why, t, dt = ak.advance_alone(
-                    *self.kernel_state(), self.arr_s, self.clock, k_max, self.queue_limit, self.max_queue_s,
-                    self.t_dl, self.t_row, t, float(env.peek()))
+                why, t, dt = ke.advance_alone(*self.flat()[1], *self.av, t, float(env.peek()))
                 again = self.serviced(why, t, dt)
                 if again is None:
                     break
                 t = again
-            env._now = t  # the kernel's time: the last step's end or arrival (no event lies before it)
+            jump(env, t)  # the kernel's time: the last step's end or arrival (no event lies before it)
             if why == rk.IDLE:  # no arrival left before the stop: wait for the end of the run
                 yield from self._idle(t)
                 continue
@@ -62,8 +61,5 @@ class SoloReplica(CompiledReplica):
             self._finish(t, dt, env.now)
 
     def _submit_until(self, upto: float, strict: bool) -> None:
-        sh = self.shared
-        fa = sh.arrays
-        while not ak.submit_until(0, sh.cfg, sh.meta, fa.ints, fa.floats, self.ring, self.qlog, self.arr_s,
-                                  self.clock, self.fleet.k_max, self.queue_limit, float(upto), strict):
+        while not ak.submit_until(self.rp, self.arrays.rq, self.av, float(upto), strict):
             self._grow_logs()

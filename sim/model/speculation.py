@@ -107,23 +107,14 @@ class SpeculationPolicy:
         return self.k_max > 0
 
     def k_for(self, state: PolicyState, batch: int) -> int:
-        """``k`` for a step whose decode batch would be ``batch`` requests."""
-        n = self.name
-        if n == "fixed":
-            return self.k
-        if n == "off":
-            return 0
-        if n == "off_above_batch":
-            return self.k if batch <= self.max_batch else 0  # type: ignore[operator]
-        if n == "k_by_batch":
-            k = self.k_by_batch[0][1]
-            for threshold, kk in self.k_by_batch:
-                if batch >= threshold:
-                    k = kk
-                else:
-                    break
-            return k
-        return self.k if state.on else 0
+        """``k`` for a step whose decode batch would be ``batch`` requests (the rule is
+        ``policy_kernels.k_for_batch``, which the compiled step calls; the adaptive policy
+        decides from its window)."""
+        if self.name == "adaptive":
+            return self.k if state.on else 0
+        from sim.model.policy_kernels import k_for
+
+        return k_for(self, batch)
 
     def observe(self, state: PolicyState, end_s: float, duration_s: float, decode_seqs: int) -> None:
         """Feed one finished step to the adaptive policy (no-op for the others)."""

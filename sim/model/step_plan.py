@@ -1,14 +1,17 @@
-"""The planner's vocabulary: its limits (SchedulerConfig), a request's state (Request, mutated only
-by the Scheduler), and the frozen plan of one step (StepPlan, vLLM's SchedulerOutput)."""
+"""The planner's vocabulary: its limits (SchedulerConfig), a request's state as an object (Request:
+what the workload creates and the records read; the planner keeps it as a row of
+``kernel_state.Requests`` and writes it back), and the frozen plan of one step (StepPlan, vLLM's
+SchedulerOutput)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
-WAITING = 0
-RUNNING = 1
-DONE = 2
+from sim.model.kernel_state import DONE, RUNNING, WAITING
+
+__all__ = ["DONE", "EMPTY_PLAN", "RUNNING", "WAITING", "Outcome", "Request", "SchedulerConfig",
+           "StepPlan"]
 
 Outcome = Literal["completed", "rejected", "timed_out", "unfinished"]
 
@@ -150,12 +153,6 @@ class StepPlan:
     drafting: tuple[bool, ...] = ()
     """Per decoding request, whether it feeds ``k`` drafts (False: no proposal, one token);
     empty when every decoding request drafts (the common case)."""
-    rows: Any = field(default=None, compare=False)
-    """Planner-internal: the decoding requests' rows in the batch columns (a numpy index
-    array, or a slice when they are the first rows) when the step was planned over columns
-    (``sim.model.batch_columns``), else None."""
-    prefill_rows: tuple[int, ...] = field(default=(), compare=False)
-    """Planner-internal: the prefill chunks' rows in the batch columns (with ``rows``)."""
 
     @property
     def num_drafting(self) -> int:

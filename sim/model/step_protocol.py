@@ -1,12 +1,13 @@
-"""One engine iteration around the pure planner, written once for both clocks.
+"""One engine iteration around the planner, for a driver that holds request objects.
 
 The step is: choose ``k`` (the speculation policy), ``plan = scheduler.schedule(now, k)``,
 build the :class:`~sim.model.step_time.StepShape` the step timer prices (or the real loop
 runs), apply the outcome with ``scheduler.update``, log the row, feed the adaptive policy.
-:class:`StepCycle` holds that protocol; the SimPy engine (``sim/model/engine.py``: time from the
-step timer, acceptance drawn) and the real serving loop (``profiler/serving.py``: time from the
-wall clock, acceptance from real verification) are its two drivers. Both log into the same
-flat row array, so their step frames (``sim.results.records``) are built by the same code.
+:class:`StepCycle` holds that protocol for the real serving loop (``profiler/serving.py``: the
+wall clock, acceptance from real verification) over the ``Scheduler`` facade; the simulated
+fleet runs the same planning and apply kernels directly (``sim.model.run_kernel``: the same
+steps, acceptance drawn). Both log the same row layout, so their step frames
+(``sim.results.records``) are built by the same code.
 """
 
 from __future__ import annotations
@@ -114,10 +115,7 @@ class StepCycle:
         k = plan.k
         if k and accepted is not None and plan.drafting:
             # rows without a proposal verified one token and accept nothing
-            if plan.rows is not None:
-                accepted = np.where(np.asarray(plan.drafting), accepted, 0)
-            else:
-                accepted = [a if d else 0 for a, d in zip(accepted, plan.drafting, strict=True)]
+            accepted = [a if d else 0 for a, d in zip(accepted, plan.drafting, strict=True)]
         total_acc = self.scheduler.update(plan, accepted if k else None, end, gap_idx, gap_s)
         self.rows.extend((self.replica, start, duration, nd, plan.prefill_tokens, k, total_acc,
                           self._qlen, self._kv_used, self.kv_total, len(plan.preempted),

@@ -52,8 +52,7 @@ def test_compiled_price_is_the_python_price(case: str) -> None:
     for b, c_mean, k, n, c0, c_max, joined, left, drafting in _shapes(rng, 3000, 4):
         want = py.price(b, c_mean, k, proposer if k else None, n, c0, c_max, 0.0, joined, left,
                         None if drafting < 0 else drafting)
-        got = pk.price(packed.tm, packed.slot, packed.gm, packed.ax, packed.val, packed.cnt,
-                       packed.tc, b, c_mean, k, n, c0, c_max, joined, left, drafting)
+        got = pk.price(packed.arrays, (b, c_mean, k, n, c0, c_max, joined, left, drafting))
         assert got == want, (case, b, c_mean, k, n, c0, c_max, joined, left, drafting)
     packed.unpack()
     assert comp.steps == py.steps == 3000
@@ -74,5 +73,4 @@ def test_timers_only_python_can_run_are_not_packed() -> None:
     assert pk.pack(ProfileStepTimer(profile), "no-such-proposer") is None
     fixed = pk.pack(FixedStepTimer(0.25), None)
     assert fixed is not None
-    assert pk.price(fixed.tm, fixed.slot, fixed.gm, fixed.ax, fixed.val, fixed.cnt, fixed.tc,
-                    3, 0.0, 0, 0, 0.0, 0.0, 0, 0, -1) == 0.25
+    assert pk.price(fixed.arrays, (3, 0.0, 0, 0, 0.0, 0.0, 0, 0, -1)) == 0.25

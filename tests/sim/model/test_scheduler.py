@@ -1,4 +1,5 @@
-"""The pure planner without SimPy: budgets, chunking, KV blocks, preemption, admission, and
+"""The planner's rules without SimPy, through the ``Scheduler`` facade over the compiled kernels
+(the API the real serving loop uses): budgets, chunking, KV blocks, preemption, admission, and
 table-driven acceptance counting (vLLM's spec-decode scheduler tests style)."""
 
 from __future__ import annotations
@@ -263,26 +264,22 @@ def test_policy_validation_messages() -> None:
 
 
 def test_engine_draws_match_sim_acceptance_draw_accepted() -> None:
-    """The engine's chunked inverse-CDF draw is sim.model.acceptance.draw_accepted, draw for draw."""
-    from bisect import bisect_left
-
+    """The engine's inverse-CDF draw (``draw_kernels``, uniforms in chunks of 4,096) is
+    sim.model.acceptance.draw_accepted, draw for draw."""
     import numpy as np
 
     from sim.model.acceptance import draw_accepted
-    from sim.model.engine import _Uniforms
+    from sim.model.draw_kernels import _bisect
+    from sim.model.fleet_arrays import UNIFORM_CHUNK
 
     rates = [0.9, 0.6, 0.6, 0.2]
-    neg = [-r for r in rates]
-    uni = _Uniforms(np.random.default_rng(42))
-    uni.refill_keep(0)
+    neg = np.array([[-r for r in rates]])
+    rng = np.random.default_rng(42)
+    uni = np.concatenate([rng.random(UNIFORM_CHUNK) for _ in range(3)])
     ref = np.random.default_rng(42)
     for i in range(10_000):
         k = i % 5
-        if uni.pos >= len(uni.buf):
-            uni.refill_keep(uni.pos)
-        u = uni.buf[uni.pos]
-        uni.pos += 1
-        assert bisect_left(neg, -u, 0, k) == draw_accepted(rates, k, ref)
+        assert _bisect(neg, 0, -uni[i], k) == draw_accepted(rates, k, ref)
 
 
 def test_decode_context_mean_and_longest_at_block_resolution() -> None:
@@ -298,3 +295,10 @@ def test_decode_context_mean_and_longest_at_block_resolution() -> None:
     # mean 22.3 -> 24 and longest 40, both at block (4-token) resolution
     assert plan.decode_context == 24.0
     assert plan.decode_context_max == 40.0
+
+
+def test_queue_limit_zero_rejects_every_arrival() -> None:
+    sched = Scheduler(cfg(queue_limit=0))
+    a = Request(0, 0, 0.0, 4, 4)
+    assert not sched.add_request(a, 0.0)
+    assert a.outcome == "rejected" and not sched.waiting

@@ -1,0 +1,142 @@
+"""The state the planner reads and writes, one object each, with one set of field constants.
+
+Why here and only here: the planner is the compiled kernels (``plan_kernels``, ``apply_kernels``,
+``queue_kernels``); every driver (the SimPy fleet, a lone replica, restarts, trace replay, the
+``Scheduler`` facade the real serving loop uses) holds these NamedTuples of arrays, which numba
+takes as they are. A request is one row of ``Requests.ints``/``floats`` (its fields read and
+written together), a replica one ``Replica`` (its limits, counters, running list, waiting ring,
+queue log and the last plan's scratch rows), the run's logs one ``Logs``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+# status of a request
+WAITING, RUNNING, DONE = 0, 1, 2
+# outcome of an ended request (0: none yet), and its name in the records
+COMPLETED, REJECTED, TIMED_OUT = 1, 2, 3
+OUTCOME_NAMES = (None, "completed", "rejected", "timed_out")
+
+# Requests.ints columns (int64)
+(PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS, BURSTS, SPEC, DRAFTS, ACCEPTED, PROPOSES, STATUS,
+ OUTCOME, PREEMPT, EVER, IN_BATCH, REPLAY_POS, REPLAY_OFF, REPLAY_LEN, REPLAY_STEPS) = range(19)
+N_INTS = 19
+# Requests.floats columns (float64)
+LAST_BURST, MAX_PAUSE, PROPOSAL, FIRST_TOKEN, SCHEDULED, FINISH = range(6)
+N_FLOATS = 6
+
+# Replica.cfg (int64): limits and flags of one replica
+C_INDEX, C_SEQS, C_BUDGET, C_BS, C_KV, C_CHUNKED, C_TRACK, C_PARTIAL, C_KMAX, C_QLIMIT = range(10)
+N_CFG = 10
+# Replica.meta (int64): counters, the last plan's sizes, a lone replica's arrival cursors
+(M_NRUN, M_HEAD, M_NWAIT, M_FREE, M_QLOG, M_ND, M_NPF, M_K, M_DRAFTS_ALL, M_NPRE, M_PREV, M_QNOTE,
+ M_KVNOTE, M_PFTOK, M_NDRAFT, M_ARRIVED, M_QCUR, M_TCUR) = range(18)
+N_META = 18
+
+# Logs.G (int64): fleet-wide log positions
+G_GAPS, G_STEPS, G_UNI = range(3)
+ROW = 12
+"""Values per logged step (``sim.model.step_protocol.ROW_WIDTH``)."""
+
+
+class Requests(NamedTuple):
+    """Every request of a run (or of a ``Scheduler``), one row each."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    negrates: np.ndarray
+    """Acceptance survival rates negated (ascending), one row per request, ``k_max`` wide."""
+    replay: np.ndarray
+    """Traced accepted lengths of replaying requests, flat (``REPLAY_OFF``/``REPLAY_LEN``)."""
+
+
+class Replica(NamedTuple):
+    """One replica's limits, counters, running list, waiting ring, queue log and scratch rows."""
+
+    cfg: np.ndarray
+    meta: np.ndarray
+    run_idx: np.ndarray
+    """Running requests' rows in admission order (``meta[M_NRUN]`` of them)."""
+    ring: np.ndarray
+    """Waiting requests' rows, a ring from ``meta[M_HEAD]`` (``meta[M_NWAIT]`` of them)."""
+    qlog: np.ndarray
+    """(time, +1 | -1) per queue entry and exit, flat (``meta[M_QLOG]`` values)."""
+    dec_rows: np.ndarray
+    """The last plan's decoding requests as positions in ``run_idx``."""
+    dec_draft: np.ndarray
+    pf_rows: np.ndarray
+    pf_n: np.ndarray
+    prev_idx: np.ndarray
+    """The last decode batch's rows (``DecodeBatchRows``)."""
+    pre: np.ndarray
+    """The last plan's preempted rows."""
+    acc: np.ndarray
+    """Accepted drafts per decoding request of the last plan (what happened, passed in)."""
+
+
+class Logs(NamedTuple):
+    """The run's ITL samples, step rows and uniforms (positions in ``G``)."""
+
+    G: np.ndarray
+    gap_idx: np.ndarray
+    gap_s: np.ndarray
+    steps: np.ndarray
+    uni: np.ndarray
+
+
+def new_requests(n: int, k_max: int) -> Requests:
+    """``n`` empty rows (times NaN: not reached)."""
+    floats = np.zeros((n, N_FLOATS), np.float64)
+    floats[:, FIRST_TOKEN:FINISH + 1] = np.nan
+    floats[:, PROPOSAL] = 1.0
+    ints = np.zeros((n, N_INTS), np.int64)
+    ints[:, PROPOSES] = 1
+    return Requests(ints, floats, np.zeros((n, max(k_max, 1)), np.float64), np.zeros(1, np.int64))
+
+
+def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_max: int) -> Replica:
+    """An empty replica of ``config`` (a ``SchedulerConfig``) whose ring holds ``ring`` rows."""
+    cfg = np.zeros(N_CFG, np.int64)
+    cfg[C_INDEX] = index
+    cfg[C_SEQS] = config.max_num_seqs
+    cfg[C_BUDGET] = config.max_num_batched_tokens
+    cfg[C_BS] = config.block_size
+    cfg[C_KV] = config.kv_blocks
+    cfg[C_CHUNKED] = config.chunked_prefill
+    cfg[C_TRACK] = track
+    cfg[C_PARTIAL] = partial
+    cfg[C_KMAX] = k_max
+    cfg[C_QLIMIT] = -1 if config.queue_limit is None else config.queue_limit
+    meta = np.zeros(N_META, np.int64)
+    meta[M_FREE] = config.kv_blocks
+    seqs = config.max_num_seqs
+
+    def rows() -> np.ndarray:
+        return np.zeros(seqs, np.int64)
+
+    return Replica(cfg, meta, rows(), np.zeros(ring + 1, np.int64), np.zeros(1 << 12, np.float64),
+                   rows(), rows(), rows(), rows(), rows(), rows(), rows())
+
+
+def new_logs(gaps: int, steps: int) -> Logs:
+    return Logs(np.zeros(3, np.int64), np.empty(gaps, np.int64), np.empty(gaps, np.float64),
+                np.empty(ROW * steps, np.float64), np.empty(0))
+
+
+def with_qlog_room(rp: Replica, entries: int) -> Replica:
+    """``rp``, or a copy with a longer queue log, with room for ``entries`` more entries."""
+    used = int(rp.meta[M_QLOG])
+    qlog = rp.qlog
+    while used + 2 * entries > len(qlog):
+        qlog = doubled(qlog, used)
+    return rp if qlog is rp.qlog else rp._replace(qlog=qlog)
+
+
+def doubled(a: np.ndarray, used: int) -> np.ndarray:
+    """A copy of ``a`` twice as long, its first ``used`` values kept."""
+    out = np.empty(2 * len(a), a.dtype)
+    out[:used] = a[:used]
+    return out

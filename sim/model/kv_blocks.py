@@ -1,0 +1,43 @@
+"""Every piece of paged-KV block arithmetic the planner does, in one place (vLLM's KVCacheManager).
+
+A request holds whole blocks of ``block_size`` tokens for what it has computed plus what the step
+computes (prompt chunk, recompute, or the last token and ``k`` lookahead drafts); rejected drafts
+roll back, and the blocks they no longer need return. Compiled (numba inlines these into the
+planning and apply kernels); callable from Python too.
+"""
+
+from __future__ import annotations
+
+from sim.model.kernel_cache import njit
+
+
+@njit
+def blocks_for(tokens, block_size):
+    """Blocks that hold ``tokens`` tokens (a ceiling)."""
+    return (tokens + block_size - 1) // block_size
+
+
+@njit
+def fits_at_all(prompt, output, k_max, block_size, kv_blocks):
+    """Whether a request could ever run here: at its longest (prompt, every output token and a
+    step's lookahead drafts) it needs no more blocks than the replica has."""
+    return blocks_for(prompt + output + k_max, block_size) <= kv_blocks
+
+
+@njit
+def running_need(computed, n, held, block_size):
+    """More blocks a running request needs to compute ``n`` more tokens (<= 0: none)."""
+    return blocks_for(computed + n, block_size) - held
+
+
+@njit
+def admission_need(n, block_size):
+    """Blocks a waiting request takes when admitted with an ``n``-token chunk (it holds none)."""
+    return blocks_for(n, block_size)
+
+
+@njit
+def rollback_keep(computed, block_size):
+    """Blocks a request keeps after a step: those of its computed tokens (the rejected drafts'
+    lookahead blocks return)."""
+    return blocks_for(computed, block_size)

@@ -1,0 +1,100 @@
+"""A replica's waiting queue and the ends that do not come from a step, compiled: admission on
+arrival (vLLM refuses what could never run), adoption of re-routed work, leaving the queue, ending
+a request early (rejected, timed out) and evacuating a replica that goes down (restarts).
+
+Deadlines (client timeouts, queue-time limits) are kept by ``sim.model.deadlines`` (or, on a
+lone replica, by ``arrival_kernels``), which call ``unqueue`` and ``end_request`` when one falls.
+"""
+
+from __future__ import annotations
+
+from sim.model import kernel_state as ks
+from sim.model import kv_blocks as kv
+from sim.model.kernel_cache import njit
+from sim.model.plan_kernels import forget_batch, log_queue
+
+
+@njit
+def admit(rp, rq, r, t):
+    """Request ``r`` arrives at ``rp`` at ``t``: rejected when it could never run here (more KV
+    blocks at its longest than the replica has; a prompt over the token budget with chunking
+    off) or the queue is full, else queued. True when queued. The queue log has room for one."""
+    c = rp.cfg
+    ints = rq.ints
+    too_big = not kv.fits_at_all(ints[r, ks.PROMPT], ints[r, ks.OUTPUT], c[ks.C_KMAX], c[ks.C_BS],
+                                 c[ks.C_KV])
+    no_fit = c[ks.C_CHUNKED] == 0 and ints[r, ks.PROMPT] > c[ks.C_BUDGET]
+    full = c[ks.C_QLIMIT] >= 0 and rp.meta[ks.M_NWAIT] >= c[ks.C_QLIMIT]
+    if too_big or no_fit or full:
+        end_request(rp, rq, r, ks.REJECTED, t)
+        return False
+    enqueue(rp, rq, r, t)
+    return True
+
+
+@njit
+def enqueue(rp, rq, r, t):
+    """``r`` to the back of the waiting queue at ``t`` (a new arrival, or work re-routed from a
+    restarted replica, which keeps its deadlines). The queue log has room for one entry."""
+    m = rp.meta
+    rq.ints[r, ks.STATUS] = ks.WAITING
+    rp.ring[(m[ks.M_HEAD] + m[ks.M_NWAIT]) % rp.ring.shape[0]] = r
+    m[ks.M_NWAIT] += 1
+    log_queue(rp, t, 1.0)
+
+
+@njit
+def end_request(rp, rq, r, outcome, at):
+    """End request ``r`` (rejected, timed out) at ``at``: its KV blocks back to ``rp``."""
+    rp.meta[ks.M_FREE] += rq.ints[r, ks.BLOCKS]
+    rq.ints[r, ks.BLOCKS] = 0
+    rq.ints[r, ks.STATUS] = ks.DONE
+    rq.ints[r, ks.OUTCOME] = outcome
+    rq.floats[r, ks.FINISH] = at
+
+
+@njit
+def unqueue(rp, r, at):
+    """Take ``r`` out of the waiting ring, the others' order kept (the queue log has room)."""
+    m = rp.meta
+    ring_n = rp.ring.shape[0]
+    head = m[ks.M_HEAD]
+    nwait = m[ks.M_NWAIT]
+    w = 0
+    for i in range(nwait):
+        v = rp.ring[(head + i) % ring_n]
+        if v != r:
+            rp.ring[(head + w) % ring_n] = v
+            w += 1
+    m[ks.M_NWAIT] = nwait - 1
+    log_queue(rp, at, -1.0)
+
+
+@njit
+def evacuate(rp, rq, out, now):
+    """Take every in-flight request out (the replica goes down): KV freed, nothing computed,
+    rows into ``out`` oldest-admitted first (running ones, then the queue in order); returns how
+    many. The decode batch is forgotten (its KV is gone with the process). The queue log has
+    room for an exit per waiting request."""
+    m = rp.meta
+    ints = rq.ints
+    n = 0
+    for i in range(m[ks.M_NRUN]):
+        out[n] = rp.run_idx[i]
+        n += 1
+    ring_n = rp.ring.shape[0]
+    for i in range(m[ks.M_NWAIT]):
+        out[n] = rp.ring[(m[ks.M_HEAD] + i) % ring_n]
+        n += 1
+        log_queue(rp, now, -1.0)
+    for i in range(n):
+        r = out[i]
+        m[ks.M_FREE] += ints[r, ks.BLOCKS]
+        ints[r, ks.BLOCKS] = 0
+        ints[r, ks.COMPUTED] = 0
+        ints[r, ks.STATUS] = ks.WAITING
+    forget_batch(rp, rq)
+    m[ks.M_NRUN] = 0
+    m[ks.M_NWAIT] = 0
+    m[ks.M_HEAD] = 0
+    return n
