@@ -28,6 +28,23 @@ from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.model.acceptance_match import match_segment
 from sim.model.step_time import ProfileStepTimer, StepShape
 
+_VLLM_BY_WORD = (("eagle3", "eagle3"), ("eagle-3", "eagle3"), ("eagle_3", "eagle3"), ("eagle", "eagle"),
+                 ("medusa", "medusa"), ("mtp", "mtp"), ("ngram", "ngram"), ("n-gram", "ngram"))
+
+
+def vllm_method(kind: str, name: str = "", model_id: str | None = None, note: str | None = None) -> str | None:
+    """vLLM's ``speculative_config.method`` for a proposer: its kind, except that a profile may
+    label an EAGLE-3 head (or an EAGLE-1 head, or MTP layers) ``draft_model``; then the proposer's
+    name, model id or note says which it is. ``self_draft`` has no vLLM method (None)."""
+    if kind == "self_draft":
+        return None
+    if kind == "draft_model":
+        words = " ".join(x.lower() for x in (name, model_id or "", note or ""))
+        for word, method in _VLLM_BY_WORD:
+            if word in words:
+                return method
+    return kind
+
 
 @dataclass(frozen=True, slots=True)
 class BatchAdvice:
@@ -87,16 +104,17 @@ class PolicyAdvice:
             return {}
         p = self.proposer_identity
         cfg: dict[str, Any] = {}
-        if self.proposer_kind == "ngram":
+        method = self.method
+        if method == "ngram":
             cfg["method"] = "ngram"
             cfg["num_speculative_tokens"] = self.fixed_k
             if p is not None and p.prompt_lookup_min is not None:
                 cfg["prompt_lookup_min"] = p.prompt_lookup_min
             if p is not None and p.prompt_lookup_max is not None:
                 cfg["prompt_lookup_max"] = p.prompt_lookup_max
-        elif self.proposer_kind in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
-            cfg["method"] = self.proposer_kind
-            if self.proposer_kind != "suffix":
+        elif method in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
+            cfg["method"] = method
+            if method != "suffix":
                 model = self._vllm_model_id()
                 if model is not None:
                     cfg["model"] = model
@@ -108,6 +126,13 @@ class PolicyAdvice:
             cfg["disable_by_batch_size"] = self.off_above_batch
         return cfg
 
+    @property
+    def method(self) -> str | None:
+        """vLLM's method name for this proposer (``vllm_method``)."""
+        p = self.proposer_identity
+        model = p.model.id if p is not None and p.model is not None else None
+        return vllm_method(self.proposer_kind, self.proposer, model, p.note if p is not None else None)
+
     def _vllm_model_id(self) -> str | None:
         """A real checkpoint id for ``speculative_config.model``, or a fill-in placeholder.
 
@@ -117,7 +142,7 @@ class PolicyAdvice:
         p = self.proposer_identity
         m = p.model if p is not None else None
         if m is None:
-            return None if self.proposer_kind == "mtp" else f"<FILL IN: the {self.proposer_kind} checkpoint id>"
+            return None if self.method == "mtp" else f"<FILL IN: the {self.method} checkpoint id>"
         if m.config_only:
             return f"<FILL IN: a real checkpoint id; this profile only has the architecture {m.id}>"
         return m.id
@@ -134,13 +159,16 @@ class PolicyAdvice:
                 "worker (older releases: --speculative-disable-by-batch-size); it counts enqueued "
                 "requests, not the decode batch, and has no hysteresis; the V1 engine does not "
                 "offer it: there, run separate pools or pick k for the peak.")
-        if self.proposer_kind == "ngram":
+        if self.method != self.proposer_kind:
+            notes.append(f"method {self.method!r}: the profile labels {self.proposer} {self.proposer_kind!r}, "
+                         f"but its name or model says it is {self.method}")
+        if self.method == "ngram":
             notes.append("vLLM before 0.7 spells the ngram window ngram_prompt_lookup_min/max.")
         model = self.vllm_speculative_config().get("model")
         if isinstance(model, str) and model.startswith("<FILL IN"):
             notes.append("speculative_config.model must name a checkpoint vLLM can load (a Hugging Face id "
                          "or path); replace the <FILL IN ...> value before use.")
-        if self.proposer_kind == "mtp":
+        if self.method == "mtp":
             notes.append("mtp: vLLM uses the target's own MTP layers; model may be omitted (it "
                          "defaults to the target).")
         if self.proposer_kind == "self_draft":
@@ -383,12 +411,12 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
                 and caps[x.name].mean > 0]
         if mine:
             best = max(mine, key=lambda x: caps[x.name].mean)
-            if best.max_k != advice.fixed_k:
-                advice = dataclasses.replace(advice, notes=(*advice.notes, (
-                    f"the capacity search's best {c.proposer} candidate is {best.name} (k={best.max_k}, "
-                    f"{caps[best.name].mean:.3g} req/s per replica), not k={advice.fixed_k}: this table "
-                    f"is the per-step view (no queueing, prefill or tails), so size the fleet by the "
-                    f"search and use the table for the cut-off")))
+            if best.max_k != advice.fixed_k and advice.fixed_k:
+                advice = dataclasses.replace(advice, fixed_k=best.max_k, notes=(*advice.notes, (
+                    f"num_speculative_tokens = {best.max_k}: the k of the capacity search's best "
+                    f"{c.proposer} candidate {best.name} ({caps[best.name].mean:.3g} req/s per replica, "
+                    f"queueing, prefill and tails included); the per-step table alone would pick "
+                    f"k={advice.fixed_k}")))
             else:
                 advice = dataclasses.replace(advice, notes=(*advice.notes, (
                     f"agrees with the capacity search: its best {c.proposer} candidate {best.name} "
