@@ -64,9 +64,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_seeds is not None and not 1 <= args.max_seeds <= 1000:
         raise SpecplanError(f"--max-seeds: must be in 1..1000, got {args.max_seeds}")
+    sizing: list[str] = []
+    sizes = None
+    if args.sizing:
+        from sim.decisions.fleet_sizing import sizing_lines
+
+        sizing, found = sizing_lines(scenario, _factors(args.sizing), profile=args.profile, candidates=cands,
+                                     seeds=seeds)
+        sizes = {z.candidate: z.replicas for z in found}
     try:
         result, answer = answer_scenario(scenario, args.profile, candidates=cands, seeds=seeds,
-                                         max_seeds=args.max_seeds, progress=progress)
+                                         max_seeds=args.max_seeds, progress=progress, sizes=sizes)
     finally:
         if bar is not None:
             bar.close()
@@ -80,12 +88,6 @@ def run(args: argparse.Namespace) -> int:
         paths.append(dj)
         if not args.json:
             print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
-    sizing: list[str] = []
-    if args.sizing:
-        from sim.decisions.fleet_sizing import sizing_lines
-
-        sizing = sizing_lines(scenario, _factors(args.sizing), profile=args.profile, candidates=cands,
-                              seeds=seeds)
     if args.json:
         doc = result.to_json()
         doc["decision"] = to_json(answer)

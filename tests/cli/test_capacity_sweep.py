@@ -33,7 +33,7 @@ def scenario_path(tmp_path: Path) -> Path:
 def test_capacity_json_and_out(scenario_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cap"
     rc = main(["capacity", str(scenario_path), "--json", "--max-evals", "5", "--rel-tol", "0.2",
-               "--seeds", "1", "--duration", "60", "--out", str(out)])
+               "--seeds", "1", "--max-seeds", "1", "--duration", "60", "--out", str(out)])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     names = [c["candidate"] for c in doc["candidates"]]
@@ -57,7 +57,7 @@ def test_capacity_json_and_out(scenario_path: Path, tmp_path: Path, capsys: pyte
 
 def test_capacity_table(scenario_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["capacity", str(scenario_path), "--max-evals", "4", "--rel-tol", "0.3",
-               "--seeds", "1", "--duration", "40", "--percentile", "99"])
+               "--seeds", "1", "--max-seeds", "1", "--duration", "40", "--percentile", "99"])
     assert rc == 0
     text = capsys.readouterr().out
     assert "ttft_ms_p99 ≤ 1500 ms" in text and "req/s per replica" in text
