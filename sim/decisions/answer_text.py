@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -126,10 +127,10 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
     return ", ".join(parts)
 
 
-def headline(d: Decision) -> str:
-    """The answer in one sentence."""
+def headline(d: Decision, tag: bool = True) -> str:
+    """The answer in one sentence (``tag``: name the window when it is not the whole run)."""
     f = d.facts
-    where = "" if d.window == "whole run" else f" [{d.window}]"
+    where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
     fleet = f"{f.replicas} {f.device}" if f.replicas == 1 else f"{f.replicas} × {f.device}"
     rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
     if d.outcome == "winner":
@@ -185,6 +186,24 @@ WIDTH = 100
 """Terminal columns the verdict block is wrapped to."""
 
 
+_CHECK = re.compile(r"(?P<m>ttft|tpot|e2el|pause)_ms_(?P<p>p\d+|median)=(?P<v>[\d.]+|inf)ms vs (?P<lim>[\d.]+)")
+_LOST = re.compile(r"lost=(?P<v>[\d.]+%) vs (?P<lim>[\d.]+%)")
+
+
+def plain(reason: str) -> str:
+    """A sustain check in words: ``ttft_ms_p95=1210ms vs 1000`` → ``TTFT p95 1,210 ms > 1,000 ms``."""
+    def check(m: re.Match[str]) -> str:
+        p = "p50" if m["p"] == "median" else m["p"]
+        v = m["v"] if m["v"] == "inf" else f"{float(m['v']):,.0f}"
+        return f"{m['m'].upper()} {p} {v} ms > {float(m['lim']):,.0f} ms"
+
+    return _LOST.sub(lambda m: f"{m['v']} of requests lost > {m['lim']}", _CHECK.sub(check, reason))
+
+
+def _fail(c: CandidateFacts) -> str:
+    return next((r for ok, r in zip(c.carries, c.carry_reason, strict=False) if not ok), "")
+
+
 def _clip(text: str) -> str:
     return text if len(text) <= WIDTH else text[: WIDTH - 1].rstrip() + "…"
 
@@ -203,14 +222,17 @@ def lines(answer: Answer, verbose: bool = False) -> list[str]:
         out += _wrap(f"{i}. {step}: {said}", "  ", "       ")
     for s in d.standings:
         c = d.facts.candidate(s.candidate)
-        why = f" ({s.why})" if s.status in ("cannot carry", "at risk") else ""
-        said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
+        if s.status in ("cannot carry", "at risk") and not verbose:
+            said = f"{s.candidate}: {s.status} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+        else:
+            why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
+            said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
         if verbose:
             out += _wrap(said, "  ", "      ")
         else:  # one line each; the reasons above say why, --verbose and the JSON say all
             out.append(_clip("  " + said))
     for w in answer.windows:
-        out += _wrap(f"{w.window}: {headline(w)}", "  ", "      ")
+        out += _wrap(f"{w.window}: {headline(w, tag=False)}", "  ", "      ")
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
                                      f"(±{100 * d.facts.latency_indifference:.0f} % latency) counts as equal")
     out += _wrap(f"statistics: {d.n_seeds} seed(s), {how}"
@@ -259,7 +281,7 @@ def rows(answer: Answer) -> list[Row]:
                 f"; {d.baseline} is the simpler one" if d.baseline in d.leaders else "")
             risk = "the difference is within the indifference amount; cost and latency decide nothing here"
         out.append(Row(s.step, c.name, "all", load + ("" if d.window == "whole run" else f", {d.window}"),
-                       obs, dec, risk, numbers(d, c)))
+                       obs, plain(dec), risk, numbers(d, c)))
     for w in answer.windows:
         out.append(_window_row(d, w))
     return out

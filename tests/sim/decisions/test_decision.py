@@ -162,3 +162,25 @@ def test_decisions_hold_everywhere(base, scale, who):
     assert rows_frame(table).height == len(table)
     assert all(math.isfinite(x) or x is None for c in to_json(Answer(d))["comparisons"]
                for x in [c["mean_difference"]] if x is not None)
+
+
+def test_windows_of_the_shipped_peak_and_restart_scenarios():
+    from pathlib import Path
+
+    from sim.contracts.scenario import load_scenario
+    from sim.decisions.windows import windows
+
+    repo = Path(__file__).resolve().parents[3]
+    (peak,) = windows(load_scenario(repo / "scenarios" / "decision-grid-peak.toml"))
+    assert (peak.t0, peak.t1) == (600.0, 900.0) and abs(peak.rate - 0.9) < 1e-9 and peak.label.startswith("peak 600–900 s")
+    restart, after = windows(load_scenario(repo / "scenarios" / "decision-grid-restart.toml"))
+    assert (restart.t0, restart.t1) == (600.0, 660.0) and "replica 0 down" in restart.label
+    assert (after.t0, after.t1) == (660.0, 1800.0) and "without speculation" in after.label
+    assert windows(load_scenario(repo / "scenarios" / "gpu-chat-h200.toml")) == []
+
+
+def test_sustain_checks_are_said_in_words():
+    from sim.decisions.answer_text import plain
+
+    assert plain("ttft_ms_p95=1210ms vs 1000") == "TTFT p95 1,210 ms > 1,000 ms"
+    assert plain("lost=44.0% vs 1.0%") == "44.0% of requests lost > 1.0%"
