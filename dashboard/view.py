@@ -221,7 +221,7 @@ def view_verdict(scenario: Scenario, result: ScenarioResult, sizing: list[Any],
                  answer: Answer | None) -> tuple[str, ...]:
     """The decision's lines at the scenario's load (what the terminal prints) and the fleet each
     candidate needs from the load points."""
-    out = list(lines(answer)) if answer is not None else ["verdict: one candidate only, nothing to compare"]
+    out = list(lines(answer, wrap=False)) if answer is not None else ["verdict: one candidate only, nothing to compare"]
     if sizing:
         offered = offered_rate(scenario, result)
         out.append(f"fleet for {offered:g} req/s, from the load points (upper bounds; `specplan "

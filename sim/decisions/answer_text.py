@@ -131,7 +131,7 @@ def headline(d: Decision, tag: bool = True) -> str:
     """The answer in one sentence (``tag``: name the window when it is not the whole run)."""
     f = d.facts
     where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
-    fleet = f"{f.replicas} {f.device}" if f.replicas == 1 else f"{f.replicas} × {f.device}"
+    fleet = fleet_words(f.replicas, f.device)
     rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
     if d.outcome == "winner":
         w = d.winner
@@ -159,6 +159,9 @@ def headline(d: Decision, tag: bool = True) -> str:
         if not d.leaders:
             if d.question == "capacity":
                 return f"no winner{where}: no candidate sustains the SLO at any rate probed"
+            if d.window != "whole run":
+                return (f"no winner{where}: no candidate carries {rate} at the SLO on {fleet} during "
+                        f"this window")
             need = [(c.name, c.replicas) for c in f.candidates if c.replicas is not None]
             tail = ("; each needs: " + ", ".join(f"{n} {r} replica(s)" for n, r in need)) if need else (
                 f"; `specplan capacity --target-rate {f.rate:g}` gives each one's fleet" if f.rate else "")
@@ -177,6 +180,13 @@ def headline(d: Decision, tag: bool = True) -> str:
             f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
             else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
     return base
+
+
+def fleet_words(replicas: int, device: str) -> str:
+    """"1 H200", "2 × H200", "2 replicas"."""
+    if device == "replica":
+        return "1 replica" if replicas == 1 else f"{replicas} replicas"
+    return f"{replicas} {device}" if replicas == 1 else f"{replicas} × {device}"
 
 
 _STEP_ORDER = {"load": 0, "goodput vs baseline": 0, "GPUs": 1, "cost": 2, "goodput": 2, "latency": 3, "seeds": 4}
@@ -213,13 +223,13 @@ def _wrap(text: str, indent: str, more: str) -> list[str]:
                          break_on_hyphens=False) or [indent]
 
 
-def lines(answer: Answer, verbose: bool = False) -> list[str]:
-    """The verdict block every surface leads with (wrapped to 100 columns; ``verbose``: the
-    intervals and the full statistical method)."""
+def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]:
+    """The verdict block every surface leads with (``wrap``: to 100 columns, for a terminal; a
+    page lists each item whole; ``verbose``: the intervals and the full statistical method)."""
     d = answer.whole
-    out = _wrap(f"verdict: {headline(d)}", "", "    ")
+    items: list[tuple[str, str, str, bool]] = [(f"verdict: {headline(d)}", "", "    ", False)]
     for i, (step, said) in enumerate(d.steps, 1):
-        out += _wrap(f"{i}. {step}: {said}", "  ", "       ")
+        items.append((f"{i}. {step}: {said}", "  ", "       ", False))
     for s in d.standings:
         c = d.facts.candidate(s.candidate)
         if s.status in ("cannot carry", "at risk") and not verbose:
@@ -227,16 +237,19 @@ def lines(answer: Answer, verbose: bool = False) -> list[str]:
         else:
             why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
             said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
-        if verbose:
-            out += _wrap(said, "  ", "      ")
-        else:  # one line each; the reasons above say why, --verbose and the JSON say all
-            out.append(_clip("  " + said))
+        # one line each in a terminal; the reasons above say why, --verbose and the JSON say all
+        items.append((said, "  ", "      ", not verbose))
     for w in answer.windows:
-        out += _wrap(f"{w.window}: {headline(w, tag=False)}", "  ", "      ")
+        items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
                                      f"(±{100 * d.facts.latency_indifference:.0f} % latency) counts as equal")
-    out += _wrap(f"statistics: {d.n_seeds} seed(s), {how}"
-                 + (f"; {answer.budget_note}" if answer.budget_note else ""), "  ", "      ")
+    items.append((f"statistics: {d.n_seeds} seed(s), {how}"
+                  + (f"; {answer.budget_note}" if answer.budget_note else ""), "  ", "      ", False))
+    if not wrap:
+        return [text for text, *_ in items]
+    out: list[str] = []
+    for text, indent, more, clip in items:
+        out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
     return out
 
 

@@ -284,6 +284,8 @@ def _first_fail(c: CandidateFacts) -> str:
 
 
 def _fleet(f: Facts) -> str:
+    if f.device == "replica":
+        return "1 replica" if f.replicas == 1 else f"{f.replicas} replicas"
     return f"{f.replicas} {f.device}" if f.replicas == 1 else f"{f.replicas} × {f.device}"
 
 
