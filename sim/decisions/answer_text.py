@@ -129,6 +129,10 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
 
 def headline(d: Decision, tag: bool = True) -> str:
     """The answer in one sentence (``tag``: name the window when it is not the whole run)."""
+    return (_short_fleet(d) if d.question == "capacity" else "") + _headline(d, tag)
+
+
+def _headline(d: Decision, tag: bool) -> str:
     f = d.facts
     where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
     fleet = fleet_words(f.replicas, f.device)
@@ -139,16 +143,7 @@ def headline(d: Decision, tag: bool = True) -> str:
         decisive = [s for s in d.standings if s.candidate != w]
         last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
         if d.question == "capacity":
-            c = f.candidate(w)
-            size = (f"{c.replicas if c.replicas is not None else '?'} replica(s) for {rate}"
-                    + (" (at risk: covers the mean only)" if c.replicas_at_risk else ""))
-            cap = f"{_mean(c.capacity):.3g} req/s per replica"
-            why = {"load": f"the only candidate that sustains the SLO ({cap}); {size}",
-                   "GPUs": f"the most req/s per replica ({cap}); {size}",
-                   "cost": f"the cheapest fleet for {rate}: {size}",
-                   "latency": f"capacity within ±{100 * f.indifference:.0f} % of the best ({cap}) and the "
-                              f"same fleet cost, and the fastest at {rate}; {size}"}
-            return f"{w}{where}: {why.get(last, size)}"
+            return _capacity_winner(d, w, rate, where)
         why = {"load": f"the only candidate that carries {rate} at the SLO on {fleet}",
                "cost": f"carries {rate} at the SLO on {fleet} at the lowest cost per good answer",
                "goodput": f"carries {rate} at the SLO on {fleet} with the most good answers",
@@ -180,6 +175,36 @@ def headline(d: Decision, tag: bool = True) -> str:
             f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
             else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
     return base
+
+
+def _capacity_winner(d: Decision, w: str, rate: str, where: str) -> str:
+    """The capacity question's winner, named with the step that decided it."""
+    f = d.facts
+    decisive = [s for s in d.standings if s.candidate != w]
+    last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
+    c = f.candidate(w)
+    size = (f"{c.replicas if c.replicas is not None else '?'} replica(s) for {rate}"
+            + (" (at risk: covers the mean only)" if c.replicas_at_risk else ""))
+    cap = f"{_mean(c.capacity):.3g} req/s per replica"
+    why = {"load": f"the only candidate that sustains the SLO ({cap}); {size}",
+           "GPUs": f"the most req/s per replica ({cap}); {size}",
+           "cost": f"the cheapest fleet for {rate}: {size}",
+           "latency": f"capacity within ±{100 * f.indifference:.0f} % of the best ({cap}) and the "
+                      f"same fleet cost, and the fastest at {rate}; {size}"}
+    return f"{w}{where}: {why.get(last, size)}"
+
+
+def _short_fleet(d: Decision) -> str:
+    """"1 H200 cannot carry 30 req/s at the SLO with any candidate: each needs …; " when the
+    scenario's own fleet is below every candidate's capacity for the target."""
+    f = d.facts
+    if not f.rate or not f.candidates:
+        return ""
+    if any(sum(c.capacity) / max(len(c.capacity), 1) * f.replicas >= f.rate for c in f.candidates):
+        return ""
+    need = ", ".join(f"{c.name} {c.replicas}" for c in f.candidates if c.replicas is not None)
+    return (f"{fleet_words(f.replicas, f.device)} cannot carry {f.rate:g} req/s at the SLO with any "
+            f"candidate" + (f"; replicas each needs: {need}" if need else "") + ". ")
 
 
 def fleet_words(replicas: int, device: str) -> str:

@@ -184,3 +184,22 @@ def test_sustain_checks_are_said_in_words():
 
     assert plain("ttft_ms_p95=1210ms vs 1000") == "TTFT p95 1,210 ms > 1,000 ms"
     assert plain("lost=44.0% vs 1.0%") == "44.0% of requests lost > 1.0%"
+
+
+def test_a_fleet_below_every_capacity_says_so_with_each_ones_replicas():
+    from sim.decisions.answer import capacity_answer
+    from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
+    from sim.decisions.capacity_search import CapacitySearch
+    from sim.decisions.sustain import SustainCriteria
+
+    def cc(name, caps, sim_n):
+        per = tuple(CapacitySearch(x, x * 0.99, x * 1.01, "bracketed", ()) for x in caps)
+        return CandidateCapacity(name, per, (1, 2, 3), 30.0, sim_n, "ok")
+
+    rep = CapacityReport("s", SustainCriteria({"ttft": 1000.0}), (cc("baseline", [12.0, 12.2, 12.1], 3),
+                         cc("eagle", [20.0, 20.3, 20.1], 2)), None, None, (), 0.1, 8, 60.0,
+                         replica_hourly={"baseline": 4.0, "eagle": 4.0}, start_seeds=3, max_seeds=3)
+    d = capacity_answer(rep, device="H200").whole
+    assert d.winner == "eagle"
+    assert headline(d).startswith("1 H200 cannot carry 30 req/s at the SLO with any candidate; replicas "
+                                  "each needs: baseline 3, eagle 2. eagle: the most req/s per replica")
