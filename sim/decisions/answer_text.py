@@ -114,13 +114,13 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
         else:
             parts.append("no capacity found")
         if c.replicas is not None:
-            rep = f"{c.replicas} replica(s) for {d.facts.rate:g} req/s"
+            rep = f"{c.replicas} replica(s)" + ("" if short else f" for {d.facts.rate:g} req/s")
             if c.replicas_at_risk:
                 rep += " (at risk: covers the mean capacity only)"
             parts.append(rep)
             cost = cost_at_size(c, d.facts.rate)
             if math.isfinite(cost):
-                parts.append(f"{_money(cost)} per 1k answers at that size")
+                parts.append(f"{_money(cost)}/1k answers" if short else f"{_money(cost)} per 1k answers at that size")
     acc = c.shown.get("mean_acceptance_length")
     if acc is not None and not c.baseline and not short:
         parts.append(f"acceptance length {acc:.2f}")
