@@ -13,7 +13,7 @@ from sim.decisions.answer_text import Answer, headline, lines, rows, rows_frame,
 from sim.decisions.decision import decide
 from sim.decisions.facts import CandidateFacts, Facts
 from sim.decisions.paired import mean_interval, paired
-from sim.decisions.policy_advice import vllm_method
+from sim.decisions.vllm_config import vllm_method
 
 
 def cand(name: str, goodput, *, carries=None, latency=None, hourly=4.0, baseline=None) -> CandidateFacts:
