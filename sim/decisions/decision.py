@@ -222,8 +222,9 @@ def _fleet_steps(run: _Run) -> None:
         if not carry and partly:
             run.undetermined += [c.name for c in partly]
             return
-        base = f.candidate(f.baseline)
-        if f.baseline not in run.pool:
+        names = [c.name for c in f.candidates]
+        base = f.candidate(f.baseline) if f.baseline in names else None
+        if base is not None and f.baseline not in run.pool:
             for name in list(run.pool):
                 p = paired(f.candidate(name).goodput, base.goodput, higher_better=True, rel_delta=f.indifference)
                 run.comparisons.append(Comparison("goodput vs baseline", name, f.baseline, p, "req/s"))

@@ -203,3 +203,8 @@ def test_a_fleet_below_every_capacity_says_so_with_each_ones_replicas():
     assert d.winner == "eagle"
     assert headline(d).startswith("1 H200 cannot carry 30 req/s at the SLO with any candidate; replicas "
                                   "each needs: baseline 3, eagle 2. eagle: the most req/s per replica")
+
+
+def test_candidates_chosen_without_the_baseline_are_still_decided():
+    d = decide(fleet(cand("draft", [8.0, 8.1, 7.9], baseline=False), cand("eagle", [9.5, 9.6, 9.4])))
+    assert d.winner == "eagle" and d.facts.baseline == "baseline"
