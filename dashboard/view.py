@@ -34,7 +34,7 @@ from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
-from sim.decisions.answer import answer_scenario
+from sim.decisions.answer import answer_scenario, device_of, with_load_limit
 from sim.decisions.answer_text import Answer, lines, rows, rows_frame
 from sim.results import metric_names as mn
 from sim.results.runner import ScenarioResult, run_scenario
@@ -171,6 +171,8 @@ def compute_view(
         base, answer = answer_scenario(base_s, profile, result=base,
                                        sizes={z.candidate: z.replicas for z in sizing})
         results[1.0] = (base_s, base)
+        answer = with_load_limit(answer, [(offered_rate(s, r), r) for f, (s, r) in results.items() if f > 1.0],
+                                 device=device_of(profile, base_s))
         if len(base.seeds) > before and progress is not None:
             progress(total, total, f"load ×1: {len(base.seeds)} seeds")
     else:

@@ -65,6 +65,25 @@ def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budge
     return Answer(whole, tuple(parts), budget_note)
 
 
+def with_load_limit(answer: Answer, points: Sequence[tuple[float, Any]], *, device: str = "replica") -> Answer:
+    """``answer`` with the lowest load above the question's (``points``: offered fleet rate and
+    result at each load point) where its winner falls out of the leaders while another candidate
+    leads, judged by the same decision; unchanged when no load shows that (a load where nothing
+    carries takes no advantage away)."""
+    import dataclasses
+
+    d = answer.whole
+    if d.winner is None or d.facts.rate is None:
+        return answer
+    for rate, res in sorted(points, key=lambda p: p[0]):
+        if rate <= d.facts.rate * (1 + 1e-9) or d.winner not in res.candidates:
+            continue
+        at = answer_of(res, device=device).whole
+        if at.leaders and d.winner not in at.leaders and at.outcome != "undetermined":
+            return dataclasses.replace(answer, load_limit=at)
+    return answer
+
+
 def next_seeds(have: Sequence[int], n: int) -> list[int]:
     """``n`` new seeds: the integers after the largest one run."""
     top = max(have)

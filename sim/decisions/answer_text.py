@@ -32,6 +32,9 @@ class Answer:
     windows: tuple[Decision, ...] = ()
     budget_note: str = ""
     """How the seeds were chosen (added until resolved, or the budget that stopped them)."""
+    load_limit: Decision | None = None
+    """The decision at the lowest simulated load above the question's where the winner is no
+    longer among the leaders while another candidate is (None: no load shows that)."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +269,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", not verbose))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
+    if answer.load_limit is not None:
+        items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
                                      f"(±{100 * d.facts.latency_indifference:.0f} % latency) counts as equal")
     items.append((f"statistics: {d.n_seeds} seed(s), {how}"
@@ -322,7 +327,22 @@ def rows(answer: Answer) -> list[Row]:
                        obs, plain(dec), risk, numbers(d, c)))
     for w in answer.windows:
         out.append(_window_row(d, w))
+    lim = answer.load_limit
+    if lim is not None and d.winner is not None:
+        out.append(Row("load limit", d.winner, "all", f"{lim.facts.rate:g} req/s", headline(lim),
+                       limit_words(answer), "load points are coarse: the limit lies between the two "
+                       "simulated loads; `specplan capacity` searches it", {"rate": lim.facts.rate or 0.0}))
     return out
+
+
+def limit_words(answer: Answer) -> str:
+    """"above 24 req/s eagle3-k3's advantage is gone: at 30 req/s it cannot carry (…), X leads"."""
+    d, lim = answer.whole, answer.load_limit
+    assert lim is not None and d.winner is not None
+    st = lim.standing(d.winner)
+    lead = ", ".join(lim.leaders)
+    return (f"{d.winner}'s advantage is gone at {lim.facts.rate:g} req/s: it is {st.status} there "
+            f"({plain(st.why)}) and {lead} lead{'s' if len(lim.leaders) == 1 else ''}")
 
 
 def _window_row(whole: Decision, w: Decision) -> Row:

@@ -161,3 +161,22 @@ def test_simulate_sizing_gives_the_replicas_each_candidate_needs(tmp_path, capsy
     assert out[i + 2].startswith("  spec-k2: ≤ 1 replica(s) for 5 req/s")
     assert any(line.startswith("  statistics") for line in out[i - 3:i])  # right under the verdict
     assert main(["simulate", str(path), "--sizing", "0,x"]) == 2
+
+
+def test_a_winners_load_limit_is_said_only_where_a_load_point_shows_it(tmp_path):
+    """The draft costs as much again per hour: at 2 req/s both carry the load and the baseline is
+    cheaper per good answer; at 5 req/s the baseline's queue runs away and the draft leads."""
+    text = scenario_text(2.0, 1, 1000.0, 1.0, seeds=(1, 2, 3), max_seeds=3).replace(
+        "price_per_gpu_hour = 1.0", "price_per_gpu_hour = 1.0\ndraft_price_per_hour = 1.0")
+    path = make_root(tmp_path, text)
+    sc, prof = load_scenario(path), load_profile(tmp_path / "profiles" / "dd1.json")
+    view = compute_view(sc, prof, load_factors=(1.0, 2.5))
+    assert view.answer.whole.winner == "baseline"
+    limit = view.answer.load_limit
+    assert limit is not None and limit.facts.rate == 5.0
+    assert set(limit.leaders) == {"spec-k2", "spec-copy"}
+    rows = view.decisions.filter(view.decisions["rule"] == "load limit").to_dicts()
+    assert len(rows) == 1 and rows[0]["decision"].startswith("baseline's advantage is gone at 5 req/s")
+    assert any(line.startswith("load limit: baseline's advantage is gone at 5 req/s") for line in view.verdict)
+    # no higher load point: nothing is said
+    assert compute_view(sc, prof, load_factors=(0.5, 1.0)).answer.load_limit is None
