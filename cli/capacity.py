@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", metavar="N", default="1", help="processes that simulate the "
                         "independent load levels side by side (same results); 'auto' = this "
                         "machine's CPUs; default 1")
+    parser.add_argument("--max-seeds", metavar="N", help="replication budget: while the capacities "
+                        "cannot be told apart, seeds are added until they can or N ran (default: "
+                        "the scenario's run.max_seeds, 10)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
@@ -114,16 +117,27 @@ def run(args: argparse.Namespace) -> int:
         profile_band=not args.no_profile_band,
         cache_dir=Path(args.out) / "probes" if args.out else None,
         workers=_jobs(args.jobs),
+        max_seeds=_max_seeds(args.max_seeds),
     )
+    from sim.decisions.answer import capacity_answer, device_of
+
+    answer = capacity_answer(report, device=device_of(profile, scenario))
     advice = _advice(scenario, profile, report, cands)
-    doc = to_json(report, advice)
+    doc = to_json(report, advice, answer)
     if args.out:
-        write_outputs(report, doc, Path(args.out))
+        write_outputs(report, doc, Path(args.out), answer)
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print("\n".join(format_report(report, advice, verbose=args.verbose)))
+        print("\n".join(format_report(report, advice, answer, verbose=args.verbose)))
     return 0
+
+
+def _max_seeds(raw: str | None) -> int | None:
+    n = _num("--max-seeds", raw, int)
+    if n is not None and not 1 <= n <= 1000:
+        raise SpecplanError(f"--max-seeds: must be in 1..1000, got {n}")
+    return n
 
 
 def _advice(scenario: Any, profile: Any, report: Any, cands: list[str] | None) -> list[Any]:
@@ -133,11 +147,10 @@ def _advice(scenario: Any, profile: Any, report: Any, cands: list[str] | None) -
     return advise_for_capacity(scenario, profile, report, cands)
 
 
-def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
+def to_json(report: Any, advice: list[Any], answer: Any) -> dict[str, Any]:
+    from sim.decisions import answer_text as at
     from sim.decisions.bottleneck import Bottleneck
     from sim.decisions.bottleneck_text import evidence, limit_label
-    from sim.decisions.rules import decisions_frame
-    from sim.results.verdict import capacity_verdict
 
     c = report.criteria
     return {
@@ -147,7 +160,9 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
         "search": {"rel_tol": report.rel_tol, "max_evals": report.max_evals,
                    "duration_s": report.duration_s},
         "candidates": [
-            {"candidate": r.candidate, "capacity_rps_mean": r.mean, "capacity_rps_ci95": r.ci95,
+            {"candidate": r.candidate, "capacity_rps_mean": r.mean,
+             "capacity_rps_ci95": _interval(answer, r.candidate)[1],
+             "capacity_rps_interval": _interval(answer, r.candidate)[2],
              "capacity_rps_profile_band": list(r.profile_band) if r.profile_band else None,
              "fleet_replicas": r.fleet_replicas,
              "per_seed": [{"seed": sd, "capacity_rps": s.rate / r.fleet_replicas,
@@ -155,14 +170,17 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
                            "status": s.status, "evaluations": len(s.probes),
                            "probes": [[p.rate, p.sustained, p.margin, p.reason] for p in s.probes]}
                           for sd, s in zip(r.seeds, r.per_seed, strict=True)],
-             "target_rate": r.target_rate, "replicas": r.replicas, "replicas_status": r.replicas_status,
+             "target_rate": r.target_rate, "replicas": _reps(answer, r.candidate),
+             "replicas_covering_mean": answer.whole.facts.candidate(r.candidate).replicas_mean,
+             "replicas_at_risk": answer.whole.facts.candidate(r.candidate).replicas_at_risk,
+             "replicas_sustaining_every_seed": r.replicas, "replicas_status": r.replicas_status,
              "gpus_per_replica": report.gpus_per_replica,
-             "gpus": None if r.replicas is None else r.replicas * report.gpus_per_replica,
-             "cost_per_good_answer_usd": (r.operating_row or {}).get("cost_per_good_answer_usd"),
+             "gpus": None if _reps(answer, r.candidate) is None else _reps(answer, r.candidate) * report.gpus_per_replica,
              "operating_point": r.operating_row}
             for r in report.candidates
         ],
-        "decisions": decisions_frame(report.decisions()).to_dicts(),
+        "decision": at.to_json(answer),
+        "decisions": at.rows_json(at.rows(answer)),
         "bottlenecks": [{**b.to_row(), "limit_label": limit_label(b), "evidence": evidence(b)}
                         for b in report.bottlenecks if isinstance(b, Bottleneck)],
         "policy_advice": [
@@ -171,15 +189,42 @@ def to_json(report: Any, advice: list[Any]) -> dict[str, Any]:
              "vllm_speculative_config": a.vllm_speculative_config(), "vllm_notes": a.vllm_notes(),
              "sources": list(a.sources), "notes": list(a.notes)} for a in advice
         ],
-        "verdict": capacity_verdict(report),
         "sources": [*report.sources, *([report.price_source] if report.price_source else [])],
         "notes": list(report.notes),
     }
 
 
-def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
+def _at_size(answer: Any, name: str) -> float | None:
+    """$ per answer at the banked fleet size (None: no size or no price)."""
+    import math as _m
+
+    from sim.decisions.decision import cost_at_size
+
+    v = cost_at_size(answer.whole.facts.candidate(name), answer.whole.facts.rate) / 1000.0
+    return v if _m.isfinite(v) else None
+
+
+def _reps(answer: Any, name: str) -> int | None:
+    return answer.whole.facts.candidate(name).replicas
+
+
+def _interval(answer: Any, name: str) -> tuple[float, float | None, str]:
+    """Mean capacity, its half-width (seeds' t interval, never narrower than the search
+    bracket's) and the words for it."""
+    from sim.decisions.paired import mean_interval
+
+    c = answer.whole.facts.candidate(name)
+    if not c.capacity or not any(x > 0 for x in c.capacity):
+        return 0.0, None, "no capacity found"
+    m, half, txt = mean_interval(c.capacity)
+    if half is not None and half < c.capacity_resolution:
+        return m, c.capacity_resolution, f"± {c.capacity_resolution:.2g} (the search bracket's half-width)"
+    return m, half, txt
+
+
+def write_outputs(report: Any, doc: dict[str, Any], out: Path, answer: Any) -> None:
+    from sim.decisions.answer_text import rows, rows_frame
     from sim.decisions.bottleneck import bottlenecks_frame
-    from sim.decisions.rules import decisions_frame
 
     ensure_dir(out)  # every file below is written whole or not at all (sim/results/atomic_io.py)
     write_text_atomic(out / "capacity.json", json.dumps(doc, indent=2, default=str) + "\n")
@@ -187,7 +232,7 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path) -> None:
         write_parquet_atomic(report.load_summary, out / "load_levels.parquet")
     if report.operating_summary.height:
         write_parquet_atomic(report.operating_summary, out / "operating_point.parquet")
-    write_parquet_atomic(decisions_frame(report.decisions()), out / "decisions.parquet")
+    write_parquet_atomic(rows_frame(rows(answer)), out / "decisions.parquet")
     bf = bottlenecks_frame(list(report.bottlenecks))
     if bf.height:
         write_parquet_atomic(bf, out / "bottlenecks.parquet")
@@ -200,11 +245,11 @@ def _money(v: Any) -> str:
     return "∞" if math.isinf(v) else f"${1000.0 * v:.3g}"
 
 
-def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list[str]:
+def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = False) -> list[str]:
+    from sim.decisions.answer_text import format_rows, rows
+    from sim.decisions.answer_text import lines as verdict_lines
     from sim.decisions.bottleneck_text import format_bottlenecks
-    from sim.decisions.rules import format_decisions
     from sim.results.summary_table import condense_notes, short_source
-    from sim.results.verdict import capacity_verdict
 
     c = report.criteria
     limits = ", ".join(f"{c.column(m)} ≤ {v:g} ms" for m, v in c.limits_ms.items())
@@ -216,37 +261,42 @@ def format_report(report: Any, advice: list[Any], verbose: bool = False) -> list
         f"simulated per probe",
         "",
         f"{'candidate':<18} {'req/s per replica':>18} {'±95% CI':>8}  {'per seed':<22} {'probes':>6} "
-        f"{'replicas':>9} {'@ req/s':>8}  $ per 1k good answers",
+        f"{'replicas':>9} {'@ req/s':>8}  $ per 1k answers at that size",
     ]
-    verdict = capacity_verdict(report)
-    if verdict:
-        lines[0:0] = [*verdict, ""]
+    lines[0:0] = [*verdict_lines(answer), ""]
     fleets = {r.fleet_replicas for r in report.candidates}
     if fleets != {1}:
         lines.insert(2, f"searched on the scenario's fleet of {', '.join(map(str, sorted(fleets)))} "
                         f"replicas; capacity shown per replica (fleet ÷ replicas)")
     for r in report.candidates:
         per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)
-        reps = "-" if r.replicas is None else str(r.replicas)
+        n = _reps(answer, r.candidate)
+        reps = "-" if n is None else str(n) + ("*" if answer.whole.facts.candidate(r.candidate).replicas_at_risk else "")
         cap = f"{r.mean:.3g}" if r.mean > 0 else "none"
-        lines.append(f"{r.candidate:<18} {cap:>18} {r.ci95:>8.2g}  {per_seed:<22} "
+        half = _interval(answer, r.candidate)[1]
+        ci = "n/a" if half is None else f"{half:.2g}"
+        lines.append(f"{r.candidate:<18} {cap:>18} {ci:>8}  {per_seed:<22} "
                      f"{r.evaluations:>6} {reps:>9} {r.target_rate:>8.3g}  "
-                     f"{_money((r.operating_row or {}).get('cost_per_good_answer_usd'))}")
+                     f"{_money(_at_size(answer, r.candidate))}")
         if r.profile_band is not None:
             lines.append(f"{'':<18} model band: {r.profile_band[0]:.3g}–{r.profile_band[1]:.3g} req/s per "
                          f"replica with every step at the profile's p90 / p10 times (seed {r.seeds[0]})")
         if r.bounded:
             lines.append(f"{'':<18} note: {r.bounded}")
-        if r.replicas is None:
+        if n is None:
             lines.append(f"{'':<18} note: {r.replicas_status}")
+        elif answer.whole.facts.candidate(r.candidate).replicas_at_risk:
+            lines.append(f"{'':<18} * at risk: {n} replica(s) cover the mean capacity only (no lower "
+                         f"95 % bound above zero at {len(r.seeds)} seed(s))")
     g = report.gpus_per_replica
     if g > 1:
-        gpus = ", ".join(f"{r.candidate} {r.replicas} × {g} = {r.replicas * g} GPUs"
-                         for r in report.candidates if r.replicas is not None)
+        gpus = ", ".join(f"{r.candidate} {_reps(answer, r.candidate)} × {g} = {_reps(answer, r.candidate) * g} GPUs"
+                         for r in report.candidates if _reps(answer, r.candidate) is not None)
         lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
                      f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
-    lines += ["", "decisions (load levels: fractions of the baseline's capacity; rates per replica):",
-              format_decisions(report.decisions())]
+    lines += ["replicas: the fewest whose fleet capacity's lower 95 % bound covers the target (and that "
+              "sustain it on every seed when simulated)", "",
+              "decisions (derived from the verdict above):", format_rows(rows(answer))]
     if report.bottlenecks:
         lines += ["", "what limits capacity (judged at each candidate's capacity point, by saturation):",
                   *format_bottlenecks(list(report.bottlenecks))]

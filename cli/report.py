@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="load points as multiples of the scenario's rate (default 0.5,1,1.5,2)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="run only the first N of the scenario's seeds (default: all of them)")
+    parser.add_argument("--max-seeds", type=int, default=None,
+                        help="replication budget of the decision (default: the scenario's run.max_seeds, 10)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                         help="what-if override, e.g. --set workload.rate=2 --set candidates[ngram-k3].k=4")
 
@@ -43,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
         if args.seeds < 1:
             raise SpecplanError(f"--seeds: must be >= 1, got {args.seeds}")
         scenario = scenario.with_overrides({"run.seeds": list(scenario.run.seeds)[: args.seeds]})
+    if args.max_seeds is not None:
+        if not 1 <= args.max_seeds <= 1000:
+            raise SpecplanError(f"--max-seeds: must be in 1..1000, got {args.max_seeds}")
+        scenario = scenario.with_overrides({"run.max_seeds": args.max_seeds})
     profile = load_profile(args.profile) if args.profile else resolve_profile(scenario, None)
     factors = parse_load_factors(args.load)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.scenario import load_scenario
-from sim.results.runner import run_scenario
 from sim.results.summary_table import render
 
 
@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--verbose", action="store_true",
                         help="intervals in every cell, the full provenance and every note")
+    parser.add_argument("--max-seeds", metavar="N", type=int, default=None,
+                        help="replication budget: while the answer is undetermined, seeds are added "
+                             "until it is resolved or N ran (default: the scenario's run.max_seeds, 10)")
     parser.add_argument("--sizing", metavar="F,F,…",
                         help="also run these load factors (e.g. 0.5,1,1.5,2) and print the replicas each "
                              "candidate needs for the scenario's rate and the cost at that size")
@@ -56,28 +59,44 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(label)
             bar.update(done - bar.n)
 
+    from sim.decisions.answer import answer_scenario
+    from sim.decisions.answer_text import lines, rows, rows_json, to_json
+
+    if args.max_seeds is not None and not 1 <= args.max_seeds <= 1000:
+        raise SpecplanError(f"--max-seeds: must be in 1..1000, got {args.max_seeds}")
+    sizing: list[str] = []
+    sizes = None
+    if args.sizing:
+        from sim.decisions.fleet_sizing import sizing_lines
+
+        sizing, found = sizing_lines(scenario, _factors(args.sizing), profile=args.profile, candidates=cands,
+                                     seeds=seeds)
+        sizes = {z.candidate: z.replicas for z in found}
     try:
-        result = run_scenario(scenario, args.profile, cands, seeds, progress)
+        result, answer = answer_scenario(scenario, args.profile, candidates=cands, seeds=seeds,
+                                         max_seeds=args.max_seeds, progress=progress, sizes=sizes)
     finally:
         if bar is not None:
             bar.close()
     if args.out:
+        from sim.results.atomic_io import write_text_atomic
+
         paths = result.write(args.out)
+        dj = Path(args.out) / "decision.json"
+        write_text_atomic(dj, json.dumps({"decision": to_json(answer), "decision_rows": rows_json(rows(answer))},
+                                         indent=2, allow_nan=False) + "\n")
+        paths.append(dj)
         if not args.json:
             print(f"wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
-    sizing: list[str] = []
-    if args.sizing:
-        from sim.decisions.fleet_sizing import sizing_lines
-
-        sizing = sizing_lines(scenario, _factors(args.sizing), profile=args.profile, candidates=cands,
-                              seeds=seeds)
     if args.json:
         doc = result.to_json()
+        doc["decision"] = to_json(answer)
+        doc["decision_rows"] = rows_json(rows(answer))
         if sizing:
             doc["fleet_sizing"] = sizing
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        text = render(result, by_segment=args.by_segment, verbose=args.verbose)
+        text = render(result, by_segment=args.by_segment, verbose=args.verbose, verdict=lines(answer, verbose=args.verbose))
         if sizing:  # right under the verdict block, before the table
             head, sep, rest = text.partition("\n\ncells: ")
             text = head + "\n" + "\n".join(sizing) + sep + rest

@@ -66,11 +66,26 @@ def run(args: argparse.Namespace) -> int:
                 cluster=args.cluster, resume=args.resume, all_segments=args.segments,
                 progress=sys.stderr.isatty())
     dt = time.perf_counter() - t0
-    from sim.results.verdict import sweep_verdict
-
-    for line in sweep_verdict(res.frame, [v.key for v in varies], scenario.baseline.name,
-                              has_slo=bool(scenario.slo.limits)):
+    for line in sweep_lines(res.frame, [v.key for v in varies]):
         print(line)
     print(f"{res.computed} computed, {res.skipped} already done in {dt:.1f} s; "
           f"{res.frame.height} rows → {out}")
     return 0
+
+
+def sweep_lines(frame, keys: list[str], most: int = 12) -> list[str]:  # noqa: ANN001 - pl.DataFrame
+    """One line per grid point: the decision each cell carries (computed in the cell)."""
+    if frame.is_empty() or "decision_headline" not in frame.columns:
+        return []
+    keys = [k for k in keys if k in frame.columns]
+    points = frame.select([*keys, "decision_headline"]).unique(maintain_order=True)
+    out = ["verdict per grid point (each cell decided over its own seeds; sim/decisions/decision.py):"]
+    if "seed" in keys:
+        out.append("  (seed is varied: each cell holds one seed, and one seed decides nothing; list "
+                   "the seeds in run.seeds instead)")
+    for row in points.iter_rows(named=True):
+        where = ", ".join(f"{k}={row[k]}" for k in keys) or "the scenario"
+        out.append(f"  {where}: {row['decision_headline']}")
+    if len(out) > most + 1:
+        out = [*out[: most + 1], f"  … {len(out) - most - 1} more grid points in the table"]
+    return out

@@ -273,8 +273,7 @@ def _page_parts(out: RunOutput) -> tuple:
     """A finished run as the page's components: figures, decisions, key numbers, provenance."""
     figs = [out.figures[fid] for fid in FIGURE_IDS]
     decisions = (ly.table(out.decisions, DECISION_COLUMNS, "sp-table sp-decisions") if out.decisions
-                 else html.P("No decision rule fired: no difference between candidates exceeded its "
-                             "threshold.", className="sp-muted"))
+                 else html.P("No decision: one candidate only, nothing to compare.", className="sp-muted"))
     kcols = [(k, k) for k in (out.key_numbers[0].keys() if out.key_numbers else ())]
     keys = html.Div([html.Ul([html.Li(line.strip()) for line in out.verdict], className="sp-verdict"),
                      ly.table(out.key_numbers, kcols, "sp-table sp-numbers")])

@@ -44,7 +44,8 @@ class ReportContent:
     figures: Sequence[tuple[str, str, go.Figure | Mapping[str, Any]]]
     """(section, figure id, figure or its JSON dict) in display order."""
     decisions: Sequence[Mapping[str, Any]]
-    """Rows of ``sim.decisions.rules.decisions_frame`` (``numbers`` as a JSON string or a mapping)."""
+    """Rows of ``sim.decisions.answer_text.rows_frame``: the decision's table (``numbers`` as a
+    JSON string or a mapping)."""
     key_numbers: Sequence[Mapping[str, Any]]
     """One row per candidate at the scenario's load (``dashboard.view.key_numbers``)."""
     scenario_toml: str
@@ -52,7 +53,8 @@ class ReportContent:
     notes: Sequence[str] = ()
     subtitle: str = ""
     verdict: Sequence[str] = ()
-    """The answer first: ``dashboard.view.View.verdict`` (verdict, fleet each candidate needs)."""
+    """The answer first: ``dashboard.view.View.verdict`` (the decision's lines, the same the
+    terminal prints, and the fleet each candidate needs)."""
     limits: Sequence[str] = ()
     """What limits each candidate's capacity, one line each (``sim.decisions.bottleneck_text``)."""
     generated: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
@@ -67,9 +69,11 @@ def format_numbers(numbers: Any) -> str:
             return numbers
     if not isinstance(numbers, Mapping):
         return ""
+    from sim.decisions.answer_text import NUMBER_LABELS
+
     parts = []
     for key, v in numbers.items():
-        k = human(str(key))
+        k = NUMBER_LABELS.get(str(key)) or human(str(key))
         if v is None or (isinstance(v, float) and math.isnan(v)):
             parts.append(f"{k} –")
         elif isinstance(v, float):
@@ -153,8 +157,7 @@ def render_report(content: ReportContent) -> str:
     if rows:
         parts.append(_table(rows, DECISION_COLUMNS, "decisions"))
     else:
-        parts.append('<p class="muted">No decision rule fired: no difference between candidates '
-                     "exceeded its threshold (sim/decisions/rules.py).</p>")
+        parts.append('<p class="muted">No decision: one candidate only, nothing to compare.</p>')
     parts.append("</section>")
     if key_cols:
         parts += ['<section id="key-numbers"><h2>Key numbers at the scenario\'s load</h2>',

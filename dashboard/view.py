@@ -5,7 +5,8 @@ The dashboard's run callback, ``specplan report`` and the benchmark all call
 holds are the same numbers. Nothing here simulates: it calls ``sim.results.runner.run_scenario`` at the
 scenario's load and at each load factor of the sweep (``Scenario.with_load_scale``), the break-
 even model (``sim.decisions.breakeven``), the acceptance models the simulator uses (``sim.model.acceptance``) and
-the decision rules (``sim.decisions.rules``), and reshapes their frames for the figure builders.
+the one decision (``sim.decisions.answer``: seeds added at the scenario's load until it is
+resolved, as ``specplan simulate`` does), and reshapes their frames for the figure builders.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
+from sim.decisions.answer import answer_scenario, device_of, with_load_limit
+from sim.decisions.answer_text import Answer, lines, rows, rows_frame
 from sim.decisions.bottleneck import Bottleneck, attribute_result
 from sim.decisions.bottleneck_text import describe
-from sim.decisions.rules import decision_table, decisions_frame
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
 from sim.results import metric_names as mn
 from sim.results.runner import ScenarioResult
@@ -84,7 +86,7 @@ class View:
     """The run at the scenario's own load: CDFs, levels and per-segment acceptance come from it."""
     sweep: pl.DataFrame
     """Summary rows (every segment) of every load point, plus ``load_factor``, ``offered_rate``
-    (fleet req/s) and ``rate`` (req/s per replica, what ``sim.decisions.rules`` reads)."""
+    (fleet req/s) and ``rate`` (req/s per replica)."""
     acceptance: pl.DataFrame
     breakeven: pl.DataFrame
     breakeven_label: str
@@ -101,8 +103,11 @@ class View:
     bottlenecks: tuple[Bottleneck, ...] = ()
     """What limits each candidate near its capacity (``sim.decisions.bottleneck``)."""
     verdict: tuple[str, ...] = ()
-    """The answer first (``sim.results.verdict`` at the scenario's load, then the replicas each
-    candidate needs from the sweep, ``sim.decisions.fleet_sizing``): the page and the report lead with it."""
+    """The answer first (the decision's lines at the scenario's load, the same ``specplan
+    simulate`` prints, then the replicas each candidate needs from the sweep,
+    ``sim.decisions.fleet_sizing``): the page and the report lead with it."""
+    answer: Answer | None = None
+    """The decision itself (``decisions`` and ``verdict`` render it)."""
 
     @property
     def colors(self) -> dict[str, str]:
@@ -146,6 +151,17 @@ def compute_view(
     points.expect(points.uncached(order, names) + allowance)
     results = {f: points.run(f, names) for f in order}
     base_s, base = results[1.0]
+    sizing = _sizing(base_s, base, results)
+    answer: Answer | None = None
+    if len(base.candidates) > 1:
+        before = len(base.seeds)
+        base, answer = answer_scenario(base_s, profile, result=base,
+                                       sizes={z.candidate: z.replicas for z in sizing})
+        results[1.0] = (base_s, base)
+        answer = with_load_limit(answer, [(offered_rate(s, r), r) for f, (s, r) in results.items() if f > 1.0],
+                                 device=device_of(profile, base_s))
+        if len(base.seeds) > before and progress is not None:
+            progress(max(points.done, points.total), max(points.done, points.total), f"load ×1: {len(base.seeds)} seeds")
     sweep = pl.concat([_rows(*results[f], f) for f in factors], how="vertical_relaxed")
     rate1 = offered_rate(base_s, base) / base_s.fleet.replicas
     criteria = _criteria(base_s)
@@ -173,14 +189,13 @@ def compute_view(
             have += list(by_factor)
         capacity = lp.estimates(pl.concat([sweep, bracket], how="vertical_relaxed"), criteria, names)
     t_sim = time.perf_counter() - t0
-    ks = {c.name: c.max_k for c in base_s.speculative}
-    decisions = decisions_frame(decision_table(sweep, base_s.baseline.name, operating_rate=rate1, ks=ks))
+    decisions = rows_frame(rows(answer)) if answer is not None else rows_frame([])
     be, be_label, be_notes = breakeven_frame(base_s, profile)
     notes = list(base.notes) + be_notes
     if any(len(results[f][1].seeds) == 1 for f in factors):
         notes.append("one seed per load point: no confidence intervals (raise 'seeds' for them)")
     return View(
-        verdict=view_verdict(base_s, base, sweep),
+        verdict=view_verdict(base_s, base, sizing, answer), answer=answer,
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
         decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(notes)),
@@ -231,24 +246,34 @@ def _bottlenecks(runs: Sequence[tuple[float, Scenario, ScenarioResult]],
     return tuple(out)
 
 
-def view_verdict(scenario: Scenario, result: ScenarioResult, sweep: pl.DataFrame) -> tuple[str, ...]:
-    """The verdict lines at the scenario's load and the fleet each candidate needs (the same
-    ``sim.results.verdict`` the terminal prints, and ``sim.decisions.fleet_sizing`` over the sweep)."""
+def _sizing(scenario: Scenario, base: ScenarioResult, results: Mapping[float, tuple[Scenario, ScenarioResult]]) -> list[Any]:
+    """Replicas each candidate needs for the offered rate, from the load points
+    (``sim.decisions.fleet_sizing``); none without an SLO."""
     from sim.decisions.fleet_sizing import size_from_sweep
     from sim.decisions.sustain import criteria_from_scenario
 
-    v = result.verdict()
-    lines = list(v.lines()) if v is not None else []
-    offered = offered_rate(scenario, result)
     try:
         criteria = criteria_from_scenario(scenario)
     except SpecplanError:
-        return tuple(lines)  # no SLO: no sizing to give
-    sizing = size_from_sweep(sweep, offered, criteria, scenario.candidate_names)
-    lines.append(f"fleet for {offered:g} req/s, from the load sweep (upper bounds; `specplan capacity` "
-                 f"searches exactly):")
-    lines += [f"  {z.describe(offered)}" for z in sizing]
-    return tuple(lines)
+        return []
+    parts = []
+    for _f, (s, r) in sorted(results.items()):
+        parts.append(r.summary.with_columns(pl.lit(offered_rate(s, r) / s.fleet.replicas).alias("rate")))
+    frame = pl.concat(parts, how="vertical_relaxed")
+    return size_from_sweep(frame, offered_rate(scenario, base), criteria, scenario.candidate_names)
+
+
+def view_verdict(scenario: Scenario, result: ScenarioResult, sizing: list[Any],
+                 answer: Answer | None) -> tuple[str, ...]:
+    """The decision's lines at the scenario's load (what the terminal prints) and the fleet each
+    candidate needs from the load points."""
+    out = list(lines(answer, wrap=False)) if answer is not None else ["verdict: one candidate only, nothing to compare"]
+    if sizing:
+        offered = offered_rate(scenario, result)
+        out.append(f"fleet for {offered:g} req/s, from the load points (upper bounds; `specplan "
+                   f"capacity` searches exactly):")
+        out += [f"  {z.describe(offered)}" for z in sizing]
+    return tuple(out)
 
 
 def view_figures(view: View) -> dict[str, Figure]:

@@ -55,8 +55,13 @@ class RunConfig:
     """One replication per seed; results give the mean and a 95% CI over them."""
     drain: bool = True
     """Keep simulating after the last arrival until every request has ended."""
+    max_seeds: int = 10
+    """Replication budget of a decision: while it is undetermined, seeds (the next integers) are
+    added until it is resolved or this many ran; never fewer than ``seeds``."""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.max_seeds <= 1000:
+            raise FieldError("max_seeds", f"must be in 1..1000, got {self.max_seeds}")
         if not self.duration_s > 0:
             raise FieldError("duration_s", f"must be > 0 seconds, got {self.duration_s}")
         if self.warmup_s < 0 or self.warmup_s >= self.duration_s:

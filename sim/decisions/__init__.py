@@ -1,2 +1,2 @@
-"""Decisions: break-even, capacity, sweeps, decision rules, policy advice and bottlenecks, built
-on the simulator's results."""
+"""Decisions: the one decision every surface renders (facts, decision, answer), break-even,
+capacity, sweeps, policy advice and bottlenecks, built on the simulator's results."""

@@ -55,6 +55,7 @@ def plan_capacity(
     profile_band: bool = True,
     cache_dir: Any = None,
     workers: int = 1,
+    max_seeds: int | None = None,
 ) -> CapacityReport:
     """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
 
@@ -77,6 +78,7 @@ def plan_capacity(
     target = float(target_rate if target_rate is not None else base_rate)
     if not target > 0:
         raise SpecplanError(f"--target-rate: must be > 0 req/s, got {target}")
+    seeds_asked = seeds
     seeds = tuple(int(s) for s in (seeds if seeds is not None else scenario.run.seeds))
     chosen = _chosen(scenario, candidates)
     if not scenario.run.drain:
@@ -91,20 +93,28 @@ def plan_capacity(
     fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
 
+    budget = max(len(seeds), int(max_seeds if max_seeds is not None else scenario.run.max_seeds))
+    per_cand = {name: search.per_seed(name, seeds, base_rate) for name in chosen}
+    while len(seeds) < budget and not _capacity_resolved(per_cand, scenario.baseline.name, seeds, fleet, rel_tol):
+        more = tuple(range(max(seeds) + 1, max(seeds) + 1 + min(len(seeds), budget - len(seeds))))
+        say(f"capacities undetermined at {len(seeds)} seeds: adding seeds {', '.join(map(str, more))}")
+        for name in chosen:
+            per_cand[name] = (*per_cand[name], *search.per_seed(name, more, base_rate, per_cand[name]))
+        seeds = (*seeds, *more)
+    search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
     results: list[CandidateCapacity] = []
     op_rows: list[dict[str, Any]] = []
-    found: list[float] = []
     for name in chosen:
-        per_seed = search.per_seed(name, found, base_rate)
-        found += [x.rate for x in per_seed if x.rate > 0]
+        per_seed = per_cand[name]
         cap = float(np.mean([s.rate for s in per_seed])) / fleet
         say(f"{name}: replicas for {target:g} req/s")
-        n, status, row = _fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas)
+        n, status, row, seed_rows = _fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas)
         if row is not None:
             op_rows.append({**row, "replicas": n, "rate": target})
         band = search.profile_band(name, cap) if profile_band else None
         results.append(CandidateCapacity(name, per_seed, seeds, target, n, status, row,
-                                         fleet_replicas=fleet, profile_band=band))
+                                         fleet_replicas=fleet, profile_band=band,
+                                         operating_seeds=tuple(seed_rows)))
 
     load_summary, bottlenecks = _load_levels(load, results, chosen, base_rate, load_fractions, say,
                                               search, workers)
@@ -117,6 +127,9 @@ def plan_capacity(
         notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
         price_source=_price_source(scenario.fleet),
         gpus_per_replica=scenario.fleet.gpus_per_replica,
+        replica_hourly=_replica_hourly(scenario),
+        start_seeds=len(tuple(s for s in (seeds_asked if seeds_asked is not None else scenario.run.seeds))),
+        max_seeds=budget,
     )
 
 
@@ -142,15 +155,16 @@ class _Search:
     max_evals: int
     say: Callable[[str], None]
 
-    def per_seed(self, name: str, found: Sequence[float], base_rate: float) -> tuple[CapacitySearch, ...]:
-        """``find_capacity`` of one candidate on each seed of the fleet."""
+    def per_seed(self, name: str, seeds: Sequence[int], base_rate: float,
+                 before: Sequence[CapacitySearch] = ()) -> tuple[CapacitySearch, ...]:
+        """``find_capacity`` of one candidate on each of ``seeds`` (``before``: its searches on
+        earlier seeds, which warm-start these)."""
         per_seed: list[CapacitySearch] = []
-        for seed in self.seeds:
-            # warm start: this candidate's earlier seeds (close: small steps), else the other
-            # candidates' capacities (same order of magnitude), else the scenario's rate
-            mine = [x.rate for x in per_seed if x.rate > 0]
-            start, growth = ((float(np.mean(mine)), 1.25) if mine else
-                             (float(np.mean(found)), 1.5) if found else (base_rate, 2.0))
+        for seed in seeds:
+            # warm start: this candidate's earlier seeds (close: small steps), else the scenario's
+            # rate; never another candidate's result, so equal settings search the same path
+            mine = [x.rate for x in (*before, *per_seed) if x.rate > 0]
+            start, growth = (float(np.mean(mine)), 1.25) if mine else (base_rate, 2.0)
             self.say(f"{name}: searching capacity, seed {seed}")
             per_seed.append(find_capacity(lambda r, n=name, s=seed: self.load.probe(n, r, s, self.fleet),
                                           start, rel_tol=self.rel_tol, max_evals=self.max_evals,
@@ -248,6 +262,30 @@ def timing_spread(profile: Any) -> tuple[float, float] | None:
     return (lo, hi) if hi > lo > 0 else None
 
 
+def _capacity_resolved(per_cand: Mapping[str, Sequence[CapacitySearch]], baseline: str,
+                       seeds: Sequence[int], fleet: int, rel_tol: float) -> bool:
+    """Whether the decision on capacities alone is resolved at these seeds."""
+    from sim.decisions.decision import decide
+    from sim.decisions.facts import CandidateFacts, Facts
+
+    cands = tuple(CandidateFacts(name, name == baseline, capacity=tuple(s.rate / fleet for s in per))
+                  for name, per in per_cand.items())
+    if len(cands) < 2:
+        return True
+    facts = Facts("capacity", cands, tuple(seeds), baseline, True, None, fleet,
+                  indifference=max(0.02, rel_tol / 2.0))
+    return decide(facts).resolved
+
+
+def _replica_hourly(scenario: Any) -> dict[str, float] | None:
+    """$ per hour of one replica of each candidate (GPUs, plus draft hardware when it drafts)."""
+    fl = scenario.fleet
+    if fl.price_per_gpu_hour is None:
+        return None
+    gpu = fl.price_per_gpu_hour * fl.gpus_per_replica
+    return {c.name: gpu + (0.0 if c.is_baseline else fl.draft_price_per_hour) for c in scenario.candidates}
+
+
 def _price_source(fleet: Any) -> str:
     g = fleet.gpus_per_replica
     per = "per replica" if g == 1 else f"per GPU × {g} GPUs per replica (tensor_parallel_size {g})"
@@ -270,22 +308,23 @@ def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _fewest_replicas(load: SimulatedLoad, name: str, target: float, cap: float,
                      seeds: Sequence[int], criteria: SustainCriteria,
-                     max_replicas: int) -> tuple[int | None, str, dict[str, Any] | None]:
-    """Smallest n whose fleet sustains ``target`` on every seed; (None, why, None) if > max.
+                     max_replicas: int) -> tuple[int | None, str, dict[str, Any] | None, list[dict[str, Any]]]:
+    """Smallest n whose fleet sustains ``target`` on every seed, its mean row and its per-seed
+    rows; (None, why, None, []) if > max.
 
     Starts at ``ceil(target / capacity per replica)``, gallops (1, 2, 4, … away) to a count
     that passes and one that fails, then bisects: more replicas never serve a rate worse, so
     this is the same monotone search as the rate's, on integers."""
 
-    def ok(n: int) -> tuple[bool, dict[str, Any]]:
+    def ok(n: int) -> tuple[bool, dict[str, Any], list[dict[str, Any]]]:
         start = len(load.rows)
         probes = [load.probe(name, target, sd, n) for sd in seeds]
-        return all(p.sustained for p in probes), mean_row(load.rows[start:])
+        return all(p.sustained for p in probes), mean_row(load.rows[start:]), list(load.rows[start:])
 
     if not cap > 0:
-        return None, "no capacity found: more replicas cannot help a per-request SLO", None
+        return None, "no capacity found: more replicas cannot help a per-request SLO", None, []
     n = min(max(1, math.ceil(target / cap)), max_replicas)
-    cache: dict[int, tuple[bool, dict[str, Any]]] = {}
+    cache: dict[int, tuple[bool, dict[str, Any], list[dict[str, Any]]]] = {}
 
     def check(m: int) -> bool:
         if m not in cache:
@@ -311,11 +350,11 @@ def _fewest_replicas(load: SimulatedLoad, name: str, target: float, cap: float,
             if bad < max_replicas and check(max_replicas):
                 good = max_replicas
             else:
-                return None, f"not sustained with {max_replicas} replicas", None
+                return None, f"not sustained with {max_replicas} replicas", None, []
     while good - bad > 1:
         mid = (good + bad) // 2
         if check(mid):
             good = mid
         else:
             bad = mid
-    return good, "sustained on every seed", cache[good][1]
+    return good, "sustained on every seed", cache[good][1], cache[good][2]

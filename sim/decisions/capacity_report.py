@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,8 @@ class CandidateCapacity:
     profile_band: tuple[float, float] | None = None
     """Capacity per replica (first seed) with every step at the profile's p90 and p10 step
     times (``timing_spread``): the model's own uncertainty, next to the seeds' interval."""
+    operating_seeds: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    """The summary row of each seed at the target rate on ``replicas`` (same order as seeds)."""
 
     @property
     def capacities(self) -> list[float]:
@@ -95,26 +96,10 @@ class CapacityReport:
     price_source: str = ""
     gpus_per_replica: int = 1
     """GPUs one replica spans (fleet.tensor_parallel_size): replicas count instances, cost GPUs."""
+    replica_hourly: Mapping[str, float] | None = None
+    """$ per hour of one replica of each candidate (None: the scenario sets no price)."""
+    start_seeds: int = 0
+    """Seeds the plan started with; more were added while the comparison was undetermined."""
+    max_seeds: int = 0
+    """The replication budget (run.max_seeds or --max-seeds)."""
 
-    def decisions(self, thresholds: Any = None) -> list[Any]:
-        """The decision table over the load levels (and the operating point's replicas)."""
-        from sim.decisions.rules import Thresholds, decision_table
-
-        th = thresholds or Thresholds(min_slo_attainment=self.criteria.percentile / 100.0)
-        if self.load_summary.height == 0:
-            return []
-        return decision_table(self.load_summary, self.baseline, thresholds=th, dominant=self.dominant())
-
-    def dominant(self) -> list[str]:
-        """Candidates with more capacity than the baseline (beyond both 95 % CIs) and a cost per
-        good answer at their operating point no higher than the baseline's."""
-        base = next((c for c in self.candidates if c.candidate == self.baseline), None)
-        if base is None:
-            return []
-
-        def cost(c: CandidateCapacity) -> float:
-            v = (c.operating_row or {}).get("cost_per_good_answer_usd")
-            return math.inf if v is None or v != v else float(v)
-
-        return [c.candidate for c in self.candidates if c is not base
-                and c.mean - c.ci95 > base.mean + base.ci95 and cost(c) <= cost(base)]

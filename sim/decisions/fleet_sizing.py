@@ -72,10 +72,11 @@ def size_from_sweep(sweep: pl.DataFrame, offered_rate: float, criteria: SustainC
 
 
 def sizing_lines(scenario, factors: Sequence[float], *, profile=None,  # noqa: ANN001 - Scenario, Profile | path
-                 candidates: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> list[str]:
+                 candidates: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> tuple[list[str], list[Sizing]]:
     """``specplan simulate --sizing``: the scenario run at each load factor × its rate, then
     the replicas each candidate needs for the scenario's own rate and the cost at that size —
-    so one command answers "does it pay" where a fixed fleet makes every candidate cost the same."""
+    so one command answers "does it pay" where a fixed fleet makes every candidate cost the same.
+    Returns the lines and the sizes (which the decision names when nothing carries the load)."""
     from sim.contracts.errors import SpecplanError
     from sim.decisions.sustain import criteria_from_scenario
     from sim.results.runner import run_scenario
@@ -95,7 +96,7 @@ def sizing_lines(scenario, factors: Sequence[float], *, profile=None,  # noqa: A
     sizing = size_from_sweep(pl.concat(parts, how="vertical_relaxed"), rate, criteria, names)
     levels = ", ".join(f"{f:g}" for f in sorted(set(factors)))
     return [f"fleet for {rate:g} req/s from load points ×{levels} (upper bounds; `specplan capacity` "
-            f"searches exactly):", *[f"  {z.describe(rate)}" for z in sizing]]
+            f"searches exactly):", *[f"  {z.describe(rate)}" for z in sizing]], sizing
 
 
 __all__ = ["Sizing", "size_from_sweep", "sizing_lines"]

@@ -14,7 +14,6 @@ margin, so a batch hovering at the edge does not flap.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import numpy as np
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
+from sim.decisions import vllm_config
 from sim.model.acceptance_match import match_segment
 from sim.model.step_time import ProfileStepTimer, StepShape
 
@@ -83,78 +83,20 @@ class PolicyAdvice:
 
     def vllm_speculative_config(self) -> dict[str, Any]:
         """The ``speculative_config`` to paste into vLLM (``--speculative-config`` JSON)."""
-        if self.fixed_k == 0:
-            return {}
-        p = self.proposer_identity
-        cfg: dict[str, Any] = {}
-        if self.proposer_kind == "ngram":
-            cfg["method"] = "ngram"
-            cfg["num_speculative_tokens"] = self.fixed_k
-            if p is not None and p.prompt_lookup_min is not None:
-                cfg["prompt_lookup_min"] = p.prompt_lookup_min
-            if p is not None and p.prompt_lookup_max is not None:
-                cfg["prompt_lookup_max"] = p.prompt_lookup_max
-        elif self.proposer_kind in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
-            cfg["method"] = self.proposer_kind
-            if self.proposer_kind != "suffix":
-                model = self._vllm_model_id()
-                if model is not None:
-                    cfg["model"] = model
-            cfg["num_speculative_tokens"] = self.fixed_k
-        else:
-            cfg["method"] = None  # self-draft (layer skip) has no vLLM method; see notes
-            cfg["num_speculative_tokens"] = self.fixed_k
-        if self.off_above_batch is not None:
-            cfg["disable_by_batch_size"] = self.off_above_batch
-        return cfg
+        return vllm_config.speculative_config(self)
 
-    def _vllm_model_id(self) -> str | None:
-        """A real checkpoint id for ``speculative_config.model``, or a fill-in placeholder.
-
-        A config-only profile (random weights, e.g. ``llama-3.2-1b-shaped``) names an
-        architecture, not a checkpoint vLLM can load: the snippet then says to fill one in.
-        """
-        p = self.proposer_identity
-        m = p.model if p is not None else None
-        if m is None:
-            return None if self.proposer_kind == "mtp" else f"<FILL IN: the {self.proposer_kind} checkpoint id>"
-        if m.config_only:
-            return f"<FILL IN: a real checkpoint id; this profile only has the architecture {m.id}>"
-        return m.id
+    @property
+    def method(self) -> str | None:
+        """vLLM's method name for this proposer (``vllm_config.vllm_method``)."""
+        return vllm_config.method_of(self)
 
     def vllm_notes(self) -> list[str]:
-        """What the snippet can and cannot express, by vLLM version (checked against its docs)."""
-        notes = [
-            "vLLM has no per-batch-size k: num_speculative_tokens is fixed; the k-by-batch table "
-            "is for the simulator (policy = \"k_by_batch\") or an engine that supports it.",
-        ]
-        if self.off_above_batch is not None:
-            notes.append(
-                "disable_by_batch_size is a speculative_config key of vLLM's V0 spec-decode "
-                "worker (older releases: --speculative-disable-by-batch-size); it counts enqueued "
-                "requests, not the decode batch, and has no hysteresis; the V1 engine does not "
-                "offer it: there, run separate pools or pick k for the peak.")
-        if self.proposer_kind == "ngram":
-            notes.append("vLLM before 0.7 spells the ngram window ngram_prompt_lookup_min/max.")
-        model = self.vllm_speculative_config().get("model")
-        if isinstance(model, str) and model.startswith("<FILL IN"):
-            notes.append("speculative_config.model must name a checkpoint vLLM can load (a Hugging Face id "
-                         "or path); replace the <FILL IN ...> value before use.")
-        if self.proposer_kind == "mtp":
-            notes.append("mtp: vLLM uses the target's own MTP layers; model may be omitted (it "
-                         "defaults to the target).")
-        if self.proposer_kind == "self_draft":
-            notes.append("self-draft (first layers of the target) has no vLLM method; the numbers "
-                         "say what such a proposer would need to deliver.")
-        return notes
+        """What the snippet can and cannot express (``vllm_config.notes``)."""
+        return vllm_config.notes(self)
 
     def vllm_snippet(self) -> str:
         """JSON to paste, followed by the caveats as comment lines."""
-        cfg = self.vllm_speculative_config()
-        if not cfg:
-            return ("# no speculative_config: speculation does not beat the baseline at any batch "
-                    "size in this profile")
-        return json.dumps(cfg, indent=2) + "\n" + "\n".join(f"# {n}" for n in self.vllm_notes())
+        return vllm_config.snippet(self)
 
     def scenario_candidates_toml(self) -> str:
         """Two candidates to paste into a scenario to check the advice under queueing."""
@@ -383,12 +325,12 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
                 and caps[x.name].mean > 0]
         if mine:
             best = max(mine, key=lambda x: caps[x.name].mean)
-            if best.max_k != advice.fixed_k:
-                advice = dataclasses.replace(advice, notes=(*advice.notes, (
-                    f"the capacity search's best {c.proposer} candidate is {best.name} (k={best.max_k}, "
-                    f"{caps[best.name].mean:.3g} req/s per replica), not k={advice.fixed_k}: this table "
-                    f"is the per-step view (no queueing, prefill or tails), so size the fleet by the "
-                    f"search and use the table for the cut-off")))
+            if best.max_k != advice.fixed_k and advice.fixed_k:
+                advice = dataclasses.replace(advice, fixed_k=best.max_k, notes=(*advice.notes, (
+                    f"num_speculative_tokens = {best.max_k}: the k of the capacity search's best "
+                    f"{c.proposer} candidate {best.name} ({caps[best.name].mean:.3g} req/s per replica, "
+                    f"queueing, prefill and tails included); the per-step table alone would pick "
+                    f"k={advice.fixed_k}")))
             else:
                 advice = dataclasses.replace(advice, notes=(*advice.notes, (
                     f"agrees with the capacity search: its best {c.proposer} candidate {best.name} "

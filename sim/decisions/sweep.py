@@ -254,12 +254,23 @@ def consolidate(cells: Sequence[Mapping[str, Any]], base_digest: str, cells_dir:
 
 
 def simulate_cell(payload: tuple[Any, Any, bool], cell: Mapping[str, Any]) -> pl.DataFrame:
-    """One cell: the scenario with the cell's overrides, all its candidates → summary rows."""
-    from sim.results.runner import run_scenario
+    """One cell: the scenario with the cell's overrides, all its candidates → summary rows, each
+    with the cell's decision (``sim.decisions.decision``, over the cell's seeds: its outcome,
+    winner and headline), so the sweep's verdict renders what was decided, never re-decides."""
+    from sim.decisions.answer import answer_of, device_of
+    from sim.decisions.answer_text import headline
+    from sim.results.runner import resolve_profile, run_scenario
 
     scenario, profile, all_segments = payload
     sc = scenario.with_overrides(scenario_overrides(cell))
-    summary = run_scenario(sc, profile=profile).summary
+    prof = resolve_profile(sc, profile)
+    result = run_scenario(sc, profile=prof)
+    summary = result.summary
+    if len(result.candidates) > 1:
+        d = answer_of(result, device=device_of(prof, sc)).whole
+        summary = summary.with_columns(pl.lit(d.outcome).alias("decision_outcome"),
+                                       pl.lit(d.winner, dtype=pl.String).alias("decision_winner"),
+                                       pl.lit(headline(d)).alias("decision_headline"))
     if not all_segments and "segment" in summary.columns:
         summary = summary.filter(pl.col("segment") == "all")
     return summary

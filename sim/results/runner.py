@@ -28,7 +28,6 @@ from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.results.intervals import mean_ci95
 from sim.results.simulation import RunResult, extrapolation_notes, simulate_once
-from sim.results.verdict import Verdict, verdict
 
 
 def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:
@@ -89,16 +88,23 @@ class ScenarioResult:
         write_text_atomic(js, json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
         return [*paths, js]
 
-    def verdict(self) -> Verdict | None:
-        """The ranking every surface leads with (``sim.results.verdict``); None without a baseline to
-        compare against."""
-        base = next((c for c in self.candidates if c in self.scenario.candidate_names
-                     and self.scenario.candidate(c).is_baseline), None)
-        if base is None or len(self.candidates) < 2:
-            return None
-        w = self.scenario.workload
-        return verdict(self.summary, base, has_slo=bool(self.scenario.slo.limits),
-                       rate=w.rate if w.arrival != "trace" else None, n_seeds=len(self.seeds))
+    def merged(self, more: ScenarioResult) -> ScenarioResult:
+        """This result and ``more`` (the same scenario and candidates on other seeds) as one:
+        what the sequential procedure does when it adds replications."""
+        if more.candidates != self.candidates or set(more.seeds) & set(self.seeds):
+            raise ValueError("merge needs the same candidates on new seeds")
+        per_seed = pl.concat([self.per_seed, more.per_seed], how="vertical")
+        order = {c: i for i, c in enumerate(self.candidates)}
+        per_seed = per_seed.sort(pl.col(mn.CANDIDATE).replace_strict(order, return_dtype=pl.Int64),
+                                 mn.SEED, maintain_order=True)
+        notes = [*self.notes, *(n for n in more.notes if n not in self.notes and not n.startswith("extrapolated"))]
+        return ScenarioResult(
+            scenario=self.scenario, summary=aggregate(per_seed), per_seed=per_seed,
+            requests=pl.concat([self.requests, more.requests], how="vertical", rechunk=True),
+            steps=pl.concat([self.steps, more.steps], how="vertical", rechunk=True),
+            sources=tuple(dict.fromkeys([*self.sources, *more.sources])), notes=tuple(notes),
+            candidates=self.candidates, seeds=(*self.seeds, *more.seeds),
+        )
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON: ``inf`` cost per good answer becomes null with a label."""
@@ -118,7 +124,6 @@ class ScenarioResult:
             "seeds": list(self.seeds),
             "slo": self.scenario.slo.limits,
             "summary": rows,
-            "verdict": v.to_json() if (v := self.verdict()) is not None else None,
             "sources": list(self.sources),
             "notes": list(self.notes),
         }

@@ -17,7 +17,7 @@ import polars as pl
 
 from sim.results import metric_names as mn
 from sim.results.runner import ScenarioResult
-from sim.results.verdict import why_lines
+from sim.results.step_view import why_lines
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,9 @@ def _is_baseline(result: ScenarioResult, name: str) -> bool:
     return name in result.scenario.candidate_names and result.scenario.candidate(name).is_baseline
 
 
-def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = False) -> str:
-    """Verdict first, then the table (and one per segment), SLOs and cost, sources and notes.
+def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = False,
+           verdict: Sequence[str] = ()) -> str:
+    """Verdict first (``verdict``: the decision's lines, sim.decisions.answer_text), then the table (and one per segment), SLOs and cost, sources and notes.
 
     By default it fits one screen: sources one line per section and notes condensed
     (``condense_notes``); ``verbose`` prints the intervals in every cell, the full provenance
@@ -140,7 +141,7 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
         f"{len(result.seeds)} seed(s) [{seeds}]; {sc.run.duration_s:g} s of arrivals, first "
         f"{sc.run.warmup_s:g} s warm-up excluded",
         "",
-        *verdict_block(result),
+        *verdict_block(result, verdict, per_step=verbose),
         "",
         f"cells: {cells}",
         table(result, with_ci=verbose),
@@ -177,12 +178,12 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
     return "\n".join(lines)
 
 
-def verdict_block(result: ScenarioResult) -> list[str]:
-    """The verdict (``ScenarioResult.verdict``) and why each speculative candidate pays or not."""
-    v = result.verdict()
-    if v is None:
+def verdict_block(result: ScenarioResult, verdict: Sequence[str], per_step: bool = False) -> list[str]:
+    """The decision's lines and (``per_step``) each speculative candidate's per-step view."""
+    if len(result.candidates) < 2:
         return ["verdict: one candidate only, nothing to compare"]
-    return [*v.lines(), *why_lines(result.steps, v.baseline)]
+    base = next((c for c in result.candidates if _is_baseline(result, c)), result.candidates[0])
+    return [*verdict, *(why_lines(result.steps, base) if per_step else [])]
 
 
 SHORT = 100

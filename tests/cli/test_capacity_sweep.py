@@ -33,7 +33,7 @@ def scenario_path(tmp_path: Path) -> Path:
 def test_capacity_json_and_out(scenario_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cap"
     rc = main(["capacity", str(scenario_path), "--json", "--max-evals", "5", "--rel-tol", "0.2",
-               "--seeds", "1", "--duration", "60", "--out", str(out)])
+               "--seeds", "1", "--max-seeds", "1", "--duration", "60", "--out", str(out)])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     names = [c["candidate"] for c in doc["candidates"]]
@@ -57,7 +57,7 @@ def test_capacity_json_and_out(scenario_path: Path, tmp_path: Path, capsys: pyte
 
 def test_capacity_table(scenario_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["capacity", str(scenario_path), "--max-evals", "4", "--rel-tol", "0.3",
-               "--seeds", "1", "--duration", "40", "--percentile", "99"])
+               "--seeds", "1", "--max-seeds", "1", "--duration", "40", "--percentile", "99"])
     assert rc == 0
     text = capsys.readouterr().out
     assert "ttft_ms_p99 ≤ 1500 ms" in text and "req/s per replica" in text
@@ -85,8 +85,14 @@ def test_sweep_cli_serial_and_resume(scenario_path: Path, tmp_path: Path, capsys
     args = ["sweep", str(scenario_path), "--vary", "workload.rate=1,3", "--vary", "candidates[ngram-k3].k=1,3",
             "--vary", "seed=1", "--vary", "run.duration_s=30", "--engine", "serial", "--out", str(out)]
     assert main(args) == 0
+    said = capsys.readouterr().out
     df = pl.read_parquet(out)
     assert df.height == 2 * 2 * 2  # cells × candidates
+    # each cell carries its decision (one seed: undetermined), and the verdict renders it
+    assert set(df["decision_outcome"]) == {"undetermined"} and df["decision_winner"].is_null().all()
+    assert "one seed decides nothing" in said
+    for h in df["decision_headline"].unique().to_list():
+        assert h in said
     assert df.columns[:5] == ["workload.rate", "candidates[ngram-k3].k", "seed", "run.duration_s", "cell"]
     assert set(df["candidate"]) == {"baseline", "ngram-k3"} and set(df["segment"]) == {"all"}
     k1 = df.filter((pl.col("candidate") == "ngram-k3") & (pl.col("candidates[ngram-k3].k") == 1))

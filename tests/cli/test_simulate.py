@@ -75,7 +75,12 @@ def test_table_json_and_out_dir(tmp_path, capsys) -> None:
     assert summary["candidate"].unique(maintain_order=True).to_list() == ["baseline", "ngram-k3"]
     assert main(["simulate", str(scen), "--seeds", "1", "--by-segment", "--quiet"]) == 0
     assert "segment chat:" in capsys.readouterr().out
-    assert main(["simulate", str(scen), "--seeds", "1", "--json", "--quiet"]) == 0
+    assert main(["simulate", str(scen), "--seeds", "1", "--max-seeds", "1", "--json", "--quiet"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["seeds"] == [1] and data["candidates"] == ["baseline", "ngram-k3"]
+    assert data["decision"]["outcome"] == "undetermined"  # one seed decides nothing
+    assert main(["simulate", str(scen), "--seeds", "1", "--max-seeds", "3", "--json", "--quiet"]) == 0
+    more = json.loads(capsys.readouterr().out)
+    assert more["seeds"][0] == 1 and len(more["seeds"]) in (2, 3)  # seeds added while undetermined
+    assert more["decision"]["max_seeds"] == 3
     assert {r["segment"] for r in data["summary"]} == {"all", "chat"}

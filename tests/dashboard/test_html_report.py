@@ -53,7 +53,7 @@ def test_report_is_self_contained_and_escaped():
 def test_report_without_decisions_says_so():
     c = _content()
     text = render_report(ReportContent(c.title, c.figures, [], [], c.scenario_toml, c.sources))
-    assert "No decision rule fired" in text
+    assert "No decision: one candidate only" in text
 
 
 def test_decision_rows_and_numbers():
@@ -88,7 +88,7 @@ SCENARIO = scenario_toml(
 def test_cli_report_end_to_end(tmp_path: Path, capsys):
     scen = write_scenario(tmp_path, SCENARIO, profile_file="syn.json", scenario_file="tiny.toml", name="syn")
     out = tmp_path / "report.html"
-    rc = main(["report", str(scen), "-o", str(out), "--load", "0.5,1", "--seeds", "1",
+    rc = main(["report", str(scen), "-o", str(out), "--load", "0.5,1", "--seeds", "1", "--max-seeds", "1",
                "--set", "candidates[ngram-k3].k=2"])
     assert rc == 0, capsys.readouterr().err
     text = out.read_text(encoding="utf-8")

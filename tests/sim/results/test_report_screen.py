@@ -16,7 +16,7 @@ def test_the_main_job_fits_one_screen_and_opens_with_the_verdict(capsys):
     assert len(lines) <= 60
     assert max(len(line) for line in lines) <= 100
     assert lines[3].startswith("verdict: ")
-    assert any(line.startswith("  why ngram-k3: ") for line in lines[3:16])
+    assert any(line.startswith("  1. load: ") for line in lines[3:10])  # the reasons, in order
     assert sum(line.startswith("  extrapolated") for line in lines) <= 3  # one per grid axis
 
 
@@ -25,6 +25,7 @@ def test_verbose_keeps_every_note_and_the_intervals(capsys):
                  "--candidates", "baseline,ngram-k3", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert " ± " in out and "extrapolated (ngram-k3, 2 seed(s)): " in out
+    assert "  per step, ngram-k3: " in out  # the per-step view under the verdict
     assert "[threads=1" in out  # the provenance notes
 
 

@@ -1,0 +1,138 @@
+"""Answering a fixed-fleet question: simulate, decide, and add seeds until the answer holds.
+
+The sequential procedure (Law, *Simulation Modeling and Analysis*, comparing systems): run the
+scenario's seeds; while the decision is undetermined and fewer than ``run.max_seeds`` ran, run
+as many new seeds again (the next integers after the largest, so the same seeds are reused on a
+rerun) and decide over all of them. It stops at a resolved answer or at the budget, and then
+says "undetermined at N seeds" with how large the difference may be. Only the whole run drives
+it; the windows are judged over the same seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sim.contracts.errors import SpecplanError
+from sim.decisions.answer_text import Answer
+from sim.decisions.decision import decide
+from sim.decisions.facts import fleet_facts, replica_words
+from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
+from sim.decisions.windows import windows
+
+
+def criteria_or_none(scenario: Any) -> SustainCriteria | None:
+    """The scenario's SLO as a sustain rule, or None when it sets no SLO."""
+    try:
+        return criteria_from_scenario(scenario)
+    except SpecplanError:
+        return None
+
+
+def device_of(profile: Any, scenario: Any) -> str:
+    """What one replica is, in words ("H200"), from the profile's timing provenance."""
+    prov = getattr(getattr(profile, "timing", None), "provenance", None)
+    dev = getattr(prov, "device", None)
+    name = getattr(dev, "name", None)
+    if isinstance(name, str) and "_" in name:  # aiconfigurator system names: h200_sxm
+        name = name.split("_")[0].upper()
+    return replica_words(name, scenario.fleet.gpus_per_replica)
+
+
+def offered(scenario: Any) -> float | None:
+    w = scenario.workload
+    return None if w.arrival == "trace" else float(w.mean_rate(scenario.run.duration_s))
+
+
+def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budget_note: str = "",
+              sizes: dict[str, int | None] | None = None) -> Answer:
+    """The decision of a finished result, whole run and windows (``sizes``: replicas each
+    candidate needs, from a capacity search or load sweep, said when nothing carries the load)."""
+    import dataclasses
+
+    sc = result.scenario
+    crit = criteria_or_none(sc)
+    facts = fleet_facts(result, crit, rate=offered(sc), max_seeds=max_seeds)
+    if sizes:
+        facts = dataclasses.replace(facts, candidates=tuple(
+            dataclasses.replace(c, replicas=sizes.get(c.name)) for c in facts.candidates))
+    facts = dataclasses.replace(facts, device=device)
+    whole = decide(facts)
+    parts = []
+    for w in windows(sc):
+        f = fleet_facts(result, crit, t0=w.t0, t1=w.t1, window=w.label, rate=w.rate, max_seeds=max_seeds)
+        parts.append(decide(dataclasses.replace(f, device=device)))
+    return Answer(whole, tuple(parts), budget_note)
+
+
+def with_load_limit(answer: Answer, points: Sequence[tuple[float, Any]], *, device: str = "replica") -> Answer:
+    """``answer`` with the lowest load above the question's (``points``: offered fleet rate and
+    result at each load point) where its winner falls out of the leaders while another candidate
+    leads, judged by the same decision; unchanged when no load shows that (a load where nothing
+    carries takes no advantage away)."""
+    import dataclasses
+
+    d = answer.whole
+    if d.winner is None or d.facts.rate is None:
+        return answer
+    for rate, res in sorted(points, key=lambda p: p[0]):
+        if rate <= d.facts.rate * (1 + 1e-9) or d.winner not in res.candidates:
+            continue
+        at = answer_of(res, device=device).whole
+        if at.leaders and d.winner not in at.leaders and at.outcome != "undetermined":
+            return dataclasses.replace(answer, load_limit=at)
+    return answer
+
+
+def next_seeds(have: Sequence[int], n: int) -> list[int]:
+    """``n`` new seeds: the integers after the largest one run."""
+    top = max(have)
+    return list(range(top + 1, top + 1 + n))
+
+
+def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | None = None,
+                    seeds: Sequence[int] | None = None, max_seeds: int | None = None,
+                    progress: Callable[[int, int, str], None] | None = None,
+                    result: Any = None, sizes: dict[str, int | None] | None = None) -> tuple[Any, Answer]:
+    """Simulate (or take ``result``), decide, and add seeds while undetermined (module doc)."""
+    from sim.results.runner import resolve_profile, run_scenario
+
+    prof = resolve_profile(scenario, profile)
+    budget = int(max_seeds if max_seeds is not None else scenario.run.max_seeds)
+    if budget < 1:
+        raise SpecplanError(f"--max-seeds: must be ≥ 1, got {budget}")
+    res = result if result is not None else run_scenario(scenario, prof, candidates, seeds, progress)
+    start = len(res.seeds)
+    device = device_of(prof, scenario)
+    while True:
+        ans = answer_of(res, device=device, max_seeds=max(budget, start), sizes=sizes)
+        if ans.whole.resolved or len(res.seeds) >= budget or len(res.candidates) < 2:
+            break
+        more = next_seeds(res.seeds, min(len(res.seeds), budget - len(res.seeds)))
+        res = res.merged(run_scenario(scenario, prof, list(res.candidates), more, progress))
+    if len(res.seeds) > start:
+        note = (f"seeds added until the answer was resolved: {start} → {len(res.seeds)}"
+                if ans.whole.resolved else
+                f"seeds added up to the budget (run.max_seeds = {budget}): {start} → {len(res.seeds)}")
+    elif not ans.whole.resolved and len(res.candidates) > 1:
+        note = f"the budget (run.max_seeds = {budget}) allows no more seeds"
+    else:
+        note = ""
+    return res, Answer(ans.whole, ans.windows, note)
+
+
+def capacity_answer(report: Any, *, device: str = "replica") -> Answer:
+    """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``)."""
+    from sim.decisions.facts import capacity_facts
+
+    d = decide(capacity_facts(report, max_seeds=report.max_seeds, device=device))
+    n = len(d.facts.seeds)
+    start = report.start_seeds or n
+    if n > start:
+        note = (f"seeds added until the capacities were resolved: {start} → {n}" if d.resolved else
+                f"seeds added up to the budget (run.max_seeds = {report.max_seeds}): {start} → {n}")
+    elif not d.resolved:
+        note = f"the budget (run.max_seeds = {report.max_seeds}) allows no more seeds"
+    else:
+        note = ""
+    return Answer(d, (), note)

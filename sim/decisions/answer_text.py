@@ -1,0 +1,417 @@
+"""Renderings of the one decision: the verdict lines, the decision-table rows, the JSON.
+
+Why nothing here decides: every sentence is read off a :class:`Decision` (and the facts it was
+computed from), so the terminal, the JSON, the report and the dashboard say the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from sim.decisions.decision import Decision, cost_at_size
+from sim.decisions.facts import CandidateFacts
+from sim.decisions.paired import mean_interval
+
+METHOD = ("paired-t 95 % intervals on per-seed differences (common random numbers: every candidate "
+          "serves the same requests per seed); differences within ±{ind:.0f} % ({what}) or ±{lat:.0f} % "
+          "(latency) do not count; one seed decides nothing")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The decision for the whole run and for each window of it (peak, restart, fallback)."""
+
+    whole: Decision
+    windows: tuple[Decision, ...] = ()
+    budget_note: str = ""
+    """How the seeds were chosen (added until resolved, or the budget that stopped them)."""
+    load_limit: Decision | None = None
+    """The decision at the lowest simulated load above the question's where the winner is no
+    longer among the leaders while another candidate is (None: no load shows that)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One decision-table row: observation → decision → risk, with the numbers behind it."""
+
+    rule: str
+    candidate: str
+    segment: str
+    load: str
+    observation: str
+    decision: str
+    risk: str
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+
+NUMBER_LABELS = {
+    "goodput_rps": "goodput (req/s)", "slo_attainment": "SLO met (share)",
+    "usd_per_1k_good": "$ per 1k good answers", "e2el_ms_p50": "E2EL p50 (ms)",
+    "capacity_rps_per_replica": "capacity (req/s per replica)", "replicas": "replicas",
+    "usd_per_1k_answers_at_size": "$ per 1k answers at that size", "ttft_ms_p95": "TTFT p95 (ms)",
+    "tpot_ms_p95": "TPOT p95 (ms)", "e2el_ms_p95": "E2EL p95 (ms)", "pause_ms_p95": "pause p95 (ms)",
+    "ttft_ms_p99": "TTFT p99 (ms)", "tpot_ms_p99": "TPOT p99 (ms)", "e2el_ms_median": "E2EL p50 (ms)",
+    "mean_acceptance_length": "acceptance length", "seeds": "seeds",
+}
+"""Words for the figures' keys, where a page shows them."""
+
+
+def _money(v: float) -> str:
+    if not math.isfinite(v):
+        return "no good answers"
+    return f"${v:.3g}"
+
+
+def _mean(v: Sequence[float]) -> float:
+    return sum(v) / len(v) if v else math.nan
+
+
+def numbers(d: Decision, c: CandidateFacts) -> dict[str, float]:
+    """The figures a candidate is described by (means over seeds)."""
+    out: dict[str, float] = {}
+    if d.question == "fleet":
+        if d.facts.has_slo:
+            out["goodput_rps"] = _mean(c.goodput)
+            out["slo_attainment"] = _mean(c.attainment)
+            if c.hourly_usd is not None:
+                out["usd_per_1k_good"] = _mean([c.cost_per_1k(i) for i in range(len(c.goodput))])
+        out["e2el_ms_p50"] = _mean(c.latency_ms)
+    else:
+        out["capacity_rps_per_replica"] = _mean(c.capacity)
+        if c.replicas is not None:
+            out["replicas"] = float(c.replicas)
+        cost = cost_at_size(c, d.facts.rate)
+        if math.isfinite(cost):
+            out["usd_per_1k_answers_at_size"] = cost
+    out.update({k: v for k, v in c.shown.items() if k not in ("requests", "e2el_ms_median")})
+    return out
+
+
+def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
+    """One candidate's figures in words (intervals clipped to each metric's range; ``short``:
+    means only, for the terminal)."""
+    parts = []
+    if d.question == "fleet":
+        if d.facts.has_slo:
+            g, _, gtxt = mean_interval(c.goodput)
+            parts.append(f"goodput {g:.3g} req/s" + ("" if short else f" ({gtxt})"))
+            parts.append(f"SLO met {100 * _mean(c.attainment):.1f} %")
+            if c.hourly_usd is not None:
+                cost = _mean([c.cost_per_1k(i) for i in range(len(c.goodput))])
+                parts.append((f"{_money(cost)}/1k good" if short else f"{_money(cost)} per 1k good answers")
+                             if math.isfinite(cost) else "no good answers")
+        lat = _mean(c.latency_ms)
+        if math.isfinite(lat):
+            parts.append(f"E2EL p50 {lat:,.0f} ms")
+    else:
+        if any(x > 0 for x in c.capacity):
+            m, _, txt = mean_interval(c.capacity)
+            parts.append(f"capacity {m:.3g} req/s per replica" + ("" if short else f" ({txt})"))
+        else:
+            parts.append("no capacity found")
+        if c.replicas is not None:
+            rep = f"{c.replicas} replica(s)" + ("" if short else f" for {d.facts.rate:g} req/s")
+            if c.replicas_at_risk:
+                rep += " (at risk: covers the mean capacity only)"
+            parts.append(rep)
+            cost = cost_at_size(c, d.facts.rate)
+            if math.isfinite(cost):
+                parts.append(f"{_money(cost)}/1k answers" if short else f"{_money(cost)} per 1k answers at that size")
+    acc = c.shown.get("mean_acceptance_length")
+    if acc is not None and not c.baseline and not short:
+        parts.append(f"acceptance length {acc:.2f}")
+    return ", ".join(parts)
+
+
+def headline(d: Decision, tag: bool = True) -> str:
+    """The answer in one sentence (``tag``: name the window when it is not the whole run)."""
+    return (_short_fleet(d) if d.question == "capacity" else "") + _headline(d, tag)
+
+
+def _headline(d: Decision, tag: bool) -> str:
+    f = d.facts
+    where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
+    fleet = fleet_words(f.replicas, f.device)
+    rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    if d.outcome == "winner":
+        w = d.winner
+        assert w is not None
+        decisive = [s for s in d.standings if s.candidate != w]
+        last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
+        if d.question == "capacity":
+            return _capacity_winner(d, w, rate, where)
+        why = {"load": f"the only candidate that carries {rate} at the SLO on {fleet}",
+               "cost": f"carries {rate} at the SLO on {fleet} at the lowest cost per good answer",
+               "goodput": f"carries {rate} at the SLO on {fleet} with the most good answers",
+               "latency": f"carries {rate} at the SLO on {fleet} at the same cost per good answer as "
+                          f"the others that do (within ±{100 * f.indifference:.0f} %), and answers fastest"}
+        return f"{w}{where}: {why.get(last, 'ahead at every step')}"
+    if d.outcome == "no winner":
+        if not d.leaders:
+            if d.question == "capacity":
+                return f"no winner{where}: no candidate sustains the SLO at any rate probed"
+            if d.window != "whole run":
+                return (f"no winner{where}: no candidate carries {rate} at the SLO on {fleet} during "
+                        f"this window")
+            need = [(c.name, c.replicas) for c in f.candidates if c.replicas is not None]
+            tail = ("; each needs: " + ", ".join(f"{n} {r} replica(s)" for n, r in need)) if need else (
+                f"; `specplan capacity --target-rate {f.rate:g}` gives each one's fleet" if f.rate else "")
+            return f"no winner{where}: {fleet} cannot carry {rate} at the SLO with any candidate{tail}"
+        eq = " and ".join(d.leaders)
+        pays = "; speculation does not pay here" if d.baseline in d.leaders else ""
+        return f"no winner{where}: {eq} are equivalent (no difference that matters){pays}"
+    comp = [c for c in d.comparisons if c.verdict == "undetermined"]
+    if comp:
+        c = comp[-1]
+        p = c.result
+        spread = "one seed: no interval" if p.n < 2 else f"the difference is within ±{p.reach:.3g} {c.unit}"
+        base = f"undetermined at {d.n_seeds} seed(s){where}: {c.leader} vs {c.other} on {c.step}: {spread}"
+    else:
+        base = f"undetermined at {d.n_seeds} seed(s){where}: " + (
+            f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
+            else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
+    return base
+
+
+def _capacity_winner(d: Decision, w: str, rate: str, where: str) -> str:
+    """The capacity question's winner, named with the step that decided it."""
+    f = d.facts
+    decisive = [s for s in d.standings if s.candidate != w]
+    last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
+    c = f.candidate(w)
+    size = (f"{c.replicas if c.replicas is not None else '?'} replica(s) for {rate}"
+            + (" (at risk: covers the mean only)" if c.replicas_at_risk else ""))
+    cap = f"{_mean(c.capacity):.3g} req/s per replica"
+    why = {"load": f"the only candidate that sustains the SLO ({cap}); {size}",
+           "GPUs": f"the most req/s per replica ({cap}); {size}",
+           "cost": f"the cheapest fleet for {rate}: {size}",
+           "latency": f"capacity within ±{100 * f.indifference:.0f} % of the best ({cap}) and the "
+                      f"same fleet cost, and the fastest at {rate}; {size}"}
+    return f"{w}{where}: {why.get(last, size)}"
+
+
+def _short_fleet(d: Decision) -> str:
+    """"1 H200 cannot carry 30 req/s at the SLO with any candidate: each needs …; " when the
+    scenario's own fleet is below every candidate's capacity for the target."""
+    f = d.facts
+    if not f.rate or not f.candidates:
+        return ""
+    if any(sum(c.capacity) / max(len(c.capacity), 1) * f.replicas >= f.rate for c in f.candidates):
+        return ""
+    need = ", ".join(f"{c.name} {c.replicas}" for c in f.candidates if c.replicas is not None)
+    return (f"{fleet_words(f.replicas, f.device)} cannot carry {f.rate:g} req/s at the SLO with any "
+            f"candidate" + (f"; replicas each needs: {need}" if need else "") + ". ")
+
+
+def fleet_words(replicas: int, device: str) -> str:
+    """"1 H200", "2 × H200", "2 replicas"."""
+    if device == "replica":
+        return "1 replica" if replicas == 1 else f"{replicas} replicas"
+    return f"{replicas} {device}" if replicas == 1 else f"{replicas} × {device}"
+
+
+_STEP_ORDER = {"load": 0, "goodput vs baseline": 0, "GPUs": 1, "cost": 2, "goodput": 2, "latency": 3, "seeds": 4}
+
+
+WIDTH = 100
+"""Terminal columns the verdict block is wrapped to."""
+
+
+_CHECK = re.compile(r"(?P<m>ttft|tpot|e2el|pause)_ms_(?P<p>p\d+|median)=(?P<v>[\d.]+|inf)ms vs (?P<lim>[\d.]+)")
+_LOST = re.compile(r"lost=(?P<v>[\d.]+%) vs (?P<lim>[\d.]+%)")
+
+
+def plain(reason: str) -> str:
+    """A sustain check in words: ``ttft_ms_p95=1210ms vs 1000`` → ``TTFT p95 1,210 ms > 1,000 ms``."""
+    def check(m: re.Match[str]) -> str:
+        p = "p50" if m["p"] == "median" else m["p"]
+        v = m["v"] if m["v"] == "inf" else f"{float(m['v']):,.0f}"
+        return f"{m['m'].upper()} {p} {v} ms > {float(m['lim']):,.0f} ms"
+
+    return _LOST.sub(lambda m: f"{m['v']} of requests lost > {m['lim']}", _CHECK.sub(check, reason))
+
+
+def _fail(c: CandidateFacts) -> str:
+    return next((r for ok, r in zip(c.carries, c.carry_reason, strict=False) if not ok), "")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= WIDTH else text[: WIDTH - 1].rstrip() + "…"
+
+
+def _wrap(text: str, indent: str, more: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=more,
+                         break_on_hyphens=False) or [indent]
+
+
+def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]:
+    """The verdict block every surface leads with (``wrap``: to 100 columns, for a terminal; a
+    page lists each item whole; ``verbose``: the intervals and the full statistical method)."""
+    d = answer.whole
+    items: list[tuple[str, str, str, bool]] = [(f"verdict: {headline(d)}", "", "    ", False)]
+    for i, (step, said) in enumerate(d.steps, 1):
+        items.append((f"{i}. {step}: {said}", "  ", "       ", False))
+    for s in d.standings:
+        c = d.facts.candidate(s.candidate)
+        if s.status in ("cannot carry", "at risk") and not verbose:
+            said = f"{s.candidate}: {s.status} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+        else:
+            why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
+            said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
+        # one line each in a terminal; the reasons above say why, --verbose and the JSON say all
+        items.append((said, "  ", "      ", not verbose))
+    for w in answer.windows:
+        items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
+    if answer.load_limit is not None:
+        items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
+    how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
+                                     f"(±{100 * d.facts.latency_indifference:.0f} % latency) counts as equal")
+    items.append((f"statistics: {d.n_seeds} seed(s), {how}"
+                  + (f"; {answer.budget_note}" if answer.budget_note else ""), "  ", "      ", False))
+    if not wrap:
+        return [text for text, *_ in items]
+    out: list[str] = []
+    for text, indent, more, clip in items:
+        out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
+    return out
+
+
+def method(d: Decision) -> str:
+    f = d.facts
+    what = "cost, goodput" if d.question == "fleet" else "capacity, cost"
+    return METHOD.format(ind=100 * f.indifference, lat=100 * f.latency_indifference, what=what)
+
+
+def rows(answer: Answer) -> list[Row]:
+    """The decision table, derived from the decision (never a second rule set)."""
+    d = answer.whole
+    f = d.facts
+    load = ("whole run" if f.rate is None else f"{f.rate:g} req/s") + (
+        f" on {f.replicas} replica(s)" if d.question == "fleet" else " target")
+    out = []
+    for s in d.standings:
+        c = f.candidate(s.candidate)
+        obs = describe(d, c)
+        if s.status == "winner":
+            dec = f"use {c.name}" + ("" if c.baseline else f" instead of {d.baseline}")
+            risk = ("acceptance on live traffic must match the profile's; canary it and watch p99 TPOT, "
+                    "KV use and preemptions" if not c.baseline else "the simplest option; nothing to canary")
+        elif s.status == "behind":
+            lead = d.winner or ", ".join(d.leaders) or "the others"
+            dec = (f"replace {c.name} by {lead}" if c.baseline and d.winner else f"drop {c.name}: {s.why}")
+            risk = "holds for this load and traffic mix; re-check at the expected peak"
+        elif s.status == "cannot carry":
+            need = f"; it needs {c.replicas} replica(s)" if c.replicas is not None else ""
+            dec = f"do not run {c.name} at {load}: {s.why}{need}"
+            risk = "a larger fleet may carry it; size it with `specplan capacity`"
+        elif s.status == "at risk":
+            dec = f"do not bank on {c.name}: {s.why}"
+            risk = "more seeds (run.max_seeds) tell whether it carries the load"
+        elif s.status == "undetermined":
+            dec = (f"undetermined at {d.n_seeds} seed(s): choose between {', '.join(d.leaders)} only after "
+                   f"more seeds (run.max_seeds or --max-seeds)")
+            risk = "any choice now rests on noise"
+        else:
+            others = [x for x in d.leaders if x != c.name]
+            dec = f"{c.name} or {', '.join(others)}: no difference that matters" + (
+                f"; {d.baseline} is the simpler one" if d.baseline in d.leaders else "")
+            risk = "the difference is within the indifference amount; cost and latency decide nothing here"
+        out.append(Row(s.step, c.name, "all", load + ("" if d.window == "whole run" else f", {d.window}"),
+                       obs, plain(dec), risk, numbers(d, c)))
+    for w in answer.windows:
+        out.append(_window_row(d, w))
+    lim = answer.load_limit
+    if lim is not None and d.winner is not None:
+        out.append(Row("load limit", d.winner, "all", f"{lim.facts.rate:g} req/s", headline(lim),
+                       limit_words(answer), "load points are coarse: the limit lies between the two "
+                       "simulated loads; `specplan capacity` searches it", {"rate": lim.facts.rate or 0.0}))
+    return out
+
+
+def limit_words(answer: Answer) -> str:
+    """"above 24 req/s eagle3-k3's advantage is gone: at 30 req/s it cannot carry (…), X leads"."""
+    d, lim = answer.whole, answer.load_limit
+    assert lim is not None and d.winner is not None
+    st = lim.standing(d.winner)
+    lead = ", ".join(lim.leaders)
+    return (f"{d.winner}'s advantage is gone at {lim.facts.rate:g} req/s: it is {st.status} there "
+            f"({plain(st.why)}) and {lead} lead{'s' if len(lim.leaders) == 1 else ''}")
+
+
+def _window_row(whole: Decision, w: Decision) -> Row:
+    lead = whole.winner
+    said = headline(w)
+    if lead is None:
+        dec = f"during {w.window}: {said}"
+    else:
+        st = w.standing(lead)
+        dec = (f"{lead} also leads during {w.window}" if w.winner == lead else
+               f"during {w.window} {lead} is {st.status}" + ("" if st.status == "winner" else f" ({st.why})"))
+    return Row("window", w.winner or "-", "all", w.window, said, dec,
+               "a window holds fewer requests than the whole run: its intervals are wider",
+               {"seeds": float(w.n_seeds)})
+
+
+def to_json(answer: Answer) -> dict[str, object]:
+    """Plain JSON of the answer (no inf or NaN: null with words)."""
+    def one(d: Decision) -> dict[str, object]:
+        return {
+            "window": d.window, "question": d.question, "outcome": d.outcome, "winner": d.winner,
+            "leaders": list(d.leaders), "baseline": d.baseline, "headline": headline(d),
+            "reasons": [{"step": s, "found": t} for s, t in d.steps],
+            "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
+                           "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
+                          for s in d.standings],
+            "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,
+                             "n_seeds": c.result.n, "mean_difference": _num(c.result.diff),
+                             "ci95_halfwidth": _num(c.result.half), "indifference": _num(c.result.delta),
+                             "verdict": c.verdict} for c in d.comparisons],
+            "seeds": list(d.facts.seeds), "max_seeds": d.max_seeds, "method": method(d),
+        }
+
+    doc = one(answer.whole)
+    doc["windows"] = [one(w) for w in answer.windows]
+    doc["budget"] = answer.budget_note
+    return doc
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def _clean(m: Mapping[str, float]) -> dict[str, float | None]:
+    return {k: _num(v) for k, v in m.items()}
+
+
+def rows_json(table: Sequence[Row]) -> list[dict[str, object]]:
+    """The rows as plain JSON objects."""
+    return [{"rule": r.rule, "candidate": r.candidate, "segment": r.segment, "load": r.load,
+             "observation": r.observation, "decision": r.decision, "risk": r.risk,
+             "numbers": _clean(r.numbers)} for r in table]
+
+
+def rows_frame(table: Sequence[Row]) -> pl.DataFrame:
+    """Tidy frame of the rows; ``numbers`` as a JSON object string (stable key order)."""
+    return pl.DataFrame(
+        [{"rule": r.rule, "candidate": r.candidate, "segment": r.segment, "load": r.load,
+          "observation": r.observation, "decision": r.decision, "risk": r.risk,
+          "numbers": json.dumps(_clean(r.numbers), sort_keys=True)} for r in table],
+        schema={c: pl.String for c in ("rule", "candidate", "segment", "load", "observation",
+                                        "decision", "risk", "numbers")},
+    )
+
+
+def format_rows(table: Sequence[Row]) -> str:
+    """Terminal block: one numbered row each."""
+    out = []
+    for i, r in enumerate(table, 1):
+        out += [f"{i}. [{r.rule}] {r.candidate} @ {r.load}", f"   observed: {r.observation}",
+                f"   decision: {r.decision}", f"   risk:     {r.risk}"]
+    return "\n".join(out)

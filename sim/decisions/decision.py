@@ -1,0 +1,295 @@
+"""The one decision: facts of a question in, winner / no winner / undetermined out.
+
+Why one pure function: the terminal, the JSON, the report and the dashboard used to re-decide
+with their own thresholds and disagreed on the same scenario. Here the answer is computed once,
+in the order a planner reasons, and every surface renders the :class:`Decision` it returns
+(``sim.decisions.answer_text``); the decision-table rows are derived from the same comparisons.
+
+The order (each step keeps only the candidates still in the running):
+
+1. **Load** (fixed fleet): does the candidate carry the offered load at the SLO on this fleet,
+   on every seed (``SustainCriteria``, the rule a capacity probe passes)? None does → no winner,
+   with each one's fleet size when a capacity search or load sweep gave it. A candidate that
+   serves fewer good answers than the baseline is out even when it meets the percentiles.
+   (Capacity question: a capacity above zero on every seed.)
+2. **GPUs**: capacity per replica (capacity question; at a fixed fleet every candidate has the
+   same GPUs).
+3. **Cost**: $ per 1,000 SLO-conformant answers (fixed fleet: fleet price over goodput; capacity
+   question: the banked replicas' price over the target rate).
+4. **Latency**: E2EL p50 (capacity question: at the target rate on each one's replicas).
+
+Each step compares the best mean with every other candidate on paired per-seed differences
+(``sim.decisions.paired``): beyond the indifference amount → the other is out; within it →
+both go on to the next step; neither → undetermined (more seeds would tell). One seed never
+decides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sim.decisions.facts import CandidateFacts, Facts
+from sim.decisions.paired import Paired, paired
+
+Outcome = Literal["winner", "no winner", "undetermined"]
+Status = Literal["winner", "equivalent", "behind", "cannot carry", "at risk", "undetermined"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One paired comparison the decision rests on."""
+
+    step: str
+    """"cost", "goodput", "capacity", "latency", "goodput vs baseline"."""
+    leader: str
+    other: str
+    result: Paired
+    unit: str
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict
+
+
+@dataclass(frozen=True)
+class Standing:
+    candidate: str
+    status: Status
+    step: str
+    """The step at which its standing was settled ("load", "cost", …)."""
+    why: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to one question (one window of it), ready to render."""
+
+    question: str
+    window: str
+    outcome: Outcome
+    winner: str | None
+    leaders: tuple[str, ...]
+    """The winner; the equivalent candidates ahead of the rest (no single winner); or the
+    candidates still in the running when undetermined."""
+    baseline: str
+    n_seeds: int
+    max_seeds: int
+    standings: tuple[Standing, ...]
+    comparisons: tuple[Comparison, ...]
+    steps: tuple[tuple[str, str], ...]
+    """(step, what it found) in the planner's order: the reasons."""
+    facts: Facts = field(repr=False, compare=False)
+
+    def standing(self, name: str) -> Standing:
+        return next(s for s in self.standings if s.candidate == name)
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome != "undetermined"
+
+
+def _means(_c: CandidateFacts, values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _pct(a: float, b: float) -> str:
+    if not (math.isfinite(a) and math.isfinite(b)) or b == 0:
+        return "n/a"
+    return f"{100.0 * (a - b) / abs(b):+.0f} %"
+
+
+@dataclass
+class _Run:
+    """The state the steps pass along: who is still in, what was settled, the reasons."""
+
+    facts: Facts
+    pool: list[str]
+    status: dict[str, tuple[Status, str, str]] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+    steps: list[tuple[str, str]] = field(default_factory=list)
+    undetermined: list[str] = field(default_factory=list)
+
+    def settle(self, name: str, status: Status, step: str, why: str) -> None:
+        self.status.setdefault(name, (status, step, why))
+        if name in self.pool:
+            self.pool.remove(name)
+
+    def narrow(self, step: str, values: Callable[[CandidateFacts], Sequence[float]], *, higher: bool,
+               rel_delta: float, unit: str, fmt: Callable[[float], str]) -> None:
+        """Keep the best mean and those within the indifference amount of it; drop those
+        clearly behind; stop (undetermined) when any comparison cannot tell yet."""
+        if len(self.pool) < 2 or self.undetermined:
+            return
+        f = self.facts
+        means = {n: _means(f.candidate(n), values(f.candidate(n))) for n in self.pool}
+        key = (lambda n: means[n]) if higher else (lambda n: -means[n])
+        best = max(self.pool, key=lambda n: (key(n), -self.pool.index(n)))
+        behind, equal, open_ = [], [], []
+        for other in list(self.pool):
+            if other == best:
+                continue
+            p = paired(values(f.candidate(best)), values(f.candidate(other)), higher_better=higher,
+                       rel_delta=rel_delta)
+            self.comparisons.append(Comparison(step, best, other, p, unit))
+            diff = f"{fmt(means[other])} ({_pct(means[other], means[best])})"
+            if p.verdict == "better":
+                self.settle(other, "behind", step, f"{step} {diff} vs {best}, beyond ±"
+                            f"{100 * rel_delta:.0f} % (paired, {p.n} seeds)")
+                behind.append(f"{other} {diff}")
+            elif p.verdict == "equivalent":
+                equal.append(other)
+            else:
+                self.undetermined.append(other)
+                reach = fmt(p.reach) if p.n > 1 else "unknown (one seed)"
+                open_.append(f"{other} (the difference may be up to {reach})")
+        said = f"best {best} at {fmt(means[best])}"
+        if equal:
+            said += f"; within ±{100 * rel_delta:.0f} % of it: {', '.join(equal)}"
+        if behind:
+            said += f"; behind: {', '.join(behind)}"
+        if open_:
+            said += f"; undetermined at {len(f.seeds)} seed(s): {', '.join(open_)}"
+        self.steps.append((step, said))
+        if self.undetermined:  # the best and those equal to it stay in the running with the open ones
+            self.undetermined[0:0] = [best, *equal]
+
+
+def decide(facts: Facts) -> Decision:
+    """The decision for ``facts`` (see the module docstring for the order)."""
+    names = [c.name for c in facts.candidates]
+    run = _Run(facts, list(names))
+    if facts.question == "fleet":
+        _fleet_steps(run)
+    else:
+        _capacity_steps(run)
+    n = len(facts.seeds)
+    pool = list(run.pool)
+    if run.undetermined:
+        outcome: Outcome = "undetermined"
+        leaders = tuple(dict.fromkeys(run.undetermined))
+    elif not pool:
+        outcome, leaders = "no winner", ()
+    elif len(pool) == 1:
+        outcome, leaders = "winner", (pool[0],)
+    else:
+        outcome, leaders = "no winner", tuple(pool)
+    if n < 2 and outcome != "undetermined":  # one seed never claims certainty
+        outcome = "undetermined"
+        run.steps.append(("seeds", "one seed: no interval, so no difference can be called real"))
+        leaders = leaders or tuple(pool)
+    winner = leaders[0] if outcome == "winner" else None
+    standings = []
+    for name in names:
+        if name in run.status:
+            st, step, why = run.status[name]
+        elif outcome == "winner" and name == winner:
+            st, step, why = "winner", run.steps[-1][0] if run.steps else "load", "ahead at every step"
+        elif outcome == "undetermined" and name in leaders:
+            st, step, why = "undetermined", run.steps[-1][0] if run.steps else "seeds", "still in the running"
+        else:
+            st, step, why = "equivalent", run.steps[-1][0] if run.steps else "load", (
+                "no difference that matters from " + ", ".join(x for x in leaders if x != name))
+        standings.append(Standing(name, st, step, why))
+    return Decision(facts.question, facts.window, outcome, winner, leaders, facts.baseline, n,
+                    facts.max_seeds, tuple(standings), tuple(run.comparisons), tuple(run.steps), facts)
+
+
+def _rate(f: Facts) -> str:
+    return "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+
+
+def _fleet_steps(run: _Run) -> None:
+    f = run.facts
+    if f.has_slo:
+        carry, partly, none = [], [], []
+        for c in f.candidates:
+            ok = sum(c.carries)
+            (carry if ok == len(c.carries) and ok else partly if ok else none).append(c)
+        for c in partly:
+            run.settle(c.name, "at risk", "load", f"carries {_rate(f)} on {sum(c.carries)} of "
+                       f"{len(c.carries)} seeds only ({_first_fail(c)})")
+        for c in none:
+            run.settle(c.name, "cannot carry", "load", f"cannot carry {_rate(f)} at the SLO on "
+                       f"{_fleet(f)} ({_first_fail(c)})")
+        said = (f"carries {_rate(f)} at the SLO on {_fleet(f)} on every seed: "
+                f"{', '.join(c.name for c in carry) or 'none'}")
+        if partly:
+            said += f"; on some seeds only: {', '.join(c.name for c in partly)}"
+        run.steps.append(("load", said))
+        if not carry and partly:
+            run.undetermined += [c.name for c in partly]
+            return
+        names = [c.name for c in f.candidates]
+        base = f.candidate(f.baseline) if f.baseline in names else None
+        if base is not None and f.baseline not in run.pool:
+            for name in list(run.pool):
+                p = paired(f.candidate(name).goodput, base.goodput, higher_better=True, rel_delta=f.indifference)
+                run.comparisons.append(Comparison("goodput vs baseline", name, f.baseline, p, "req/s"))
+                if p.verdict == "worse":
+                    run.settle(name, "behind", "load", f"meets the percentiles but serves fewer good "
+                               f"answers than {f.baseline} (goodput {_pct(_means(base, f.candidate(name).goodput), _means(base, base.goodput))})")
+        priced = all(f.candidate(n).hourly_usd is not None for n in run.pool)
+        if priced:
+            run.narrow("cost", lambda c: [c.cost_per_1k(i) for i in range(len(c.goodput))], higher=False,
+                       rel_delta=f.indifference, unit="$/1k good", fmt=lambda v: f"${v:.3g}/1k good")
+        else:
+            run.narrow("goodput", lambda c: c.goodput, higher=True, rel_delta=f.indifference,
+                       unit="req/s", fmt=lambda v: f"{v:.3g} req/s")
+    run.narrow("latency", lambda c: c.latency_ms, higher=False, rel_delta=f.latency_indifference,
+               unit="ms E2EL p50", fmt=lambda v: f"{v:,.0f} ms")
+
+
+def _capacity_steps(run: _Run) -> None:
+    f = run.facts
+    found, partly, none = [], [], []
+    for c in f.candidates:
+        ok = sum(1 for x in c.capacity if x > 0)
+        (found if ok == len(c.capacity) and ok else partly if ok else none).append(c)
+    for c in partly:
+        run.settle(c.name, "at risk", "load", f"sustains the SLO on {sum(1 for x in c.capacity if x > 0)} "
+                   f"of {len(c.capacity)} seeds only")
+    for c in none:
+        run.settle(c.name, "cannot carry", "load", "sustains the SLO at no rate probed")
+    run.steps.append(("load", f"sustains the SLO at some rate on every seed: "
+                              f"{', '.join(c.name for c in found) or 'none'}"))
+    if not found and partly:
+        run.undetermined += [c.name for c in partly]
+        return
+    run.narrow("GPUs", lambda c: c.capacity, higher=True, rel_delta=f.indifference,
+               unit="req/s per replica", fmt=lambda v: f"{v:.3g} req/s per replica")
+
+    def at_size(c: CandidateFacts) -> list[float]:
+        cost = cost_at_size(c, f.rate)
+        return [cost] * len(c.capacity)
+
+    if all(f.candidate(n).replicas_per_hour_usd is not None for n in run.pool):
+        run.narrow("cost", at_size, higher=False, rel_delta=f.indifference, unit="$/1k answers",
+                   fmt=lambda v: f"${v:.3g}/1k answers" if math.isfinite(v) else "no fleet size")
+    if all(len(f.candidate(n).latency_ms) == len(f.seeds) for n in run.pool):
+        run.narrow("latency", lambda c: c.latency_ms, higher=False, rel_delta=f.latency_indifference,
+                   unit="ms E2EL p50 at the target", fmt=lambda v: f"{v:,.0f} ms")
+
+
+def cost_at_size(c: CandidateFacts, target: float | None) -> float:
+    """$ per 1,000 answers at the banked fleet size serving the target rate."""
+    if c.replicas is None or c.replicas_per_hour_usd is None or not target:
+        return math.inf
+    return 1000.0 * c.replicas * c.replicas_per_hour_usd / 3600.0 / target
+
+
+def _first_fail(c: CandidateFacts) -> str:
+    return next((r for ok, r in zip(c.carries, c.carry_reason, strict=True) if not ok), "")
+
+
+def _fleet(f: Facts) -> str:
+    if f.device == "replica":
+        return "1 replica" if f.replicas == 1 else f"{f.replicas} replicas"
+    return f"{f.replicas} {f.device}" if f.replicas == 1 else f"{f.replicas} × {f.device}"
+
+
+def sizes(decision: Decision) -> Mapping[str, int | None]:
+    """Replicas each candidate needs, where the facts hold them (capacity search, sweep)."""
+    return {c.name: c.replicas for c in decision.facts.candidates}

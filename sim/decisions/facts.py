@@ -1,0 +1,250 @@
+"""The facts of a question, per candidate and seed: what the one decision is computed from.
+
+Why a module of its own: the terminal, JSON, report and dashboard must judge the same numbers,
+and a peak or restart window must be judged by the same rule as the whole run, so every fact
+is read here, once, from the simulated requests of the window asked about.
+
+Goodput here is SLO-conformant answers per second of the window's *arrivals* (the nominal
+window, ``t1 - t0``), so two candidates that serve the same requests equally well have the same
+goodput and, at a fixed fleet, the same cost per good answer, however long each one's backlog
+took to drain (the summary's measured window includes the drain; its goodput can differ by
+that much).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from sim.decisions.sustain import SustainCriteria
+from sim.results import metric_names as mn
+from sim.results.metrics import good_array, latency_arrays, linear_percentiles
+
+Question = Literal["fleet", "capacity"]
+
+
+@dataclass(frozen=True)
+class CandidateFacts:
+    """One candidate, one window: per-seed values in the order of ``Facts.seeds``."""
+
+    name: str
+    baseline: bool
+    goodput: tuple[float, ...] = ()
+    """SLO-conformant answers per second of arrivals, per seed (fleet question)."""
+    attainment: tuple[float, ...] = ()
+    """Share of the window's requests meeting every SLO, per seed."""
+    carries: tuple[bool, ...] = ()
+    """Per seed: the window's requests met the SLO percentiles with few enough losses
+    (``SustainCriteria``, the same rule a capacity probe passes)."""
+    carry_reason: tuple[str, ...] = ()
+    """Per seed: the binding check (``ttft_ms_p95=1210ms vs 1000``)."""
+    latency_ms: tuple[float, ...] = ()
+    """Per seed: E2EL p50 (ms), the latency a user feels, compared last."""
+    shown: Mapping[str, float] = field(default_factory=dict)
+    """Means over seeds of the numbers each surface shows (SLO percentiles, acceptance)."""
+    hourly_usd: float | None = None
+    """What this candidate's fleet costs per hour (None: no price in the scenario)."""
+    capacity: tuple[float, ...] = ()
+    """Capacity per replica (req/s) per seed (capacity question)."""
+    capacity_resolution: float = 0.0
+    """Half the search bracket's mean width (req/s per replica): seeds that agree within it
+    still leave this much uncertainty, so the interval is never narrower."""
+    replicas: int | None = None
+    """Fewest replicas for the target whose fleet capacity's lower 95 % bound covers it."""
+    replicas_mean: int | None = None
+    """Fewest replicas that cover the target at the mean capacity."""
+    replicas_at_risk: bool = False
+    """True when ``replicas`` covers the mean only (no lower bound above zero)."""
+    replicas_per_hour_usd: float | None = None
+    """Price of one replica per hour (GPUs and draft hardware)."""
+
+    def cost_per_1k(self, i: int) -> float:
+        """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
+        g = self.goodput[i]
+        if self.hourly_usd is None:
+            return math.nan
+        return math.inf if g <= 0 else 1000.0 * self.hourly_usd / 3600.0 / g
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the decision reads, for one window of one question."""
+
+    question: Question
+    candidates: tuple[CandidateFacts, ...]
+    seeds: tuple[int, ...]
+    baseline: str
+    has_slo: bool
+    rate: float | None
+    """Offered fleet req/s (fleet question) or the target rate (capacity question)."""
+    replicas: int
+    """The scenario's fleet (fleet question)."""
+    device: str = "replica"
+    """What one replica is, for the answer's words ("H200", "4× H100")."""
+    window: str = "whole run"
+    """Which part of the run: "whole run", "peak 600–900 s", "restart 600–660 s", …"""
+    max_seeds: int = 0
+    """The replication budget the answer was allowed (0: not sequential)."""
+    indifference: float = 0.02
+    """Relative difference below which two candidates are equivalent (goodput, cost, capacity)."""
+    latency_indifference: float = 0.05
+
+    def candidate(self, name: str) -> CandidateFacts:
+        return next(c for c in self.candidates if c.name == name)
+
+
+def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: float,
+                t1: float) -> dict[tuple[str, int], dict[str, Any]]:
+    """One row per (candidate, seed) over the requests arriving in ``[t0, t1)``: the counts and
+    percentiles ``SustainCriteria.judge`` reads, plus good answers and E2EL p50."""
+    sel = requests.filter((pl.col("arrival_s") >= t0) & (pl.col("arrival_s") < t1))
+    outcome = sel["outcome"].to_numpy()
+    done = outcome == mn.COMPLETED
+    ttft, tpot, e2el = latency_arrays(sel)
+    a = {"ttft_s": ttft, "tpot_s": tpot, "e2el_s": e2el,
+         "max_pause_s": sel["max_pause_s"].cast(pl.Float64).fill_null(np.nan).to_numpy()}
+    good = good_array(done, a, limits_ms) if limits_ms else np.zeros(len(done), bool)
+    counts = {c: sel[c].fill_null(0).to_numpy() for c in ("num_drafts", "accepted_tokens")}
+    keys = list(zip(sel[mn.CANDIDATE].to_list(), sel[mn.SEED].to_list(), strict=True))
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, idx in groups.items():
+        ix = np.asarray(idx)
+        d = done[ix]
+        row: dict[str, Any] = {
+            mn.COMPLETED: int(d.sum()), mn.REJECTED: int((outcome[ix] == mn.REJECTED).sum()),
+            mn.TIMED_OUT: int((outcome[ix] == mn.TIMED_OUT).sum()),
+            "unfinished": int((outcome[ix] == mn.UNFINISHED).sum()),
+            "good": int(good[ix].sum()), "requests": len(ix),
+        }
+        for metric, col in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2el", "e2el_s"), ("pause", "max_pause_s")):
+            v = a[col][ix][d]
+            v = v[~np.isnan(v)] * 1000.0
+            qs = linear_percentiles(v.copy(), (0.5, 0.95, 0.99)) if v.size else [None, None, None]
+            row.update({f"{metric}_ms_{s}": x for s, x in zip(("median", "p95", "p99"), qs, strict=True)})
+        drafts = int(counts["num_drafts"][ix].sum())
+        row[mn.MEAN_ACCEPTANCE_LENGTH] = 1.0 + int(counts["accepted_tokens"][ix].sum()) / drafts if drafts else None
+        out[(str(key[0]), int(key[1]))] = row
+    return out
+
+
+def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | None = None,
+                t1: float | None = None, window: str = "whole run", rate: float | None = None,
+                max_seeds: int = 0) -> Facts:
+    """Facts of a fixed-fleet question from a ``ScenarioResult`` (every candidate × seed), over
+    the arrivals in ``[t0, t1)`` (default: after warm-up to the end of arrivals)."""
+    sc = result.scenario
+    t0 = sc.run.warmup_s if t0 is None else t0
+    t1 = sc.run.duration_s if t1 is None else t1
+    limits = dict(sc.slo.limits)
+    rows = window_rows(result.requests, limits, t0, t1)
+    span = max(t1 - t0, 1e-9)
+    fl = sc.fleet
+    out = []
+    for name in result.candidates:
+        cand = sc.candidate(name)
+        hourly = None
+        if fl.price_per_gpu_hour is not None:
+            per = fl.price_per_gpu_hour * fl.gpus_per_replica + (0.0 if cand.is_baseline else fl.draft_price_per_hour)
+            hourly = per * fl.replicas
+        per_seed = [rows.get((name, s)) or _empty_row() for s in result.seeds]
+        judged = [criteria.judge(r, rate or 0.0) if criteria is not None else None for r in per_seed]
+        shown: dict[str, float] = {}
+        for col in ("ttft_ms_p95", "tpot_ms_p95", "e2el_ms_p95", "pause_ms_p95", "ttft_ms_p99",
+                    "tpot_ms_p99", "e2el_ms_median", mn.MEAN_ACCEPTANCE_LENGTH):
+            vals = [float(r[col]) for r in per_seed if r.get(col) is not None]
+            if vals:
+                shown[col] = float(np.mean(vals))
+        shown["requests"] = float(np.mean([r["requests"] for r in per_seed]))
+        out.append(CandidateFacts(
+            name=name, baseline=cand.is_baseline,
+            goodput=tuple(r["good"] / span for r in per_seed),
+            attainment=tuple(r["good"] / r["requests"] if r["requests"] else 0.0 for r in per_seed),
+            carries=tuple(bool(j is not None and j.sustained) for j in judged),
+            carry_reason=tuple(j.reason if j is not None else "" for j in judged),
+            latency_ms=tuple(float(r["e2el_ms_median"]) if r.get("e2el_ms_median") is not None else math.inf
+                             for r in per_seed),
+            shown=shown, hourly_usd=hourly,
+        ))
+    return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
+                 int(fl.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+
+
+def _empty_row() -> dict[str, Any]:
+    return {mn.COMPLETED: 0, mn.REJECTED: 0, mn.TIMED_OUT: 0, "unfinished": 0, "good": 0, "requests": 0}
+
+
+def device_name(result: Any) -> str:
+    """"H200", "4× H100", or "replica" when the profile does not say."""
+    return replica_words(getattr(result, "profile_device", None), result.scenario.fleet.gpus_per_replica)
+
+
+def replica_words(device: str | None, gpus: int) -> str:
+    short = (device or "").replace("NVIDIA ", "").split(" ")[0]
+    if not any(ch.isdigit() for ch in short):  # a CPU's maker ("AMD EPYC …"), or nothing: no model name
+        return "replica"
+    return short if gpus == 1 else f"{gpus}× {short}"
+
+
+def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
+                   device: str = "replica") -> Facts:
+    """Facts of a capacity question from a ``CapacityReport``: capacity per replica per seed
+    (the same seeds for every candidate: paired), replicas for the target by the lower bound."""
+    from sim.decisions.paired import mean_interval
+
+    out = []
+    seeds = report.candidates[0].seeds if report.candidates else ()
+    for c in report.candidates:
+        caps = tuple(float(x) for x in c.capacities)
+        widths = [(s.upper - s.lower) / 2.0 / c.fleet_replicas for s in c.per_seed
+                  if s.status == "bracketed" and math.isfinite(s.upper)]
+        res = float(np.mean(widths)) if widths else 0.0
+        mean, half, _ = mean_interval(caps) if caps else (0.0, None, "")
+        low = None if half is None else mean - max(half, res)
+        target = c.target_rate
+        n_mean = math.ceil(target / mean - 1e-9) if mean > 0 else None
+        n_low = math.ceil(target / low - 1e-9) if low is not None and low > 0 else None
+        sim_n = c.replicas
+        at_risk = n_low is None and n_mean is not None
+        reps = None
+        if n_low is not None:
+            reps = max(n_low, sim_n or 0)
+        elif sim_n is not None or n_mean is not None:
+            reps = max(sim_n or 0, n_mean or 0) or None
+        out.append(CandidateFacts(
+            name=c.candidate, baseline=c.candidate == report.baseline, capacity=caps,
+            capacity_resolution=res, replicas=reps, replicas_mean=n_mean, replicas_at_risk=at_risk,
+            replicas_per_hour_usd=report.replica_hourly.get(c.candidate) if report.replica_hourly else None,
+            shown=_operating(c), latency_ms=_operating_latency(c),
+        ))
+    return Facts("capacity", tuple(out), tuple(seeds), report.baseline, has_slo,
+                 report.candidates[0].target_rate if report.candidates else None,
+                 report.candidates[0].fleet_replicas if report.candidates else 1, device=device,
+                 max_seeds=max_seeds, indifference=max(0.02, report.rel_tol / 2.0))
+
+
+def _operating_latency(c: Any) -> tuple[float, ...]:
+    """E2EL p50 per seed at the target rate on the candidate's replicas (empty: none found)."""
+    rows = list(c.operating_seeds)
+    if len(rows) != len(c.seeds):
+        return ()
+    return tuple(float(r["e2el_ms_median"]) if r.get("e2el_ms_median") is not None else math.inf
+                 for r in rows)
+
+
+def _operating(c: Any) -> dict[str, float]:
+    row = c.operating_row or {}
+    return {k: float(row[k]) for k in ("ttft_ms_p95", "tpot_ms_p95", "e2el_ms_median",
+                                      mn.MEAN_ACCEPTANCE_LENGTH, mn.SLO_ATTAINMENT)
+            if row.get(k) is not None and math.isfinite(float(row[k]))}
+
+
+def seeds_of(facts: Facts) -> Sequence[int]:
+    return facts.seeds

@@ -1,0 +1,118 @@
+"""vLLM's ``speculative_config`` for a policy advice: the method per proposer kind, the k, and
+what the snippet cannot express.
+
+Why its own module: the method name must be derived robustly (a profile may label an EAGLE-3
+head ``draft_model``), and the policy module is about the per-step table, not vLLM's spelling.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_VLLM_BY_WORD = (("eagle3", "eagle3"), ("eagle-3", "eagle3"), ("eagle_3", "eagle3"), ("eagle", "eagle"),
+                 ("medusa", "medusa"), ("mtp", "mtp"), ("ngram", "ngram"), ("n-gram", "ngram"))
+
+
+def vllm_method(kind: str, name: str = "", model_id: str | None = None, note: str | None = None) -> str | None:
+    """vLLM's ``speculative_config.method`` for a proposer: its kind, except that a profile may
+    label an EAGLE-3 head (or an EAGLE-1 head, or MTP layers) ``draft_model``; then the proposer's
+    name, model id or note says which it is. ``self_draft`` has no vLLM method (None)."""
+    if kind == "self_draft":
+        return None
+    if kind == "draft_model":
+        words = " ".join(x.lower() for x in (name, model_id or "", note or ""))
+        for word, method in _VLLM_BY_WORD:
+            if word in words:
+                return method
+    return kind
+
+
+def speculative_config(advice: Any) -> dict[str, Any]:
+    """The ``speculative_config`` to paste into vLLM (``--speculative-config`` JSON)."""
+    if advice.fixed_k == 0:
+        return {}
+    p = advice.proposer_identity
+    cfg: dict[str, Any] = {}
+    method = method_of(advice)
+    if method == "ngram":
+        cfg["method"] = "ngram"
+        cfg["num_speculative_tokens"] = advice.fixed_k
+        if p is not None and p.prompt_lookup_min is not None:
+            cfg["prompt_lookup_min"] = p.prompt_lookup_min
+        if p is not None and p.prompt_lookup_max is not None:
+            cfg["prompt_lookup_max"] = p.prompt_lookup_max
+    elif method in ("draft_model", "eagle", "eagle3", "medusa", "mtp", "suffix"):
+        cfg["method"] = method
+        if method != "suffix":
+            model = _model_id(advice)
+            if model is not None:
+                cfg["model"] = model
+        cfg["num_speculative_tokens"] = advice.fixed_k
+    else:
+        cfg["method"] = None  # advice-draft (layer skip) has no vLLM method; see notes
+        cfg["num_speculative_tokens"] = advice.fixed_k
+    if advice.off_above_batch is not None:
+        cfg["disable_by_batch_size"] = advice.off_above_batch
+    return cfg
+
+
+def method_of(advice: Any) -> str | None:
+    """vLLM's method name for a ``PolicyAdvice``'s proposer (``vllm_method``)."""
+    p = advice.proposer_identity
+    model = p.model.id if p is not None and p.model is not None else None
+    return vllm_method(advice.proposer_kind, advice.proposer, model, p.note if p is not None else None)
+
+
+def _model_id(advice: Any) -> str | None:
+    """A real checkpoint id for ``speculative_config.model``, or a fill-in placeholder.
+
+    A config-only profile (random weights, e.g. ``llama-3.2-1b-shaped``) names an
+    architecture, not a checkpoint vLLM can load: the snippet then says to fill one in.
+    """
+    p = advice.proposer_identity
+    m = p.model if p is not None else None
+    if m is None:
+        return None if method_of(advice) == "mtp" else f"<FILL IN: the {method_of(advice)} checkpoint id>"
+    if m.config_only:
+        return f"<FILL IN: a real checkpoint id; this profile only has the architecture {m.id}>"
+    return m.id
+
+
+def notes(advice: Any) -> list[str]:
+    """What the snippet can and cannot express, by vLLM version (checked against its docs)."""
+    notes = [
+        "vLLM has no per-batch-size k: num_speculative_tokens is fixed; the k-by-batch table "
+        "is for the simulator (policy = \"k_by_batch\") or an engine that supports it.",
+    ]
+    if advice.off_above_batch is not None:
+        notes.append(
+            "disable_by_batch_size is a speculative_config key of vLLM's V0 spec-decode "
+            "worker (older releases: --speculative-disable-by-batch-size); it counts enqueued "
+            "requests, not the decode batch, and has no hysteresis; the V1 engine does not "
+            "offer it: there, run separate pools or pick k for the peak.")
+    if method_of(advice) != advice.proposer_kind:
+        notes.append(f"method {method_of(advice)!r}: the profile labels {advice.proposer} {advice.proposer_kind!r}, "
+                     f"but its name or model says it is {method_of(advice)}")
+    if method_of(advice) == "ngram":
+        notes.append("vLLM before 0.7 spells the ngram window ngram_prompt_lookup_min/max.")
+    model = speculative_config(advice).get("model")
+    if isinstance(model, str) and model.startswith("<FILL IN"):
+        notes.append("speculative_config.model must name a checkpoint vLLM can load (a Hugging Face id "
+                     "or path); replace the <FILL IN ...> value before use.")
+    if method_of(advice) == "mtp":
+        notes.append("mtp: vLLM uses the target's own MTP layers; model may be omitted (it "
+                     "defaults to the target).")
+    if advice.proposer_kind == "self_draft":
+        notes.append("advice-draft (first layers of the target) has no vLLM method; the numbers "
+                     "say what such a proposer would need to deliver.")
+    return notes
+
+
+def snippet(advice: Any) -> str:
+    """JSON to paste, followed by the caveats as comment lines."""
+    cfg = speculative_config(advice)
+    if not cfg:
+        return ("# no speculative_config: speculation does not beat the baseline at any batch "
+                "size in this profile")
+    return json.dumps(cfg, indent=2) + "\n" + "\n".join(f"# {n}" for n in notes(advice))
