@@ -11,7 +11,9 @@ import json
 from typing import Any
 
 _VLLM_BY_WORD = (("eagle3", "eagle3"), ("eagle-3", "eagle3"), ("eagle_3", "eagle3"), ("eagle", "eagle"),
-                 ("medusa", "medusa"), ("mtp", "mtp"), ("ngram", "ngram"), ("n-gram", "ngram"))
+                 ("medusa", "medusa"), ("mtp", "mtp"))
+"""Words that name a model-backed method; a prompt-lookup word is no evidence against the kind:
+a ``draft_model`` proposer has weights, which n-gram lookup never has."""
 
 
 def vllm_method(kind: str, name: str = "", model_id: str | None = None, note: str | None = None) -> str | None:

@@ -132,6 +132,7 @@ def test_capacity_replicas_bank_on_the_lower_bound():
     ("draft_model", "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3"),
     ("draft_model", "head", "yuhuili/EAGLE-LLaMA3-Instruct-8B", "eagle"),
     ("draft_model", "mtp-layers", None, "mtp"), ("self_draft", "selfdraft-l6", None, None),
+    ("draft_model", "ngram", "meta-llama/Llama-3.2-1B", "draft_model"),  # a model's weights: never lookup
 ])
 def test_vllm_method_per_proposer_kind(kind, name, model, want):
     assert vllm_method(kind, name, model) == want
