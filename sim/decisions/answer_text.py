@@ -273,7 +273,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
                                      f"(±{100 * d.facts.latency_indifference:.0f} % latency) counts as equal")
-    items.append((f"statistics: {d.n_seeds} seed(s), {how}"
+    per = "; goodput per second of arrivals" if d.question == "fleet" and d.facts.has_slo else ""
+    items.append((f"statistics: {d.n_seeds} seed(s), {how}{per}"
                   + (f"; {answer.budget_note}" if answer.budget_note else ""), "  ", "      ", False))
     if not wrap:
         return [text for text, *_ in items]

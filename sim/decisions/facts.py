@@ -7,8 +7,9 @@ is read here, once, from the simulated requests of the window asked about.
 Goodput here is SLO-conformant answers per second of the window's *arrivals* (the nominal
 window, ``t1 - t0``), so two candidates that serve the same requests equally well have the same
 goodput and, at a fixed fleet, the same cost per good answer, however long each one's backlog
-took to drain (the summary's measured window includes the drain; its goodput can differ by
-that much).
+took to drain. The summary's ``request_goodput`` keeps vLLM's definition (good answers over
+the time to the last answer, drain included) and can differ by that much; its cost is billed
+over the same arrival window as here, so the two costs agree.
 """
 
 from __future__ import annotations

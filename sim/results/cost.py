@@ -1,8 +1,10 @@
-"""What serving costs over the measured window, and per SLO-conformant answer.
+"""What serving costs over the arrival window, and per SLO-conformant answer.
 
 Hardware is paid by the hour whether it is busy or idle, and time spent on requests that were
 rejected or timed out is paid too, so the cost is replicas × GPUs per replica × hours × price
-per GPU-hour over the whole measured window (not per served token). A speculative candidate with
+per GPU-hour over the whole window in which requests arrive (warm-up excluded; not per served
+token, and not the simulated drain after it, so that two candidates with the same good answers
+cost the same at a fixed fleet). A speculative candidate with
 separate draft hardware adds its hourly price per replica. Dividing by the answers that met every
 SLO gives the number a buyer compares.
 """

@@ -266,7 +266,7 @@ def summarize(
 ) -> pl.DataFrame:
     """One summary row for ``"all"`` and one per segment, columns as in docs/architecture.md.
 
-    ``cost_total_usd`` is the fleet cost over the measured window (sim.results.cost); fleet-level
+    ``cost_total_usd`` is the fleet cost over the arrival window (sim.results.cost); fleet-level
     levels and cost repeat on segment rows, cost per good answer is for ``"all"`` only.
     ``queue_log`` (the engine's queue entries and exits) makes ``queue_len_tw`` exact; without
     it (a real run's frames) it comes from the request records.

@@ -202,8 +202,10 @@ def simulate_once(
     itl_df = itl_frame(run, cand.name, seed)
     t0, t1 = measured_window(req_df, scenario.run.warmup_s, scenario.run.duration_s)
     fl = scenario.fleet
+    # billed over the arrival window, as the decision bills it (sim/decisions/facts.py): at a
+    # fixed fleet, equal good answers cost the same however long each backlog took to drain
     cost = fleet_cost_usd(
-        t1 - t0, fl.replicas, fl.price_per_gpu_hour, fl.draft_price_per_hour,
+        scenario.run.duration_s - scenario.run.warmup_s, fl.replicas, fl.price_per_gpu_hour, fl.draft_price_per_hour,
         speculative=policy.speculates, gpus_per_replica=fl.gpus_per_replica,
     )
     summary = summarize(

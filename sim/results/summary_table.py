@@ -166,7 +166,7 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
         gpus = "" if g == 1 else f" × {g} GPUs"
         lines.append(
             f"cost: {sc.fleet.replicas} replica(s){gpus} × ${sc.fleet.price_per_gpu_hour:g}/h over the "
-            "measured window (idle and rejected/timed-out work included)"
+            "arrival window (idle, failed work billed; drain not)"
         )
     lines.append("")
     lines.append("sources:" if verbose else "sources: (one line per section; --verbose or --json: full provenance)")
