@@ -7,12 +7,26 @@ profile_acceptance) build on it.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from sim.contracts.errors import SpecplanError, join_path, where
+
+
+def decode_failure(exc: Exception, origin: object, line: int, numbers: str) -> SpecplanError:
+    """One line for JSON text that would not decode at ``origin:line``: a syntax error (with its
+    column), nesting deeper than Python recurses, or an integer of over 4,300 digits, which
+    Python refuses (``numbers`` says what is valid instead). One home for the three readers of
+    JSON files: profiles, vLLM results and JSON Lines traces."""
+    if isinstance(exc, RecursionError):
+        return SpecplanError(f"{origin}:{line}: JSON nested too deeply to parse")
+    if isinstance(exc, json.JSONDecodeError):
+        return SpecplanError(f"{origin}:{exc.lineno if line <= 0 else line}: invalid JSON at column "
+                             f"{exc.colno}: {exc.msg}")
+    return SpecplanError(f"{origin}:{line}: a number with thousands of digits; valid: {numbers}")
 
 
 class JsonReader:

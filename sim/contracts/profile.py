@@ -18,6 +18,7 @@ from typing import Any
 
 from sim.contracts.errors import SpecplanError, join_path, read_text, where
 from sim.contracts.input_limits import check_nesting, check_tree
+from sim.contracts.json_reader import decode_failure
 from sim.contracts.profile_acceptance import AcceptanceEntry, AcceptanceReader
 from sim.contracts.profile_identity import PROFILE_NAME_RE, ModelIdentity, ProposerIdentity
 from sim.contracts.profile_memory import Memory, MemoryReader
@@ -90,12 +91,9 @@ def parse_profile_text(text: str, origin: str) -> Profile:
     check_nesting(text, origin, "JSON", toml=False)
     try:
         data = json.loads(text)
-    except RecursionError:
-        raise SpecplanError(f"{origin}: JSON nested too deeply to parse") from None
-    except json.JSONDecodeError as exc:
-        raise SpecplanError(
-            f"{where(origin, line=exc.lineno)}: invalid JSON at column {exc.colno}: {exc.msg}"
-        ) from None
+    except (RecursionError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise decode_failure(exc, origin, 0 if isinstance(exc, json.JSONDecodeError) else 1,
+                             "numbers within the field's range") from None
     return Profile.from_dict(data, origin)
 
 

@@ -27,6 +27,7 @@ import polars as pl
 
 from sim.contracts.errors import SpecplanError, where
 from sim.contracts.input_limits import check_nesting, check_tree, read_text_limited
+from sim.contracts.json_reader import decode_failure
 
 # Per-request lists `--save-detailed` adds; without them there is nothing to compare per request.
 DETAILED_KEYS = ("input_lens", "output_lens", "ttfts", "itls")
@@ -250,13 +251,9 @@ def load_vllm_results(path: str | Path) -> list[VllmBenchResult]:
         line = text.count("\n", 0, pos) + 1
         try:
             obj, end = decoder.raw_decode(text, pos)
-        except RecursionError:
-            raise SpecplanError(f"{p}:{line}: JSON nested too deeply to parse") from None
-        except json.JSONDecodeError as exc:
-            raise SpecplanError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-        except ValueError:  # Python refuses integers of over 4,300 digits
-            raise SpecplanError(f"{p}:{line}: a number with thousands of digits; valid: integers "
-                                "within ±2**53") from None
+        except (RecursionError, ValueError) as exc:  # the error's own line for a syntax error
+            raise decode_failure(exc, p, 0 if isinstance(exc, json.JSONDecodeError) else line,
+                                 "integers within ±2**53") from None
         objects.append((obj, line))
         pos = end
     if not objects:

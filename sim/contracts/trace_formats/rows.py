@@ -19,6 +19,7 @@ import polars as pl
 
 from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.input_limits import MAX_INT, check_file, read_text_limited
+from sim.contracts.json_reader import decode_failure
 
 COUNT_RE = r"^\d{1,15}$"
 NUMBER_RE = r"^\d{1,15}(\.\d{0,12})?$"
@@ -182,13 +183,8 @@ def jsonl_objects(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             obj = json.loads(raw)
-        except RecursionError:
-            raise SpecplanError(f"{p}:{i}: JSON nested too deeply to parse") from None
-        except json.JSONDecodeError as exc:
-            raise SpecplanError(f"{p}:{i}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        except ValueError:  # Python refuses integers of over 4,300 digits
-            raise SpecplanError(f"{p}:{i}: a number with thousands of digits; valid: token counts and "
-                                "times within 2**53") from None
+        except (RecursionError, ValueError) as exc:
+            raise decode_failure(exc, p, i, "token counts and times within 2**53") from None
         if not isinstance(obj, dict):
             raise SpecplanError(f"{p}:{i}: expected one JSON object per line, got {type(obj).__name__}")
         found = True
