@@ -9,7 +9,7 @@ from sim.contracts.errors import FieldError
 from sim.contracts.scenario_fields import NAME_RE
 
 Speculation = Literal["on", "off"]
-PolicyName = Literal["fixed", "off_above_batch", "k_by_batch", "adaptive"]
+PolicyName = Literal["fixed", "off_above_batch", "k_by_batch", "adaptive", "kv_fallback"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +35,36 @@ class AdaptiveConfig:
             raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
 
 
+@dataclass(frozen=True, slots=True)
+class KvFallbackConfig:
+    """Hysteresis on KV-cache use: stop speculating under memory pressure (its lookahead slots
+    and a draft model's KV compete with requests for blocks), resume when it eases."""
+
+    off_above: float
+    """Turn speculation off when the share of KV blocks in use rises above this (0–1]."""
+    on_below: float
+    """Turn it back on when that share falls below this (lower than ``off_above``)."""
+    window_s: float = 5.0
+    """Minimum observation window: no switch within this many seconds of the last one (or of
+    the replica's first step), so use hovering at a threshold does not flap."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.off_above <= 1:
+            raise FieldError("off_above", f"must be a share of KV blocks in (0, 1], got {self.off_above}")
+        if not 0 < self.on_below <= 1:
+            raise FieldError("on_below", f"must be a share of KV blocks in (0, 1], got {self.on_below}")
+        if not self.on_below < self.off_above:
+            raise FieldError("on_below", f"must be < off_above ({self.off_above}), got {self.on_below}")
+        if not self.window_s > 0:
+            raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
+
+
 _POLICY_FIELDS: dict[str, tuple[str, ...]] = {
     "fixed": ("k",),
     "off_above_batch": ("k", "max_batch"),
     "k_by_batch": ("k_by_batch",),
     "adaptive": ("k", "adaptive"),
+    "kv_fallback": ("k", "kv_fallback"),
 }
 
 
@@ -54,15 +79,18 @@ class Candidate:
     proposer: str | None = None
     """A proposer name of the profile (e.g. "ngram", "selfdraft-l6")."""
     policy: PolicyName = "fixed"
-    """How k is chosen per step: "fixed", "off_above_batch", "k_by_batch" or "adaptive"."""
+    """How k is chosen per step: "fixed", "off_above_batch", "k_by_batch", "adaptive" or
+    "kv_fallback" (the last three are idealised in-engine policies: vLLM fixes k at start-up)."""
     k: int | None = None
-    """Draft tokens per decode request and step (fixed, off_above_batch, adaptive)."""
+    """Draft tokens per decode request and step (fixed, off_above_batch, adaptive, kv_fallback)."""
     max_batch: int | None = None
     """off_above_batch: speculation is off while more than this many requests decode."""
     k_by_batch: tuple[tuple[int, int], ...] | None = None
     """k_by_batch: [[batch_size_at_least, k], …], first threshold 1, thresholds increasing."""
     adaptive: AdaptiveConfig | None = None
     """adaptive: the hysteresis thresholds."""
+    kv_fallback: KvFallbackConfig | None = None
+    """kv_fallback: the KV-use thresholds and the minimum observation window."""
     assumed_acceptance: tuple[float, ...] | None = None
     """Optional survival rate per position (non-increasing, in [0, 1], length ≥ max k) that
     replaces the profile's acceptance for this candidate; shown as "assumed"."""
@@ -80,7 +108,8 @@ class Candidate:
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
-        all_params = ("proposer", "k", "max_batch", "k_by_batch", "adaptive", "assumed_acceptance")
+        all_params = ("proposer", "k", "max_batch", "k_by_batch", "adaptive", "kv_fallback",
+                      "assumed_acceptance")
         if self.speculation == "off":
             for p in all_params:
                 if getattr(self, p) is not None:
@@ -91,7 +120,7 @@ class Candidate:
         if self.proposer is None:
             raise FieldError("proposer", "required for a speculative candidate (a profile proposer)")
         needed = _POLICY_FIELDS[self.policy]
-        for p in ("k", "max_batch", "k_by_batch", "adaptive"):
+        for p in ("k", "max_batch", "k_by_batch", "adaptive", "kv_fallback"):
             given = getattr(self, p) is not None
             if p in needed and not given:
                 raise FieldError(p, f"required by policy {self.policy!r}")

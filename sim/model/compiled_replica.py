@@ -190,7 +190,7 @@ class CompiledReplica:
             policy = self.policy
             state = self.flat()[0]
             if self.pol is not None:
-                k = ke.choose_k(*state, self.pol)
+                k = ke.choose_k(*state, self.pol, now)
             else:
                 k = policy.k_for(self.state, ke.decoding(*state))
             nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(*state, now, k)
@@ -230,7 +230,7 @@ class CompiledReplica:
         self.up = True
         if plan.fallback == "baseline":
             self.policy = OFF
-            self.pol = policy_array(OFF)
+        self.pol = policy_array(self.policy)  # started afresh: a kv_fallback's state too
 
 
 def _pricer(timer):

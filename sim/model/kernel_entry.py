@@ -64,5 +64,5 @@ def decoding(*a):
 
 @njit
 def choose_k(*a):
-    """``policy_kernels.policy_k(pol, rp, rq)`` (``a``: the state, then pol), flat."""
-    return policy_k(a[21], ks.Replica(*a[0:12]), ks.Requests(*a[12:16]))
+    """``policy_kernels.policy_k(pol, rp, rq, now)`` (``a``: the state, then pol and now), flat."""
+    return policy_k(a[21], ks.Replica(*a[0:12]), ks.Requests(*a[12:16]), a[22])

@@ -39,7 +39,7 @@ def finish(rp, rq, lg, start, duration, end):
 def step_until(rp, rq, lg, pol, ta, now, horizon):
     """Plan and price one step at ``now`` and, when it ends before ``horizon``, apply it.
     Returns ``(why, dt)``: ``why`` -1 when it was applied, else ``advance``'s code."""
-    p = plan_step(rp, rq, lg, now, policy_k(pol, rp, rq))
+    p = plan_step(rp, rq, lg, now, policy_k(pol, rp, rq, now))
     if p[0] < 0:
         return NEED_LOGS, 0.0
     if p[0] == 0 and p[1] == 0:

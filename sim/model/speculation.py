@@ -3,9 +3,13 @@
 Speculation pays at small batches and costs at large ones (verification of ``k + 1`` tokens per
 request is no longer free once the step is compute-bound), so serving engines switch it by
 load: off above a batch size, ``k`` by batch size (vLLM's
-``num_speculative_tokens_per_batch_size`` shape), or adaptively from the observed load with
-hysteresis. Policies are frozen; the only state (the adaptive window) lives in a small
-:class:`PolicyState` owned by the replica and passed in explicitly.
+``num_speculative_tokens_per_batch_size`` shape), adaptively from the observed load with
+hysteresis, or off under KV-cache pressure (``kv_fallback``: off above a KV-use threshold, back
+on below a lower one). Policies are frozen; their only state (the adaptive window, the fallback's
+on/off and last switch) lives in a small :class:`PolicyState` owned by the replica and passed in
+explicitly. Only ``off`` and ``fixed`` are what vLLM can run today (its ``speculative_config`` is
+fixed at start-up); the load- and KV-dependent ones are idealised in-engine policies
+(``sim.decisions.vllm_config.engine_support``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-PolicyName = Literal["off", "fixed", "off_above_batch", "k_by_batch", "adaptive"]
+PolicyName = Literal["off", "fixed", "off_above_batch", "k_by_batch", "adaptive", "kv_fallback"]
+POLICY_NAMES = ("off", "fixed", "off_above_batch", "k_by_batch", "adaptive", "kv_fallback")
 
 
 @dataclass(slots=True)
@@ -26,6 +31,16 @@ class PolicyState:
     duration_sum: float = 0.0
     first_s: float | None = None
     on: bool = True
+    pol: Any = None
+    """kv_fallback: its kernel array (``policy_kernels.policy_array``), state included."""
+
+    def kernel_array(self, policy: SpeculationPolicy) -> Any:
+        """The kv_fallback policy's array with this replica's state, made on first use."""
+        if self.pol is None:
+            from sim.model.policy_kernels import policy_array
+
+            self.pol = policy_array(policy)
+        return self.pol
 
     def observe(self, end_s: float, duration_s: float, decode_seqs: int, window_s: float) -> None:
         """Add one step and drop steps that ended before ``end_s - window_s``."""
@@ -52,9 +67,10 @@ class SpeculationPolicy:
     """One candidate's rule for ``k``; ``k_for(state, batch)`` is called once per step."""
 
     name: PolicyName
-    """``off`` (baseline), ``fixed``, ``off_above_batch``, ``k_by_batch`` or ``adaptive``."""
+    """``off`` (baseline), ``fixed``, ``off_above_batch``, ``k_by_batch``, ``adaptive`` or
+    ``kv_fallback``."""
     k: int = 0
-    """Draft tokens while speculating (fixed, off_above_batch, adaptive)."""
+    """Draft tokens while speculating (fixed, off_above_batch, adaptive, kv_fallback)."""
     max_batch: int | None = None
     """off_above_batch: speculation off when more than this many requests decode."""
     k_by_batch: tuple[tuple[int, int], ...] = ()
@@ -64,16 +80,18 @@ class SpeculationPolicy:
     off_above_batch: float | None = None
     """adaptive: turn it off when the windowed mean batch rises above this."""
     window_s: float | None = None
-    """adaptive: length of the observation window; no switching before one full window."""
+    """adaptive: length of the observation window; no switching before one full window.
+    kv_fallback: the least time between two switches (and before the first)."""
+    kv_off_above: float | None = None
+    """kv_fallback: speculation off when the share of KV blocks in use rises above this."""
+    kv_on_below: float | None = None
+    """kv_fallback: back on when it falls below this (lower: hysteresis)."""
 
     def __post_init__(self) -> None:
         n = self.name
-        if n not in ("off", "fixed", "off_above_batch", "k_by_batch", "adaptive"):
-            raise ValueError(
-                f"speculation policy {n!r} unknown; valid: off, fixed, off_above_batch, "
-                "k_by_batch, adaptive"
-            )
-        if n in ("fixed", "off_above_batch", "adaptive") and self.k < 1:
+        if n not in POLICY_NAMES:
+            raise ValueError(f"speculation policy {n!r} unknown; valid: {', '.join(POLICY_NAMES)}")
+        if n in ("fixed", "off_above_batch", "adaptive", "kv_fallback") and self.k < 1:
             raise ValueError(f"policy {n} needs k >= 1, got {self.k}")
         if n == "off_above_batch" and (self.max_batch is None or self.max_batch < 1):
             raise ValueError(f"policy off_above_batch needs max_batch >= 1, got {self.max_batch}")
@@ -94,6 +112,14 @@ class SpeculationPolicy:
                 )
             if w is None or not w > 0:
                 raise ValueError(f"policy adaptive needs window_s > 0, got {w}")
+        if n == "kv_fallback":
+            hi, lo, w = self.kv_off_above, self.kv_on_below, self.window_s
+            if hi is None or lo is None or not (0 < lo < hi <= 1):
+                raise ValueError(
+                    f"policy kv_fallback needs 0 < kv_on_below < kv_off_above <= 1, got {lo}, {hi}"
+                )
+            if w is None or not w > 0:
+                raise ValueError(f"policy kv_fallback needs window_s > 0, got {w}")
 
     @property
     def k_max(self) -> int:
@@ -109,9 +135,11 @@ class SpeculationPolicy:
     def k_for(self, state: PolicyState, batch: int) -> int:
         """``k`` for a step whose decode batch would be ``batch`` requests (the rule is
         ``policy_kernels.k_for_batch``, which the compiled step calls; the adaptive policy
-        decides from its window)."""
+        decides from its window; kv_fallback reads the replica's KV use: ``policy_kernels.policy_k``)."""
         if self.name == "adaptive":
             return self.k if state.on else 0
+        if self.name == "kv_fallback":
+            raise ValueError("policy kv_fallback reads the replica's KV use: call policy_kernels.policy_k")
         from sim.model.policy_kernels import k_for
 
         return k_for(self, batch)
@@ -140,6 +168,9 @@ class SpeculationPolicy:
             return f"k={self.k}, off above batch {self.max_batch}"
         if n == "k_by_batch":
             return "k by batch " + ", ".join(f"≥{b}:{k}" for b, k in self.k_by_batch)
+        if n == "kv_fallback":
+            return (f"k={self.k}, off above {self.kv_off_above:.0%} KV use, on below "
+                    f"{self.kv_on_below:.0%}, at least {self.window_s:g}s between switches")
         return (
             f"k={self.k} adaptive: off above mean batch {self.off_above_batch}, on below "
             f"{self.on_below_batch}, window {self.window_s}s"
@@ -157,6 +188,7 @@ def policy_from_candidate(candidate: Any) -> SpeculationPolicy:
     if spec == "off" or proposer is None or name is None or name == "off":
         return OFF
     adaptive = getattr(candidate, "adaptive", None)
+    kvf = getattr(candidate, "kv_fallback", None)
     kbb = getattr(candidate, "k_by_batch", None) or ()
     return SpeculationPolicy(
         name=name,
@@ -165,7 +197,9 @@ def policy_from_candidate(candidate: Any) -> SpeculationPolicy:
         k_by_batch=tuple((int(a), int(b)) for a, b in kbb),
         on_below_batch=_field(adaptive, "on_below_batch"),
         off_above_batch=_field(adaptive, "off_above_batch"),
-        window_s=_field(adaptive, "window_s"),
+        window_s=_field(kvf if name == "kv_fallback" else adaptive, "window_s"),
+        kv_off_above=_field(kvf, "off_above"),
+        kv_on_below=_field(kvf, "on_below"),
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.model.policy_kernels import policy_k
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request, StepPlan
@@ -87,6 +88,9 @@ class StepCycle:
             k = policy.k
         elif name == "off":
             k = 0
+        elif name == "kv_fallback":  # the compiled rule, on this replica's state and KV use
+            sched = self.scheduler
+            k = policy_k(self.state.kernel_array(policy), sched.rp, sched.rq, float(now))
         else:
             k = policy.k_for(self.state, self.scheduler.num_decoding())
         return self.scheduler.schedule(now, k)
