@@ -187,6 +187,8 @@ def to_json(report: Any, advice: list[Any], answer: Any) -> dict[str, Any]:
             {"proposer": a.proposer, "k_by_batch": a.k_by_batch, "off_above_batch": a.off_above_batch,
              "on_below_batch": a.on_below_batch, "fixed_k": a.fixed_k,
              "vllm_speculative_config": a.vllm_speculative_config(), "vllm_notes": a.vllm_notes(),
+             "engine_support": [{"suggestion": w, "vllm_runs": e.runs, "how": e.how,
+                                 "deployable": e.deployable} for w, e in a.engine_support()],
              "sources": list(a.sources), "notes": list(a.notes)} for a in advice
         ],
         "sources": [*report.sources, *([report.price_source] if report.price_source else [])],

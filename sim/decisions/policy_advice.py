@@ -98,6 +98,31 @@ class PolicyAdvice:
         """JSON to paste, followed by the caveats as comment lines."""
         return vllm_config.snippet(self)
 
+    def engine_support(self) -> list[tuple[str, vllm_config.EngineSupport]]:
+        """Each suggestion of this advice and whether vLLM can run it today (fixed k: yes; k by
+        batch, the load cut-off and the KV fallback: idealised, with the deployable form)."""
+        if self.fixed_k == 0:
+            return []
+        rows = [(f"fixed k = {self.fixed_k}", vllm_config.engine_support("fixed"))]
+        if len({k for _, k in self.k_by_batch if k}) > 1:
+            rows.append(("k by batch size", vllm_config.engine_support("k_by_batch")))
+        if self.off_above_batch is not None:
+            rows.append((f"off above decode batch {self.off_above_batch}, on below {self.on_below_batch:g}",
+                         vllm_config.engine_support("adaptive")))
+        rows.append(("off under KV-cache pressure (kv_fallback)", vllm_config.engine_support("kv_fallback")))
+        return rows
+
+    def engine_lines(self) -> list[str]:
+        """Terminal lines for ``engine_support``."""
+        out = []
+        for what, e in self.engine_support():
+            if e.runs:
+                out.append(f"vLLM runs {what} today: {e.how}")
+            else:
+                out.append(f"vLLM cannot run {what} (an idealised in-engine policy: {e.how}); "
+                           f"deployable: {e.deployable}")
+        return out
+
     def scenario_candidates_toml(self) -> str:
         """Two candidates to paste into a scenario to check the advice under queueing."""
         if self.fixed_k == 0:
@@ -138,6 +163,7 @@ class PolicyAdvice:
             lines.append(f"cut-off: speculation off above decode batch {self.off_above_batch}, back on "
                          f"below {self.on_below_batch:g} (hysteresis, margin {self.margin:.0%}); "
                          f"fixed k below the cut-off: {self.fixed_k}")
+        lines += self.engine_lines()
         lines += [f"source: {s}" for s in self.sources] + [f"note: {n}" for n in self.notes]
         return lines
 

@@ -8,12 +8,56 @@ head ``draft_model``), and the policy module is about the per-step table, not vL
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 _VLLM_BY_WORD = (("eagle3", "eagle3"), ("eagle-3", "eagle3"), ("eagle_3", "eagle3"), ("eagle", "eagle"),
                  ("medusa", "medusa"), ("mtp", "mtp"))
 """Words that name a model-backed method; a prompt-lookup word is no evidence against the kind:
 a ``draft_model`` proposer has weights, which n-gram lookup never has."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSupport:
+    """Whether vLLM can run a speculation policy today, and what to deploy where it cannot."""
+
+    policy: str
+    runs: bool
+    """True: a ``speculative_config`` expresses it; False: an idealised in-engine policy."""
+    how: str
+    """How vLLM runs it, or why it cannot."""
+    deployable: str | None
+    """The deployable form of a load-dependent policy (None where vLLM runs it as it is)."""
+
+
+_TWO_ROUTES = ("two routes: a speculative pool (fixed k) and a baseline pool behind a router that "
+               "sends traffic by load ({signal}); size and price both pools (both pools' GPUs count "
+               "in cost)")
+_FIXED_AT_START = "vLLM fixes speculative_config at start-up (no per-step, per-batch or per-load switch)"
+_SUPPORT = {
+    "off": (True, "no speculative_config", None),
+    "fixed": (True, "speculative_config.num_speculative_tokens = k, fixed at start-up", None),
+    "off_above_batch": (False, f"{_FIXED_AT_START}; V0's disable_by_batch_size counted enqueued requests, "
+                        "had no hysteresis and is gone from the V1 engine",
+                        _TWO_ROUTES.format(signal="requests in flight on the speculative pool")),
+    "k_by_batch": (False, f"{_FIXED_AT_START}: num_speculative_tokens is one k for every batch",
+                   _TWO_ROUTES.format(signal="requests in flight on the speculative pool")),
+    "adaptive": (False, f"{_FIXED_AT_START}: no hysteresis on the decode batch",
+                 _TWO_ROUTES.format(signal="requests in flight on the speculative pool")),
+    "kv_fallback": (False, f"{_FIXED_AT_START}: no fallback to plain decoding under KV-cache pressure",
+                    _TWO_ROUTES.format(signal="the speculative pool's vllm:kv_cache_usage_perc, "
+                                       "vllm:gpu_cache_usage_perc before V1")),
+}
+"""Checked against vLLM's speculative-decoding and metrics docs (V1 engine)."""
+
+
+def engine_support(policy: str) -> EngineSupport:
+    """Whether vLLM runs ``policy`` (a ``SpeculationPolicy`` name) today; the simulator runs every
+    policy, but only ``off`` and ``fixed`` are a config vLLM accepts."""
+    if policy not in _SUPPORT:
+        raise ValueError(f"speculation policy {policy!r} unknown; valid: {', '.join(_SUPPORT)}")
+    runs, how, deployable = _SUPPORT[policy]
+    return EngineSupport(policy, runs, how, deployable)
 
 
 def vllm_method(kind: str, name: str = "", model_id: str | None = None, note: str | None = None) -> str | None:

@@ -123,3 +123,29 @@ def test_scenario_advice_considers_only_batches_the_fleet_reaches_and_weights_k_
     at_one = advise_for_scenario(sc, prof, "ngram", batch_weights={1: 1.0})
     assert at_one.fixed_k == adv.batches[0].best_k != adv.fixed_k  # 4, not the mean over 1..top's 1
     assert any("weighted by the decode batches seen" in n for n in at_one.notes)
+
+
+def test_advice_says_which_suggestions_vllm_runs_and_the_two_route_alternative() -> None:
+    adv = advise_policy(synthetic_profile(**PARAMS), "ngram", context=CTX, batches=range(1, 65))
+    rows = adv.engine_support()
+    assert [e.policy for _, e in rows] == ["fixed", "k_by_batch", "adaptive", "kv_fallback"]
+    assert [e.runs for _, e in rows] == [True, False, False, False]
+    for _, e in rows[1:]:
+        assert "two routes" in e.deployable and "baseline pool" in e.deployable
+        assert "start-up" in e.how
+    assert "kv_cache_usage_perc" in rows[-1][1].deployable
+    table = adv.format_table()
+    assert any(line.startswith("vLLM runs fixed k = ") for line in table)
+    assert sum(line.startswith("vLLM cannot run") for line in table) == 3
+    cheap = advise_policy(synthetic_profile(acceptance_rates=RATES), "ngram", context=CTX, batches=[1, 8])
+    assert "adaptive" not in [e.policy for _, e in cheap.engine_support()]  # no cut-off advised
+
+
+def test_every_simulated_policy_says_whether_vllm_runs_it() -> None:
+    from sim.decisions.vllm_config import engine_support
+    from sim.model.speculation import POLICY_NAMES
+
+    assert {p for p in POLICY_NAMES if engine_support(p).runs} == {"off", "fixed"}
+    assert all(engine_support(p).deployable for p in POLICY_NAMES if not engine_support(p).runs)
+    with pytest.raises(ValueError, match="valid: off, fixed"):
+        engine_support("per_token")
