@@ -32,7 +32,7 @@ ALLOWED: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     r"fleet\.(replicas|price_per_gpu_hour|draft_price_per_hour|routing)",
     r"fleet\.engine\.(memory_utilization|max_num_seqs|max_num_batched_tokens)",
     r"slo\.(ttft_ms|tpot_ms|e2el_ms|pause_ms|percentile)",
-    rf"candidates\[{_NAME}\]\.(k|policy|max_batch|k_by_batch|adaptive)",
+    rf"candidates\[{_NAME}\]\.(k|policy|max_batch|k_by_batch|adaptive|kv_fallback)",
     rf"candidates\[{_NAME}\]\.adaptive\.(on_below_batch|off_above_batch|window_s)",
     r"run\.(duration_s|warmup_s)",
 ))
@@ -242,7 +242,8 @@ def whatif_fields(scenario: Scenario) -> list[WhatIf]:
     out.append(WhatIf("fleet.draft_price_per_hour", "draft hardware per hour", "Prices", "number",
                       f.draft_price_per_hour, "$/h", 0, None, "any"))
     for c in scenario.speculative:
-        policies = ("fixed", "off_above_batch", "adaptive") + (("k_by_batch",) if c.policy == "k_by_batch" else ())
+        policies = ("fixed", "off_above_batch", "adaptive") + (
+            (c.policy,) if c.policy in ("k_by_batch", "kv_fallback") else ())
         out.append(WhatIf(f"candidates[{c.name}].policy", f"{c.name}: policy", "Candidates", "choice",
                           c.policy, "", options=policies))
         if c.policy != "k_by_batch":
@@ -308,7 +309,7 @@ def overrides_from_controls(scenario: Scenario, values: Mapping[str, Any]) -> di
             k = c.max_k
         max_batch = typed.get(f"{pre}.max_batch", c.max_batch)
         want: dict[str, Any] = {"policy": policy, "k": None, "max_batch": None, "adaptive": None,
-                                "k_by_batch": None}
+                                "k_by_batch": None, "kv_fallback": None}
         if policy == "k_by_batch":
             want["k_by_batch"] = c.k_by_batch
         else:
@@ -320,8 +321,13 @@ def overrides_from_controls(scenario: Scenario, values: Mapping[str, Any]) -> di
             "window_s": c.adaptive.window_s}
         if policy == "adaptive":
             want["adaptive"] = cur_adaptive or dict(DEFAULT_ADAPTIVE)
+        cur_kvf = None if c.kv_fallback is None else {
+            "off_above": c.kv_fallback.off_above, "on_below": c.kv_fallback.on_below,
+            "window_s": c.kv_fallback.window_s}
+        if policy == "kv_fallback":  # offered only to a candidate that has its thresholds
+            want["kv_fallback"] = cur_kvf
         have = {"policy": c.policy, "k": c.k, "max_batch": c.max_batch, "adaptive": cur_adaptive,
-                "k_by_batch": c.k_by_batch}
+                "k_by_batch": c.k_by_batch, "kv_fallback": cur_kvf}
         for name, v in want.items():
             if not _same(v, have[name]):
                 out[f"{pre}.{name}"] = v
