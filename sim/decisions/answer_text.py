@@ -87,6 +87,7 @@ def numbers(d: Decision, c: CandidateFacts) -> dict[str, float]:
         out["capacity_rps_per_replica"] = _mean(c.capacity)
         if c.replicas is not None:
             out["replicas"] = float(c.replicas)
+            out["gpus"] = float(c.replicas * c.gpus_per_replica)
         cost = cost_at_size(c, d.facts.rate)
         if math.isfinite(cost):
             out["usd_per_1k_answers_at_size"] = cost
@@ -364,6 +365,8 @@ def to_json(answer: Answer) -> dict[str, object]:
             "leaders": list(d.leaders), "baseline": d.baseline, "headline": headline(d),
             "reasons": [{"step": s, "found": t} for s, t in d.steps],
             "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
+                           "device": d.facts.device_of(s.candidate),
+                           "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
                            "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
                           for s in d.standings],
             "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,
