@@ -19,3 +19,4 @@ run() {  # system target tp out
 run h200_sxm meta-llama/Llama-3.1-8B 1 llama-3.1-8b-h200-vllm
 run h100_sxm meta-llama/Llama-3.1-8B 1 llama-3.1-8b-h100-vllm
 run h100_sxm meta-llama/Llama-3.1-70B 4 llama-3.1-70b-h100-tp4-vllm
+run h200_sxm meta-llama/Llama-3.1-70B 2 llama-3.1-70b-h200-tp2-vllm

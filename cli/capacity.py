@@ -290,8 +290,13 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
         elif answer.whole.facts.candidate(r.candidate).replicas_at_risk:
             lines.append(f"{'':<18} * at risk: {n} replica(s) cover the mean capacity only (no lower "
                          f"95 % bound above zero at {len(r.seeds)} seed(s))")
-    g = report.gpus_per_replica
-    if g > 1:
+    facts = answer.whole.facts
+    if facts.mixed_fleets:
+        gpus = ", ".join(f"{r.candidate} {facts.gpus_text(r.candidate, n)}"
+                         for r in report.candidates if (n := _reps(answer, r.candidate)) is not None)
+        lines.append("replicas of each candidate's own fleet ([fleet] or its [fleets.NAME]); cost is charged "
+                     f"per GPU-hour of its kind: {gpus or 'no candidate reached the target rate'}")
+    elif (g := report.gpus_per_replica) > 1:
         gpus = ", ".join(f"{r.candidate} {_reps(answer, r.candidate)} × {g} = {_reps(answer, r.candidate) * g} GPUs"
                          for r in report.candidates if _reps(answer, r.candidate) is not None)
         lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "

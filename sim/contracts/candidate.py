@@ -104,6 +104,9 @@ class Candidate:
     trace_replay: bool = True
     """True: within a request, accepted lengths follow the traced sequence; False: independent
     draws at the traced request's per-position rates (to compare)."""
+    fleet: str | None = None
+    """Name of a ``[fleets.NAME]`` table this candidate runs on (its profile, replica shape and
+    prices); none: the scenario's [fleet]."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):

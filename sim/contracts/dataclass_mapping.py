@@ -103,6 +103,10 @@ def _convert(hint: Any, value: Any, path: str, ctx: dict[str, Any]) -> Any:
         if not isinstance(value, Mapping):
             raise FieldError(path, f"expected a table, got {_describe(value)}")
         return from_mapping(hint, value, path, ctx)
+    if origin is dict:  # a table of named tables ([fleets.NAME])
+        if not isinstance(value, Mapping):
+            raise FieldError(path, f"expected a table, got {_describe(value)}")
+        return {str(k): _convert(args[1], v, join_path(path, str(k)), ctx) for k, v in value.items()}
     raise TypeError(f"unsupported field type {hint!r} at {path}")  # a programming error
 
 
@@ -150,4 +154,6 @@ def to_plain(obj: Any) -> Any:
         return out
     if isinstance(obj, tuple | list):
         return [to_plain(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: to_plain(v) for k, v in obj.items()}
     return obj

@@ -1,4 +1,5 @@
-"""The scenario's [fleet] table: profile, replicas, engine limits, admission, a restart, prices."""
+"""The scenario's [fleet] table (profile, replicas, engine limits, admission, a restart, prices)
+and the named [fleets.NAME] shapes a candidate may run on instead."""
 
 from __future__ import annotations
 
@@ -203,3 +204,48 @@ class FleetConfig:
     def profile_path(self) -> Path | None:
         """Absolute path of the profile (scenario folder first, then the cwd); may not exist."""
         return None if self.profile is None else resolve_path(self.profile, self.base_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedFleet:
+    """A ``[fleets.NAME]`` table: the hardware a candidate may run on instead of [fleet]'s.
+
+    Why only these four fields: a comparison of hardware must differ in hardware only, so
+    replicas, engine limits, admission, routing, a restart and the request overhead stay
+    [fleet]'s for every candidate (the same traffic meets the same engine settings)."""
+
+    profile: str
+    """Calibration profile JSON of this hardware (relative to the scenario's folder, then the cwd)."""
+    tensor_parallel_size: int = 1
+    """GPUs per replica; must equal the profile's ``replica.tensor_parallel_size``."""
+    price_per_gpu_hour: float | None = None
+    """$ per GPU-hour of this hardware; required when [fleet] has a price (and refused when it
+    has none), so either every candidate is priced or none is."""
+    draft_price_per_hour: float = 0.0
+    """$ per hour of separate draft hardware per replica, if any."""
+    base_dir: str | None = internal_field()
+    """Folder of the scenario file (set by the loader) for resolving ``profile``."""
+
+    def __post_init__(self) -> None:
+        if not self.profile:
+            raise FieldError("profile", "must name a profile JSON file")
+        if why := path_problem(self.profile):
+            raise FieldError("profile", why)
+        if self.tensor_parallel_size < 1:
+            raise FieldError(
+                "tensor_parallel_size", f"must be ≥ 1 GPUs per replica, got {self.tensor_parallel_size}"
+            )
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise FieldError("price_per_gpu_hour", f"must be ≥ 0 $/h, got {self.price_per_gpu_hour}")
+        if self.draft_price_per_hour < 0:
+            raise FieldError("draft_price_per_hour", f"must be ≥ 0 $/h, got {self.draft_price_per_hour}")
+
+    def applied_to(self, fleet: FleetConfig) -> FleetConfig:
+        """[fleet] with this hardware: profile, replica shape and prices replaced, the rest kept."""
+        import dataclasses
+
+        return dataclasses.replace(
+            fleet, profile=self.profile, tensor_parallel_size=self.tensor_parallel_size,
+            price_per_gpu_hour=self.price_per_gpu_hour, draft_price_per_hour=self.draft_price_per_hour,
+            base_dir=self.base_dir,
+        )

@@ -28,9 +28,9 @@ from typing import Any, Literal
 from sim.contracts.candidate import BASELINE_NAME, Candidate
 from sim.contracts.dataclass_mapping import from_mapping, internal_field, to_plain
 from sim.contracts.errors import FieldError, SpecplanError, read_text
-from sim.contracts.fleet_config import FleetConfig
+from sim.contracts.fleet_config import FleetConfig, NamedFleet
 from sim.contracts.input_limits import check_nesting, check_tree
-from sim.contracts.scenario_fields import looked_in, resolve_path
+from sim.contracts.scenario_fields import NAME_RE, looked_in, resolve_path
 from sim.contracts.scenario_overrides import apply_override
 from sim.contracts.toml_writer import dumps_toml
 from sim.contracts.workload_config import WorkloadConfig
@@ -140,6 +140,9 @@ class Scenario:
     """[[candidates]]: the baseline (added first if absent) and speculative configurations."""
     description: str = ""
     """One line for humans."""
+    fleets: dict[str, NamedFleet] | None = None
+    """[fleets.NAME]: other hardware (profile, tensor parallel size, prices) a candidate may run
+    on with ``fleet = "NAME"``, so one scenario compares GPU types with and without speculation."""
     origin: str | None = internal_field()
     """File the scenario came from (for error messages); None when built in code."""
     base_dir: str | None = internal_field()
@@ -156,16 +159,19 @@ class Scenario:
             # normalising the candidate list is part of construction, not a later mutation
             object.__setattr__(self, "candidates", (Candidate(BASELINE_NAME, "off"), *cands))
         seen: set[str] = set()
-        n_base = 0
+        based: set[str | None] = set()  # one baseline per fleet: hardware compared without speculation
         for i, c in enumerate(self.candidates):
             if c.name in seen:
                 raise FieldError(f"candidates[{i}].name", f"duplicate candidate name {c.name!r}")
             seen.add(c.name)
-            n_base += c.is_baseline
-            if n_base > 1 and c.is_baseline:
+            if c.is_baseline and c.fleet in based:
                 raise FieldError(
                     f"candidates[{i}].speculation", "at most one baseline (speculation = \"off\")"
+                    + (" per fleet" if self.fleets else "") + (f" (fleet {c.fleet!r})" if c.fleet else "")
                 )
+            if c.is_baseline:
+                based.add(c.fleet)
+        self._check_fleets()
         r = self.fleet.restart
         if r is not None and r.at_s >= self.run.duration_s:
             raise FieldError(
@@ -196,12 +202,54 @@ class Scenario:
                         "assumed_acceptance): {task, language} of a profile acceptance segment",
                     )
 
+    def _check_fleets(self) -> None:
+        """Every ``fleet = NAME`` names a [fleets] table; prices on every fleet used or on none."""
+        named = self.fleets or {}
+        for name in named:
+            if not NAME_RE.match(name):
+                raise FieldError(f"fleets.{name}", "a fleet name must match [A-Za-z0-9._+-]+")
+        for i, c in enumerate(self.candidates):
+            if c.fleet is not None and c.fleet not in named:
+                raise FieldError(f"candidates[{i}].fleet", f"no [fleets.{c.fleet}] table; valid: "
+                                 f"{', '.join(named) or 'none defined (add a [fleets.NAME] table)'}")
+        used = {c.fleet for c in self.candidates}
+        if len(used) < 2:
+            return
+        priced = {n: (self.fleet if n is None else named[n]).price_per_gpu_hour is not None for n in used}
+        if len(set(priced.values())) > 1:
+            bare = next(n for n, p in priced.items() if not p)
+            raise FieldError(
+                "fleet.price_per_gpu_hour" if bare is None else f"fleets.{bare}.price_per_gpu_hour",
+                "required: other fleets the candidates run on are priced, and hardware compared "
+                "without its price cannot be ranked by cost (or remove every price)")
+
+    def fleet_for(self, candidate: Candidate | str) -> FleetConfig:
+        """The fleet ``candidate`` runs on: [fleet], with a named fleet's hardware when it has one."""
+        c = self.candidate(candidate) if isinstance(candidate, str) else candidate
+        if c.fleet is None:
+            return self.fleet
+        return (self.fleets or {})[c.fleet].applied_to(self.fleet)
+
+    def for_candidate(self, candidate: Candidate | str) -> Scenario:
+        """This scenario with [fleet] replaced by the candidate's fleet (itself when it has none)."""
+        import dataclasses
+
+        c = self.candidate(candidate) if isinstance(candidate, str) else candidate
+        return self if c.fleet is None else dataclasses.replace(self, fleet=self.fleet_for(c))
+
+    @property
+    def has_named_fleets(self) -> bool:
+        """True when some candidate runs on a [fleets.NAME] table."""
+        return any(c.fleet is not None for c in self.candidates)
+
     # ---- derived values
 
     @property
     def baseline(self) -> Candidate:
-        """The no-speculation candidate (always present)."""
-        return next(c for c in self.candidates if c.is_baseline)
+        """The no-speculation candidate every other is compared with (always present): the one
+        on [fleet] when another fleet has its own baseline too."""
+        bases = [c for c in self.candidates if c.is_baseline]
+        return next((c for c in bases if c.fleet is None), bases[0])
 
     @property
     def speculative(self) -> tuple[Candidate, ...]:
@@ -234,9 +282,11 @@ class Scenario:
         t = self.workload.trace
         return None if t is None else t.resolved_path
 
-    def require_profile_path(self) -> Path:
-        """The profile path, or a SpecplanError saying where it was looked for."""
-        f = self.fleet
+    def require_profile_path(self, candidate: Candidate | None = None) -> Path:
+        """The profile path (of ``candidate``'s fleet when given), or a SpecplanError saying
+        where it was looked for."""
+        f = self.fleet if candidate is None else self.fleet_for(candidate)
+        where = "fleet.profile" if candidate is None or candidate.fleet is None else f"fleets.{candidate.fleet}.profile"
         if f.profile is None:
             raise SpecplanError(
                 f"{self.origin or 'scenario'}: fleet.profile: not set; add "
@@ -245,7 +295,7 @@ class Scenario:
         p = resolve_path(f.profile, f.base_dir)
         if not p.is_file():
             raise SpecplanError(
-                f"{self.origin or 'scenario'}: fleet.profile: file not found; looked in "
+                f"{self.origin or 'scenario'}: {where}: file not found; looked in "
                 f"{looked_in(f.profile, f.base_dir)} (measure one with `specplan profile`)"
             )
         return p

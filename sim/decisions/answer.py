@@ -39,6 +39,24 @@ def device_of(profile: Any, scenario: Any) -> str:
     return replica_words(name, scenario.fleet.gpus_per_replica)
 
 
+def candidate_devices(scenario: Any, profiles: Any) -> dict[str, str] | None:
+    """What one replica of each candidate's own fleet is ("4× H100"), by name; None when every
+    candidate runs on [fleet] (the Facts' one device says it)."""
+    if not profiles or not scenario.has_named_fleets:
+        return None
+    return {name: device_of(prof, scenario.for_candidate(name)) for name, prof in profiles.items()}
+
+
+def with_devices(facts: Any, devices: dict[str, str] | None) -> Any:
+    """``facts`` with each candidate's own device (unchanged without ``devices``)."""
+    import dataclasses
+
+    if not devices:
+        return facts
+    return dataclasses.replace(facts, candidates=tuple(
+        dataclasses.replace(c, device=devices.get(c.name)) for c in facts.candidates))
+
+
 def offered(scenario: Any) -> float | None:
     w = scenario.workload
     return None if w.arrival == "trace" else float(w.mean_rate(scenario.run.duration_s))
@@ -56,12 +74,13 @@ def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budge
     if sizes:
         facts = dataclasses.replace(facts, candidates=tuple(
             dataclasses.replace(c, replicas=sizes.get(c.name)) for c in facts.candidates))
-    facts = dataclasses.replace(facts, device=device)
+    devices = candidate_devices(sc, getattr(result, "profiles", None))
+    facts = with_devices(dataclasses.replace(facts, device=device), devices)
     whole = decide(facts)
     parts = []
     for w in windows(sc):
         f = fleet_facts(result, crit, t0=w.t0, t1=w.t1, window=w.label, rate=w.rate, max_seeds=max_seeds)
-        parts.append(decide(dataclasses.replace(f, device=device)))
+        parts.append(decide(with_devices(dataclasses.replace(f, device=device), devices)))
     return Answer(whole, tuple(parts), budget_note)
 
 
@@ -125,7 +144,8 @@ def capacity_answer(report: Any, *, device: str = "replica") -> Answer:
     """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``)."""
     from sim.decisions.facts import capacity_facts
 
-    d = decide(capacity_facts(report, max_seeds=report.max_seeds, device=device))
+    d = decide(capacity_facts(report, max_seeds=report.max_seeds, device=device,
+                              devices=getattr(report, "devices", None)))
     n = len(d.facts.seeds)
     start = report.start_seeds or n
     if n > start:

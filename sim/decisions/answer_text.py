@@ -87,6 +87,7 @@ def numbers(d: Decision, c: CandidateFacts) -> dict[str, float]:
         out["capacity_rps_per_replica"] = _mean(c.capacity)
         if c.replicas is not None:
             out["replicas"] = float(c.replicas)
+            out["gpus"] = float(c.replicas * c.gpus_per_replica)
         cost = cost_at_size(c, d.facts.rate)
         if math.isfinite(cost):
             out["usd_per_1k_answers_at_size"] = cost
@@ -113,11 +114,12 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
     else:
         if any(x > 0 for x in c.capacity):
             m, _, txt = mean_interval(c.capacity)
-            parts.append(f"capacity {m:.3g} req/s per replica" + ("" if short else f" ({txt})"))
+            on = f" of {d.facts.device_of(c.name)}" if d.facts.mixed_fleets else ""
+            parts.append(f"capacity {m:.3g} req/s per replica{on}" + ("" if short else f" ({txt})"))
         else:
             parts.append("no capacity found")
         if c.replicas is not None:
-            rep = f"{c.replicas} replica(s)" + ("" if short else f" for {d.facts.rate:g} req/s")
+            rep = d.facts.gpus_text(c.name, c.replicas) + ("" if short else f" for {d.facts.rate:g} req/s")
             if c.replicas_at_risk:
                 rep += " (at risk: covers the mean capacity only)"
             parts.append(rep)
@@ -138,7 +140,7 @@ def headline(d: Decision, tag: bool = True) -> str:
 def _headline(d: Decision, tag: bool) -> str:
     f = d.facts
     where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
-    fleet = fleet_words(f.replicas, f.device)
+    fleet = f.fleet_text
     rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
     if d.outcome == "winner":
         w = d.winner
@@ -186,11 +188,13 @@ def _capacity_winner(d: Decision, w: str, rate: str, where: str) -> str:
     decisive = [s for s in d.standings if s.candidate != w]
     last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
     c = f.candidate(w)
-    size = (f"{c.replicas if c.replicas is not None else '?'} replica(s) for {rate}"
+    size = ((f.gpus_text(w, c.replicas) if c.replicas is not None else "? replica(s)") + f" for {rate}"
             + (" (at risk: covers the mean only)" if c.replicas_at_risk else ""))
     cap = f"{_mean(c.capacity):.3g} req/s per replica"
+    per_gpu = f"{_mean(c.capacity) / c.gpus_per_replica:.3g} req/s per GPU"
     why = {"load": f"the only candidate that sustains the SLO ({cap}); {size}",
-           "GPUs": f"the most req/s per replica ({cap}); {size}",
+           "GPUs": (f"the most req/s per GPU ({per_gpu}); {size}" if f.mixed_fleets
+                    else f"the most req/s per replica ({cap}); {size}"),
            "cost": f"the cheapest fleet for {rate}: {size}",
            "latency": f"capacity within ±{100 * f.indifference:.0f} % of the best ({cap}) and the "
                       f"same fleet cost, and the fastest at {rate}; {size}"}
@@ -206,15 +210,8 @@ def _short_fleet(d: Decision) -> str:
     if any(sum(c.capacity) / max(len(c.capacity), 1) * f.replicas >= f.rate for c in f.candidates):
         return ""
     need = ", ".join(f"{c.name} {c.replicas}" for c in f.candidates if c.replicas is not None)
-    return (f"{fleet_words(f.replicas, f.device)} cannot carry {f.rate:g} req/s at the SLO with any "
+    return (f"{f.fleet_text} cannot carry {f.rate:g} req/s at the SLO with any "
             f"candidate" + (f"; replicas each needs: {need}" if need else "") + ". ")
-
-
-def fleet_words(replicas: int, device: str) -> str:
-    """"1 H200", "2 × H200", "2 replicas"."""
-    if device == "replica":
-        return "1 replica" if replicas == 1 else f"{replicas} replicas"
-    return f"{replicas} {device}" if replicas == 1 else f"{replicas} × {device}"
 
 
 _STEP_ORDER = {"load": 0, "goodput vs baseline": 0, "GPUs": 1, "cost": 2, "goodput": 2, "latency": 3, "seeds": 4}
@@ -368,6 +365,8 @@ def to_json(answer: Answer) -> dict[str, object]:
             "leaders": list(d.leaders), "baseline": d.baseline, "headline": headline(d),
             "reasons": [{"step": s, "found": t} for s, t in d.steps],
             "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
+                           "device": d.facts.device_of(s.candidate),
+                           "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
                            "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
                           for s in d.standings],
             "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
+from sim.decisions.answer import candidate_devices
 from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
 from sim.decisions.capacity_search import CapacitySearch, find_capacity
 from sim.decisions.load_scaling import arrival_rate
@@ -70,9 +71,12 @@ def plan_capacity(
     """
     import polars as pl
 
-    from sim.results.runner import resolve_profile
+    from sim.results.runner import candidate_profiles
 
-    profile = resolve_profile(scenario, profile)
+    chosen = _chosen(scenario, candidates)
+    profiles = candidate_profiles(scenario, profile, [scenario.candidate(n) for n in chosen])
+    profile = next((profiles[n] for n in chosen if scenario.candidate(n).fleet is None), profiles[chosen[0]])
+    named = profiles if scenario.has_named_fleets else None
     criteria = criteria_from_scenario(scenario, percentile, max_loss_fraction)
     base_rate = arrival_rate(scenario)
     target = float(target_rate if target_rate is not None else base_rate)
@@ -80,11 +84,10 @@ def plan_capacity(
         raise SpecplanError(f"--target-rate: must be > 0 req/s, got {target}")
     seeds_asked = seeds
     seeds = tuple(int(s) for s in (seeds if seeds is not None else scenario.run.seeds))
-    chosen = _chosen(scenario, candidates)
     if not scenario.run.drain:
         # an undrained run drops its backlog unseen; capacity must see it
         scenario = scenario.with_overrides({"run.drain": True})
-    load = SimulatedLoad(scenario, profile, criteria, min_requests, cache_dir)
+    load = SimulatedLoad(scenario, profile, criteria, min_requests, cache_dir, profiles=named)
     say = progress or (lambda _msg: None)
     pw = scenario.workload.piecewise
     if pw is not None:
@@ -94,8 +97,12 @@ def plan_capacity(
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
 
     budget = max(len(seeds), int(max_seeds if max_seeds is not None else scenario.run.max_seeds))
+    devices = candidate_devices(scenario, named)
+    gpus = {n: scenario.fleet_for(n).gpus_per_replica for n in chosen} if named else None
     per_cand = {name: search.per_seed(name, seeds, base_rate) for name in chosen}
-    while len(seeds) < budget and not _capacity_resolved(per_cand, scenario.baseline.name, seeds, fleet, rel_tol):
+    unit = _capacity_unit(scenario, gpus, devices)
+    while len(seeds) < budget and not _capacity_resolved(per_cand, scenario.baseline.name, seeds, fleet, rel_tol,
+                                                         unit):
         more = tuple(range(max(seeds) + 1, max(seeds) + 1 + min(len(seeds), budget - len(seeds))))
         say(f"capacities undetermined at {len(seeds)} seeds: adding seeds {', '.join(map(str, more))}")
         for name in chosen:
@@ -125,9 +132,10 @@ def plan_capacity(
         sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
         duration_s=float(scenario.run.duration_s), bottlenecks=tuple(bottlenecks),
         notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
-        price_source=_price_source(scenario.fleet),
+        price_source=_price_source(scenario, chosen),
         gpus_per_replica=scenario.fleet.gpus_per_replica,
         replica_hourly=_replica_hourly(scenario),
+        devices=devices, candidate_gpus=gpus,
         start_seeds=len(tuple(s for s in (seeds_asked if seeds_asked is not None else scenario.run.seeds))),
         max_seeds=budget,
     )
@@ -174,14 +182,14 @@ class _Search:
     def profile_band(self, name: str, cap: float) -> tuple[float, float] | None:
         """Capacity per replica (first seed) at the profile's p90 and p10 step times."""
         load, fleet = self.load, self.fleet
-        spread = timing_spread(load.profile)
+        spread = timing_spread(load.profile_of(name))
         if spread is None or not cap > 0:
             return None
         self.say(f"{name}: capacity at the profile's p90 and p10 step times, seed {self.seeds[0]}")
         band_rates = []
         for scale in (spread[1], spread[0]):  # slow (p90), then fast (p10)
             alt = SimulatedLoad(load.scenario, load.profile, load.criteria, load.min_requests,
-                                load.cache_dir, timer_scale=scale)
+                                load.cache_dir, timer_scale=scale, profiles=load.profiles)
             found_at = find_capacity(lambda r, a=alt, n=name: a.probe(n, r, self.seeds[0], fleet),
                                      cap * fleet / scale, rel_tol=self.rel_tol,
                                      max_evals=self.max_evals, growth=1.25)
@@ -227,7 +235,7 @@ def _load_levels(load: SimulatedLoad, results: Sequence[CandidateCapacity], chos
     for name, rate, cap in points:  # what limits each candidate, at its own capacity point
         say(f"{name}: what limits capacity, at {rate:.3g} req/s")
         res = load.result(name, rate, fleet, search.seeds)
-        bottlenecks += attribute_result(res, load.profile, criteria=load.criteria, rate=rate / fleet,
+        bottlenecks += attribute_result(res, load.profile_of(name), criteria=load.criteria, rate=rate / fleet,
                                         capacities=None if cap is None else {name: cap})
     return load_summary, bottlenecks
 
@@ -262,13 +270,29 @@ def timing_spread(profile: Any) -> tuple[float, float] | None:
     return (lo, hi) if hi > lo > 0 else None
 
 
+def _capacity_unit(scenario: Any, gpus: Mapping[str, int] | None,
+                   devices: Mapping[str, str] | None) -> dict[str, float] | None:
+    """What each candidate's capacity per replica is divided by to be compared as the decision
+    compares it: nothing on one fleet; GPUs per replica on one kind of GPU; the replica's price
+    per hour across kinds of GPU (priced), since the decision's cost step then decides."""
+    if gpus is None:
+        return None
+    hourly = _replica_hourly(scenario)
+    if devices and len(set(devices.values())) > 1 and hourly is not None and min(hourly.values()) > 0:
+        return {n: hourly[n] for n in gpus}
+    return {n: float(g) for n, g in gpus.items()}
+
+
 def _capacity_resolved(per_cand: Mapping[str, Sequence[CapacitySearch]], baseline: str,
-                       seeds: Sequence[int], fleet: int, rel_tol: float) -> bool:
-    """Whether the decision on capacities alone is resolved at these seeds."""
+                       seeds: Sequence[int], fleet: int, rel_tol: float,
+                       unit: Mapping[str, float] | None = None) -> bool:
+    """Whether the decision on capacities alone is resolved at these seeds (capacities divided
+    by ``unit``, see ``_capacity_unit``)."""
     from sim.decisions.decision import decide
     from sim.decisions.facts import CandidateFacts, Facts
 
-    cands = tuple(CandidateFacts(name, name == baseline, capacity=tuple(s.rate / fleet for s in per))
+    cands = tuple(CandidateFacts(name, name == baseline,
+                                 capacity=tuple(s.rate / fleet / (unit or {}).get(name, 1.0) for s in per))
                   for name, per in per_cand.items())
     if len(cands) < 2:
         return True
@@ -279,19 +303,29 @@ def _capacity_resolved(per_cand: Mapping[str, Sequence[CapacitySearch]], baselin
 
 def _replica_hourly(scenario: Any) -> dict[str, float] | None:
     """$ per hour of one replica of each candidate (GPUs, plus draft hardware when it drafts)."""
-    fl = scenario.fleet
-    if fl.price_per_gpu_hour is None:
-        return None
-    gpu = fl.price_per_gpu_hour * fl.gpus_per_replica
-    return {c.name: gpu + (0.0 if c.is_baseline else fl.draft_price_per_hour) for c in scenario.candidates}
+    out: dict[str, float] = {}
+    for c in scenario.candidates:
+        fl = scenario.fleet_for(c)
+        if fl.price_per_gpu_hour is None:
+            return None
+        gpu = fl.price_per_gpu_hour * fl.gpus_per_replica
+        out[c.name] = gpu + (0.0 if c.is_baseline else fl.draft_price_per_hour)
+    return out
 
 
-def _price_source(fleet: Any) -> str:
-    g = fleet.gpus_per_replica
-    per = "per replica" if g == 1 else f"per GPU × {g} GPUs per replica (tensor_parallel_size {g})"
-    return (f"cost: scenario fleet.price_per_gpu_hour = {fleet.price_per_gpu_hour} $/h {per}, "
-            f"draft_price_per_hour = {fleet.draft_price_per_hour} $/h per replica "
-            "(prices as the scenario states them)")
+def _price_source(scenario: Any, chosen: Sequence[str] = ()) -> str:
+    """Where the prices come from: [fleet]'s, and each [fleets.NAME] a chosen candidate runs on."""
+    used = dict.fromkeys(scenario.candidate(n).fleet for n in chosen) if chosen else {None: None}
+    lines = []
+    for name in used:
+        fleet = scenario.fleet if name is None else scenario.fleet_for(next(
+            n for n in chosen if scenario.candidate(n).fleet == name))
+        g = fleet.gpus_per_replica
+        per = "per replica" if g == 1 else f"per GPU × {g} GPUs per replica (tensor_parallel_size {g})"
+        where = "fleet" if name is None else f"fleets.{name}"
+        lines.append(f"{where}.price_per_gpu_hour = {fleet.price_per_gpu_hour} $/h {per}, "
+                     f"draft_price_per_hour = {fleet.draft_price_per_hour} $/h per replica")
+    return f"cost: scenario {'; '.join(lines)} (prices as the scenario states them)"
 
 
 def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

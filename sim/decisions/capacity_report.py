@@ -98,6 +98,10 @@ class CapacityReport:
     """GPUs one replica spans (fleet.tensor_parallel_size): replicas count instances, cost GPUs."""
     replica_hourly: Mapping[str, float] | None = None
     """$ per hour of one replica of each candidate (None: the scenario sets no price)."""
+    devices: Mapping[str, str] | None = None
+    """What one replica of each candidate's own fleet is ("2× H200"); None: all on [fleet]."""
+    candidate_gpus: Mapping[str, int] | None = None
+    """GPUs per replica of each candidate's own fleet ([fleets.NAME]); None: all ``gpus_per_replica``."""
     start_seeds: int = 0
     """Seeds the plan started with; more were added while the comparison was undetermined."""
     max_seeds: int = 0

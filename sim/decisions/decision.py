@@ -13,7 +13,9 @@ The order (each step keeps only the candidates still in the running):
    serves fewer good answers than the baseline is out even when it meets the percentiles.
    (Capacity question: a capacity above zero on every seed.)
 2. **GPUs**: capacity per replica (capacity question; at a fixed fleet every candidate has the
-   same GPUs).
+   same GPUs). Candidates on their own fleets ([fleets.NAME]) with different GPUs per replica
+   are compared per GPU of the same device; different devices are made comparable by their
+   prices only, so then the step is skipped and cost decides (unpriced: per GPU, said so).
 3. **Cost**: $ per 1,000 SLO-conformant answers (fixed fleet: fleet price over goodput; capacity
    question: the banked replicas' price over the target rate).
 4. **Latency**: E2EL p50 (capacity question: at the target rate on each one's replicas).
@@ -258,14 +260,27 @@ def _capacity_steps(run: _Run) -> None:
     if not found and partly:
         run.undetermined += [c.name for c in partly]
         return
-    run.narrow("GPUs", lambda c: c.capacity, higher=True, rel_delta=f.indifference,
-               unit="req/s per replica", fmt=lambda v: f"{v:.3g} req/s per replica")
+    priced = all(f.candidate(n).replicas_per_hour_usd is not None for n in run.pool)
+    devices = {f.device_of(n) for n in run.pool}
+    if not f.mixed_fleets:
+        run.narrow("GPUs", lambda c: c.capacity, higher=True, rel_delta=f.indifference,
+                   unit="req/s per replica", fmt=lambda v: f"{v:.3g} req/s per replica")
+    elif len(devices) > 1 and priced:
+        need = ", ".join(f"{n} {f.gpus_text(n, c.replicas)}" for n in run.pool
+                         if (c := f.candidate(n)).replicas is not None)
+        run.steps.append(("GPUs", f"different kinds of GPU ({', '.join(sorted(devices))}) are "
+                                  "compared by their price, at the cost step" + (f"; for {f.rate:g} req/s: {need}"
+                                                                                 if need and f.rate else "")))
+    else:
+        unit = "req/s per GPU" + ("" if len(devices) == 1 else " (GPUs of different kinds, unpriced)")
+        run.narrow("GPUs", lambda c: [x / c.gpus_per_replica for x in c.capacity], higher=True,
+                   rel_delta=f.indifference, unit=unit, fmt=lambda v: f"{v:.3g} {unit}")
 
     def at_size(c: CandidateFacts) -> list[float]:
         cost = cost_at_size(c, f.rate)
         return [cost] * len(c.capacity)
 
-    if all(f.candidate(n).replicas_per_hour_usd is not None for n in run.pool):
+    if priced:
         run.narrow("cost", at_size, higher=False, rel_delta=f.indifference, unit="$/1k answers",
                    fmt=lambda v: f"${v:.3g}/1k answers" if math.isfinite(v) else "no fleet size")
     if all(len(f.candidate(n).latency_ms) == len(f.seeds) for n in run.pool):
@@ -285,9 +300,7 @@ def _first_fail(c: CandidateFacts) -> str:
 
 
 def _fleet(f: Facts) -> str:
-    if f.device == "replica":
-        return "1 replica" if f.replicas == 1 else f"{f.replicas} replicas"
-    return f"{f.replicas} {f.device}" if f.replicas == 1 else f"{f.replicas} × {f.device}"
+    return f.fleet_text
 
 
 def sizes(decision: Decision) -> Mapping[str, int | None]:

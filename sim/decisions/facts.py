@@ -63,6 +63,10 @@ class CandidateFacts:
     """True when ``replicas`` covers the mean only (no lower bound above zero)."""
     replicas_per_hour_usd: float | None = None
     """Price of one replica per hour (GPUs and draft hardware)."""
+    gpus_per_replica: int = 1
+    """GPUs one replica of this candidate's fleet occupies (its tensor parallel size)."""
+    device: str | None = None
+    """What one replica of this candidate's fleet is ("4× H100"); None: the Facts' device."""
 
     def cost_per_1k(self, i: int) -> float:
         """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
@@ -97,6 +101,32 @@ class Facts:
 
     def candidate(self, name: str) -> CandidateFacts:
         return next(c for c in self.candidates if c.name == name)
+
+    @property
+    def mixed_fleets(self) -> bool:
+        """True when candidates run on different hardware (replica shapes or devices)."""
+        return len({(c.gpus_per_replica, c.device or self.device) for c in self.candidates}) > 1
+
+    def device_of(self, name: str) -> str:
+        """What one replica of ``name``'s fleet is."""
+        return self.candidate(name).device or self.device
+
+    @property
+    def fleet_text(self) -> str:
+        """The fleet in words: "2 × H200"; with candidates on their own hardware, "1 replica of
+        each one's own fleet (4× H100 | 2× H200)"."""
+        if not self.mixed_fleets:
+            return fleet_words(self.replicas, self.device)
+        kinds = " | ".join(dict.fromkeys(self.device_of(c.name) for c in self.candidates))
+        return f"{self.replicas} replica(s) of each one's own fleet ({kinds})"
+
+    def gpus_text(self, name: str, replicas: int) -> str:
+        """``replicas`` of ``name``'s fleet in words: "3 replica(s)"; on mixed hardware
+        "3 × 2× H200 = 6 GPUs", so fleets of different shapes read in GPUs."""
+        if not self.mixed_fleets:
+            return f"{replicas} replica(s)"
+        g = self.candidate(name).gpus_per_replica
+        return f"{replicas} × {self.device_of(name)} = {replicas * g} GPU(s)"
 
 
 def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: float,
@@ -147,10 +177,10 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
     limits = dict(sc.slo.limits)
     rows = window_rows(result.requests, limits, t0, t1)
     span = max(t1 - t0, 1e-9)
-    fl = sc.fleet
     out = []
     for name in result.candidates:
         cand = sc.candidate(name)
+        fl = sc.fleet_for(cand)
         hourly = None
         if fl.price_per_gpu_hour is not None:
             per = fl.price_per_gpu_hour * fl.gpus_per_replica + (0.0 if cand.is_baseline else fl.draft_price_per_hour)
@@ -172,10 +202,10 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             carry_reason=tuple(j.reason if j is not None else "" for j in judged),
             latency_ms=tuple(float(r["e2el_ms_median"]) if r.get("e2el_ms_median") is not None else math.inf
                              for r in per_seed),
-            shown=shown, hourly_usd=hourly,
+            shown=shown, hourly_usd=hourly, gpus_per_replica=fl.gpus_per_replica,
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
-                 int(fl.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+                 int(sc.fleet.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
 
 
 def _empty_row() -> dict[str, Any]:
@@ -187,6 +217,13 @@ def device_name(result: Any) -> str:
     return replica_words(getattr(result, "profile_device", None), result.scenario.fleet.gpus_per_replica)
 
 
+def fleet_words(replicas: int, device: str) -> str:
+    """"1 H200", "2 × H200", "2 replicas"."""
+    if device == "replica":
+        return "1 replica" if replicas == 1 else f"{replicas} replicas"
+    return f"{replicas} {device}" if replicas == 1 else f"{replicas} × {device}"
+
+
 def replica_words(device: str | None, gpus: int) -> str:
     short = (device or "").replace("NVIDIA ", "").split(" ")[0]
     if not any(ch.isdigit() for ch in short):  # a CPU's maker ("AMD EPYC …"), or nothing: no model name
@@ -195,7 +232,7 @@ def replica_words(device: str | None, gpus: int) -> str:
 
 
 def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
-                   device: str = "replica") -> Facts:
+                   device: str = "replica", devices: Mapping[str, str] | None = None) -> Facts:
     """Facts of a capacity question from a ``CapacityReport``: capacity per replica per seed
     (the same seeds for every candidate: paired), replicas for the target by the lower bound."""
     from sim.decisions.paired import mean_interval
@@ -224,6 +261,8 @@ def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
             capacity_resolution=res, replicas=reps, replicas_mean=n_mean, replicas_at_risk=at_risk,
             replicas_per_hour_usd=report.replica_hourly.get(c.candidate) if report.replica_hourly else None,
             shown=_operating(c), latency_ms=_operating_latency(c),
+            gpus_per_replica=(report.candidate_gpus or {}).get(c.candidate, report.gpus_per_replica),
+            device=(devices or {}).get(c.candidate),
         ))
     return Facts("capacity", tuple(out), tuple(seeds), report.baseline, has_slo,
                  report.candidates[0].target_rate if report.candidates else None,

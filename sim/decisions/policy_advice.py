@@ -335,20 +335,23 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
     use, over the decode batches the scenario's load produces (one simulation of that
     candidate at the scenario's rate), and checked against the capacity search: where the
     search's best candidate for the proposer runs another k, a note says so and why."""
-    from sim.results.runner import run_scenario
+    from sim.results.runner import candidate_profiles, run_scenario
 
     seen: list[PolicyAdvice] = []
+    done: set[tuple[str | None, str | None]] = set()  # (fleet, proposer): each hardware's own table
     caps = {c.candidate: c for c in report.candidates}
     for c in scenario.speculative:
-        if (candidates and c.name not in candidates) or c.proposer in [a.proposer for a in seen]:
+        if (candidates and c.name not in candidates) or (c.fleet, c.proposer) in done:
             continue
-        if c.proposer not in profile.acceptance:
+        prof = profile if c.fleet is None else candidate_profiles(scenario, None, [c])[c.name]
+        if c.proposer not in prof.acceptance:
             continue  # assumed acceptance only: nothing measured to advise from
+        done.add((c.fleet, c.proposer))
         res = run_scenario(scenario, profile, [c.name], [scenario.run.seeds[0]])
-        advice = advise_for_scenario(scenario, profile, c.proposer,
+        advice = advise_for_scenario(scenario.for_candidate(c), prof, c.proposer,
                                      batch_weights=decode_batch_weights(res.steps))
-        mine = [x for x in scenario.speculative if x.proposer == c.proposer and x.name in caps
-                and caps[x.name].mean > 0]
+        mine = [x for x in scenario.speculative if x.proposer == c.proposer and x.fleet == c.fleet
+                and x.name in caps and caps[x.name].mean > 0]
         if mine:
             best = max(mine, key=lambda x: caps[x.name].mean)
             if best.max_k != advice.fixed_k and advice.fixed_k:

@@ -22,7 +22,8 @@ class SimulatedLoad:
     """
 
     def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
-                 min_requests: int = 0, cache_dir: Any = None, timer_scale: float = 1.0) -> None:
+                 min_requests: int = 0, cache_dir: Any = None, timer_scale: float = 1.0,
+                 profiles: dict[str, Any] | None = None) -> None:
         from sim.results.runner import (
             run_scenario,  # the simulator; imported late to keep this testable
         )
@@ -32,6 +33,9 @@ class SimulatedLoad:
         """Every step time × this (``timing_spread``'s factors for the profile band); 1 normally."""
         self.scenario = scenario
         self.profile = profile
+        self.profiles = profiles
+        """Each candidate's profile by name when some run on [fleets.NAME] (``run_scenario``'s
+        ``candidate_profiles``, loaded once); None: every candidate runs on ``profile``."""
         self.criteria = criteria
         self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
@@ -44,6 +48,10 @@ class SimulatedLoad:
         """Results ``prefetch`` simulated in worker processes, handed out once by ``result``."""
         self.sources: set[str] = set()
         self.notes: set[str] = set()
+
+    def profile_of(self, candidate: str) -> Any:
+        """The profile ``candidate`` runs on (its own fleet's)."""
+        return (self.profiles or {}).get(candidate, self.profile)
 
     def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
                stretch: float = 1.0) -> Any:
@@ -66,7 +74,7 @@ class SimulatedLoad:
 
             layout, scale = sc.fleet.engine.kv_layout, self.timer_scale
             factory = lambda p: ProfileStepTimer(p, kv_layout=layout, scale=scale)  # noqa: E731
-        return self._run(sc, profile=self.profile, candidates=[candidate], seeds=list(seeds),
+        return self._run(sc, profile=self.profiles or self.profile, candidates=[candidate], seeds=list(seeds),
                          step_timer_factory=factory)
 
     def prefetch(self, jobs: Sequence[tuple[str, float, int, tuple[int, ...]]], workers: int) -> None:
@@ -80,7 +88,8 @@ class SimulatedLoad:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        state = (self.scenario, self.profile, self.criteria, self.min_requests, self.timer_scale)
+        state = (self.scenario, self.profile, self.criteria, self.min_requests, None, self.timer_scale,
+                 self.profiles)
         ctx = mp.get_context("spawn")  # no fork of a parent holding threads (polars)
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx,
                                  initializer=_init_worker, initargs=(state,)) as pool:
@@ -122,7 +131,7 @@ class SimulatedLoad:
         sc = at_load(self.scenario, rate, replicas, self.min_requests)
         if stretch != 1.0:
             sc = with_duration(sc, sc.run.duration_s * stretch)
-        key = _probe_key(sc, self.profile, candidate, seeds, self.timer_scale)
+        key = _probe_key(sc, self.profile_of(candidate), candidate, seeds, self.timer_scale)
         base = Path(self.cache_dir) / key
         done = base.with_suffix(".json")
         if done.is_file() and base.with_suffix(".parquet").is_file():

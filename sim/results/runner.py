@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +77,8 @@ class ScenarioResult:
     """Extrapolation and approximation notes."""
     candidates: tuple[str, ...]
     seeds: tuple[int, ...]
+    profiles: dict[str, Profile] | None = None
+    """The profile each candidate ran on, by name (its fleet's; see ``candidate_profiles``)."""
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write requests/steps/summary Parquet and summary.json into ``out_dir``."""
@@ -103,7 +105,7 @@ class ScenarioResult:
             requests=pl.concat([self.requests, more.requests], how="vertical", rechunk=True),
             steps=pl.concat([self.steps, more.steps], how="vertical", rechunk=True),
             sources=tuple(dict.fromkeys([*self.sources, *more.sources])), notes=tuple(notes),
-            candidates=self.candidates, seeds=(*self.seeds, *more.seeds),
+            candidates=self.candidates, seeds=(*self.seeds, *more.seeds), profiles=self.profiles,
         )
 
     def to_json(self) -> dict[str, object]:
@@ -138,16 +140,50 @@ def resolve_profile(scenario: Scenario, profile: Profile | str | Path | None) ->
     return load_profile(scenario.require_profile_path())
 
 
+def candidate_profiles(scenario: Scenario, profile: Profile | str | Path | Mapping[str, Profile] | None,
+                       cands: Sequence[Candidate]) -> dict[str, Profile]:
+    """Each candidate's profile by name: ``profile`` (or [fleet]'s) for those on [fleet], each
+    [fleets.NAME]'s own, loaded once; a proposer that profile lacks is one line naming both.
+    A mapping ``profile`` is such a result already (a capacity search's probes reuse it)."""
+    if isinstance(profile, Mapping) and all(c.name in profile for c in cands):
+        return {c.name: profile[c.name] for c in cands}
+    if isinstance(profile, Mapping):
+        profile = None
+    default: Profile | None = None
+    named: dict[str, Profile] = {}
+    out: dict[str, Profile] = {}
+    for c in cands:
+        if c.fleet is None:
+            default = default or resolve_profile(scenario, profile)
+            out[c.name] = default
+            continue
+        if c.fleet not in named:
+            named[c.fleet] = load_profile(scenario.require_profile_path(c))
+            tp, built = scenario.fleet_for(c).tensor_parallel_size, named[c.fleet].replica.tensor_parallel_size
+            if tp != built:
+                raise SpecplanError(
+                    f"{scenario.origin or 'scenario'}: fleets.{c.fleet}.tensor_parallel_size = {tp} but its "
+                    f"profile {named[c.fleet].name} was built for {built} GPUs per replica; valid: {built}")
+        prof = out[c.name] = named[c.fleet]
+        if c.proposer is not None and c.proposer not in prof.proposers:
+            raise SpecplanError(
+                f"{scenario.origin or 'scenario'}: candidates[{c.name}].proposer: {c.proposer!r} is not "
+                f"in fleet {c.fleet!r}'s profile ({prof.name}); valid: {', '.join(prof.proposers) or 'none'}")
+    return out
+
+
 def run_scenario(
     scenario: Scenario,
-    profile: Profile | str | Path | None = None,
+    profile: Profile | str | Path | Mapping[str, Profile] | None = None,
     candidates: Sequence[str | Candidate] | None = None,
     seeds: Sequence[int] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     step_timer_factory: Callable[[Profile], StepTimer] | None = None,
 ) -> ScenarioResult:
-    """Simulate every candidate on every seed; ``progress(done, total, label)`` after each run."""
-    prof = resolve_profile(scenario, profile)
+    """Simulate every candidate on every seed; ``progress(done, total, label)`` after each run.
+
+    A candidate with ``fleet = NAME`` runs on that fleet's profile, replica shape and prices;
+    every candidate is served the same requests per seed whatever its hardware."""
     cands = [
         scenario.candidate(c) if isinstance(c, str) else c
         for c in (candidates if candidates is not None else scenario.candidates)
@@ -159,6 +195,7 @@ def run_scenario(
         raise SpecplanError("no seeds to run; give at least one (run.seeds or --seeds)")
     if not cands:
         raise SpecplanError("no candidates to run")
+    profs = candidate_profiles(scenario, profile, cands)
     trace = None
     if scenario.workload.arrival == "trace":
         assert scenario.trace_path is not None
@@ -171,8 +208,9 @@ def run_scenario(
         work_ss = np.random.SeedSequence(seed).spawn(2)[0]
         specs = generate_requests(scenario, rng=work_ss, trace=trace)
         for cand in cands:
+            prof = profs[cand.name]
             timer = step_timer_factory(prof) if step_timer_factory is not None else None
-            runs.append(simulate_once(scenario, prof, cand, seed, timer, requests=specs))
+            runs.append(simulate_once(scenario.for_candidate(cand), prof, cand, seed, timer, requests=specs))
             done += 1
             if progress is not None:
                 progress(done, total, f"{cand.name} seed {seed}")
@@ -180,7 +218,9 @@ def run_scenario(
     runs.sort(key=lambda r: (order[r.candidate], r.seed))
     per_seed = pl.concat([r.summary for r in runs], how="vertical")
     summary = aggregate(per_seed)
-    sources = list(prof.sources())
+    used = list({id(p): p for p in profs.values()}.values())
+    sources = list(used[0].sources())
+    sources += [line for p in used[1:] for line in p.sources() if line not in sources]
     notes: list[str] = list(trace.notes) if trace is not None else []
     extrap: dict[str, dict[str, int]] = {}
     steps_by: dict[str, int] = {}
@@ -212,4 +252,5 @@ def run_scenario(
         notes=tuple(notes),
         candidates=tuple(c.name for c in cands),
         seeds=seed_list,
+        profiles=profs,
     )

@@ -161,11 +161,14 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
         v is not None and math.isinf(v) for v in cost_rows[mn.COST_PER_GOOD_ANSWER_USD].to_list()
     ):
         lines.append("cost per good answer ∞: no SLO-conformant answers at any price")
-    if sc.fleet.price_per_gpu_hour is not None:
-        g = sc.fleet.gpus_per_replica
+    fleets = {c.fleet: sc.fleet_for(c) for c in sc.candidates if c.name in result.candidates}
+    priced = [(name, f) for name, f in fleets.items() if f.price_per_gpu_hour is not None]
+    for name, f in priced:
+        g = f.gpus_per_replica
         gpus = "" if g == 1 else f" × {g} GPUs"
+        whose = "" if len(fleets) == 1 else f"{'[fleet]' if name is None else f'[fleets.{name}]'} "
         lines.append(
-            f"cost: {sc.fleet.replicas} replica(s){gpus} × ${sc.fleet.price_per_gpu_hour:g}/h over the "
+            f"cost: {whose}{f.replicas} replica(s){gpus} × ${f.price_per_gpu_hour:g}/h over the "
             "arrival window (idle, failed work billed; drain not)"
         )
     lines.append("")

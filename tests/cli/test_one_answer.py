@@ -11,7 +11,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
@@ -26,10 +26,16 @@ from sim.decisions.answer import answer_scenario
 from sim.decisions.answer_text import headline
 from tests.helpers import scenario_toml
 
+FAST = ('\n[fleets.fast]\nprofile = "../profiles/dd2.json"\ntensor_parallel_size = 2\n'
+        'price_per_gpu_hour = 1.5\n')
+"""Other hardware (twice the GPUs per replica, steps 40 % shorter, another price) a candidate
+may be drawn onto: surfaces must agree on hardware × speculation too."""
+
 
 def scenario_text(rate: float, seqs: int, ttft_ms: float, acc: float, seeds=(1, 2), max_seeds: int = 4,
-                  duration: float = 60.0) -> str:
+                  duration: float = 60.0, fast: bool = False) -> str:
     spec = {"proposer": "ngram", "k": 2, "assumed_acceptance": [acc, acc * acc]}
+    more = [{"name": "spec-fast", **spec, "fleet": "fast"}] if fast else []
     return scenario_toml(
         "generated",
         run={"duration_s": duration, "warmup_s": 5, "seeds": list(seeds), "max_seeds": max_seeds},
@@ -41,8 +47,8 @@ def scenario_text(rate: float, seqs: int, ttft_ms: float, acc: float, seeds=(1, 
         fleet={"profile": "../profiles/dd1.json", "price_per_gpu_hour": 1.0},
         engine={"max_num_seqs": seqs},
         candidates=[{"name": "baseline", "speculation": "off"}, {"name": "spec-k2", **spec},
-                    {"name": "spec-copy", **spec}],
-    )
+                    {"name": "spec-copy", **spec}, *more],
+    ) + (FAST if fast else "")
 
 
 def make_root(tmp: Path, text: str) -> Path:
@@ -52,6 +58,11 @@ def make_root(tmp: Path, text: str) -> Path:
                                   per_context_token_s=0.0, prefill_base_s=0.05, prefill_per_token_s=0.0,
                                   prefill_per_context_token_s=0.0)
     (tmp / "profiles" / "dd1.json").write_text(json.dumps(prof), encoding="utf-8")
+    fast = synthetic_profile_dict(name="dd2", base_step_s=0.006, per_seq_s=0.0012, per_token_s=0.0,
+                                  per_context_token_s=0.0, prefill_base_s=0.03, prefill_per_token_s=0.0,
+                                  prefill_per_context_token_s=0.0)
+    fast["replica"] = {"tensor_parallel_size": 2}
+    (tmp / "profiles" / "dd2.json").write_text(json.dumps(fast), encoding="utf-8")
     (tmp / "scenarios" / "gen.toml").write_text(text, encoding="utf-8")
     return tmp / "scenarios" / "gen.toml"
 
@@ -62,10 +73,11 @@ def statuses(decision: dict) -> dict[str, str]:
 
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rate=st.sampled_from([3.0, 6.0, 12.0]), seqs=st.sampled_from([1, 4]),
-       ttft_ms=st.sampled_from([300.0, 2000.0]), acc=st.sampled_from([0.2, 0.9]))
-def test_every_surface_renders_the_same_decision(tmp_path_factory, capsys, rate, seqs, ttft_ms, acc):
+       ttft_ms=st.sampled_from([300.0, 2000.0]), acc=st.sampled_from([0.2, 0.9]), fast=st.booleans())
+@example(rate=6.0, seqs=4, ttft_ms=2000.0, acc=0.9, fast=True)  # hardware × speculation, always
+def test_every_surface_renders_the_same_decision(tmp_path_factory, capsys, rate, seqs, ttft_ms, acc, fast):
     tmp = tmp_path_factory.mktemp("gen")
-    path = make_root(tmp, scenario_text(rate, seqs, ttft_ms, acc))
+    path = make_root(tmp, scenario_text(rate, seqs, ttft_ms, acc, fast=fast))
     # terminal and JSON of `specplan simulate`
     assert main(["simulate", str(path), "--quiet"]) == 0
     text = capsys.readouterr().out.splitlines()
@@ -108,6 +120,10 @@ def test_every_surface_renders_the_same_decision(tmp_path_factory, capsys, rate,
     assert a.equals(b)
     assert d.standing("spec-k2").status == d.standing("spec-copy").status
     assert d.winner not in ("spec-k2", "spec-copy")  # two equal copies never make one winner
+    if fast:  # its own hardware: its own profile and price, the same requests
+        assert res.profiles is not None and res.profiles["spec-fast"].name == "dd2"
+        assert d.facts.mixed_fleets and d.facts.candidate("spec-fast").hourly_usd == 2 * 1.5
+        assert d.facts.candidate("spec-k2").hourly_usd == 1.0
     # goodput below the baseline's never wins; nothing that misses the SLO wins
     f = d.facts
     if d.winner is not None:
