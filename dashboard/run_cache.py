@@ -45,7 +45,17 @@ def run_keys(scenario: Scenario, profile_key: str) -> dict[str, str]:
     d = scenario.to_dict()
     cands = d.pop("candidates", [])
     base = digest(d, str(scenario.trace_path), profile_key)
-    return {c.name: f"run:{digest(base, cd)}" for c, cd in zip(scenario.candidates, cands, strict=True)}
+    own = {c.fleet: _file_digest(scenario.fleet_for(c).profile_path) for c in scenario.candidates if c.fleet}
+    return {c.name: f"run:{digest(base, cd) if c.fleet is None else digest(base, cd, own[c.fleet])}"
+            for c, cd in zip(scenario.candidates, cands, strict=True)}  # [fleets.NAME]: its profile's content
+
+
+def _file_digest(path: Any) -> str | None:
+    """Content hash of a file (None when absent: the run itself then says it is missing)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+    except (OSError, AttributeError):
+        return None
 
 
 def ipc_bytes(frame: pl.DataFrame) -> bytes:
