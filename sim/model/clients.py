@@ -11,7 +11,7 @@ and when, follows the fleet, as with ``vllm bench serve --max-concurrency``.
 
 How an end is learned: every replica returns to SimPy after each step (``ClientReplica``), and
 the clients look at their in-flight rows after each step, expiry and restart. This costs the
-compiled loop's batching of steps between events (measured in ``bench/bench_clients.py``).
+compiled loop's batching of steps between events (measured by ``bench/concurrency_sweep.py``).
 A pool too small for the run (the clients sent every row before ``run.duration_s``) is grown
 from the rate it was used at, and the run is repeated: rows already drawn stay the same.
 """
@@ -129,11 +129,14 @@ class ClientReplica(CompiledReplica):
 class ClientFleet(Fleet):
     """``Fleet`` driven by closed-loop clients instead of an arrival schedule."""
 
-    def __init__(self, spec, step_timer, accept_rng, workload: WorkloadConfig, stop_s: float) -> None:
+    def __init__(self, spec: FleetSpec, step_timer: StepTimer, accept_rng: np.random.Generator | None,
+                 clients: int, think_s: float, stop_s: float) -> None:
         super().__init__(spec, step_timer, accept_rng)
-        self.clients = int(workload.concurrency or 1)
-        self.think_s = float(workload.think_time_s)
+        self.clients = int(clients)
+        self.think_s = float(think_s)
+        """Seconds from a request's end to its client's next."""
         self.stop_s = float(stop_s)
+        """Clients send nothing at or after this time (the run's ``duration_s``)."""
         self.sent = 0
         """Rows sent so far (row k is the k-th request sent)."""
         self.row_of = np.full(self.clients, -1, np.int64)
@@ -171,6 +174,8 @@ class ClientFleet(Fleet):
         self._send_due(now)
 
     def _ended(self, client: int, now: float) -> None:
+        """Its request ended in the engine (the engine's own limits: learned when it applied
+        them, so the next is sent at the end + think, or now when that has passed)."""
         r = int(self.row_of[client])
         self.row_of[client] = -1
         fin = float(self.replicas[0].arrays.rq.floats[r, ks.FINISH])
@@ -205,6 +210,20 @@ class ClientFleet(Fleet):
             self.replicas[self.router.pick()].submit(req, now)
             if ints[r, ks.STATUS] == ks.DONE:  # refused on arrival (nothing else ends here)
                 self._ended(c, now)
+            elif req.timeout_s is not None:
+                self.env.process(self._gives_up(c, r, req.timeout_s))
+
+    def _gives_up(self, client: int, row: int, after_s: float):
+        """The client's own timeout: it moves on at the deadline, whenever the engine notices."""
+        yield urgent_timeout(self.env, after_s)
+        if self.row_of[client] == row:
+            self.row_of[client] = -1
+            now = float(self.env.now)
+            if self.think_s > 0:
+                self.env.process(self._later(client, self.think_s))
+            else:
+                self._due.append(client)
+                self._send_due(now)
 
     def run(self, requests: Sequence[Request], write_back: bool = True) -> FleetRun:
         """The run, cut to the requests the clients sent."""
@@ -234,7 +253,7 @@ def run_clients(scenario: Scenario, spec: FleetSpec, timer: StepTimer,
             reqs.extend(build(specs[b:b + BLOCK], child_stream(rates_ss, b // BLOCK)))
         for i, req in enumerate(reqs):
             req.idx = i
-        fleet = ClientFleet(spec, timer, np.random.default_rng(draw_ss), w, stop)
+        fleet = ClientFleet(spec, timer, np.random.default_rng(draw_ss), clients, w.think_time_s, stop)
         try:
             return fleet.run(reqs, write_back=False)
         except PoolExhausted as exc:
