@@ -55,7 +55,8 @@ BASE_SCENARIO: dict[str, Any] = {
 CLOSED_SCENARIO: dict[str, Any] = {
     **BASE_SCENARIO,
     "workload": {**{k: v for k, v in BASE_SCENARIO["workload"].items() if k != "rate"},
-                 "arrival": "concurrency", "concurrency": 4, "think_time_s": 0.1},
+                 "arrival": "concurrency", "concurrency": 4, "think_time_s": 0.1,
+                 "think_time_dist": "exponential"},
 }
 
 TRACE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"

@@ -16,6 +16,7 @@ from sim.contracts.trace_config import TraceConfig
 
 ArrivalName = Literal["poisson", "gamma", "piecewise", "trace", "concurrency"]
 PiecewiseShape = Literal["step", "linear", "daily"]
+ThinkDist = Literal["fixed", "exponential"]
 MAX_CONCURRENCY = 100_000
 """Most clients a closed-loop workload may hold (one request in flight each)."""
 
@@ -163,7 +164,10 @@ class WorkloadConfig:
     ``vllm bench serve --max-concurrency``; they send until ``run.duration_s``."""
     think_time_s: float = 0.0
     """arrival "concurrency" only: seconds a client waits after a request ends (finished, timed
-    out or rejected) before sending its next one (fixed, ≥ 0)."""
+    out or rejected) before sending its next one (≥ 0; the mean when exponential)."""
+    think_time_dist: ThinkDist = "fixed"
+    """arrival "concurrency" only: "fixed" (every think time is ``think_time_s``) or
+    "exponential" (drawn per request with mean ``think_time_s`` > 0)."""
 
     def __post_init__(self) -> None:
         a = self.arrival
@@ -231,6 +235,10 @@ class WorkloadConfig:
             raise FieldError("think_time_s", f"must be a finite number of seconds ≥ 0, got {self.think_time_s}")
         if a != "concurrency" and self.think_time_s != 0.0:
             raise FieldError("think_time_s", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+        if a != "concurrency" and self.think_time_dist != "fixed":
+            raise FieldError("think_time_dist", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+        if self.think_time_dist == "exponential" and not self.think_time_s > 0:
+            raise FieldError("think_time_dist", "\"exponential\" needs think_time_s > 0 (its mean)")
 
     @property
     def shares(self) -> np.ndarray:

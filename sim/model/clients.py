@@ -1,5 +1,6 @@
 """Closed-loop clients: ``workload.concurrency`` clients, each sending its next request when its
-last one ends (finished, timed out or rejected), after ``think_time_s``.
+last one ends (finished, timed out or rejected), after a think time (``think_time_s``, fixed or
+exponential with that mean, ``think_time_dist``).
 
 Why a module of its own: open-loop arrival times are fixed before the run (``workload.py``);
 here they depend on how the fleet serves, so arrivals are made during the run. Requests come
@@ -77,6 +78,16 @@ def pool_specs(workload: WorkloadConfig, seq: np.random.SeedSequence, n: int) ->
     return out
 
 
+def pool_thinks(workload: WorkloadConfig, seq: np.random.SeedSequence, n: int) -> float | np.ndarray:
+    """The think time after each of the pool's first ``n`` requests: the fixed one, or
+    exponential draws from each block's own stream (the same rows in a pool of any size)."""
+    mean = float(workload.think_time_s)
+    if workload.think_time_dist == "fixed":
+        return mean
+    blocks = [child_stream(seq, _POOL, b, 2).exponential(mean, BLOCK) for b in range(math.ceil(n / BLOCK))]
+    return np.concatenate(blocks)[:n]
+
+
 def grown(size: int, at_s: float, duration_s: float, clients: int) -> int:
     """The pool for a repeated run: the rate the last one was used at, over the whole run."""
     want = 2.0 * size if at_s <= 0 else 1.25 * size * duration_s / at_s + clients
@@ -130,11 +141,12 @@ class ClientFleet(Fleet):
     """``Fleet`` driven by closed-loop clients instead of an arrival schedule."""
 
     def __init__(self, spec: FleetSpec, step_timer: StepTimer, accept_rng: np.random.Generator | None,
-                 clients: int, think_s: float, stop_s: float) -> None:
+                 clients: int, think_s: float | np.ndarray, stop_s: float) -> None:
         super().__init__(spec, step_timer, accept_rng)
         self.clients = int(clients)
-        self.think_s = float(think_s)
-        """Seconds from a request's end to its client's next."""
+        self.think_s = think_s if isinstance(think_s, np.ndarray) else float(think_s)
+        """Seconds from a request's end to its client's next: one for all, or one per pool row
+        (the think time after that request)."""
         self.stop_s = float(stop_s)
         """Clients send nothing at or after this time (the run's ``duration_s``)."""
         self.sent = 0
@@ -179,13 +191,18 @@ class ClientFleet(Fleet):
         r = int(self.row_of[client])
         self.row_of[client] = -1
         fin = float(self.replicas[0].arrays.rq.floats[r, ks.FINISH])
-        at = fin + self.think_s
-        if self.think_s == 0 and fin == self.requests[r].arrival_s:
+        think = self._think(r)
+        at = fin + think
+        if think == 0 and fin == self.requests[r].arrival_s:
             self._held.append(client)  # refused on arrival: resend after the next step
         elif at <= now:
             self._due.append(client)
         else:
             self.env.process(self._later(client, at - now))
+
+    def _think(self, row: int) -> float:
+        t = self.think_s
+        return float(t[row]) if isinstance(t, np.ndarray) else t
 
     def _later(self, client: int, delay: float):
         yield urgent_timeout(self.env, delay)
@@ -219,8 +236,9 @@ class ClientFleet(Fleet):
         if self.row_of[client] == row:
             self.row_of[client] = -1
             now = float(self.env.now)
-            if self.think_s > 0:
-                self.env.process(self._later(client, self.think_s))
+            think = self._think(row)
+            if think > 0:
+                self.env.process(self._later(client, think))
             else:
                 self._due.append(client)
                 self._send_due(now)
@@ -253,7 +271,8 @@ def run_clients(scenario: Scenario, spec: FleetSpec, timer: StepTimer,
             reqs.extend(build(specs[b:b + BLOCK], child_stream(rates_ss, b // BLOCK)))
         for i, req in enumerate(reqs):
             req.idx = i
-        fleet = ClientFleet(spec, timer, np.random.default_rng(draw_ss), clients, w.think_time_s, stop)
+        fleet = ClientFleet(spec, timer, np.random.default_rng(draw_ss), clients,
+                            pool_thinks(w, work_ss, size), stop)
         try:
             return fleet.run(reqs, write_back=False)
         except PoolExhausted as exc:

@@ -132,3 +132,26 @@ def test_pool_rows_do_not_depend_on_pool_size() -> None:
     large = pool_specs(sc.workload, seq, 5000)
     assert small == large[:1500]
     assert {s.segment for s in large} == {"a", "b"}
+
+
+def test_think_time_per_request() -> None:
+    """Exponential think times: one client's next request arrives exactly at its last one's end
+    plus the think time drawn for that request (row), and the draws are the same rows in a pool
+    of any size with the mean asked for."""
+    from sim.contracts.lengths import LengthDist
+    from sim.contracts.workload_config import SegmentConfig, WorkloadConfig
+    from sim.model.clients import pool_thinks
+
+    fixed = LengthDist("fixed", value=8)
+    w = WorkloadConfig("concurrency", (SegmentConfig("a", 1.0, fixed, fixed),), concurrency=1,
+                       think_time_s=0.2, think_time_dist="exponential")
+    seq = np.random.SeedSequence(3)
+    thinks = pool_thinks(w, seq, 3000)
+    assert isinstance(thinks, np.ndarray) and np.array_equal(thinks[:1000], pool_thinks(w, seq, 1000))
+    assert thinks.mean() == pytest.approx(0.2, rel=0.1) and thinks.std() == pytest.approx(0.2, rel=0.1)
+    reqs = [Request(i, i, 0.0, 8, 4 + i % 5) for i in range(200)]
+    fleet = ClientFleet(FleetSpec(ROOMY), ProfileStepTimer(synthetic_profile()), None, 1, thinks[:200], 5.0)
+    rf, _ = frames(fleet, reqs)
+    arr, fin = rf["arrival_s"].to_numpy(), rf["finish_s"].to_numpy()
+    assert rf.height > 5
+    np.testing.assert_allclose(arr[1:], fin[:-1] + thinks[: rf.height - 1], rtol=0, atol=1e-12)
