@@ -20,6 +20,7 @@ from the rate it was used at, and the run is repeated: rows already drawn stay t
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -153,7 +154,8 @@ class ClientFleet(Fleet):
         """Rows sent so far (row k is the k-th request sent)."""
         self.row_of = np.full(self.clients, -1, np.int64)
         """Each client's request in flight (-1: none)."""
-        self._due: list[int] = []
+        self._due: deque[int] = deque()
+        """Clients to send now, in order."""
         self._held: list[int] = []
         """Clients whose request was refused the instant it was sent (no think time): they send
         again after the next step, not in the same instant."""
@@ -214,7 +216,7 @@ class ClientFleet(Fleet):
         ints = self.replicas[0].arrays.rq.ints
         assert self.router is not None
         while due:
-            c = due.pop(0)
+            c = due.popleft()
             if now >= self.stop_s:
                 continue  # the client stops sending
             r = self.sent
