@@ -18,6 +18,7 @@ import numpy as np
 from sim.contracts.synthetic import synthetic_profile_dict
 from tests.fuzz_inputs import (
     BASE_SCENARIO,
+    CLOSED_SCENARIO,
     FUZZ_MAX_REQUEST_STEPS,
     NASTY_FLAGS,
     REPO,
@@ -41,7 +42,8 @@ __all__ = ["BASE_SCENARIO", "FUZZ_MAX_REQUEST_STEPS", "KINDS", "REPO", "Case", "
 
 def _scenario_case(rng: np.random.Generator) -> Case:
     files = _base_files()
-    tree = mutate_tree(BASE_SCENARIO, rng, int(rng.integers(1, 4)))
+    base = CLOSED_SCENARIO if rng.random() < 0.3 else BASE_SCENARIO
+    tree = mutate_tree(base, rng, int(rng.integers(1, 4)))
     files["s.toml"] = to_toml(tree).encode()
     if rng.random() < 0.25:
         files["s.toml"] = byte_mutate(files["s.toml"], rng)

@@ -51,6 +51,14 @@ BASE_SCENARIO: dict[str, Any] = {
     ],
 }
 
+# the same scenario with closed-loop clients (arrival "concurrency", think time)
+CLOSED_SCENARIO: dict[str, Any] = {
+    **BASE_SCENARIO,
+    "workload": {**{k: v for k, v in BASE_SCENARIO["workload"].items() if k != "rate"},
+                 "arrival": "concurrency", "concurrency": 4, "think_time_s": 0.1,
+                 "think_time_dist": "exponential"},
+}
+
 TRACE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 
 NASTY_NUMBERS: list[Any] = [

@@ -332,6 +332,8 @@ def workload_size(workload: Any, run: Any, trace: Any = None) -> tuple[float, fl
         n = float(workload.rate) * duration
     elif workload.arrival == "piecewise":
         n = float(workload.piecewise.max_rate()) * duration
+    elif workload.arrival == "concurrency":
+        n = -1.0  # clients: their count follows from the lengths (below)
     else:
         n = float(len(trace.offsets_s)) if trace is not None else 0.0
         if trace is not None and len(trace.output_tokens):
@@ -345,4 +347,6 @@ def workload_size(workload: Any, run: Any, trace: Any = None) -> tuple[float, fl
         )
     except (OverflowError, TypeError):
         out = math.inf
+    if n < 0:  # every client busy the whole run at 2 ms a step: more than any GPU serves
+        n = float(workload.concurrency) * (1.0 + duration / (float(workload.think_time_s) + 0.002 * (out + 1.0)))
     return n, out + 1.0

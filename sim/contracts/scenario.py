@@ -361,6 +361,10 @@ class Scenario:
         if not factor > 0 or not math.isfinite(factor):
             raise SpecplanError(f"load scale must be a finite number > 0, got {factor}")
         w = self.workload
+        if w.arrival == "concurrency":
+            raise SpecplanError(f"{self.origin or 'scenario'}: workload.arrival: a load scale "
+                                "multiplies an arrival rate; closed-loop clients have none "
+                                "(vary workload.concurrency instead)")
         if w.rate is not None:
             return self.with_overrides({"workload.rate": w.rate * factor})
         if w.piecewise is not None:

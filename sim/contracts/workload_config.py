@@ -1,4 +1,5 @@
-"""The scenario's [workload] table: arrivals (poisson, gamma, piecewise, trace) and segments."""
+"""The scenario's [workload] table: arrivals (poisson, gamma, piecewise, trace, concurrency) and
+segments."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from sim.contracts.lengths import LengthDist
 from sim.contracts.scenario_fields import NAME_RE
 from sim.contracts.trace_config import TraceConfig
 
-ArrivalName = Literal["poisson", "gamma", "piecewise", "trace"]
+ArrivalName = Literal["poisson", "gamma", "piecewise", "trace", "concurrency"]
 PiecewiseShape = Literal["step", "linear", "daily"]
+ThinkDist = Literal["fixed", "exponential"]
+MAX_CONCURRENCY = 100_000
+"""Most clients a closed-loop workload may hold (one request in flight each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +140,12 @@ class SegmentConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
-    """Open-loop traffic: how requests arrive and what they look like."""
+    """Traffic: how requests arrive (open loop, or closed loop with a fixed number of clients)
+    and what they look like."""
 
     arrival: ArrivalName
-    """"poisson", "gamma", "piecewise" or "trace"."""
+    """"poisson", "gamma", "piecewise", "trace" (open loop: arrival times fixed before the run)
+    or "concurrency" (closed loop: each client sends its next request when its last one ends)."""
     segments: tuple[SegmentConfig, ...]
     """At least one segment; names unique."""
     rate: float | None = None
@@ -153,9 +159,19 @@ class WorkloadConfig:
     """Required for arrival = "trace"."""
     client_timeout_s: float | None = None
     """A request not finished this long after arrival is abandoned (timed out); none: never."""
+    concurrency: int | None = None
+    """arrival "concurrency" only: clients, each with one request in flight (1..100000), as
+    ``vllm bench serve --max-concurrency``; they send until ``run.duration_s``."""
+    think_time_s: float = 0.0
+    """arrival "concurrency" only: seconds a client waits after a request ends (finished, timed
+    out or rejected) before sending its next one (≥ 0; the mean when exponential)."""
+    think_time_dist: ThinkDist = "fixed"
+    """arrival "concurrency" only: "fixed" (every think time is ``think_time_s``) or
+    "exponential" (drawn per request with mean ``think_time_s`` > 0)."""
 
     def __post_init__(self) -> None:
         a = self.arrival
+        self._check_concurrency()
         if a in ("poisson", "gamma"):
             if self.rate is None:
                 raise FieldError("rate", f"required for arrival {a!r} (req/s, > 0)")
@@ -204,6 +220,26 @@ class WorkloadConfig:
                 raise FieldError(f"segments[{i}].name", f"duplicate segment name {s.name!r}")
             seen.add(s.name)
 
+    def _check_concurrency(self) -> None:
+        a = self.arrival
+        if a == "concurrency":
+            n = self.concurrency
+            if n is None:
+                raise FieldError("concurrency", "required for arrival \"concurrency\": clients in "
+                                 f"flight, an integer 1..{MAX_CONCURRENCY}")
+            if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= n <= MAX_CONCURRENCY:
+                raise FieldError("concurrency", f"must be an integer 1..{MAX_CONCURRENCY}, got {n!r}")
+        elif self.concurrency is not None:
+            raise FieldError("concurrency", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+        if not (math.isfinite(self.think_time_s) and self.think_time_s >= 0):
+            raise FieldError("think_time_s", f"must be a finite number of seconds ≥ 0, got {self.think_time_s}")
+        if a != "concurrency" and self.think_time_s != 0.0:
+            raise FieldError("think_time_s", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+        if a != "concurrency" and self.think_time_dist != "fixed":
+            raise FieldError("think_time_dist", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+        if self.think_time_dist == "exponential" and not self.think_time_s > 0:
+            raise FieldError("think_time_dist", "\"exponential\" needs think_time_s > 0 (its mean)")
+
     @property
     def shares(self) -> np.ndarray:
         """Segment shares normalised to sum 1, in segment order."""
@@ -215,9 +251,12 @@ class WorkloadConfig:
         """Segment names in file order."""
         return tuple(s.name for s in self.segments)
 
-    def mean_rate(self, duration_s: float) -> float:
+    def mean_rate(self, duration_s: float) -> float | None:
         """Mean arrival rate over a run of ``duration_s`` seconds in req/s (a trace is read to
-        count the rows its window replays)."""
+        count the rows its window replays); None for closed-loop clients, whose rate is what
+        the fleet makes of them."""
+        if self.arrival == "concurrency":
+            return None
         if self.rate is not None:
             return self.rate
         if self.piecewise is not None:

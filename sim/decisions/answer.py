@@ -59,7 +59,8 @@ def with_devices(facts: Any, devices: dict[str, str] | None) -> Any:
 
 def offered(scenario: Any) -> float | None:
     w = scenario.workload
-    return None if w.arrival == "trace" else float(w.mean_rate(scenario.run.duration_s))
+    rate = None if w.arrival == "trace" else w.mean_rate(scenario.run.duration_s)
+    return None if rate is None else float(rate)  # closed-loop clients: no offered rate
 
 
 def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budget_note: str = "",

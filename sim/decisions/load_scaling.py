@@ -11,6 +11,11 @@ def arrival_rate(scenario: Any) -> float:
     """Mean arrival rate of the scenario (req/s): what capacity is expressed in."""
     w = scenario.workload
     rate = w.mean_rate(scenario.run.duration_s)
+    if w.arrival == "concurrency":
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: workload.arrival: capacity searches "
+                            "the arrival rate, and closed-loop clients have none (their load is "
+                            "workload.concurrency); compare N instead: specplan sweep SCENARIO "
+                            "--vary workload.concurrency=1,8,32,64,128")
     if rate is None or not rate > 0:
         raise SpecplanError(f"{scenario.origin or 'scenario'}: workload.arrival: capacity scales the "
                             f"arrival rate, so it needs poisson, gamma or piecewise arrivals with a "

@@ -97,6 +97,10 @@ class Fleet:
                 yield urgent_timeout(env, dt)
             replicas[router.pick()].submit(req, env.now)
 
+    def _replicas(self, requests: Sequence[Request], track: bool) -> list:
+        """The replicas of this run (closed-loop clients build their own: ``sim.model.clients``)."""
+        return compiled_replica.build(self, requests, track)
+
     def _restart_at(self, plan: RestartConfig):
         yield self.env.timeout(plan.at_s)
         proc = self.replicas[plan.replica].proc
@@ -122,7 +126,7 @@ class Fleet:
         self.requests = requests
         # only padded engines pay for decode-set changes: others need not count them
         track = bool(getattr(self.step_timer, "padded", True))
-        self.replicas = compiled_replica.build(self, requests, track)
+        self.replicas = self._replicas(requests, track)
         self.router = Router(spec.routing, self.replicas)
         env = self.env
         for rep in self.replicas:

@@ -169,6 +169,9 @@ def generate_arrays(
     """The same workload as ``generate_requests`` as columns (arrival_s float64, segment index,
     prompt_tokens and output_tokens int64), for vectorised consumers and plots."""
     duration = run.duration_s
+    if workload.arrival == "concurrency":
+        raise SpecplanError("workload.arrival \"concurrency\": closed-loop clients send requests "
+                            "during the run (sim.model.clients); there is no arrival schedule")
     if workload.arrival != "trace":  # refuse before allocating (a trace is bounded by its file)
         check_work(*workload_size(workload, run), 1, "scenario")
     arrivals_rng = child_stream(seq, _ARRIVALS)

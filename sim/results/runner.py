@@ -206,7 +206,8 @@ def run_scenario(
     runs: list[RunResult] = []
     for seed in seed_list:
         work_ss = np.random.SeedSequence(seed).spawn(2)[0]
-        specs = generate_requests(scenario, rng=work_ss, trace=trace)
+        specs = (None if scenario.workload.arrival == "concurrency"  # clients make their own
+                 else generate_requests(scenario, rng=work_ss, trace=trace))
         for cand in cands:
             prof = profs[cand.name]
             timer = step_timer_factory(prof) if step_timer_factory is not None else None

@@ -161,7 +161,12 @@ def simulate_once(
     (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``)."""
     cand = _candidate(scenario, candidate)
     work_ss, accept_ss = np.random.SeedSequence(seed).spawn(2)
-    specs = list(requests) if requests is not None else generate_requests(scenario, rng=work_ss)
+    if scenario.workload.arrival == "concurrency":
+        if requests is not None:
+            raise ValueError("closed-loop clients make their own requests; pass none")
+        specs: list[RequestSpec] = []
+    else:
+        specs = list(requests) if requests is not None else generate_requests(scenario, rng=work_ss)
     policy: SpeculationPolicy = policy_from_candidate(cand)
     proposer = cand.proposer if policy.speculates else None
     eng = scenario.fleet.engine
@@ -182,8 +187,7 @@ def simulate_once(
     if isinstance(timer, ProfileStepTimer):  # the drafter's pass over prompt tokens, every step
         timer.attach_proposer(proposer)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
-    rates_rng, draw_rng = (np.random.default_rng(s) for s in accept_ss.spawn(2))
-    reqs = _build_requests(specs, model, rates_rng)
+    rates_ss, draw_ss = accept_ss.spawn(2)
     restart = scenario.fleet.restart
     spec = FleetSpec(
         scheduler=scheduler_config(scenario, kv.kv_blocks, limits),
@@ -195,7 +199,15 @@ def simulate_once(
         drain=scenario.run.drain,
         duration_s=scenario.run.duration_s,
     )
-    run = Fleet(spec, timer, draw_rng).run(reqs, write_back=False)  # records straight from the arrays
+    if scenario.workload.arrival == "concurrency":  # closed loop: requests made as clients send
+        from sim.model.clients import run_clients
+
+        run = run_clients(scenario, spec, timer, work_ss, rates_ss, draw_ss,
+                          lambda specs, rng: _build_requests(specs, model, rng))
+    else:
+        reqs = _build_requests(specs, model, np.random.default_rng(rates_ss))
+        # records straight from the arrays
+        run = Fleet(spec, timer, np.random.default_rng(draw_ss)).run(reqs, write_back=False)
     req_df = with_request_overhead(requests_frame(run, cand.name, seed, scenario.run.warmup_s),
                                    scenario.fleet.request_overhead)
     step_df = steps_frame(run, cand.name, seed)

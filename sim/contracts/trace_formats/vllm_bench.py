@@ -37,7 +37,8 @@ def read(p: Path, schedule_seed: int | None = None, run_index: int | None = None
         raise SpecplanError(
             f"{res.source}: max_concurrency {cap} with request_rate inf is a closed loop (each request "
             "sent when one finishes); an open-loop trace replay cannot stand in for it; valid: a run "
-            "with a finite request_rate")
+            f"with a finite request_rate, or closed-loop clients: arrival = \"concurrency\", "
+            f"concurrency = {cap}")
     seed = 0 if schedule_seed is None else schedule_seed
     sent = res.arrival_times(np.random.default_rng(np.random.SeedSequence(seed)))
     ok = res.succeeded
