@@ -185,7 +185,7 @@ class Scenario:
                         f"fleet.engine.max_num_batched_tokens ({budget or 'engine default'}) when "
                         "chunked_prefill = false",
                     )
-        needs_key = [c for c in self.candidates if not c.is_baseline and c.assumed_acceptance is None
+        needs_key = [c for c in self.candidates if c.speculates and c.assumed_acceptance is None
                      and not (c.acceptance_trace is not None and c.trace_format != "specplan")]
         if needs_key:
             for i, s in enumerate(self.workload.segments):
@@ -205,8 +205,8 @@ class Scenario:
 
     @property
     def speculative(self) -> tuple[Candidate, ...]:
-        """Every candidate except the baseline, in file order."""
-        return tuple(c for c in self.candidates if not c.is_baseline)
+        """Every speculating candidate, in file order."""
+        return tuple(c for c in self.candidates if c.speculates)
 
     @property
     def candidate_names(self) -> tuple[str, ...]:

@@ -124,10 +124,17 @@ class SegmentConfig:
     not give assumed_acceptance."""
     temperature: float = 0.0
     """Sampling temperature; picks the profile's acceptance entry with the nearest temperature."""
+    shared_prefix_tokens: int = 0
+    """The first this many tokens of every prompt of the segment are the same (a system prompt
+    shared by all its requests; a shorter prompt shares its whole length); read by prefix
+    caching (docs/prefix-caching.md). Prompt lengths include it."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+        if not 0 <= self.shared_prefix_tokens <= 10_000_000:
+            raise FieldError("shared_prefix_tokens",
+                             f"must be in [0, 10000000] tokens, got {self.shared_prefix_tokens}")
         if not self.share > 0:
             raise FieldError("share", f"must be > 0, got {self.share}")
         if not 0 <= self.temperature <= 100:

@@ -153,7 +153,7 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
         cand = sc.candidate(name)
         hourly = None
         if fl.price_per_gpu_hour is not None:
-            per = fl.price_per_gpu_hour * fl.gpus_per_replica + (0.0 if cand.is_baseline else fl.draft_price_per_hour)
+            per = fl.price_per_gpu_hour * fl.gpus_per_replica + (fl.draft_price_per_hour if cand.speculates else 0.0)
             hourly = per * fl.replicas
         per_seed = [rows.get((name, s)) or _empty_row() for s in result.seeds]
         judged = [criteria.judge(r, rate or 0.0) if criteria is not None else None for r in per_seed]

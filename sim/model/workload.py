@@ -9,7 +9,7 @@ arrival and changing one segment's lengths never changes another's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,6 +39,12 @@ class RequestSpec:
     """Name of its workload segment."""
     timeout_s: float | None
     """The client abandons it this long after arrival; None: never."""
+    prefix_hashes: tuple[int, ...] = ()
+    """Ids of its prompt's leading blocks of ``prefix_hash_tokens`` tokens (equal ids at equal
+    positions after equal ids = the same tokens; a trace's ``hash_ids``, or one id for a
+    segment's shared system prompt); what prefix caching can reuse (``sim.model.prefix_blocks``)."""
+    prefix_hash_tokens: int = 0
+    """Tokens per ``prefix_hashes`` block (the last one may be cut by the prompt's end)."""
 
 
 def child_stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
@@ -142,11 +148,12 @@ def generate_requests(
     if run is None:
         raise TypeError("generate_requests needs the run config (duration_s) or a Scenario")
     seq = _as_seedseq(rng)
-    arr = generate_arrays(workload, run, seq, trace)
+    arr, rows, trace = _arrays_and_rows(workload, run, seq, trace)
     names = workload.segment_names
-    seg_names = [names[i] for i in arr["segment"].tolist()]
+    seg_idx = arr["segment"].tolist()
+    seg_names = [names[i] for i in seg_idx]
     timeout = workload.client_timeout_s
-    return [
+    specs = [
         RequestSpec(i, t, p, o, s, timeout)
         for i, (t, p, o, s) in enumerate(
             zip(
@@ -158,6 +165,25 @@ def generate_requests(
             )
         )
     ]
+    return _with_prefixes(specs, workload, seg_idx, rows, trace)
+
+
+def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seg_idx: list[int],
+                   rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
+    """The requests with what their prompts share: a trace's ``hash_ids`` when it has them,
+    else each segment's ``shared_prefix_tokens`` (one block id per segment, negative so it
+    never meets a trace's ids)."""
+    if rows is not None and trace is not None and trace.hash_ids is not None:
+        ids, offs = trace.hash_ids.tolist(), trace.hash_offsets
+        assert offs is not None and trace.hash_block_tokens is not None
+        return [replace(s, prefix_hashes=tuple(ids[offs[r]:offs[r + 1]]),
+                        prefix_hash_tokens=trace.hash_block_tokens)
+                for s, r in zip(specs, rows.tolist(), strict=True)]
+    shared = [seg.shared_prefix_tokens for seg in workload.segments]
+    if not any(shared):
+        return specs
+    return [replace(s, prefix_hashes=(-1 - g,), prefix_hash_tokens=shared[g]) if shared[g] else s
+            for s, g in zip(specs, seg_idx, strict=True)]
 
 
 def generate_arrays(
@@ -168,6 +194,16 @@ def generate_arrays(
 ) -> dict[str, np.ndarray]:
     """The same workload as ``generate_requests`` as columns (arrival_s float64, segment index,
     prompt_tokens and output_tokens int64), for vectorised consumers and plots."""
+    return _arrays_and_rows(workload, run, seq, trace)[0]
+
+
+def _arrays_and_rows(
+    workload: WorkloadConfig,
+    run: RunConfig,
+    seq: np.random.SeedSequence,
+    trace: Trace | None,
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, Trace | None]:
+    """``generate_arrays``'s columns, and the trace rows replayed (and the trace) if any."""
     duration = run.duration_s
     if workload.arrival != "trace":  # refuse before allocating (a trace is bounded by its file)
         check_work(*workload_size(workload, run), 1, "scenario")
@@ -214,4 +250,4 @@ def generate_arrays(
         "segment": segment,
         "prompt_tokens": prompt,
         "output_tokens": output,
-    }
+    }, rows, trace

@@ -24,6 +24,7 @@ from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceMo
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits
 from sim.model.kv_capacity import check_replica_shape, kv_capacity
+from sim.model.prefix_blocks import block_ids
 from sim.model.speculation import SpeculationPolicy, policy_from_candidate
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer
@@ -61,11 +62,19 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
+    """Whether ``candidate`` caches prompt prefixes: its own setting, else the fleet engine's."""
+    own = candidate.prefix_caching
+    return scenario.fleet.engine.prefix_caching if own is None else own
+
+
 def scheduler_config(
-    scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None
+    scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None,
+    caching: bool = False,
 ) -> SchedulerConfig:
     """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
-    for the profile's device; without, specplan's profile-less defaults)."""
+    for the profile's device; without, specplan's profile-less defaults; ``caching``: prefix
+    caching on)."""
     eng = scenario.fleet.engine
     adm = scenario.fleet.admission
     lim = limits if limits is not None else engine_limits(scenario, None)
@@ -77,6 +86,7 @@ def scheduler_config(
         chunked_prefill=eng.chunked_prefill,
         queue_limit=adm.queue_limit,
         max_queue_time_s=adm.max_queue_time_s,
+        prefix_caching=caching,
     )
 
 
@@ -84,7 +94,7 @@ def acceptance_model(
     scenario: Scenario, profile: Profile, candidate: Candidate
 ) -> AcceptanceModel | None:
     """The candidate's acceptance (assumed rates win over the profile); None for the baseline."""
-    if candidate.is_baseline:
+    if not candidate.speculates:
         return None
     assert candidate.proposer is not None
     if candidate.assumed_acceptance is not None:
@@ -184,9 +194,13 @@ def simulate_once(
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
     rates_rng, draw_rng = (np.random.default_rng(s) for s in accept_ss.spawn(2))
     reqs = _build_requests(specs, model, rates_rng)
+    caching = prefix_caching(scenario, cand)
+    if caching:
+        for req, ids in zip(reqs, block_ids(specs, eng.block_size), strict=True):
+            req.prefix = ids
     restart = scenario.fleet.restart
     spec = FleetSpec(
-        scheduler=scheduler_config(scenario, kv.kv_blocks, limits),
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching),
         policy=policy,
         proposer=proposer,
         replicas=scenario.fleet.replicas,
