@@ -140,6 +140,10 @@ class Candidate:
         for it alone (a "cache on, speculation off" candidate is compared with it)."""
         return self.speculation == "off" and self.prefix_caching is not True
 
+    def prefix_caching_on(self, engine_default: bool) -> bool:
+        """Whether it caches prompt prefixes: its own setting, else the fleet engine's."""
+        return engine_default if self.prefix_caching is None else self.prefix_caching
+
     @property
     def speculates(self) -> bool:
         """True when the candidate drafts (it needs a proposer, acceptance and the draft's price)."""

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sim.decisions.attribution import Cause, causes
 from sim.decisions.facts import CandidateFacts, Facts
 from sim.decisions.paired import Paired, paired
 
@@ -82,6 +83,8 @@ class Decision:
     steps: tuple[tuple[str, str], ...]
     """(step, what it found) in the planner's order: the reasons."""
     facts: Facts = field(repr=False, compare=False)
+    causes: tuple[Cause, ...] = ()
+    """Latency changes split between prefix caching and speculation (``attribution``)."""
 
     def standing(self, name: str) -> Standing:
         return next(s for s in self.standings if s.candidate == name)
@@ -194,7 +197,8 @@ def decide(facts: Facts) -> Decision:
                 "no difference that matters from " + ", ".join(x for x in leaders if x != name))
         standings.append(Standing(name, st, step, why))
     return Decision(facts.question, facts.window, outcome, winner, leaders, facts.baseline, n,
-                    facts.max_seeds, tuple(standings), tuple(run.comparisons), tuple(run.steps), facts)
+                    facts.max_seeds, tuple(standings), tuple(run.comparisons), tuple(run.steps), facts,
+                    causes(facts))
 
 
 def _rate(f: Facts) -> str:

@@ -63,6 +63,10 @@ class CandidateFacts:
     """True when ``replicas`` covers the mean only (no lower bound above zero)."""
     replicas_per_hour_usd: float | None = None
     """Price of one replica per hour (GPUs and draft hardware)."""
+    prefix_caching: bool = False
+    """Whether it caches prompt prefixes (``sim.decisions.attribution`` splits its gain)."""
+    twin: str | None = None
+    """The candidate that is this one with prefix caching off, when the scenario has it."""
 
     def cost_per_1k(self, i: int) -> float:
         """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
@@ -173,9 +177,24 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             latency_ms=tuple(float(r["e2el_ms_median"]) if r.get("e2el_ms_median") is not None else math.inf
                              for r in per_seed),
             shown=shown, hourly_usd=hourly,
+            prefix_caching=cand.prefix_caching_on(fl.engine.prefix_caching),
+            twin=_twin(sc, cand) if cand.prefix_caching_on(fl.engine.prefix_caching) else None,
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
                  int(fl.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+
+
+def _twin(sc: Any, cand: Any) -> str | None:
+    """The candidate of ``sc`` that is ``cand`` with prefix caching off (None: not run)."""
+    import dataclasses
+
+    default = sc.fleet.engine.prefix_caching
+    bare = dataclasses.replace(cand, name="_", prefix_caching=None)
+    for other in sc.candidates:
+        if other.name != cand.name and not other.prefix_caching_on(default) and (
+                dataclasses.replace(other, name="_", prefix_caching=None) == bare):
+            return other.name
+    return None
 
 
 def _empty_row() -> dict[str, Any]:

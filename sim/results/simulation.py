@@ -64,8 +64,7 @@ class RunResult:
 
 def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
     """Whether ``candidate`` caches prompt prefixes: its own setting, else the fleet engine's."""
-    own = candidate.prefix_caching
-    return scenario.fleet.engine.prefix_caching if own is None else own
+    return candidate.prefix_caching_on(scenario.fleet.engine.prefix_caching)
 
 
 def scheduler_config(
