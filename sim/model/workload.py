@@ -20,7 +20,7 @@ from sim.contracts.trace import Trace, read_trace
 from sim.contracts.workload_config import PiecewiseConfig, WorkloadConfig
 
 # child-stream indices under the workload's SeedSequence (never reorder: results depend on it)
-_ARRIVALS, _SEGMENTS, _LENGTHS = 0, 1, 2
+_ARRIVALS, _SEGMENTS, _LENGTHS, _DOCUMENTS = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +39,11 @@ class RequestSpec:
     """Name of its workload segment."""
     timeout_s: float | None
     """The client abandons it this long after arrival; None: never."""
-    prefix_hashes: tuple[int, ...] = ()
-    """Ids of its prompt's leading blocks of ``prefix_hash_tokens`` tokens (equal ids at equal
-    positions after equal ids = the same tokens; a trace's ``hash_ids``, or one id for a
-    segment's shared system prompt); what prefix caching can reuse (``sim.model.prefix_blocks``)."""
-    prefix_hash_tokens: int = 0
-    """Tokens per ``prefix_hashes`` block (the last one may be cut by the prompt's end)."""
+    prefix_spans: tuple[tuple[int, int], ...] = ()
+    """Its prompt's leading spans as ``(id, tokens)``: equal ids after equal ids = the same
+    tokens (a trace's ``hash_ids``, 512 tokens each; a segment's system prompt; a retrieved
+    document); what prefix caching can reuse (``sim.model.prefix_blocks``). The prompt's end
+    may cut the last span."""
 
 
 def child_stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
@@ -165,25 +164,39 @@ def generate_requests(
             )
         )
     ]
-    return _with_prefixes(specs, workload, seg_idx, rows, trace)
+    return _with_prefixes(specs, workload, seq, arr["segment"], rows, trace)
 
 
-def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seg_idx: list[int],
-                   rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
+def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.random.SeedSequence,
+                   segment: np.ndarray, rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
     """The requests with what their prompts share: a trace's ``hash_ids`` when it has them,
-    else each segment's ``shared_prefix_tokens`` (one block id per segment, negative so it
-    never meets a trace's ids)."""
+    else each segment's system prompt and retrieved document. Segment spans get negative ids,
+    so they never meet a trace's; documents are drawn from their own child stream per segment
+    (the same for every candidate of a seed, and changing one segment's documents moves
+    nothing else)."""
     if rows is not None and trace is not None and trace.hash_ids is not None:
         ids, offs = trace.hash_ids.tolist(), trace.hash_offsets
-        assert offs is not None and trace.hash_block_tokens is not None
-        return [replace(s, prefix_hashes=tuple(ids[offs[r]:offs[r + 1]]),
-                        prefix_hash_tokens=trace.hash_block_tokens)
+        per = trace.hash_block_tokens
+        assert offs is not None and per is not None
+        return [replace(s, prefix_spans=tuple((h, per) for h in ids[offs[r]:offs[r + 1]]))
                 for s, r in zip(specs, rows.tolist(), strict=True)]
-    shared = [seg.shared_prefix_tokens for seg in workload.segments]
-    if not any(shared):
+    segs = workload.segments
+    if not any(seg.shared_prefix_tokens or seg.documents for seg in segs):
         return specs
-    return [replace(s, prefix_hashes=(-1 - g,), prefix_hash_tokens=shared[g]) if shared[g] else s
-            for s, g in zip(specs, seg_idx, strict=True)]
+    spans: list[tuple[tuple[int, int], ...]] = [() for _ in specs]
+    for g, seg in enumerate(segs):
+        mine = np.flatnonzero(segment == g)
+        head = ((-1 - g, seg.shared_prefix_tokens),) if seg.shared_prefix_tokens else ()
+        docs = seg.documents
+        if docs is None:
+            for i in mine.tolist():
+                spans[i] = head
+            continue
+        drawn = child_stream(seq, _DOCUMENTS, g).choice(docs.count, size=len(mine), p=docs.probabilities())
+        base = -1 - len(segs) - g * 10_000_000  # below every system prompt's id, one range a segment
+        for i, d in zip(mine.tolist(), drawn.tolist(), strict=True):
+            spans[i] = (*head, (base - d, docs.tokens))
+    return [replace(s, prefix_spans=sp) if sp else s for s, sp in zip(specs, spans, strict=True)]
 
 
 def generate_arrays(

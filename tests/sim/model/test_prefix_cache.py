@@ -94,7 +94,7 @@ def test_freed_blocks_stay_cached_until_an_allocation_needs_them(make) -> None:
 def test_the_hit_rate_of_a_tiny_trace_is_known_by_hand() -> None:
     """Three 20-token requests in turn, the first 8 tokens (2 blocks) a shared system prompt:
     the first finds nothing, the others 8 tokens each: 16 of 60 prompt tokens hit."""
-    specs = [RequestSpec(i, float(i), 20, 2, "s", None, (-1,), 8) for i in range(3)]
+    specs = [RequestSpec(i, float(i), 20, 2, "s", None, ((-1, 8),)) for i in range(3)]
     ids = block_ids(specs, BS)
     assert [list(x) for x in ids] == [[0, 1]] * 3
     s = Scheduler(_cfg(kv=40), prefix_blocks=2)
@@ -120,9 +120,9 @@ def test_caching_off_ignores_prefixes() -> None:
 def test_block_ids_chain_trace_hashes_into_engine_blocks() -> None:
     """Mooncake-style 8-token hash blocks mapped to 4-token engine blocks: equal ids only where
     everything before is equal too; a partial block gets none."""
-    a = RequestSpec(0, 0.0, 17, 1, "s", None, (7, 8, 9), 8)
-    b = RequestSpec(1, 0.0, 24, 1, "s", None, (7, 8, 5), 8)
-    c = RequestSpec(2, 0.0, 16, 1, "s", None, (3, 8), 8)
+    a = RequestSpec(0, 0.0, 17, 1, "s", None, ((7, 8), (8, 8), (9, 8)))
+    b = RequestSpec(1, 0.0, 24, 1, "s", None, ((7, 8), (8, 8), (5, 8)))
+    c = RequestSpec(2, 0.0, 16, 1, "s", None, ((3, 8), (8, 8)))
     ia, ib, ic = block_ids([a, b, c], 4)
     assert len(ia) == 4 and len(ib) == 6 and len(ic) == 4  # 17 tokens: 4 full blocks
     assert list(ia) == list(ib[:4])  # hashes 7, 8 agree

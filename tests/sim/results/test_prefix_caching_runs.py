@@ -73,7 +73,7 @@ def test_a_no_speculation_candidate_with_caching_is_not_the_baseline(tmp_path) -
     sc = load_scenario(write_scenario(tmp_path, text))
     assert sc.baseline.name == "baseline" and sc.speculative == ()
     specs = generate_requests(sc, rng=np.random.SeedSequence(1).spawn(2)[0])
-    assert {(s.prefix_hashes, s.prefix_hash_tokens) for s in specs} == {((-1,), 256)}
+    assert {s.prefix_spans for s in specs} == {((-1, 256),)}
 
 
 def test_shared_prefix_tokens_must_be_a_count(tmp_path) -> None:
@@ -103,3 +103,43 @@ def test_mooncake_hash_ids_feed_the_cache(tmp_path) -> None:
     sc = load_scenario(write_scenario(tmp_path, text))
     res = simulate_once(sc, load_profile(sc.require_profile_path()), "cache", 1)
     assert res.requests["prefix_hit_tokens"].to_list() == [0, 1024, 512]
+
+
+def _rag(tmp_path, docs: dict, rate: float = 20.0):
+    text = scenario_toml(
+        "rag", run={"duration_s": 100, "warmup_s": 0, "seeds": [1]},
+        workload={"arrival": "poisson", "rate": rate},
+        segments=[{**segment(prompt=300, output=4), "shared_prefix_tokens": 64, "documents": docs},
+                  {**segment(name="other", prompt=100, output=4)}],
+        fleet={"profile": "profile.json"}, candidates=[BASELINE])
+    return load_scenario(write_scenario(tmp_path, text))
+
+
+def test_rag_requests_share_the_system_prompt_and_their_document(tmp_path) -> None:
+    """System prompt 64 tokens (4 blocks of 16), documents 128 (8 blocks): two requests with the
+    same document share 12 leading blocks, with different ones 4; the other segment none."""
+    from sim.model.prefix_blocks import block_ids
+
+    sc = _rag(tmp_path, {"count": 3, "tokens": 128, "zipf": 0.0})
+    specs = generate_requests(sc, rng=np.random.SeedSequence(1).spawn(2)[0])
+    ids = block_ids(specs, 16)
+    rag = [(s.prefix_spans[1][0], ids[i]) for i, s in enumerate(specs) if s.segment == "chat"]
+    assert all(ids[i] is None for i, s in enumerate(specs) if s.segment == "other")
+    assert len({d for d, _ in rag}) == 3
+    (d0, a), *rest = rag
+    for d, b in rest[:50]:
+        common = next((j for j in range(len(a)) if a[j] != b[j]), len(a))
+        assert common == (12 if d == d0 else 4)
+
+
+def test_documents_follow_their_zipf_popularity_and_are_common_to_candidates(tmp_path) -> None:
+    sc = _rag(tmp_path, {"count": 50, "tokens": 32, "zipf": 1.2}, rate=60.0)
+    seq = np.random.SeedSequence(1).spawn(2)[0]
+    specs = generate_requests(sc, rng=seq)
+    docs = np.array([s.prefix_spans[1][0] for s in specs if s.segment == "chat"])
+    top = docs.max()  # rank 1 has the largest (least negative) id
+    p1 = sc.workload.segments[0].documents.probabilities()[0]
+    share, n = float((docs == top).mean()), len(docs)
+    assert abs(share - p1) < 4 * np.sqrt(p1 * (1 - p1) / n)
+    again = generate_requests(sc, rng=np.random.SeedSequence(1).spawn(2)[0])
+    assert [s.prefix_spans for s in again] == [s.prefix_spans for s in specs]
