@@ -107,6 +107,9 @@ class Candidate:
     fleet: str | None = None
     """Name of a ``[fleets.NAME]`` table this candidate runs on (its profile, replica shape and
     prices); none: the scenario's [fleet]."""
+    prefix_caching: bool | None = None
+    """Prefix caching for this candidate (docs/prefix-caching.md); none: the fleet engine's
+    ``prefix_caching``. Lets "cache on, speculation off" be a candidate of its own."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
@@ -165,13 +168,23 @@ class Candidate:
 
     @property
     def is_baseline(self) -> bool:
-        """True for the no-speculation candidate."""
-        return self.speculation == "off"
+        """True for the reference candidate: no speculation, and prefix caching not switched on
+        for it alone (a "cache on, speculation off" candidate is compared with it)."""
+        return self.speculation == "off" and self.prefix_caching is not True
+
+    def prefix_caching_on(self, engine_default: bool) -> bool:
+        """Whether it caches prompt prefixes: its own setting, else the fleet engine's."""
+        return engine_default if self.prefix_caching is None else self.prefix_caching
+
+    @property
+    def speculates(self) -> bool:
+        """True when the candidate drafts (it needs a proposer, acceptance and the draft's price)."""
+        return self.speculation == "on"
 
     @property
     def max_k(self) -> int:
-        """Largest k this candidate may draft in any step (0 for the baseline)."""
-        if self.is_baseline:
+        """Largest k this candidate may draft in any step (0 without speculation)."""
+        if not self.speculates:
             return 0
         if self.k_by_batch is not None:
             return max(kk for _, kk in self.k_by_batch)

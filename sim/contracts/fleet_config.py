@@ -41,6 +41,9 @@ class EngineConfig:
     """``paged``: a decode step costs the batch's mean context (vLLM's paged attention);
     ``padded``: every row is padded to the longest context (Hugging Face ``generate``-style
     batching, and ``specplan validate``'s own real serving loop)."""
+    prefix_caching: bool = False
+    """Cache full prompt blocks by prefix and skip their prefill on a hit (vLLM
+    ``--enable-prefix-caching``; docs/prefix-caching.md); a candidate may override it."""
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):

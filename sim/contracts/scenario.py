@@ -172,6 +172,7 @@ class Scenario:
             if c.is_baseline:
                 based.add(c.fleet)
         self._check_fleets()
+        self._check_closed_loop_sharing()
         r = self.fleet.restart
         if r is not None and r.at_s >= self.run.duration_s:
             raise FieldError(
@@ -191,7 +192,7 @@ class Scenario:
                         f"fleet.engine.max_num_batched_tokens ({budget or 'engine default'}) when "
                         "chunked_prefill = false",
                     )
-        needs_key = [c for c in self.candidates if not c.is_baseline and c.assumed_acceptance is None
+        needs_key = [c for c in self.candidates if c.speculates and c.assumed_acceptance is None
                      and not (c.acceptance_trace is not None and c.trace_format != "specplan")]
         if needs_key:
             for i, s in enumerate(self.workload.segments):
@@ -223,6 +224,23 @@ class Scenario:
                 "required: other fleets the candidates run on are priced, and hardware compared "
                 "without its price cannot be ranked by cost (or remove every price)")
 
+    def _check_closed_loop_sharing(self) -> None:
+        """Closed-loop clients draw their requests as they go, and prefix sharing is named over a
+        whole run's requests up front; refused together rather than silently never hitting."""
+        if self.workload.arrival != "concurrency":
+            return
+        for i, s in enumerate(self.workload.segments):
+            if s.shared_prefix_tokens or s.documents is not None:
+                raise FieldError(f"workload.segments[{i}].shared_prefix_tokens",
+                                 "prefix sharing is not modelled with arrival = \"concurrency\" yet; "
+                                 "use poisson, gamma, piecewise or trace arrivals")
+        caching = [i for i, c in enumerate(self.candidates)
+                   if c.prefix_caching_on(self.fleet.engine.prefix_caching)]
+        if caching:
+            raise FieldError(f"candidates[{caching[0]}].prefix_caching",
+                             "prefix caching is not modelled with arrival = \"concurrency\" yet; "
+                             "use poisson, gamma, piecewise or trace arrivals")
+
     def fleet_for(self, candidate: Candidate | str) -> FleetConfig:
         """The fleet ``candidate`` runs on: [fleet], with a named fleet's hardware when it has one."""
         c = self.candidate(candidate) if isinstance(candidate, str) else candidate
@@ -253,8 +271,8 @@ class Scenario:
 
     @property
     def speculative(self) -> tuple[Candidate, ...]:
-        """Every candidate except the baseline, in file order."""
-        return tuple(c for c in self.candidates if not c.is_baseline)
+        """Every speculating candidate, in file order."""
+        return tuple(c for c in self.candidates if c.speculates)
 
     @property
     def candidate_names(self) -> tuple[str, ...]:

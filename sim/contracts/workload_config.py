@@ -89,6 +89,33 @@ class PiecewiseConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentsConfig:
+    """Retrieved documents a segment's prompts carry (RAG), reused across requests: each request
+    draws one of ``count`` documents of ``tokens`` tokens, popular ones more often (Zipf)."""
+
+    count: int
+    """How many distinct documents (≥ 1)."""
+    tokens: int
+    """Tokens of each document (≥ 1), right after the segment's shared system prompt."""
+    zipf: float = 1.0
+    """Popularity exponent: the document of rank r is drawn with probability ∝ 1 / r**zipf
+    (0: all equally likely; ~1: web-like skew)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.count <= 10_000_000:
+            raise FieldError("count", f"must be in [1, 10000000] documents, got {self.count}")
+        if not 1 <= self.tokens <= 10_000_000:
+            raise FieldError("tokens", f"must be in [1, 10000000] tokens, got {self.tokens}")
+        if not 0 <= self.zipf <= 10:
+            raise FieldError("zipf", f"must be in [0, 10], got {self.zipf}")
+
+    def probabilities(self) -> np.ndarray:
+        """Each document's chance, by rank."""
+        w = 1.0 / np.arange(1, self.count + 1, dtype=np.float64) ** self.zipf
+        return w / w.sum()
+
+
+@dataclass(frozen=True, slots=True)
 class AcceptanceRef:
     """Which of the profile's acceptance segments a workload segment uses."""
 
@@ -128,10 +155,20 @@ class SegmentConfig:
     not give assumed_acceptance."""
     temperature: float = 0.0
     """Sampling temperature; picks the profile's acceptance entry with the nearest temperature."""
+    shared_prefix_tokens: int = 0
+    """The first this many tokens of every prompt of the segment are the same (a system prompt
+    shared by all its requests; a shorter prompt shares its whole length); read by prefix
+    caching (docs/prefix-caching.md). Prompt lengths include it."""
+    documents: DocumentsConfig | None = None
+    """Optional RAG documents reused across the segment's requests, after the system prompt
+    (prompt lengths include them too); read by prefix caching."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+        if not 0 <= self.shared_prefix_tokens <= 10_000_000:
+            raise FieldError("shared_prefix_tokens",
+                             f"must be in [0, 10000000] tokens, got {self.shared_prefix_tokens}")
         if not self.share > 0:
             raise FieldError("share", f"must be > 0, got {self.share}")
         if not 0 <= self.temperature <= 100:

@@ -264,6 +264,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
             said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
         # one line each in a terminal; the reasons above say why, --verbose and the JSON say all
         items.append((said, "  ", "      ", not verbose))
+    for said in cause_lines(d):
+        items.append((said, "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
@@ -279,6 +281,17 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     for text, indent, more, clip in items:
         out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
     return out
+
+
+def cause_lines(d: Decision) -> list[str]:
+    """``by cause: cache+eagle3-k3 vs baseline: TTFT p95 -40.1 ms = prefix caching -43.0 +
+    speculation +2.9; …``, one line per candidate with prefix caching on and its twin run."""
+    out: dict[str, list[str]] = {}
+    for c in d.causes:
+        label = c.metric.replace("_ms_", " ").upper().replace(" P", " p")
+        out.setdefault(c.candidate, []).append(
+            f"{label} {c.total:+,.1f} ms = prefix caching {c.caching:+,.1f} + speculation {c.speculation:+,.1f}")
+    return [f"by cause: {name} vs {d.baseline}: {'; '.join(parts)}" for name, parts in out.items()]
 
 
 def method(d: Decision) -> str:
@@ -373,6 +386,9 @@ def to_json(answer: Answer) -> dict[str, object]:
                              "n_seeds": c.result.n, "mean_difference": _num(c.result.diff),
                              "ci95_halfwidth": _num(c.result.half), "indifference": _num(c.result.delta),
                              "verdict": c.verdict} for c in d.comparisons],
+            "causes": [{"candidate": c.candidate, "metric": c.metric, "change_vs_baseline_ms": _num(c.total),
+                        "prefix_caching_ms": _num(c.caching), "speculation_ms": _num(c.speculation)}
+                       for c in d.causes],
             "seeds": list(d.facts.seeds), "max_seeds": d.max_seeds, "method": method(d),
         }
 

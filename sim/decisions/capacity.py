@@ -309,7 +309,7 @@ def _replica_hourly(scenario: Any) -> dict[str, float] | None:
         if fl.price_per_gpu_hour is None:
             return None
         gpu = fl.price_per_gpu_hour * fl.gpus_per_replica
-        out[c.name] = gpu + (0.0 if c.is_baseline else fl.draft_price_per_hour)
+        out[c.name] = gpu + (fl.draft_price_per_hour if c.speculates else 0.0)
     return out
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sim.decisions.attribution import Cause, causes
 from sim.decisions.facts import CandidateFacts, Facts
 from sim.decisions.paired import Paired, paired
 
@@ -84,6 +85,8 @@ class Decision:
     steps: tuple[tuple[str, str], ...]
     """(step, what it found) in the planner's order: the reasons."""
     facts: Facts = field(repr=False, compare=False)
+    causes: tuple[Cause, ...] = ()
+    """Latency changes split between prefix caching and speculation (``attribution``)."""
 
     def standing(self, name: str) -> Standing:
         return next(s for s in self.standings if s.candidate == name)
@@ -196,7 +199,8 @@ def decide(facts: Facts) -> Decision:
                 "no difference that matters from " + ", ".join(x for x in leaders if x != name))
         standings.append(Standing(name, st, step, why))
     return Decision(facts.question, facts.window, outcome, winner, leaders, facts.baseline, n,
-                    facts.max_seeds, tuple(standings), tuple(run.comparisons), tuple(run.steps), facts)
+                    facts.max_seeds, tuple(standings), tuple(run.comparisons), tuple(run.steps), facts,
+                    causes(facts))
 
 
 def _rate(f: Facts) -> str:

@@ -67,6 +67,10 @@ class CandidateFacts:
     """GPUs one replica of this candidate's fleet occupies (its tensor parallel size)."""
     device: str | None = None
     """What one replica of this candidate's fleet is ("4× H100"); None: the Facts' device."""
+    prefix_caching: bool = False
+    """Whether it caches prompt prefixes (``sim.decisions.attribution`` splits its gain)."""
+    twin: str | None = None
+    """The candidate that is this one with prefix caching off, when the scenario has it."""
 
     def cost_per_1k(self, i: int) -> float:
         """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
@@ -183,7 +187,7 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
         fl = sc.fleet_for(cand)
         hourly = None
         if fl.price_per_gpu_hour is not None:
-            per = fl.price_per_gpu_hour * fl.gpus_per_replica + (0.0 if cand.is_baseline else fl.draft_price_per_hour)
+            per = fl.price_per_gpu_hour * fl.gpus_per_replica + (fl.draft_price_per_hour if cand.speculates else 0.0)
             hourly = per * fl.replicas
         per_seed = [rows.get((name, s)) or _empty_row() for s in result.seeds]
         judged = [criteria.judge(r, rate or 0.0) if criteria is not None else None for r in per_seed]
@@ -203,9 +207,24 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             latency_ms=tuple(float(r["e2el_ms_median"]) if r.get("e2el_ms_median") is not None else math.inf
                              for r in per_seed),
             shown=shown, hourly_usd=hourly, gpus_per_replica=fl.gpus_per_replica,
+            prefix_caching=cand.prefix_caching_on(fl.engine.prefix_caching),
+            twin=_twin(sc, cand) if cand.prefix_caching_on(fl.engine.prefix_caching) else None,
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
                  int(sc.fleet.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+
+
+def _twin(sc: Any, cand: Any) -> str | None:
+    """The candidate of ``sc`` that is ``cand`` with prefix caching off (None: not run)."""
+    import dataclasses
+
+    default = sc.fleet.engine.prefix_caching
+    bare = dataclasses.replace(cand, name="_", prefix_caching=None)
+    for other in sc.candidates:
+        if other.name != cand.name and not other.prefix_caching_on(default) and (
+                dataclasses.replace(other, name="_", prefix_caching=None) == bare):
+            return other.name
+    return None
 
 
 def _empty_row() -> dict[str, Any]:

@@ -4,7 +4,8 @@ Each decoding request commits its accepted drafts plus the bonus token as one bu
 accepted counts are passed in, ``Replica.acc``: drawn by ``draw_kernels`` in the simulator,
 verified for real in the serving loop), rolls the rejected drafts back out of its computed count
 and returns the lookahead blocks they held. A prefill chunk that completes the prompt (or a
-recompute) samples one token. A request with every output token ends ``completed``.
+recompute) samples one token; with prefix caching, the prompt blocks it filled join the
+replica's cache (``prefix_cache.register``). A request with every output token ends ``completed``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from sim.model import kernel_state as ks
 from sim.model import kv_blocks as kv
+from sim.model import prefix_cache as pc
 from sim.model.kernel_cache import njit
 from sim.model.plan_kernels import keep_running
 
@@ -46,7 +48,7 @@ def apply_step(rp, rq, lg, end):
         _burst(rq, lg, r, end)
         if gen >= ints[r, ks.OUTPUT]:
             ints[r, ks.GENERATED] = ints[r, ks.OUTPUT]
-            free += _complete(rq, r, end)
+            free += _complete(rp, rq, r, end)
             any_done = True
         else:
             ints[r, ks.GENERATED] = gen
@@ -57,6 +59,8 @@ def apply_step(rp, rq, lg, end):
     for j in range(npf):
         r = rp.run_idx[rp.pf_rows[j]]
         ints[r, ks.COMPUTED] += rp.pf_n[j]
+        if c[ks.C_PREFIX]:
+            pc.register(rp, rq, r)
         if ints[r, ks.COMPUTED] >= ints[r, ks.PROMPT] + ints[r, ks.GENERATED]:
             ints[r, ks.GENERATED] += 1
             if np.isnan(floats[r, ks.FIRST_TOKEN]):
@@ -66,7 +70,7 @@ def apply_step(rp, rq, lg, end):
             else:
                 _burst(rq, lg, r, end)
             if ints[r, ks.GENERATED] >= ints[r, ks.OUTPUT]:
-                free += _complete(rq, r, end)
+                free += _complete(rp, rq, r, end)
                 any_done = True
     if any_done:
         keep_running(rp, rq)
@@ -91,10 +95,9 @@ def _burst(rq, lg, r, end):
 
 
 @njit
-def _complete(rq, r, end):
-    """End request ``r`` as completed at ``end``; returns the KV blocks it gives back."""
-    freed = rq.ints[r, ks.BLOCKS]
-    rq.ints[r, ks.BLOCKS] = 0
+def _complete(rp, rq, r, end):
+    """End request ``r`` as completed at ``end``; returns the KV blocks that become free."""
+    freed = kv.give_back(rp, rq, r)
     rq.ints[r, ks.STATUS] = ks.DONE
     rq.ints[r, ks.OUTCOME] = ks.COMPLETED
     rq.floats[r, ks.FINISH] = end

@@ -45,7 +45,8 @@ class CompiledReplica:
         self.arrays = arrays
         self.timer = timer
         self.rp = ks.new_replica(spec.scheduler, index, len(arrays.ids), track=track,
-                                 partial=fleet.partial_proposals, k_max=fleet.k_max)
+                                 partial=fleet.partial_proposals, k_max=fleet.k_max,
+                                 prefix_blocks=arrays.prefix_blocks)
         self.deadlines = Deadlines(spec.scheduler.max_queue_time_s)
         self.policy = spec.policy
         self.pol = policy_array(spec.policy)

@@ -38,6 +38,11 @@ class FleetArrays:
                     rq.negrates[i, :k_max] = r.negrates[:k_max]
         if replay:
             rq = rq._replace(replay=_replay_values(requests, rq.ints))
+        self.prefix_blocks = 0
+        """Distinct prefix-block ids of the run (the size of each replica's prefix cache)."""
+        if any(r.prefix is not None for r in requests):
+            pfx, self.prefix_blocks = _prefix_values(requests, rq.ints)
+            rq = rq._replace(pfx=pfx)
         self.rq = rq
         self.ids = np.array([r.id for r in requests], dtype=np.int64)
         # every ITL sample is a burst after a request's first, so the output tokens bound them
@@ -97,6 +102,7 @@ class FleetArrays:
             "num_drafts": ints[:, ks.DRAFTS].copy(),
             "accepted_tokens": ints[:, ks.ACCEPTED].copy(),
             "num_spec_steps": ints[:, ks.SPEC].copy(),
+            "prefix_hit_tokens": ints[:, ks.PFX_HIT].copy(),
         }
 
     def step_log(self) -> array:
@@ -125,6 +131,7 @@ def store_rows(rq: ks.Requests, rows, requests) -> None:
         req.preemptions = iv[ks.PREEMPT]
         req.ever_scheduled = bool(iv[ks.EVER])
         req.replay_pos = iv[ks.REPLAY_POS]
+        req.prefix_hit_tokens = iv[ks.PFX_HIT]
         req.last_burst_s, req.max_pause_s, _, first, sched, fin = fv
         req.first_token_s = None if first != first else first
         req.scheduled_s = None if sched != sched else sched
@@ -144,3 +151,15 @@ def _replay_values(requests: Sequence[Request], ints: np.ndarray) -> np.ndarray:
         ints[i, ks.REPLAY_POS] = r.replay_pos
         flat.extend(t.values)
     return np.array(flat or [0], np.int64)
+
+
+def _prefix_values(requests: Sequence[Request], ints: np.ndarray) -> tuple[np.ndarray, int]:
+    """Every request's prefix-block ids, flat (its offset and count in ``ints``), and how many
+    distinct ids there are (ids are dense: 0..n-1)."""
+    parts = [np.zeros(0, np.int64) if r.prefix is None else np.asarray(r.prefix, np.int64)
+             for r in requests]
+    lens = np.array([len(p) for p in parts], np.int64)
+    ints[:, ks.PFX_LEN] = lens
+    ints[:, ks.PFX_OFF] = np.cumsum(lens) - lens
+    flat = np.concatenate(parts) if lens.sum() else np.zeros(1, np.int64)
+    return flat, int(flat.max()) + 1 if lens.sum() else 0

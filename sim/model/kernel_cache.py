@@ -16,7 +16,7 @@ from pathlib import Path
 import numba
 
 _HERE = Path(__file__).resolve().parent
-KERNEL_FILES = ("kernel_cache.py", "kernel_state.py", "kv_blocks.py", "plan_kernels.py", "apply_kernels.py",
+KERNEL_FILES = ("kernel_cache.py", "kernel_state.py", "kv_blocks.py", "prefix_cache.py", "plan_kernels.py", "apply_kernels.py",
                 "queue_kernels.py", "draw_kernels.py", "policy_kernels.py", "price_kernels.py",
                 "run_kernel.py", "arrival_kernels.py", "kernel_entry.py")
 

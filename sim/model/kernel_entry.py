@@ -18,10 +18,10 @@ from sim.model.kernel_cache import njit
 from sim.model.plan_kernels import num_decoding, plan_step
 from sim.model.policy_kernels import policy_k
 
-# the flat layout: Replica (12 arrays), Requests (4), Logs (5), then pol and TimerArrays (7)
+# the flat layout: Replica (13 arrays), Requests (5), Logs (5), then pol and TimerArrays (7)
 assert (len(ks.Replica._fields), len(ks.Requests._fields), len(ks.Logs._fields),
-        len(pk.TimerArrays._fields), len(ak.Arrivals._fields)) == (12, 4, 5, 7, 5)
-STATE = 21
+        len(pk.TimerArrays._fields), len(ak.Arrivals._fields)) == (13, 5, 5, 7, 5)
+STATE = 23
 """Arrays of (Replica, Requests, Logs)."""
 
 
@@ -32,37 +32,37 @@ def flat_state(rp: ks.Replica, rq: ks.Requests, lg: ks.Logs) -> tuple:
 @njit
 def advance(*a):
     """``run_kernel.advance(rp, rq, lg, pol, ta, now, horizon, deadline)``, flat."""
-    return rk.advance(ks.Replica(*a[0:12]), ks.Requests(*a[12:16]), ks.Logs(*a[16:21]), a[21],
-                      pk.TimerArrays(*a[22:29]), a[29], a[30], a[31])
+    return rk.advance(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
+                      pk.TimerArrays(*a[24:31]), a[31], a[32], a[33])
 
 
 @njit
 def finish(*a):
     """``run_kernel.finish(rp, rq, lg, start, duration, end)``, flat."""
-    return rk.finish(ks.Replica(*a[0:12]), ks.Requests(*a[12:16]), ks.Logs(*a[16:21]), a[21], a[22],
-                     a[23])
+    return rk.finish(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23], a[24],
+                     a[25])
 
 
 @njit
 def advance_alone(*a):
     """``arrival_kernels.advance_alone(rp, rq, lg, pol, ta, av, now, horizon)``, flat."""
-    return ak.advance_alone(ks.Replica(*a[0:12]), ks.Requests(*a[12:16]), ks.Logs(*a[16:21]), a[21],
-                            pk.TimerArrays(*a[22:29]), ak.Arrivals(*a[29:34]), a[34], a[35])
+    return ak.advance_alone(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
+                            pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:36]), a[36], a[37])
 
 
 @njit
 def plan(*a):
     """``plan_kernels.plan_step(rp, rq, lg, now, k)``, flat."""
-    return plan_step(ks.Replica(*a[0:12]), ks.Requests(*a[12:16]), ks.Logs(*a[16:21]), a[21], a[22])
+    return plan_step(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23], a[24])
 
 
 @njit
 def decoding(*a):
     """``plan_kernels.num_decoding(rp, rq)`` (``a``: the state), flat."""
-    return num_decoding(ks.Replica(*a[0:12]), ks.Requests(*a[12:16]))
+    return num_decoding(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]))
 
 
 @njit
 def choose_k(*a):
     """``policy_kernels.policy_k(pol, rp, rq, now)`` (``a``: the state, then pol and now), flat."""
-    return policy_k(a[21], ks.Replica(*a[0:12]), ks.Requests(*a[12:16]), a[22])
+    return policy_k(a[23], ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), a[24])

@@ -23,18 +23,26 @@ OUTCOME_NAMES = (None, "completed", "rejected", "timed_out")
 # Requests.ints columns (int64)
 (PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS, BURSTS, SPEC, DRAFTS, ACCEPTED, PROPOSES, STATUS,
  OUTCOME, PREEMPT, EVER, IN_BATCH, REPLAY_POS, REPLAY_OFF, REPLAY_LEN, REPLAY_STEPS) = range(19)
-N_INTS = 19
+# ... and its prompt's prefix blocks (``sim.model.prefix_cache``): where its block ids lie in
+# ``Requests.pfx``, how many, how many leading ones it holds in the replica's cache, and the prompt
+# tokens its first admission found cached
+PFX_OFF, PFX_LEN, PFX_HELD, PFX_HIT = range(19, 23)
+N_INTS = 23
 # Requests.floats columns (float64)
 LAST_BURST, MAX_PAUSE, PROPOSAL, FIRST_TOKEN, SCHEDULED, FINISH = range(6)
 N_FLOATS = 6
 
 # Replica.cfg (int64): limits and flags of one replica
 C_INDEX, C_SEQS, C_BUDGET, C_BS, C_KV, C_CHUNKED, C_TRACK, C_PARTIAL, C_KMAX, C_QLIMIT = range(10)
-N_CFG = 10
+C_PREFIX = 10
+"""1: prefix caching on (``sim.model.prefix_cache``)."""
+N_CFG = 11
 # Replica.meta (int64): counters, the last plan's sizes, a lone replica's arrival cursors
 (M_NRUN, M_HEAD, M_NWAIT, M_FREE, M_QLOG, M_ND, M_NPF, M_K, M_DRAFTS_ALL, M_NPRE, M_PREV, M_QNOTE,
  M_KVNOTE, M_PFTOK, M_NDRAFT, M_ARRIVED, M_QCUR, M_TCUR) = range(18)
-N_META = 18
+M_EVICT = 18
+"""Cached blocks no request holds (evictable; counted in ``M_FREE`` too)."""
+N_META = 19
 
 # Logs.G (int64): fleet-wide log positions
 G_GAPS, G_STEPS, G_UNI = range(3)
@@ -51,6 +59,8 @@ class Requests(NamedTuple):
     """Acceptance survival rates negated (ascending), one row per request, ``k_max`` wide."""
     replay: np.ndarray
     """Traced accepted lengths of replaying requests, flat (``REPLAY_OFF``/``REPLAY_LEN``)."""
+    pfx: np.ndarray = np.zeros(1, np.int64)
+    """Prompt prefix-block ids of every request, flat (``PFX_OFF``/``PFX_LEN``; never written)."""
 
 
 class Replica(NamedTuple):
@@ -75,6 +85,9 @@ class Replica(NamedTuple):
     """The last plan's preempted rows."""
     acc: np.ndarray
     """Accepted drafts per decoding request of the last plan (what happened, passed in)."""
+    cache: np.ndarray = np.zeros((1, 3), np.int64)
+    """The prefix cache: per block id its reference count (-1: not cached) and LRU links, one
+    sentinel row last (``sim.model.prefix_cache``)."""
 
 
 class Logs(NamedTuple):
@@ -97,8 +110,10 @@ def new_requests(n: int, k_max: int) -> Requests:
     return Requests(ints, floats, np.zeros((n, max(k_max, 1)), np.float64), np.zeros(1, np.int64))
 
 
-def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_max: int) -> Replica:
-    """An empty replica of ``config`` (a ``SchedulerConfig``) whose ring holds ``ring`` rows."""
+def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_max: int,
+                prefix_blocks: int = 0) -> Replica:
+    """An empty replica of ``config`` (a ``SchedulerConfig``) whose ring holds ``ring`` rows
+    (``prefix_blocks``: distinct prefix-block ids of the run, the cache's size)."""
     cfg = np.zeros(N_CFG, np.int64)
     cfg[C_INDEX] = index
     cfg[C_SEQS] = config.max_num_seqs
@@ -110,6 +125,7 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     cfg[C_PARTIAL] = partial
     cfg[C_KMAX] = k_max
     cfg[C_QLIMIT] = -1 if config.queue_limit is None else config.queue_limit
+    cfg[C_PREFIX] = bool(getattr(config, "prefix_caching", False))
     meta = np.zeros(N_META, np.int64)
     meta[M_FREE] = config.kv_blocks
     seqs = config.max_num_seqs
@@ -117,8 +133,19 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     def rows() -> np.ndarray:
         return np.zeros(seqs, np.int64)
 
+    cache = np.zeros((prefix_blocks + 1 if cfg[C_PREFIX] else 1, 3), np.int64)
+    empty_cache(cache)
     return Replica(cfg, meta, rows(), np.zeros(ring + 1, np.int64), np.zeros(1 << 12, np.float64),
-                   rows(), rows(), rows(), rows(), rows(), rows(), rows())
+                   rows(), rows(), rows(), rows(), rows(), rows(), rows(), cache)
+
+
+def empty_cache(cache: np.ndarray) -> None:
+    """No block cached; the LRU list (a ring through the sentinel, the last row) empty."""
+    s = len(cache) - 1
+    for u in range(s):
+        cache[u, 0] = -1
+    cache[s, 1] = s
+    cache[s, 2] = s
 
 
 def new_logs(gaps: int, steps: int) -> Logs:

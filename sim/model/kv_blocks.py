@@ -2,12 +2,16 @@
 
 A request holds whole blocks of ``block_size`` tokens for what it has computed plus what the step
 computes (prompt chunk, recompute, or the last token and ``k`` lookahead drafts); rejected drafts
-roll back, and the blocks they no longer need return. Compiled (numba inlines these into the
+roll back, and the blocks they no longer need return. With prefix caching on, a request's leading
+prompt blocks may be shared through the replica's cache (``prefix_cache``): what it lets go of is
+counted by ``give_back``, and an allocation may first evict (``take``). Compiled (numba inlines these into the
 planning and apply kernels); callable from Python too.
 """
 
 from __future__ import annotations
 
+from sim.model import kernel_state as ks
+from sim.model import prefix_cache as pc
 from sim.model.kernel_cache import njit
 
 
@@ -41,3 +45,23 @@ def rollback_keep(computed, block_size):
     """Blocks a request keeps after a step: those of its computed tokens (the rejected drafts'
     lookahead blocks return)."""
     return blocks_for(computed, block_size)
+
+
+@njit
+def give_back(rp, rq, r):
+    """``r`` lets go of every KV block it holds; returns how many become free (with prefix
+    caching, blocks it shares stay held by the others; its cached ones stay cached)."""
+    if rp.cfg[ks.C_PREFIX]:
+        return pc.release(rp, rq, r)
+    b = rq.ints[r, ks.BLOCKS]
+    rq.ints[r, ks.BLOCKS] = 0
+    return b
+
+
+@njit
+def take(rp, need, free):
+    """About to take ``need`` of the ``free`` blocks: with prefix caching, evict cached blocks
+    nobody holds until that many are empty. Returns the free count after."""
+    if rp.cfg[ks.C_PREFIX] and need > 0:
+        pc.make_room(rp, need, free)
+    return free - need

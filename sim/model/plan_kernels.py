@@ -7,7 +7,8 @@ decoding request) plus ``k`` draft tokens when it decodes with a proposal; draft
 budget and KV slots (lookahead). A decoding request is never cut; a prompt is cut into a chunk
 when chunked prefill is on. When a running request needs a block and none is free, the newest
 running request is preempted by recompute (KV freed, back to the front of the queue). Then
-waiting requests, FCFS, into what is left — unless the step preempted. Block arithmetic is
+waiting requests, FCFS, into what is left — unless the step preempted; with prefix caching a
+waiting request's cached prefix is computed already (``prefix_cache``). Block arithmetic is
 ``kv_blocks``'s; what happened in the step is applied by ``apply_kernels.apply_step``.
 
 This is the only home of these rules; ``tests/sim/model/oracle_scheduler.py`` writes them a
@@ -20,6 +21,7 @@ import numpy as np
 
 from sim.model import kernel_state as ks
 from sim.model import kv_blocks as kv
+from sim.model import prefix_cache as pc
 from sim.model.kernel_cache import njit
 
 EMPTY = (0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0, -1)
@@ -49,7 +51,7 @@ def plan_step(rp, rq, lg, now, k):
     if npre:
         _requeue_preempted(rp, npre, now)
     else:
-        npf, pf_tokens, free = _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens)
+        npf, pf_tokens, pf_ctx, free = _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx)
     all_draft = all_draft or k == 0
     m[ks.M_FREE] = free
     m[ks.M_ND] = nd
@@ -114,7 +116,7 @@ def _serve_running(rp, rq, budget, k):
             free, nrun, npre, self_out = _preempt(rp, rq, r, need, free, nrun, npre)
             if self_out:
                 break
-        free -= need  # never negative: a request holds no more than its computed tokens' blocks
+        free = kv.take(rp, need, free)  # never negative: a request holds no more than its computed tokens' blocks
         ints[r, ks.BLOCKS] += need
         if is_decode:
             rp.dec_rows[nd] = i
@@ -144,8 +146,7 @@ def _preempt(rp, rq, r, need, free, nrun, npre):
     while need > free:
         nrun -= 1
         v = rp.run_idx[nrun]
-        free += ints[v, ks.BLOCKS]
-        ints[v, ks.BLOCKS] = 0
+        free += kv.give_back(rp, rq, v)
         ints[v, ks.COMPUTED] = 0
         ints[v, ks.STATUS] = ks.WAITING
         ints[v, ks.PREEMPT] += 1
@@ -171,17 +172,27 @@ def _requeue_preempted(rp, npre, now):
 
 
 @njit
-def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens):
+def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
     """Waiting requests, FCFS, into what the running ones left of the budget and free blocks
-    (vLLM never admits in a step that preempted). Returns ``(npf, pf_tokens, free)``."""
+    (vLLM never admits in a step that preempted). With prefix caching, a request's cached prefix
+    counts computed and only the blocks it newly needs (and the cached ones it takes off the
+    free list) must be free (vLLM ``get_computed_blocks``, ``allocate_slots``).
+    Returns ``(npf, pf_tokens, pf_ctx, free)``."""
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
+    prefix = c[ks.C_PREFIX] != 0
     ring_n = rp.ring.shape[0]
     nrun = m[ks.M_NRUN]
     while m[ks.M_NWAIT] > 0 and budget > 0 and nrun < c[ks.C_SEQS]:
         r = rp.ring[m[ks.M_HEAD]]
-        remaining = ints[r, ks.PROMPT] + ints[r, ks.GENERATED]
+        has = ints[r, ks.PROMPT] + ints[r, ks.GENERATED]
+        hit = 0
+        taken = 0
+        if prefix:
+            hit, taken = pc.longest_hit(rp, rq, r, has)
+        cached = hit * bs
+        remaining = has - cached
         if remaining <= budget:
             n = remaining
         elif c[ks.C_CHUNKED] != 0:
@@ -190,14 +201,20 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens):
             n = remaining  # a recompute larger than the budget, chunking off: it runs alone
         else:
             break
-        need = kv.admission_need(n, bs)
-        if need > free:
+        need = kv.admission_need(cached + n, bs) - hit
+        if need + taken > free:
             break
         m[ks.M_HEAD] = (m[ks.M_HEAD] + 1) % ring_n
         m[ks.M_NWAIT] -= 1
         log_queue(rp, now, -1.0)
-        free -= need
-        ints[r, ks.BLOCKS] = need
+        if prefix:
+            pc.take_hit(rp, rq, r, hit)
+            free -= taken
+            ints[r, ks.COMPUTED] = cached
+            if ints[r, ks.EVER] == 0:
+                ints[r, ks.PFX_HIT] = cached
+        free = kv.take(rp, need, free)
+        ints[r, ks.BLOCKS] = hit + need
         ints[r, ks.STATUS] = ks.RUNNING
         if ints[r, ks.EVER] == 0:
             ints[r, ks.EVER] = 1
@@ -208,9 +225,10 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens):
         npf += 1
         nrun += 1
         pf_tokens += n
+        pf_ctx += n * cached
         budget -= n if n <= budget else budget
     m[ks.M_NRUN] = nrun
-    return npf, pf_tokens, free
+    return npf, pf_tokens, pf_ctx, free
 
 
 @njit

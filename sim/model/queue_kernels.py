@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sim.model import kernel_state as ks
 from sim.model import kv_blocks as kv
+from sim.model import prefix_cache as pc
 from sim.model.kernel_cache import njit
 from sim.model.plan_kernels import forget_batch, log_queue
 
@@ -46,8 +47,7 @@ def enqueue(rp, rq, r, t):
 @njit
 def end_request(rp, rq, r, outcome, at):
     """End request ``r`` (rejected, timed out) at ``at``: its KV blocks back to ``rp``."""
-    rp.meta[ks.M_FREE] += rq.ints[r, ks.BLOCKS]
-    rq.ints[r, ks.BLOCKS] = 0
+    rp.meta[ks.M_FREE] += kv.give_back(rp, rq, r)
     rq.ints[r, ks.STATUS] = ks.DONE
     rq.ints[r, ks.OUTCOME] = outcome
     rq.floats[r, ks.FINISH] = at
@@ -89,10 +89,12 @@ def evacuate(rp, rq, out, now):
         log_queue(rp, now, -1.0)
     for i in range(n):
         r = out[i]
-        m[ks.M_FREE] += ints[r, ks.BLOCKS]
-        ints[r, ks.BLOCKS] = 0
+        m[ks.M_FREE] += kv.give_back(rp, rq, r)
         ints[r, ks.COMPUTED] = 0
         ints[r, ks.STATUS] = ks.WAITING
+    if rp.cfg[ks.C_PREFIX]:  # the cache went down with the process
+        pc.clear(rp.cache)
+        m[ks.M_EVICT] = 0
     forget_batch(rp, rq)
     m[ks.M_NRUN] = 0
     m[ks.M_NWAIT] = 0

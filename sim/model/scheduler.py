@@ -32,14 +32,19 @@ from sim.model.step_plan import EMPTY_PLAN, Request, SchedulerConfig, StepPlan
 class Scheduler:
     """Continuous-batching planner of one replica over ``Request`` objects (see the module)."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, prefix_blocks: int = 0) -> None:
+        """``prefix_blocks``: how many distinct prefix-block ids requests may carry (ids
+        ``0..prefix_blocks-1``; the cache's size when ``config.prefix_caching``)."""
         self.config = config
+        self.prefix_blocks = prefix_blocks
         self.finished: list[Request] = []
         self._reqs: list[Request] = []
         self._row: dict[int, int] = {}  # id(request) -> row
         self._live: list[int] = []  # rows whose objects are written back after each call
         self.rq = ks.new_requests(16, 0)
-        self.rp = ks.new_replica(config, 0, 16, track=False, partial=False, k_max=0)
+        self.rp = ks.new_replica(config, 0, 16, track=False, partial=False, k_max=0,
+                                 prefix_blocks=prefix_blocks)
+        self._pfx: list[int] = []
         seqs = config.max_num_seqs
         self.lg = ks.new_logs(3 * seqs + 2, 1)
         self.deadlines = Deadlines(config.max_queue_time_s)
@@ -195,6 +200,13 @@ class Scheduler:
             req.num_bursts, req.num_spec_steps, req.num_drafts, req.accepted_tokens,
             req.proposes, req.status, req.preemptions, req.ever_scheduled)
         iv[ks.OUTCOME] = ks.OUTCOME_NAMES.index(req.outcome)
+        if req.prefix is not None and self.config.prefix_caching:
+            ids = [int(u) for u in req.prefix]
+            if any(not 0 <= u < self.prefix_blocks for u in ids):
+                raise ValueError(f"request {req.id}: prefix ids must be in [0, {self.prefix_blocks})")
+            iv[ks.PFX_OFF], iv[ks.PFX_LEN] = len(self._pfx), len(ids)
+            self._pfx.extend(ids)
+            self.rq = self.rq._replace(pfx=np.array(self._pfx or [0], np.int64))
         fv[:] = (req.last_burst_s, req.max_pause_s, req.proposal, *(
             np.nan if x is None else x for x in (req.first_token_s, req.scheduled_s, req.finish_s)))
         return r
@@ -205,7 +217,8 @@ class Scheduler:
         more = ks.new_requests(n, 0)
         self.rq = ks.Requests(np.concatenate((self.rq.ints, more.ints)),
                               np.concatenate((self.rq.floats, more.floats)),
-                              np.concatenate((self.rq.negrates, more.negrates)), self.rq.replay)
+                              np.concatenate((self.rq.negrates, more.negrates)), self.rq.replay,
+                              self.rq.pfx)
         waiting = [self._row[id(req)] for req in self.waiting]
         ring = np.zeros(2 * n + 1, np.int64)
         ring[: len(waiting)] = waiting

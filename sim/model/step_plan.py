@@ -34,6 +34,9 @@ class SchedulerConfig:
     """Waiting requests beyond this are rejected on arrival."""
     max_queue_time_s: float | None = None
     """A request not yet scheduled this long after arrival is rejected."""
+    prefix_caching: bool = False
+    """Cache full prompt blocks by prefix and reuse them (vLLM ``enable_prefix_caching``;
+    ``sim.model.prefix_cache``)."""
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_blocks"):
@@ -61,6 +64,7 @@ class Request:
         "scheduled_s", "first_token_s", "last_burst_s", "finish_s", "num_bursts",
         "max_pause_s", "preemptions", "outcome", "num_drafts", "accepted_tokens",
         "ever_scheduled", "proposal", "proposes", "num_spec_steps", "replay", "replay_pos",
+        "prefix", "prefix_hit_tokens",
     )
 
     def __init__(
@@ -116,6 +120,11 @@ class Request:
         accepted lengths this request replays instead of drawing each step."""
         self.replay_pos = 0
         """Where in that trace the next step starts (position or step index)."""
+        self.prefix = None
+        """Optional ids of the prompt's full KV blocks, in order (``sim.model.prefix_blocks``:
+        equal ids, equal tokens up to that block's end), read when prefix caching is on."""
+        self.prefix_hit_tokens = 0
+        """Prompt tokens found in the prefix cache at its first admission (prefill skipped)."""
 
     @property
     def num_tokens(self) -> int:

@@ -9,7 +9,7 @@ arrival and changing one segment's lengths never changes another's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from sim.contracts.trace import Trace, read_trace
 from sim.contracts.workload_config import PiecewiseConfig, WorkloadConfig
 
 # child-stream indices under the workload's SeedSequence (never reorder: results depend on it)
-_ARRIVALS, _SEGMENTS, _LENGTHS = 0, 1, 2
+_ARRIVALS, _SEGMENTS, _LENGTHS, _DOCUMENTS = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,11 @@ class RequestSpec:
     """Name of its workload segment."""
     timeout_s: float | None
     """The client abandons it this long after arrival; None: never."""
+    prefix_spans: tuple[tuple[int, int], ...] = ()
+    """Its prompt's leading spans as ``(id, tokens)``: equal ids after equal ids = the same
+    tokens (a trace's ``hash_ids``, 512 tokens each; a segment's system prompt; a retrieved
+    document); what prefix caching can reuse (``sim.model.prefix_blocks``). The prompt's end
+    may cut the last span."""
 
 
 def child_stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
@@ -142,11 +147,12 @@ def generate_requests(
     if run is None:
         raise TypeError("generate_requests needs the run config (duration_s) or a Scenario")
     seq = _as_seedseq(rng)
-    arr = generate_arrays(workload, run, seq, trace)
+    arr, rows, trace = _arrays_and_rows(workload, run, seq, trace)
     names = workload.segment_names
-    seg_names = [names[i] for i in arr["segment"].tolist()]
+    seg_idx = arr["segment"].tolist()
+    seg_names = [names[i] for i in seg_idx]
     timeout = workload.client_timeout_s
-    return [
+    specs = [
         RequestSpec(i, t, p, o, s, timeout)
         for i, (t, p, o, s) in enumerate(
             zip(
@@ -158,6 +164,39 @@ def generate_requests(
             )
         )
     ]
+    return _with_prefixes(specs, workload, seq, arr["segment"], rows, trace)
+
+
+def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.random.SeedSequence,
+                   segment: np.ndarray, rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
+    """The requests with what their prompts share: a trace's ``hash_ids`` when it has them,
+    else each segment's system prompt and retrieved document. Segment spans get negative ids,
+    so they never meet a trace's; documents are drawn from their own child stream per segment
+    (the same for every candidate of a seed, and changing one segment's documents moves
+    nothing else)."""
+    if rows is not None and trace is not None and trace.hash_ids is not None:
+        ids, offs = trace.hash_ids.tolist(), trace.hash_offsets
+        per = trace.hash_block_tokens
+        assert offs is not None and per is not None
+        return [replace(s, prefix_spans=tuple((h, per) for h in ids[offs[r]:offs[r + 1]]))
+                for s, r in zip(specs, rows.tolist(), strict=True)]
+    segs = workload.segments
+    if not any(seg.shared_prefix_tokens or seg.documents for seg in segs):
+        return specs
+    spans: list[tuple[tuple[int, int], ...]] = [() for _ in specs]
+    for g, seg in enumerate(segs):
+        mine = np.flatnonzero(segment == g)
+        head = ((-1 - g, seg.shared_prefix_tokens),) if seg.shared_prefix_tokens else ()
+        docs = seg.documents
+        if docs is None:
+            for i in mine.tolist():
+                spans[i] = head
+            continue
+        drawn = child_stream(seq, _DOCUMENTS, g).choice(docs.count, size=len(mine), p=docs.probabilities())
+        base = -1 - len(segs) - g * 10_000_000  # below every system prompt's id, one range a segment
+        for i, d in zip(mine.tolist(), drawn.tolist(), strict=True):
+            spans[i] = (*head, (base - d, docs.tokens))
+    return [replace(s, prefix_spans=sp) if sp else s for s, sp in zip(specs, spans, strict=True)]
 
 
 def generate_arrays(
@@ -168,6 +207,16 @@ def generate_arrays(
 ) -> dict[str, np.ndarray]:
     """The same workload as ``generate_requests`` as columns (arrival_s float64, segment index,
     prompt_tokens and output_tokens int64), for vectorised consumers and plots."""
+    return _arrays_and_rows(workload, run, seq, trace)[0]
+
+
+def _arrays_and_rows(
+    workload: WorkloadConfig,
+    run: RunConfig,
+    seq: np.random.SeedSequence,
+    trace: Trace | None,
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, Trace | None]:
+    """``generate_arrays``'s columns, and the trace rows replayed (and the trace) if any."""
     duration = run.duration_s
     if workload.arrival == "concurrency":
         raise SpecplanError("workload.arrival \"concurrency\": closed-loop clients send requests "
@@ -217,4 +266,4 @@ def generate_arrays(
         "segment": segment,
         "prompt_tokens": prompt,
         "output_tokens": output,
-    }
+    }, rows, trace

@@ -46,6 +46,11 @@ QUEUE_LEN_TW = "queue_len_tw"
 KV_USE_TW = "kv_use_tw"
 COST_TOTAL_USD = "cost_total_usd"
 COST_PER_GOOD_ANSWER_USD = "cost_per_good_answer_usd"
+PREFIX_HIT_RATE = "prefix_cache_hit_rate"
+"""Prompt tokens found in the prefix cache / prompt tokens, over requests scheduled (first
+admission; 0 with caching off). vLLM's ``prefix_cache_hits / prefix_cache_queries``."""
+PREFILL_SAVED = "prefill_tokens_saved"
+"""Prompt tokens not prefilled thanks to the prefix cache (first admissions)."""
 
 CI_SUFFIX = "_ci95"
 
@@ -83,6 +88,8 @@ RATE_COLUMNS: tuple[str, ...] = (
     KV_USE_TW,
     COST_TOTAL_USD,
     COST_PER_GOOD_ANSWER_USD,
+    PREFIX_HIT_RATE,
+    PREFILL_SAVED,
 )
 
 METRIC_COLUMNS: tuple[str, ...] = LATENCY_COLUMNS + COUNT_COLUMNS + RATE_COLUMNS

@@ -298,10 +298,12 @@ class _Columns:
     def __init__(self, requests: pl.DataFrame, itl: pl.DataFrame, segments: Sequence[str],
                  slo_ms: Mapping[str, float]) -> None:
         self.code = {seg: i for i, seg in enumerate(segments)}  # segments as ints: fast to compare
-        counts = ["generated_tokens", "num_drafts", "accepted_tokens", "preemptions"]
-        if "num_spec_steps" in requests.columns:
-            counts.append("num_spec_steps")
-        a = _arrays(requests, floats=(*_times(requests), "max_pause_s"), counts=counts, exprs=(
+        counts = ["generated_tokens", "num_drafts", "accepted_tokens", "preemptions", "prompt_tokens"]
+        for extra in ("num_spec_steps", "prefix_hit_tokens"):
+            if extra in requests.columns:
+                counts.append(extra)
+        a = _arrays(requests, floats=(*_times(requests), "max_pause_s", *(
+            ("scheduled_s",) if "scheduled_s" in requests.columns else ())), counts=counts, exprs=(
             _DONE, pl.col("in_window").fill_null(False), pl.col("id"), pl.col("outcome"),
             pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg")))
         # latencies keep their nulls (as NaN, dropped per statistic); counts sum as polars does, nulls as 0
@@ -309,6 +311,9 @@ class _Columns:
         done = a["_done"]
         a["good"] = good_array(done, a, slo_ms) if slo_ms else np.zeros(len(done), bool)
         a.setdefault("num_spec_steps", a["num_drafts"])
+        a.setdefault("prefix_hit_tokens", np.zeros(len(done), np.int64))
+        sched = a.get("scheduled_s", a["first_token_s"])
+        a["_queried"] = np.where(np.isnan(sched), 0, a["prompt_tokens"])
         w = a["in_window"]
         self.a = {c: v[w] for c, v in a.items()}
         self.outcome = self.a["outcome"]
@@ -384,6 +389,10 @@ def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarra
     row[mn.PREEMPTIONS] = int(col("preemptions").sum())
     row[mn.QUEUE_LEN_TW] = q_tw
     row[mn.KV_USE_TW] = kv_tw
+    saved = int(col("prefix_hit_tokens").sum())
+    queried = int(col("_queried").sum())
+    row[mn.PREFIX_HIT_RATE] = saved / queried if queried else None
+    row[mn.PREFILL_SAVED] = float(saved)
     row[mn.COST_TOTAL_USD] = cost_total_usd
     row[mn.COST_PER_GOOD_ANSWER_USD] = (
         cost_per_good_answer(cost_total_usd, n_good)

@@ -33,6 +33,7 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "num_drafts": pl.Int64(),
     "accepted_tokens": pl.Int64(),
     "num_spec_steps": pl.Int64(),
+    "prefix_hit_tokens": pl.Int64(),
 }
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -95,6 +96,7 @@ def requests_frame(run: FleetRun, candidate: str, seed: int, warmup_s: float) ->
         "num_drafts": [r.num_drafts for r in reqs],
         "accepted_tokens": [r.accepted_tokens for r in reqs],
         "num_spec_steps": [r.num_spec_steps for r in reqs],
+        "prefix_hit_tokens": [r.prefix_hit_tokens for r in reqs],
     }
     return pl.DataFrame(cols, schema=REQUEST_SCHEMA)
 

@@ -24,6 +24,7 @@ from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceMo
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits
 from sim.model.kv_capacity import check_replica_shape, kv_capacity
+from sim.model.prefix_blocks import block_ids
 from sim.model.speculation import SpeculationPolicy, policy_from_candidate
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer
@@ -61,11 +62,18 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
+    """Whether ``candidate`` caches prompt prefixes: its own setting, else the fleet engine's."""
+    return candidate.prefix_caching_on(scenario.fleet.engine.prefix_caching)
+
+
 def scheduler_config(
-    scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None
+    scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None,
+    caching: bool = False,
 ) -> SchedulerConfig:
     """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
-    for the profile's device; without, specplan's profile-less defaults)."""
+    for the profile's device; without, specplan's profile-less defaults; ``caching``: prefix
+    caching on)."""
     eng = scenario.fleet.engine
     adm = scenario.fleet.admission
     lim = limits if limits is not None else engine_limits(scenario, None)
@@ -77,6 +85,7 @@ def scheduler_config(
         chunked_prefill=eng.chunked_prefill,
         queue_limit=adm.queue_limit,
         max_queue_time_s=adm.max_queue_time_s,
+        prefix_caching=caching,
     )
 
 
@@ -84,7 +93,7 @@ def acceptance_model(
     scenario: Scenario, profile: Profile, candidate: Candidate
 ) -> AcceptanceModel | None:
     """The candidate's acceptance (assumed rates win over the profile); None for the baseline."""
-    if candidate.is_baseline:
+    if not candidate.speculates:
         return None
     assert candidate.proposer is not None
     if candidate.assumed_acceptance is not None:
@@ -144,6 +153,15 @@ def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
     return model
 
 
+def _with_blocks(reqs: list, specs: Sequence[RequestSpec], block_size: int | None) -> list:
+    """``reqs`` with the ids of their prompts' shareable blocks (prefix caching on: a block size).
+    Closed-loop clients are refused with caching at load (sim.contracts.scenario)."""
+    if block_size is not None:
+        for req, ids in zip(reqs, block_ids(specs, block_size), strict=True):
+            req.prefix = ids
+    return reqs
+
+
 def _candidate(scenario: Scenario, candidate: Candidate | str) -> Candidate:
     return scenario.candidate(candidate) if isinstance(candidate, str) else candidate
 
@@ -188,9 +206,10 @@ def simulate_once(
         timer.attach_proposer(proposer)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
     rates_ss, draw_ss = accept_ss.spawn(2)
+    caching = prefix_caching(scenario, cand)
     restart = scenario.fleet.restart
     spec = FleetSpec(
-        scheduler=scheduler_config(scenario, kv.kv_blocks, limits),
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching),
         policy=policy,
         proposer=proposer,
         replicas=scenario.fleet.replicas,
@@ -205,7 +224,8 @@ def simulate_once(
         run = run_clients(scenario, spec, timer, work_ss, rates_ss, draw_ss,
                           lambda specs, rng: _build_requests(specs, model, rng))
     else:
-        reqs = _build_requests(specs, model, np.random.default_rng(rates_ss))
+        reqs = _with_blocks(_build_requests(specs, model, np.random.default_rng(rates_ss)), specs,
+                            eng.block_size if caching else None)
         # records straight from the arrays
         run = Fleet(spec, timer, np.random.default_rng(draw_ss)).run(reqs, write_back=False)
     req_df = with_request_overhead(requests_frame(run, cand.name, seed, scenario.run.warmup_s),

@@ -53,11 +53,13 @@ ROWS: tuple[Row, ...] = (
     Row("preemptions", mn.PREEMPTIONS, 1),
     Row("queue length (time-wt)", mn.QUEUE_LEN_TW, 2),
     Row("KV use (time-wt, %)", mn.KV_USE_TW, 1, 100.0),
+    Row("prefix cache hits (%)", mn.PREFIX_HIT_RATE, 1, 100.0, better="higher"),
+    Row("prefill tokens saved", mn.PREFILL_SAVED, 0, better="higher"),
     Row("$ per 1,000 good answers", mn.COST_PER_GOOD_ANSWER_USD, 3, 1000.0),
 )
 
 
-BOUNDED = (mn.SLO_ATTAINMENT, mn.KV_USE_TW)
+BOUNDED = (mn.SLO_ATTAINMENT, mn.KV_USE_TW, mn.PREFIX_HIT_RATE)
 """Shares: their intervals are clipped to [0, 1] (every other metric is clipped at 0)."""
 
 

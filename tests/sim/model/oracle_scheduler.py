@@ -36,6 +36,7 @@ from sim.model.step_plan import (
     SchedulerConfig,
     StepPlan,
 )
+from tests.sim.model.oracle_prefix_cache import OraclePrefixCache
 
 
 class OracleScheduler:
@@ -55,6 +56,8 @@ class OracleScheduler:
         length's time average over any window is exact (sim.results.metrics.queue_len_tw)."""
         self.running: list[Request] = []
         self.free_blocks = config.kv_blocks
+        self.cache = OraclePrefixCache(config.block_size, config.prefix_caching)
+        """Full prompt blocks by prefix id; unreferenced ones count in ``free_blocks``."""
         self.finished: list[Request] = []
         # (deadline, idx, request): client timeouts and queue-time limits, earliest first
         self._timeouts: list[tuple[float, int, Request]] = []
@@ -101,9 +104,7 @@ class OracleScheduler:
             )
 
     def _end(self, req: Request, outcome: Outcome, at: float) -> None:
-        if req.blocks:
-            self.free_blocks += req.blocks
-            req.blocks = 0
+        self.free_blocks += self.cache.release(req)
         req.status = DONE
         req.outcome = outcome
         req.finish_s = at
@@ -191,8 +192,7 @@ class OracleScheduler:
                 # preempt newest running requests until this one fits (or is itself preempted)
                 while need > free:
                     victim = running.pop()
-                    free += victim.blocks
-                    victim.blocks = 0
+                    free += self.cache.release(victim)
                     victim.computed = 0
                     victim.status = WAITING
                     victim.preemptions += 1
@@ -202,6 +202,7 @@ class OracleScheduler:
                 if req.status == WAITING:
                     break
             if need > 0:
+                self.cache.make_room(need, free)
                 free -= need
                 req.blocks += need
             if is_decode:
@@ -222,8 +223,10 @@ class OracleScheduler:
                 self.waiting.appendleft(victim)
                 self.queue_log.extend((now, 1.0))
         else:
-            budget, free, added, _ = self.admit_waiting(now, budget, free, prefill)
+            budget, free, added, admitted = self.admit_waiting(now, budget, free, prefill)
             pf_tokens += added
+            if admitted:  # a cached prefix is context for the chunk after it
+                pf_ctx += sum(n * r.computed for r, n in prefill[-len(admitted):])
         self.free_blocks = free
         if not decode and not prefill:
             return EMPTY_PLAN
@@ -256,7 +259,9 @@ class OracleScheduler:
         admitted: list[Request] = []
         while waiting and budget > 0 and len(running) < max_seqs:
             req = waiting[0]
-            remaining = req.prompt_tokens + req.generated
+            # a cached prefix is computed already: at most has - 1 tokens, whole blocks
+            hit, unheld = self.cache.longest_hit(req, req.prompt_tokens + req.generated)
+            remaining = req.prompt_tokens + req.generated - hit * bs
             if remaining <= budget:
                 n = remaining
             elif cfg.chunked_prefill:
@@ -267,13 +272,20 @@ class OracleScheduler:
                 n = remaining
             else:
                 break
-            need = -(-n // bs)
-            if need > free:
+            need = -(-(hit * bs + n) // bs) - hit  # the hit blocks are shared, not allocated
+            if need + unheld > free:
                 break
             waiting.popleft()
             self.queue_log.extend((now, -1.0))
+            if self.cache.on:
+                self.cache.take_hit(req, hit)
+                free -= unheld
+                req.computed = hit * bs
+                if not req.ever_scheduled:
+                    req.prefix_hit_tokens = hit * bs
+            self.cache.make_room(need, free)
             free -= need
-            req.blocks = need
+            req.blocks = hit + need
             req.status = RUNNING
             if not req.ever_scheduled:
                 req.ever_scheduled = True
@@ -313,10 +325,10 @@ class OracleScheduler:
         for _ in self.waiting:
             self.queue_log.extend((now, -1.0))
         for req in out:
-            self.free_blocks += req.blocks
-            req.blocks = 0
+            self.free_blocks += self.cache.release(req)
             req.computed = 0
             req.status = WAITING
+        self.cache.clear()  # the KV went down with the process
         self.running = []
         self.waiting.clear()
         self._timeouts.clear()
@@ -371,7 +383,7 @@ def update_scalar(sched: OracleScheduler, plan: StepPlan, accepted: Sequence[int
         req.num_bursts += 1
         if gen >= req.output_tokens:
             req.generated = req.output_tokens
-            free += _complete(req, now, finished)
+            free += _complete(sched, req, now, finished)
             any_done = True
         else:
             req.generated = gen
@@ -382,6 +394,7 @@ def update_scalar(sched: OracleScheduler, plan: StepPlan, accepted: Sequence[int
                 req.blocks = keep
     for req, n in plan.prefill:
         req.computed += n
+        sched.cache.register(req)
         if req.computed >= req.prompt_tokens + req.generated:
             req.generated += 1
             if req.first_token_s is None:
@@ -396,7 +409,7 @@ def update_scalar(sched: OracleScheduler, plan: StepPlan, accepted: Sequence[int
             req.last_burst_s = now
             req.num_bursts += 1
             if req.generated >= req.output_tokens:
-                free += _complete(req, now, finished)
+                free += _complete(sched, req, now, finished)
                 any_done = True
     sched.free_blocks = free
     if any_done:
@@ -404,10 +417,9 @@ def update_scalar(sched: OracleScheduler, plan: StepPlan, accepted: Sequence[int
     return total_accepted
 
 
-def _complete(req, now: float, finished: list) -> int:
-    """End ``req`` as completed at ``now``; returns the KV blocks it gives back."""
-    freed = req.blocks
-    req.blocks = 0
+def _complete(sched: OracleScheduler, req, now: float, finished: list) -> int:
+    """End ``req`` as completed at ``now``; returns the KV blocks that become free."""
+    freed = sched.cache.release(req)
     req.status = DONE
     req.outcome = "completed"
     req.finish_s = now

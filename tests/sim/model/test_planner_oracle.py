@@ -4,7 +4,7 @@
 Both get the same arrivals, the same ``k``, the same accepted counts and the same proposals on
 random replicas (max_num_seqs 1-512, chunked prefill on and off, KV tight enough to preempt,
 k 0-5, partial proposals, client timeouts, queue limits, a restart that re-queues or drops the
-work); after EVERY call the plans, every request's state, the free blocks, the running and
+work, prefix caching over prompts that share prefixes); after EVERY call the plans, every request's state, the free blocks, the running and
 waiting order, the queue log and the ITL samples must be the same. A failure names the step.
 """
 
@@ -23,13 +23,16 @@ from tests.sim.model.oracle_scheduler import OracleScheduler
 
 FIELDS = ("status", "computed", "generated", "blocks", "scheduled_s", "first_token_s",
           "last_burst_s", "finish_s", "num_bursts", "max_pause_s", "preemptions", "outcome",
-          "num_drafts", "accepted_tokens", "ever_scheduled", "num_spec_steps", "proposes")
+          "num_drafts", "accepted_tokens", "ever_scheduled", "num_spec_steps", "proposes",
+          "prefix_hit_tokens")
 
 
 @st.composite
-def replicas(draw):
-    """A replica's limits and a workload for it, from a seed (hundreds of requests are cheap)."""
-    big = draw(st.booleans())  # GPU-sized: hundreds running at once
+def replicas(draw, cache_pressure: bool = False):
+    """A replica's limits and a workload for it, from a seed (hundreds of requests are cheap);
+    ``cache_pressure``: prefix caching on, KV for a few requests, arrivals close together (so
+    cached blocks are shared, freed, and evicted)."""
+    big = False if cache_pressure else draw(st.booleans())  # GPU-sized: hundreds running at once
     seqs = draw(st.integers(128, 512) if big else st.one_of(st.integers(1, 8), st.integers(9, 64)))
     chunked = draw(st.booleans())
     bs = draw(st.integers(1, 16))
@@ -44,24 +47,37 @@ def replicas(draw):
     # KV for a few of the longest requests (several compete for blocks and preempt), or for
     # hundreds (GPU-sized batches)
     many = st.integers(16, 400)
-    kv = max(1, -(-longest // bs) * draw(many if big else st.one_of(st.integers(1, 4), many))
-             + draw(st.integers(-2, 6)))
+    fold = st.integers(1, 3) if cache_pressure else many if big else st.one_of(st.integers(1, 4), many)
+    kv = max(1, -(-longest // bs) * draw(fold) + draw(st.integers(-2, 6)))
     cfg = SchedulerConfig(
         max_num_seqs=seqs, max_num_batched_tokens=budget, block_size=bs, kv_blocks=kv,
         chunked_prefill=chunked, queue_limit=draw(st.one_of(st.none(), st.integers(0, 40))),
-        max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 3.0))))
+        max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 3.0))),
+        prefix_caching=cache_pressure or draw(st.booleans()))
     timeout = draw(st.one_of(st.none(), st.floats(0.01, 1.0)))
-    gap = draw(st.floats(0.00001, 0.0005) if big else st.floats(0.0002, 0.05))
+    gap = draw(st.floats(0.00001, 0.0005) if big else st.floats(0.0002, 0.05 if not cache_pressure else 0.01))
     arrivals = np.cumsum(rng.exponential(gap, n))
-    specs = [(float(a), int(p), int(o), timeout if rng.random() < 0.5 else None)
-             for a, p, o in zip(arrivals, prompt, output, strict=True)]
+    # prompts share prefixes: each of a few groups is one chain of block ids, a request takes a
+    # leading part of its group's chain (up to its own full blocks), or none
+    groups = draw(st.integers(1, 4))
+    chain = int(prompt.max()) // bs + 1
+    share = [None if rng.random() < 0.2 else
+             [int(g) * chain + j for j in range(int(rng.integers(0, p // bs + 1)))]
+             for g, p in zip(rng.integers(0, groups, n), prompt, strict=True)]
+    specs = [(float(a), int(p), int(o), timeout if rng.random() < 0.5 else None, pre)
+             for a, p, o, pre in zip(arrivals, prompt, output, share, strict=True)]
     restart = draw(st.one_of(st.none(), st.tuples(st.integers(0, 150), st.booleans())))
     proposal = draw(st.sampled_from([1.0, 0.7, 0.3]))
-    return cfg, specs, k_max, restart, proposal, seed
+    return cfg, specs, k_max, restart, proposal, seed, groups * chain
 
 
 def _requests(specs) -> list[Request]:
-    return [Request(i, i, a, p, o, timeout_s=t) for i, (a, p, o, t) in enumerate(specs)]
+    out = []
+    for i, (a, p, o, t, pre) in enumerate(specs):
+        r = Request(i, i, a, p, o, timeout_s=t)
+        r.prefix = pre
+        out.append(r)
+    return out
 
 
 def _same_plan(a, b, where: str) -> None:
@@ -94,8 +110,19 @@ PHASES = [p for p in Phase if p is not Phase.shrink or not NO_SHRINK]
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=PHASES)
 @given(replicas())
 def test_the_planner_is_its_oracle_after_every_step(case) -> None:
-    cfg, specs, k_max, restart, proposal, seed = case
-    oracle, sched = OracleScheduler(cfg), Scheduler(cfg)
+    _same_run(case)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=PHASES)
+@given(replicas(cache_pressure=True))
+def test_prefix_caching_under_kv_pressure_is_its_oracle(case) -> None:
+    """Hits, shared blocks, their release and least-recently-freed eviction, step by step."""
+    _same_run(case)
+
+
+def _same_run(case) -> None:
+    cfg, specs, k_max, restart, proposal, seed, prefix_blocks = case
+    oracle, sched = OracleScheduler(cfg), Scheduler(cfg, prefix_blocks)
     ro, rf = _requests(specs), _requests(specs)
     rng = np.random.default_rng(seed + 1)
     gaps = (array("q"), array("d")), (array("q"), array("d"))
@@ -122,6 +149,8 @@ def test_the_planner_is_its_oracle_after_every_step(case) -> None:
         po, pf = oracle.schedule(t, k), sched.schedule(t, k)
         _same_plan(po, pf, where)
         seen.update({"preemption"} if po.preempted else set())
+        seen.update({"a prefix-cache hit"} if any(r.computed for r, _ in po.prefill
+                                                   if r.num_bursts == 0) and cfg.prefix_caching else set())
         seen.update({"a batch of 128+"} if len(oracle.running) >= 128 else set())
         seen.update({"a decoding row without a proposal"} if po.drafting else set())
         _same_state(oracle, sched, ro, rf, f"{where}, planned")
@@ -143,6 +172,7 @@ def test_the_planner_is_its_oracle_after_every_step(case) -> None:
         assert gaps[0] == gaps[1], f"{where}: ITL samples"
         _same_state(oracle, sched, ro, rf, f"{where}, applied")
         t = end
+    seen.update({"a prefix-cache eviction"} if oracle.cache.evictions else set())
     seen.update(f"outcome {r.outcome}" for r in ro)
     for what in sorted(seen):  # what the examples reached (pytest --hypothesis-show-statistics)
         event(what)
