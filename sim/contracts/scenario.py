@@ -33,6 +33,7 @@ from sim.contracts.input_limits import check_nesting, check_tree
 from sim.contracts.scenario_fields import NAME_RE, looked_in, resolve_path
 from sim.contracts.scenario_overrides import apply_override
 from sim.contracts.toml_writer import dumps_toml
+from sim.contracts.two_route import TwoRouteConfig, check_two_routes
 from sim.contracts.workload_config import WorkloadConfig
 
 __all__ = ["RunConfig", "Scenario", "SloConfig", "load_scenario", "parse_toml_text"]
@@ -143,6 +144,9 @@ class Scenario:
     fleets: dict[str, NamedFleet] | None = None
     """[fleets.NAME]: other hardware (profile, tensor parallel size, prices) a candidate may run
     on with ``fleet = "NAME"``, so one scenario compares GPU types with and without speculation."""
+    two_routes: tuple[TwoRouteConfig, ...] = ()
+    """[[two_routes]]: a speculative and a baseline pool behind a router by load, sized and priced
+    together (the deployable form of a load-dependent policy; ``sim.decisions.two_route``)."""
     origin: str | None = internal_field()
     """File the scenario came from (for error messages); None when built in code."""
     base_dir: str | None = internal_field()
@@ -172,6 +176,7 @@ class Scenario:
             if c.is_baseline:
                 based.add(c.fleet)
         self._check_fleets()
+        check_two_routes(self.two_routes, self.candidates)
         r = self.fleet.restart
         if r is not None and r.at_s >= self.run.duration_s:
             raise FieldError(
