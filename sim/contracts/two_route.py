@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sim.contracts.errors import FieldError
 from sim.contracts.scenario_fields import NAME_RE
 
-RouteRule = Literal["rate"]
+RouteRule = Literal["rate", "overflow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +32,12 @@ class TwoRouteConfig:
     baseline: str = "baseline"
     """The baseline candidate (speculation = "off") the other pool runs (its fleet too)."""
     rule: RouteRule = "rate"
-    """``rate``: a request goes to the speculative pool when the arrivals the router counted over
-    the last ``window_s`` seconds (this one included), divided by ``window_s``, are at most the
-    threshold; otherwise to the baseline pool."""
+    """``rate``: a request goes to the speculative pool when all arrivals of the last ``window_s``
+    seconds (this one included), per second, are at most the threshold, else to the baseline
+    pool (speculation on or off for all traffic, as an in-engine cut-off would be).
+    ``overflow``: it goes to the speculative pool when the requests the router sent there in the
+    last ``window_s`` seconds (this one included), per second, are at most the threshold, else to
+    the baseline pool (the speculative pool filled up to its capacity, the rest spills over)."""
     window_s: float = 10.0
     """The router's counting window (seconds)."""
     threshold_rps: float | None = None

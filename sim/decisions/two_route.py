@@ -12,17 +12,20 @@ cost counts both pools' GPU-hours (each on its candidate's own fleet and price).
 Rule ``rate``: at each arrival the router counts the arrivals of the last ``window_s`` seconds,
 this one included; while that count ÷ ``window_s`` is at most the threshold (by default the
 speculative pool's capacity at the SLO) the request goes to the speculative pool, else to the
-baseline pool. Left out: router overhead, a load signal better than the arrival count (in-flight
+baseline pool. Rule ``overflow``: the same, counting only the requests it sent to the
+speculative pool, so that pool is kept full up to the threshold and the rest spills over. Left out: router overhead, a load signal better than the arrival count (in-flight
 requests per pool), and moving a request between pools once routed.
 
 Sizing (``size_two_route``): from the capacity report's mean capacity per replica of each
 candidate, expressed at the traffic's peak (capacity × peak ÷ mean rate for a piecewise
 profile, since the report's rates are mean rates), the speculative pool gets
 ``S = ceil(lowest rate / its capacity)`` replicas, the threshold is ``S × that capacity``, and
-the baseline pool ``B = ceil((peak − threshold) / its capacity)``. That guess is simulated on
+the baseline pool ``B = ceil((peak − threshold) / its capacity)`` (``overflow``) or
+``ceil(peak / its capacity)`` (``rate``: above the threshold all traffic goes to it). That guess is simulated on
 every seed and judged by the capacity search's rule (``SustainCriteria``) over all requests;
 while it fails, one replica goes to the pool whose own requests miss the SLO more; once it
-carries, one replica fewer is tried in each pool. At most ``max_evals`` evaluations.
+carries, each pool in turn loses a replica while it still carries. At most ``max_evals``
+evaluations.
 """
 
 from __future__ import annotations
@@ -47,6 +50,26 @@ def route_by_rate(arrival_s: np.ndarray, threshold_rps: float, window_s: float) 
     t = np.asarray(arrival_s, dtype=float)
     seen = np.arange(1, t.size + 1) - np.searchsorted(t, t - window_s, side="right")
     return seen / window_s <= threshold_rps
+
+
+def route_by_overflow(arrival_s: np.ndarray, threshold_rps: float, window_s: float) -> np.ndarray:
+    """True where a request goes to the speculative pool: the requests sent there in
+    ``(t − window_s, t]`` (this one included) ÷ ``window_s`` ≤ ``threshold_rps``."""
+    from collections import deque
+
+    sent: deque[float] = deque()
+    out = np.zeros(len(arrival_s), bool)
+    for i, t in enumerate(np.asarray(arrival_s, dtype=float).tolist()):
+        while sent and sent[0] <= t - window_s:
+            sent.popleft()
+        if (len(sent) + 1) / window_s <= threshold_rps:
+            sent.append(t)
+            out[i] = True
+    return out
+
+
+ROUTERS = {"rate": route_by_rate, "overflow": route_by_overflow}
+"""The router's rules by their scenario name (``TwoRouteConfig.rule``)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,8 @@ class RouteOption:
     shown: Mapping[str, float] = field(default_factory=dict)
     search: str = ""
     """How the pools were sized (empty: sizes given)."""
+    rule: str = "rate"
+    """The router's rule (``ROUTERS``)."""
 
     @property
     def label(self) -> str:
@@ -100,7 +125,8 @@ class RouteOption:
         money = "n/a" if math.isnan(cost) else ("∞" if math.isinf(cost) else f"${cost:.3g}")
         verdict = "carries the load" if self.carried else "misses: " + next(
             (r for r, ok in zip(self.carry_reason, self.carries, strict=True) if not ok), "")
-        route = (f"; router: rate over {self.window_s:g} s ≤ {self.threshold_rps:.3g} req/s → speculative "
+        what = "all arrivals" if self.rule == "rate" else "requests sent to the speculative pool"
+        route = (f"; router ({self.rule}): {what} over {self.window_s:g} s ≤ {self.threshold_rps:.3g} req/s → speculative "
                  f"({np.mean(self.speculative_share):.0%} of requests)" if self.threshold_rps is not None else "")
         return (f"{self.label}: {self.gpus} GPU(s), {money}/1k good answers, SLO attainment "
                 f"{np.mean(self.attainment):.1%}, {verdict}{route}")
@@ -110,7 +136,7 @@ class RouteOption:
         return {"name": self.name, "label": self.label, "speculative": self.speculative,
                 "speculative_replicas": self.speculative_replicas, "baseline": self.baseline,
                 "baseline_replicas": self.baseline_replicas, "threshold_rps": self.threshold_rps,
-                "window_s": self.window_s, "gpus": self.gpus, "hourly_usd": self.hourly_usd,
+                "rule": self.rule, "window_s": self.window_s, "gpus": self.gpus, "hourly_usd": self.hourly_usd,
                 "usd_per_1k_good_answers": cost if math.isfinite(cost) else None,
                 "slo_attainment": float(np.mean(self.attainment)) if self.attainment else None,
                 "carries": self.carried, "per_seed": [
@@ -159,7 +185,7 @@ def hourly_of(scenario: Any, speculative: str | None, s: int, baseline: str | No
 
 def route_records(scenario: Any, profiles: Mapping[str, Any], *, name: str, speculative: str | None, s: int,
                   baseline: str | None, b: int, threshold_rps: float | None, window_s: float,
-                  seed: int) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], float]:
+                  seed: int, rule: str = "rate") -> tuple[pl.DataFrame, dict[str, pl.DataFrame], float]:
     """One seed: the scenario's requests split by the router, each pool simulated on its share,
     and the records joined (labelled ``name``); also each pool's own records, and the share
     of the measured requests sent to the speculative pool."""
@@ -171,7 +197,7 @@ def route_records(scenario: Any, profiles: Mapping[str, Any], *, name: str, spec
     elif not (baseline and b) or threshold_rps is None:
         to_spec = np.ones(len(specs), bool)
     else:
-        to_spec = route_by_rate(arr, threshold_rps, window_s)
+        to_spec = ROUTERS[rule](arr, threshold_rps, window_s)
     measured = (arr >= t0) & (arr < t1)
     share = float(to_spec[measured].mean()) if measured.any() else 0.0
     pools: dict[str, pl.DataFrame] = {}
@@ -187,7 +213,7 @@ def route_records(scenario: Any, profiles: Mapping[str, Any], *, name: str, spec
 def evaluate(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriteria, *, name: str,
              speculative: str | None, s: int, baseline: str | None, b: int,
              threshold_rps: float | None, window_s: float, seeds: Sequence[int],
-             rate: float) -> tuple[RouteOption, dict[str, list[Any]]]:
+             rate: float, rule: str = "rate") -> tuple[RouteOption, dict[str, list[Any]]]:
     """Simulate the option on every seed (``route_records``) and judge all its requests; also
     each pool judged on its own requests (``{"speculative": [...], "baseline": [...]}``)."""
     t0, t1 = scenario.run.warmup_s, scenario.run.duration_s
@@ -197,7 +223,7 @@ def evaluate(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriter
     for seed in seeds:
         req, pools, share = route_records(scenario, profiles, name=name, speculative=speculative, s=s,
                                           baseline=baseline, b=b, threshold_rps=threshold_rps,
-                                          window_s=window_s, seed=seed)
+                                          window_s=window_s, seed=seed, rule=rule)
         frames.append(req)
         shares.append(share)
         for pool, df in pools.items():
@@ -215,7 +241,7 @@ def evaluate(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriter
         window_s, gpus, hourly, tuple(int(x) for x in seeds),
         tuple(r["good"] / span for r in per),
         tuple(r["good"] / r["requests"] if r["requests"] else 0.0 for r in per),
-        tuple(j.sustained for j in judged), tuple(j.reason for j in judged), tuple(shares), shown)
+        tuple(j.sustained for j in judged), tuple(j.reason for j in judged), tuple(shares), shown, rule=rule)
     return opt, judged_pools
 
 
@@ -247,8 +273,8 @@ def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: Sustain
         """The router's threshold: given, or the speculative pool's capacity at the SLO."""
         return cfg.threshold_rps if cfg.threshold_rps is not None else max(n, 1) * c_s
 
-    b = fixed_b if fixed_b is not None else (
-        max(0, math.ceil((peak - thr(s)) / c_b - 1e-9)) if c_b > 0 else 1)
+    rest = peak - thr(s) if cfg.rule == "overflow" else peak  # "rate" sends all of a busy spell away
+    b = fixed_b if fixed_b is not None else (max(0, math.ceil(rest / c_b - 1e-9)) if c_b > 0 else 1)
     tried: dict[tuple[int, int], tuple[RouteOption, dict[str, list[Any]]]] = {}
 
     def ev(n_s: int, n_b: int) -> tuple[RouteOption, dict[str, list[Any]]]:
@@ -256,7 +282,7 @@ def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: Sustain
             tried[(n_s, n_b)] = evaluate(
                 scenario, profiles, criteria, name=cfg.name, speculative=cfg.speculative, s=n_s,
                 baseline=cfg.baseline, b=n_b, threshold_rps=thr(n_s), window_s=cfg.window_s,
-                seeds=seeds, rate=mean)
+                seeds=seeds, rate=mean, rule=cfg.rule)
         return tried[(n_s, n_b)]
 
     steps = [f"start S={s}, B={b} (capacity at peak: {cfg.speculative} {c_s:.3g}, {cfg.baseline} "
@@ -270,17 +296,17 @@ def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: Sustain
             s += 1
         steps.append(f"S={s}, B={b}")
         opt, pools = ev(s, b)
-    if opt.carried:
+    if opt.carried:  # then fewer, one pool at a time, while it still carries
         for pool in ("baseline", "speculative"):
-            if len(tried) >= max_evals:
-                break
-            n_s, n_b = (s, b - 1) if pool == "baseline" else (s - 1, b)
-            if (pool == "baseline" and (fixed_b is not None or b == 0)) or (
-                    pool == "speculative" and (fixed_s is not None or s <= 1)):
-                continue
-            alt, _ = ev(n_s, n_b)
-            steps.append(f"S={n_s}, B={n_b} {'carries' if alt.carried else 'misses'}")
-            if alt.carried:
+            while len(tried) < max_evals:
+                n_s, n_b = (s, b - 1) if pool == "baseline" else (s - 1, b)
+                if (pool == "baseline" and (fixed_b is not None or b == 0)) or (
+                        pool == "speculative" and (fixed_s is not None or s <= 1)):
+                    break
+                alt, _ = ev(n_s, n_b)
+                steps.append(f"S={n_s}, B={n_b} {'carries' if alt.carried else 'misses'}")
+                if not alt.carried:
+                    break
                 s, b, opt = n_s, n_b, alt
     return dataclasses.replace(opt, search="; ".join(steps) + f" → S={s}, B={b} ({len(tried)} evaluations)")
 
