@@ -128,8 +128,11 @@ class RouteOption:
         what = "all arrivals" if self.rule == "rate" else "requests sent to the speculative pool"
         route = (f"; router ({self.rule}): {what} over {self.window_s:g} s ≤ {self.threshold_rps:.3g} req/s → speculative "
                  f"({np.mean(self.speculative_share):.0%} of requests)" if self.threshold_rps is not None else "")
+        lat = ", ".join(f"{k} {self.shown[c] / 1000:.2g} s" if c.startswith("e2el") else f"{k} {self.shown[c]:.0f} ms"
+                        for k, c in (("E2EL p50", "e2el_ms_median"), ("TPOT p95", "tpot_ms_p95"))
+                        if c in self.shown)
         return (f"{self.label}: {self.gpus} GPU(s), {money}/1k good answers, SLO attainment "
-                f"{np.mean(self.attainment):.1%}, {verdict}{route}")
+                f"{np.mean(self.attainment):.1%}{', ' + lat if lat else ''}, {verdict}{route}")
 
     def to_json(self) -> dict[str, Any]:
         cost = self.cost_per_1k
