@@ -123,13 +123,14 @@ def run(args: argparse.Namespace) -> int:
 
     answer = capacity_answer(report, device=device_of(profile, scenario))
     advice = _advice(scenario, profile, report, cands)
-    doc = to_json(report, advice, answer)
+    routes = _two_routes(scenario, profile, report, answer)
+    doc = to_json(report, advice, answer, routes)
     if args.out:
         write_outputs(report, doc, Path(args.out), answer)
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print("\n".join(format_report(report, advice, answer, verbose=args.verbose)))
+        print("\n".join(format_report(report, advice, answer, verbose=args.verbose, routes=routes)))
     return 0
 
 
@@ -147,7 +148,16 @@ def _advice(scenario: Any, profile: Any, report: Any, cands: list[str] | None) -
     return advise_for_capacity(scenario, profile, report, cands)
 
 
-def to_json(report: Any, advice: list[Any], answer: Any) -> dict[str, Any]:
+def _two_routes(scenario: Any, profile: Any, report: Any, answer: Any) -> list[Any]:
+    """The scenario's [[two_routes]], sized and priced beside their candidates alone."""
+    from sim.decisions.two_route import plan_two_routes
+
+    facts = answer.whole.facts
+    reps = {c.name: c.replicas for c in facts.candidates}
+    return plan_two_routes(scenario, profile, report, reps)
+
+
+def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | None = None) -> dict[str, Any]:
     from sim.decisions import answer_text as at
     from sim.decisions.bottleneck import Bottleneck
     from sim.decisions.bottleneck_text import evidence, limit_label
@@ -191,6 +201,7 @@ def to_json(report: Any, advice: list[Any], answer: Any) -> dict[str, Any]:
                                  "deployable": e.deployable} for w, e in a.engine_support()],
              "sources": list(a.sources), "notes": list(a.notes)} for a in advice
         ],
+        "two_routes": [r.to_json() for r in routes or ()],
         "sources": [*report.sources, *([report.price_source] if report.price_source else [])],
         "notes": list(report.notes),
     }
@@ -247,7 +258,8 @@ def _money(v: Any) -> str:
     return "∞" if math.isinf(v) else f"${1000.0 * v:.3g}"
 
 
-def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = False) -> list[str]:
+def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = False,
+                  routes: list[Any] | None = None) -> list[str]:
     from sim.decisions.answer_text import format_rows, rows
     from sim.decisions.answer_text import lines as verdict_lines
     from sim.decisions.bottleneck_text import format_bottlenecks
@@ -309,6 +321,8 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
                   *format_bottlenecks(list(report.bottlenecks))]
     for a in advice:
         lines += ["", *a.format_table(), "vLLM speculative_config:", a.vllm_snippet()]
+    for r in routes or ():
+        lines += ["", *r.lines()]
     sources = list(report.sources) if verbose else [short_source(s) for s in report.sources]
     lines += ["", "sources:" if verbose else "sources: (one line per section; --verbose: full provenance)",
               *(f"  {s}" for s in sources), *([f"  {report.price_source}"] if report.price_source else [])]

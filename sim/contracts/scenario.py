@@ -30,9 +30,11 @@ from sim.contracts.dataclass_mapping import from_mapping, internal_field, to_pla
 from sim.contracts.errors import FieldError, SpecplanError, read_text
 from sim.contracts.fleet_config import FleetConfig, NamedFleet
 from sim.contracts.input_limits import check_nesting, check_tree
-from sim.contracts.scenario_fields import NAME_RE, looked_in, resolve_path
+from sim.contracts.scenario_checks import check_scenario
+from sim.contracts.scenario_fields import looked_in, resolve_path
 from sim.contracts.scenario_overrides import apply_override
 from sim.contracts.toml_writer import dumps_toml
+from sim.contracts.two_route import TwoRouteConfig
 from sim.contracts.workload_config import WorkloadConfig
 
 __all__ = ["RunConfig", "Scenario", "SloConfig", "load_scenario", "parse_toml_text"]
@@ -143,6 +145,9 @@ class Scenario:
     fleets: dict[str, NamedFleet] | None = None
     """[fleets.NAME]: other hardware (profile, tensor parallel size, prices) a candidate may run
     on with ``fleet = "NAME"``, so one scenario compares GPU types with and without speculation."""
+    two_routes: tuple[TwoRouteConfig, ...] = ()
+    """[[two_routes]]: a speculative and a baseline pool behind a router by load, sized and priced
+    together (the deployable form of a load-dependent policy; ``sim.decisions.two_route``)."""
     origin: str | None = internal_field()
     """File the scenario came from (for error messages); None when built in code."""
     base_dir: str | None = internal_field()
@@ -158,88 +163,7 @@ class Scenario:
                 )
             # normalising the candidate list is part of construction, not a later mutation
             object.__setattr__(self, "candidates", (Candidate(BASELINE_NAME, "off"), *cands))
-        seen: set[str] = set()
-        based: set[str | None] = set()  # one baseline per fleet: hardware compared without speculation
-        for i, c in enumerate(self.candidates):
-            if c.name in seen:
-                raise FieldError(f"candidates[{i}].name", f"duplicate candidate name {c.name!r}")
-            seen.add(c.name)
-            if c.is_baseline and c.fleet in based:
-                raise FieldError(
-                    f"candidates[{i}].speculation", "at most one baseline (speculation = \"off\")"
-                    + (" per fleet" if self.fleets else "") + (f" (fleet {c.fleet!r})" if c.fleet else "")
-                )
-            if c.is_baseline:
-                based.add(c.fleet)
-        self._check_fleets()
-        self._check_closed_loop_sharing()
-        r = self.fleet.restart
-        if r is not None and r.at_s >= self.run.duration_s:
-            raise FieldError(
-                "fleet.restart.at_s",
-                f"must be < run.duration_s ({self.run.duration_s}), got {r.at_s}",
-            )
-        eng = self.fleet.engine
-        if not eng.chunked_prefill and self.workload.arrival != "trace":
-            budget = eng.max_num_batched_tokens  # None: the device's default, checked at run time
-            for i, s in enumerate(self.workload.segments):
-                assert s.prompt_tokens is not None  # checked by WorkloadConfig
-                ub = s.prompt_tokens.upper_bound
-                if ub is None or (budget is not None and ub > budget):
-                    raise FieldError(
-                        f"workload.segments[{i}].prompt_tokens",
-                        f"longest prompt ({'unbounded: set max' if ub is None else ub}) must fit "
-                        f"fleet.engine.max_num_batched_tokens ({budget or 'engine default'}) when "
-                        "chunked_prefill = false",
-                    )
-        needs_key = [c for c in self.candidates if c.speculates and c.assumed_acceptance is None
-                     and not (c.acceptance_trace is not None and c.trace_format != "specplan")]
-        if needs_key:
-            for i, s in enumerate(self.workload.segments):
-                if s.acceptance is None:
-                    raise FieldError(
-                        f"workload.segments[{i}].acceptance",
-                        f"required by candidate {needs_key[0].name!r} (or give it "
-                        "assumed_acceptance): {task, language} of a profile acceptance segment",
-                    )
-
-    def _check_fleets(self) -> None:
-        """Every ``fleet = NAME`` names a [fleets] table; prices on every fleet used or on none."""
-        named = self.fleets or {}
-        for name in named:
-            if not NAME_RE.match(name):
-                raise FieldError(f"fleets.{name}", "a fleet name must match [A-Za-z0-9._+-]+")
-        for i, c in enumerate(self.candidates):
-            if c.fleet is not None and c.fleet not in named:
-                raise FieldError(f"candidates[{i}].fleet", f"no [fleets.{c.fleet}] table; valid: "
-                                 f"{', '.join(named) or 'none defined (add a [fleets.NAME] table)'}")
-        used = {c.fleet for c in self.candidates}
-        if len(used) < 2:
-            return
-        priced = {n: (self.fleet if n is None else named[n]).price_per_gpu_hour is not None for n in used}
-        if len(set(priced.values())) > 1:
-            bare = next(n for n, p in priced.items() if not p)
-            raise FieldError(
-                "fleet.price_per_gpu_hour" if bare is None else f"fleets.{bare}.price_per_gpu_hour",
-                "required: other fleets the candidates run on are priced, and hardware compared "
-                "without its price cannot be ranked by cost (or remove every price)")
-
-    def _check_closed_loop_sharing(self) -> None:
-        """Closed-loop clients draw their requests as they go, and prefix sharing is named over a
-        whole run's requests up front; refused together rather than silently never hitting."""
-        if self.workload.arrival != "concurrency":
-            return
-        for i, s in enumerate(self.workload.segments):
-            if s.shared_prefix_tokens or s.documents is not None:
-                raise FieldError(f"workload.segments[{i}].shared_prefix_tokens",
-                                 "prefix sharing is not modelled with arrival = \"concurrency\" yet; "
-                                 "use poisson, gamma, piecewise or trace arrivals")
-        caching = [i for i, c in enumerate(self.candidates)
-                   if c.prefix_caching_on(self.fleet.engine.prefix_caching)]
-        if caching:
-            raise FieldError(f"candidates[{caching[0]}].prefix_caching",
-                             "prefix caching is not modelled with arrival = \"concurrency\" yet; "
-                             "use poisson, gamma, piecewise or trace arrivals")
+        check_scenario(self)
 
     def fleet_for(self, candidate: Candidate | str) -> FleetConfig:
         """The fleet ``candidate`` runs on: [fleet], with a named fleet's hardware when it has one."""

@@ -32,7 +32,7 @@ class EngineSupport:
 
 _TWO_ROUTES = ("two routes: a speculative pool (fixed k) and a baseline pool behind a router that "
                "sends traffic by load ({signal}); size and price both pools (both pools' GPUs count "
-               "in cost)")
+               "in cost) with a [[two_routes]] table in the scenario")
 _FIXED_AT_START = "vLLM fixes speculative_config at start-up (no per-step, per-batch or per-load switch)"
 _SUPPORT = {
     "off": (True, "no speculative_config", None),
