@@ -84,7 +84,6 @@ def _serve_running(rp, rq, budget, k):
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
-    chunked = c[ks.C_CHUNKED] != 0
     free = m[ks.M_FREE]
     nrun = m[ks.M_NRUN]
     nd = npf = npre = ctx_sum = ctx_max = pf_tokens = pf_ctx = n_draft = 0
@@ -105,9 +104,8 @@ def _serve_running(rp, rq, budget, k):
                 break
             is_decode = True
         else:
+            # mid-prompt: only with chunked prefill (without it a prompt is admitted whole)
             n = remaining if remaining < budget else budget
-            if not chunked and n < remaining:
-                break
             is_decode = False
         need = kv.running_need(computed, n, ints[r, ks.BLOCKS], bs)
         if need > free:
