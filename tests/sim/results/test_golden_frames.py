@@ -79,6 +79,10 @@ CASES = {
     # two replicas, replica 0 restarts and falls back to the baseline
     "restart": lambda tmp: _shipped("decision-grid-restart.toml",
                                     {"run.duration_s": 700, "fleet.restart.at_s": 300}),
+    # two GPU replicas routed to the least outstanding, busy enough that arrivals and both
+    # replicas' steps interleave (recorded with the arrivals routed in Python, before issue 30)
+    "gpu-chat-2lo": lambda tmp: _shipped("gpu-chat-h200.toml", {
+        "run.duration_s": 20, "run.warmup_s": 5, "fleet.replicas": 2, "workload.rate": 40.0}),
     "tight-chunked": lambda tmp: _tight(tmp, True, "paged"),
     "tight-whole-padded": lambda tmp: _tight(tmp, False, "padded"),
     "replay": _replay,
