@@ -100,9 +100,13 @@ def _frames(case: str, tmp: Path) -> dict[str, pl.DataFrame]:
     return out
 
 
-SOLO_CASES = ("default", "gpu-chat", "replay")
-"""Cases of one replica without a restart: it takes its arrivals in the kernel
-(``sim.model.solo_replica``); the others are routed in Python."""
+RUNS_ON = {"default": {"SoloReplica"}, "gpu-chat": {"SoloReplica"}, "replay": {"SoloReplica"},
+           "restart": {"CompiledReplica"}, "gpu-chat-2lo": {"RoutedReplica"},
+           "tight-chunked": {"RoutedReplica", "CompiledReplica"},
+           "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
+"""Which replicas each case runs on: one replica without a restart takes its arrivals in the
+kernel (``sim.model.solo_replica``), several have them routed there (``sim.model.routed_fleet``);
+a restart, or the adaptive policy (priced in Python), runs one SimPy event per step."""
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -118,8 +122,7 @@ def test_frames_match_the_recorded_goldens(case: str, tmp_path, monkeypatch) -> 
     monkeypatch.setattr(compiled_replica, "build", build)
     frames = _frames(case, tmp_path)
     assert len(built) == len(frames) // 3, f"{case}: a candidate did not run"
-    want = "SoloReplica" if case in SOLO_CASES else "CompiledReplica"
-    assert set(built) == {want}, f"{case}: ran on {built}, expected {want}"
+    assert set(built) == RUNS_ON[case], f"{case}: ran on {built}, expected {RUNS_ON[case]}"
     folder = GOLDEN / case
     if RECORD:
         folder.mkdir(parents=True, exist_ok=True)
