@@ -3,8 +3,8 @@
 KV use never exceeds capacity (and every block comes back), every arrival ends in exactly one
 outcome, replicas never run two steps at once, utilisation stays within [0, 1], and completed
 requests got exactly the tokens they asked for. And the planner's drivers — steps run back to
-back in one kernel call (a lone replica taking its arrivals there), or one SimPy event per step
-priced in Python — give the same frames, bit for bit, on every such fleet. (The rules
+back in one kernel call (a lone replica taking its arrivals there, several having them routed
+there), or one SimPy event per step priced in Python — give the same frames, bit for bit, on every such fleet. (The rules
 themselves are compared step by step with the oracle in ``test_planner_oracle.py``.)
 """
 
@@ -65,7 +65,7 @@ def fleets(draw):
         queue_limit=draw(st.one_of(st.none(), st.integers(0, 12))),
         max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 2.0))),
     )
-    replicas = draw(st.integers(1, 2))
+    replicas = draw(st.integers(1, 3))
     restart = None
     if draw(st.booleans()):
         restart = RestartConfig(
@@ -103,7 +103,7 @@ _PROFILE = synthetic_profile()
 def test_drivers_agree(case, proposal, timing, stop_s, write_back) -> None:
     """Same fleet, same requests, same seed: the same request, step and ITL frames and queue
     log, whether the replicas price steps compiled (a profile's timer: steps back to back in one
-    kernel call, a lone replica taking its arrivals there) or in Python (one SimPy event per
+    kernel call, the arrivals routed there without a restart) or in Python (one SimPy event per
     step), drained or stopped at ``stop_s``, restarted or not, its records written back into the
     requests or read from its arrays."""
     spec, reqs = case
