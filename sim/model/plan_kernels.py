@@ -120,8 +120,7 @@ def _serve_running(rp, rq, budget, k):
             n_draft += 1 if proposes else 0
             nd += 1
             ctx_sum += computed
-            if computed > ctx_max:
-                ctx_max = computed
+            ctx_max = max(ctx_max, computed)
         else:
             rp.pf_rows[npf] = i
             rp.pf_n[npf] = n
