@@ -200,3 +200,29 @@ def test_compiled_logs_grow_and_records_stay_the_same(replicas: int) -> None:
     assert len(a[3]) > 4096 and a[1].height > 2 * len(reqs)  # both grew
     for x, y in zip(a, b, strict=True):
         assert x.equals(y) if isinstance(x, pl.DataFrame) else x == y
+
+
+@pytest.mark.parametrize("routing", ["round_robin", "least_outstanding"])
+def test_replicas_whose_steps_end_together_draw_in_simpy_order(routing: str) -> None:
+    """Requests in identical pairs arriving together on two replicas: both replicas' steps end
+    at the same instants, so which one draws its accepted drafts first (the uniforms are one
+    stream) is SimPy's tie order; the fleet routed in the kernel must keep it."""
+    reqs = []
+    for j in range(30):
+        for _ in range(2):
+            reqs.append(Request(len(reqs), len(reqs), 0.37 * j, 24 + j % 5, 12 + j % 7, "s", None, [-0.6, -0.3]))
+    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200)
+    spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=2, routing=routing)
+    frames = []
+    for engine in ("compiled", "python"):
+        fleet = Fleet(spec, ProfileStepTimer(_PROFILE), np.random.default_rng(0))
+        with pytest.MonkeyPatch.context() as mp:
+            if engine == "python":
+                mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+            run = fleet.run(_copy(reqs))
+        frames.append((requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0), itl_frame(run, "c", 0)))
+    steps = frames[0][1]
+    ends = steps["t_start_s"] + steps["duration_s"]
+    assert ends.is_duplicated().any()  # the ties this test is about happen
+    for a, b in zip(*frames, strict=True):
+        assert a.equals(b)
