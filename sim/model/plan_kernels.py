@@ -42,8 +42,7 @@ def plan_step(rp, rq, lg, now, k):
             or (lg.G[ks.G_STEPS] + 1) * ks.ROW > lg.steps.shape[0]):
         return NO_ROOM
     budget = c[ks.C_BUDGET]
-    if k > budget - 1:
-        k = budget - 1
+    k = min(k, budget - 1)
     budget, free, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft = (
         _serve_running(rp, rq, budget, k))
     if npre:
@@ -205,7 +204,7 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens):
         npf += 1
         nrun += 1
         pf_tokens += n
-        budget -= n if n <= budget else budget
+        budget -= min(n, budget)
     m[ks.M_NRUN] = nrun
     return npf, pf_tokens, free
 
