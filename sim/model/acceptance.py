@@ -175,6 +175,8 @@ class AcceptanceModel:
         self.traces: dict | None = None
         """Per scenario segment, the traced requests whose sequences requests replay
         (``sim.model.trace_acceptance``); None: every step is drawn."""
+        self.trace_tokens: dict[str, np.ndarray] = {}
+        """Per traced segment, the output tokens each traced request covers (filled on first use)."""
 
     @classmethod
     def from_profile(

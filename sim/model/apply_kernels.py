@@ -52,10 +52,11 @@ def apply_step(rp, rq, lg, end):
             any_done = True
         else:
             ints[r, ks.GENERATED] = gen
+            # rejected drafts rolled back: their lookahead blocks return (what is kept never
+            # exceeds what was held: the step's blocks covered every token it computed)
             keep = kv.rollback_keep(computed, bs)
-            if keep < ints[r, ks.BLOCKS]:  # rejected drafts rolled back: their lookahead blocks return
-                free += ints[r, ks.BLOCKS] - keep
-                ints[r, ks.BLOCKS] = keep
+            free += ints[r, ks.BLOCKS] - keep
+            ints[r, ks.BLOCKS] = keep
     for j in range(npf):
         r = rp.run_idx[rp.pf_rows[j]]
         ints[r, ks.COMPUTED] += rp.pf_n[j]

@@ -34,11 +34,15 @@ from sim.model.queue_kernels import admit, end_request, unqueue
 
 
 class Arrivals(NamedTuple):
-    """A lone replica's arrivals and deadlines (cursors in ``Replica.meta``)."""
+    """A fleet's arrivals and deadlines (each replica's deadline cursors in its ``Replica.meta``)."""
 
     arr_s: np.ndarray
     clock: np.ndarray
     """The arrival process's SimPy clock (one value)."""
+    arrived: np.ndarray
+    """How many requests have been handed over (one value)."""
+    routed: np.ndarray
+    """The replica each handed-over request went to (-1: not yet)."""
     t_dl: np.ndarray
     """Client-timeout deadlines, sorted as the heap pops them (by deadline, then row)."""
     t_row: np.ndarray
@@ -60,35 +64,38 @@ def submit_until(rp, rq, av, upto, strict):
     False when the queue log is full (grow it, call again)."""
     m = rp.meta
     n = av.arr_s.shape[0]
-    while m[ks.M_ARRIVED] < n:
-        r = m[ks.M_ARRIVED]
+    while av.arrived[0] < n:
+        r = av.arrived[0]
         t = next_clock(av, r)
         if t > upto or (strict and t == upto):
             break
         if m[ks.M_QLOG] + 2 > rp.qlog.shape[0]:
             return False
         av.clock[0] = t
-        m[ks.M_ARRIVED] = r + 1
+        av.arrived[0] = r + 1
+        av.routed[r] = rp.cfg[ks.C_INDEX]
         admit(rp, rq, r, t)
     return True
 
 
 @njit
 def expire_due(rp, rq, av, now):
-    """``sim.model.deadlines.Deadlines.expire`` over the deadline arrays: queue-time limits
-    (arrival order), then client timeouts; False when the queue log is full (what was done
-    stays done; grow it, call again)."""
+    """``sim.model.deadlines.Deadlines.expire`` over the deadline arrays, for the requests
+    routed to ``rp``: queue-time limits (arrival order), then client timeouts; False when the
+    queue log is full (what was done stays done; grow it, call again)."""
     m = rp.meta
     ints = rq.ints
     qfull = rp.qlog.shape[0]
     max_queue_s = av.max_queue_s[0]
+    me = rp.cfg[ks.C_INDEX]
     if max_queue_s > 0:
-        while m[ks.M_QCUR] < m[ks.M_ARRIVED]:
+        while m[ks.M_QCUR] < av.arrived[0]:
             r = m[ks.M_QCUR]
             d = av.arr_s[r] + max_queue_s
             if d > now:
                 break
-            live = ints[r, ks.STATUS] == ks.WAITING and ints[r, ks.EVER] == 0
+            live = (av.routed[r] == me and ints[r, ks.STATUS] == ks.WAITING
+                    and ints[r, ks.EVER] == 0)
             if live and m[ks.M_QLOG] + 2 > qfull:
                 return False
             m[ks.M_QCUR] = r + 1
@@ -100,9 +107,9 @@ def expire_due(rp, rq, av, now):
     while m[ks.M_TCUR] < av.t_dl.shape[0]:
         d = av.t_dl[m[ks.M_TCUR]]
         r = av.t_row[m[ks.M_TCUR]]
-        if d > now or r >= m[ks.M_ARRIVED]:
+        if d > now or r >= av.arrived[0]:
             break
-        status = ints[r, ks.STATUS]
+        status = ints[r, ks.STATUS] if av.routed[r] == me else ks.DONE
         if status == ks.WAITING and m[ks.M_QLOG] + 2 > qfull:
             ok = False
             break
@@ -132,8 +139,8 @@ def advance_alone(rp, rq, lg, pol, ta, av, now, horizon):
             return rk.NEED_LOGS, now, 0.0
         why, dt = rk.step_until(rp, rq, lg, pol, ta, now, horizon)
         if why == rk.IDLE:
-            if m[ks.M_ARRIVED] < n and m[ks.M_NRUN] == 0 and m[ks.M_NWAIT] == 0:
-                t = next_clock(av, m[ks.M_ARRIVED])
+            if av.arrived[0] < n and m[ks.M_NRUN] == 0 and m[ks.M_NWAIT] == 0:
+                t = next_clock(av, av.arrived[0])
                 if t < horizon:  # idle until the next arrival wakes the replica
                     now = t
                     continue
@@ -152,4 +159,5 @@ def arrivals(requests, max_queue_time_s: float | None) -> Arrivals:
     row_arr = np.array(rows, np.int64)
     order = np.lexsort((row_arr, dl))
     lim = -1.0 if max_queue_time_s is None else float(max_queue_time_s)
-    return Arrivals(arr_s, np.zeros(1, np.float64), dl[order], row_arr[order], np.array([lim]))
+    return Arrivals(arr_s, np.zeros(1, np.float64), np.zeros(1, np.int64), np.full(len(arr_s), -1, np.int64),
+                    dl[order], row_arr[order], np.array([lim]))

@@ -244,18 +244,22 @@ def _pricer(timer):
 
 
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
-    """The replicas of ``fleet`` over ``requests``: a lone one takes its own arrivals unless a
-    restart has to re-route them or Python prices its steps."""
+    """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
+    replica's, or the whole fleet's, routed there) unless a restart has to re-route them or
+    Python prices the steps."""
     spec = fleet.spec
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
                          slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
     timer = pk.pack(fleet.step_timer, spec.proposer)
-    alone = spec.replicas == 1 and spec.restart is None
-    if alone and timer is not None and policy_array(spec.policy) is not None:
-        from sim.model.solo_replica import SoloReplica  # nothing to route: arrivals in the kernel
+    if spec.restart is None and timer is not None and policy_array(spec.policy) is not None:
+        if spec.replicas == 1:  # nothing to route: arrivals in the kernel
+            from sim.model.solo_replica import SoloReplica
 
-        return [SoloReplica(fleet, arrays, timer, track, requests)]
+            return [SoloReplica(fleet, arrays, timer, track, requests)]
+        from sim.model import routed_fleet  # arrivals routed in the kernel
+
+        return routed_fleet.build(fleet, arrays, timer, track, requests)
     return [CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]
 
 

@@ -11,6 +11,7 @@ kernels themselves take the state objects. ``flat_state`` gives the arrays in th
 from __future__ import annotations
 
 from sim.model import arrival_kernels as ak
+from sim.model import fleet_kernels as fk
 from sim.model import kernel_state as ks
 from sim.model import price_kernels as pk
 from sim.model import run_kernel as rk
@@ -20,7 +21,7 @@ from sim.model.policy_kernels import policy_k
 
 # the flat layout: Replica (13 arrays), Requests (5), Logs (5), then pol and TimerArrays (7)
 assert (len(ks.Replica._fields), len(ks.Requests._fields), len(ks.Logs._fields),
-        len(pk.TimerArrays._fields), len(ak.Arrivals._fields)) == (13, 5, 5, 7, 5)
+        len(pk.TimerArrays._fields), len(ak.Arrivals._fields), len(fk.FleetClock._fields)) == (13, 5, 5, 7, 7, 7)
 STATE = 23
 """Arrays of (Replica, Requests, Logs)."""
 
@@ -47,7 +48,15 @@ def finish(*a):
 def advance_alone(*a):
     """``arrival_kernels.advance_alone(rp, rq, lg, pol, ta, av, now, horizon)``, flat."""
     return ak.advance_alone(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
-                            pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:36]), a[36], a[37])
+                            pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:38]), a[38], a[39])
+
+
+@njit
+def run_fleet(*a):
+    """``fleet_kernels.run_fleet(st, rq, lg, pol, ta, av, fc)`` (``st``: every replica's arrays
+    stacked), flat."""
+    return fk.run_fleet(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
+                        pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:38]), fk.FleetClock(*a[38:45]))
 
 
 @njit

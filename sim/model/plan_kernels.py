@@ -44,8 +44,7 @@ def plan_step(rp, rq, lg, now, k):
             or (lg.G[ks.G_STEPS] + 1) * ks.ROW > lg.steps.shape[0]):
         return NO_ROOM
     budget = c[ks.C_BUDGET]
-    if k > budget - 1:
-        k = budget - 1
+    k = min(k, budget - 1)
     budget, free, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft = (
         _serve_running(rp, rq, budget, k))
     if npre:
@@ -86,7 +85,6 @@ def _serve_running(rp, rq, budget, k):
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
-    chunked = c[ks.C_CHUNKED] != 0
     free = m[ks.M_FREE]
     nrun = m[ks.M_NRUN]
     nd = npf = npre = ctx_sum = ctx_max = pf_tokens = pf_ctx = n_draft = 0
@@ -107,9 +105,8 @@ def _serve_running(rp, rq, budget, k):
                 break
             is_decode = True
         else:
+            # mid-prompt: only with chunked prefill (without it a prompt is admitted whole)
             n = remaining if remaining < budget else budget
-            if not chunked and n < remaining:
-                break
             is_decode = False
         need = kv.running_need(computed, n, ints[r, ks.BLOCKS], bs)
         if need > free:
@@ -124,8 +121,7 @@ def _serve_running(rp, rq, budget, k):
             n_draft += 1 if proposes else 0
             nd += 1
             ctx_sum += computed
-            if computed > ctx_max:
-                ctx_max = computed
+            ctx_max = max(ctx_max, computed)
         else:
             rp.pf_rows[npf] = i
             rp.pf_n[npf] = n
@@ -226,7 +222,7 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
         nrun += 1
         pf_tokens += n
         pf_ctx += n * cached
-        budget -= n if n <= budget else budget
+        budget -= min(n, budget)
     m[ks.M_NRUN] = nrun
     return npf, pf_tokens, pf_ctx, free
 

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from sim.model import arrival_kernels as ak
 from sim.model import kernel_entry as ke
-from sim.model import kernel_state as ks
 from sim.model import price_kernels as pk
 from sim.model import run_kernel as rk
 from sim.model.compiled_replica import CompiledReplica
@@ -36,7 +35,7 @@ class SoloReplica(CompiledReplica):
         raise RuntimeError("a lone compiled replica takes its arrivals itself; nothing submits to it")
 
     def mark_routed(self, requests: Sequence[Request]) -> None:
-        for req in requests[: int(self.rp.meta[ks.M_ARRIVED])]:
+        for req in requests[: int(self.av.arrived[0])]:
             req.replica = 0
 
     def run(self):

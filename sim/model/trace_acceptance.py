@@ -81,12 +81,31 @@ def trace_acceptance(
     return model, chosen
 
 
+def trace_tokens(t: TraceRequest) -> int:
+    """Output tokens a traced request's sequence covers before a replay would loop it: its
+    answer's positions, or every recorded step's committed tokens (1 + accepted) at its k."""
+    if t.layout == "positions":
+        return len(t.values)
+    return sum(1 + max(v, 0) for v in t.values)
+
+
 def draw_trace_request(
-    model: AcceptanceModel, traces: Mapping[str, list[TraceRequest]], segment: str, rng: np.random.Generator
+    model: AcceptanceModel, traces: Mapping[str, list[TraceRequest]], segment: str, rng: np.random.Generator,
+    output_tokens: int = 0,
 ) -> tuple[np.ndarray, float, TraceRequest]:
-    """One simulated request's (rates, proposal rate, traced request), all from one draw."""
+    """One simulated request's (rates, proposal rate, traced request), all from one draw among
+    the traced requests that cover its ``output_tokens`` (else the longest): a short trace
+    looped over a long answer repeats its opening (often its easiest or hardest part) and
+    biases tokens per step. When every traced request covers it, the draw is the plain one."""
     seg = model.segment(segment)
-    recs = traces.get(segment) or traces["*"]
-    i = int(rng.integers(len(recs)))
+    name = segment if traces.get(segment) else "*"
+    recs = traces[name]
+    cover = model.trace_tokens.get(name)
+    if cover is None:
+        cover = model.trace_tokens[name] = np.array([trace_tokens(r) for r in recs], np.int64)
+    fits = np.flatnonzero(cover >= output_tokens)
+    if fits.size == 0:
+        fits = np.flatnonzero(cover == cover.max())
+    i = int(fits[int(rng.integers(fits.size))])
     prop = 1.0 if seg.row_proposal is None else float(seg.row_proposal[i])
     return seg.rows[i], prop, recs[i]

@@ -402,7 +402,7 @@ def _build_requests(
         elif model is not None:
             from sim.model.trace_acceptance import draw_trace_request
 
-            rates, proposal, trace = draw_trace_request(model, model.traces, s.segment, rng)
+            rates, proposal, trace = draw_trace_request(model, model.traces, s.segment, rng, s.output_tokens)
             neg = [-r for r in rates.tolist()]
         req = Request(i, s.id, s.arrival_s, s.prompt_tokens, s.output_tokens, s.segment, s.timeout_s, neg)
         req.proposal = proposal

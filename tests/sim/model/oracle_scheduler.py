@@ -183,9 +183,8 @@ class OracleScheduler:
                     break
                 is_decode = True
             else:
+                # mid-prompt: only with chunked prefill (without it a prompt is admitted whole)
                 n = remaining if remaining < budget else budget
-                if not cfg.chunked_prefill and n < remaining:
-                    break
                 is_decode = False
             need = -(-(computed + n) // bs) - req.blocks
             if need > free:

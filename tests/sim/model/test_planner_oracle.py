@@ -171,6 +171,9 @@ def _same_run(case) -> None:
         assert total[0] == total[1], f"{where}: accepted total"
         assert gaps[0] == gaps[1], f"{where}: ITL samples"
         _same_state(oracle, sched, ro, rf, f"{where}, applied")
+        if not cfg.chunked_prefill:  # a prompt is admitted whole: no running request mid-prompt
+            mid = [r.id for r in sched.running if r.computed < r.prompt_tokens + r.generated - 1]
+            assert not mid, f"{where}: requests {mid} mid-prompt without chunked prefill"
         t = end
     seen.update({"a prefix-cache eviction"} if oracle.cache.evictions else set())
     seen.update(f"outcome {r.outcome}" for r in ro)

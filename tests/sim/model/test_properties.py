@@ -3,8 +3,8 @@
 KV use never exceeds capacity (and every block comes back), every arrival ends in exactly one
 outcome, replicas never run two steps at once, utilisation stays within [0, 1], and completed
 requests got exactly the tokens they asked for. And the planner's drivers — steps run back to
-back in one kernel call (a lone replica taking its arrivals there), or one SimPy event per step
-priced in Python — give the same frames, bit for bit, on every such fleet. (The rules
+back in one kernel call (a lone replica taking its arrivals there, several having them routed
+there), or one SimPy event per step priced in Python — give the same frames, bit for bit, on every such fleet. (The rules
 themselves are compared step by step with the oracle in ``test_planner_oracle.py``.)
 """
 
@@ -64,8 +64,15 @@ def fleets(draw):
         chunked_prefill=draw(st.booleans()),
         queue_limit=draw(st.one_of(st.none(), st.integers(0, 12))),
         max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 2.0))),
+        prefix_caching=draw(st.booleans()),
     )
-    replicas = draw(st.integers(1, 2))
+    if cfg.prefix_caching:  # prompts share prefixes: a leading part of one of two chains, or none
+        chain = 40 // block_size + 1
+        for r in reqs:
+            group = draw(st.sampled_from([None, 0, 1]))
+            if group is not None:
+                r.prefix = [group * chain + j for j in range(draw(st.integers(0, r.prompt_tokens // block_size)))]
+    replicas = draw(st.integers(1, 3))
     restart = None
     if draw(st.booleans()):
         restart = RestartConfig(
@@ -90,8 +97,11 @@ def _end_state(rep) -> tuple[int, int, int]:
 
 
 def _copy(reqs: list[Request]) -> list[Request]:
-    return [Request(r.idx, r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.segment,
-                    r.timeout_s, list(r.negrates)) for r in reqs]
+    out = [Request(r.idx, r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.segment,
+                   r.timeout_s, list(r.negrates)) for r in reqs]
+    for a, r in zip(out, reqs, strict=True):
+        a.prefix = r.prefix
+    return out
 
 
 _PROFILE = synthetic_profile()
@@ -103,7 +113,7 @@ _PROFILE = synthetic_profile()
 def test_drivers_agree(case, proposal, timing, stop_s, write_back) -> None:
     """Same fleet, same requests, same seed: the same request, step and ITL frames and queue
     log, whether the replicas price steps compiled (a profile's timer: steps back to back in one
-    kernel call, a lone replica taking its arrivals there) or in Python (one SimPy event per
+    kernel call, the arrivals routed there without a restart) or in Python (one SimPy event per
     step), drained or stopped at ``stop_s``, restarted or not, its records written back into the
     requests or read from its arrays."""
     spec, reqs = case
@@ -200,3 +210,29 @@ def test_compiled_logs_grow_and_records_stay_the_same(replicas: int) -> None:
     assert len(a[3]) > 4096 and a[1].height > 2 * len(reqs)  # both grew
     for x, y in zip(a, b, strict=True):
         assert x.equals(y) if isinstance(x, pl.DataFrame) else x == y
+
+
+@pytest.mark.parametrize("routing", ["round_robin", "least_outstanding"])
+def test_replicas_whose_steps_end_together_draw_in_simpy_order(routing: str) -> None:
+    """Requests in identical pairs arriving together on two replicas: both replicas' steps end
+    at the same instants, so which one draws its accepted drafts first (the uniforms are one
+    stream) is SimPy's tie order; the fleet routed in the kernel must keep it."""
+    reqs = []
+    for j in range(30):
+        for _ in range(2):
+            reqs.append(Request(len(reqs), len(reqs), 0.37 * j, 24 + j % 5, 12 + j % 7, "s", None, [-0.6, -0.3]))
+    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200)
+    spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=2, routing=routing)
+    frames = []
+    for engine in ("compiled", "python"):
+        fleet = Fleet(spec, ProfileStepTimer(_PROFILE), np.random.default_rng(0))
+        with pytest.MonkeyPatch.context() as mp:
+            if engine == "python":
+                mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+            run = fleet.run(_copy(reqs))
+        frames.append((requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0), itl_frame(run, "c", 0)))
+    steps = frames[0][1]
+    ends = steps["t_start_s"] + steps["duration_s"]
+    assert ends.is_duplicated().any()  # the ties this test is about happen
+    for a, b in zip(*frames, strict=True):
+        assert a.equals(b)

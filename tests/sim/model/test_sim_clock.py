@@ -55,3 +55,52 @@ def test_an_urgent_timeout_is_a_triggered_event_with_no_value() -> None:
     assert env.peek() == 0.25
     env.run()
     assert env.now == 0.25 and ev.processed
+
+
+def test_the_queue_order_fleet_kernels_emulate() -> None:
+    """``sim.model.fleet_kernels`` replays SimPy's queue: events at the same time and priority
+    in the order they were scheduled (one id counter), a succeeded event (a replica's wake-up)
+    scheduled at once with the normal priority, a process's end an event of its own at the
+    time it returns (a replica's horizon stops there), ``run(until)`` an urgent event."""
+    env = simpy.Environment()
+    order = []
+    wake = env.event()
+
+    def replica(name, delay):
+        yield env.timeout(delay)
+        order.append(name)
+
+    def arrivals():
+        yield urgent_timeout(env, 1.0)
+        wake.succeed()  # scheduled now (t=1), after the step ends already due at t=1
+        order.append("arrival")
+
+    def woken():
+        yield wake
+        order.append("woken")
+
+    env.process(replica("b", 1.0))
+    env.process(replica("a", 1.0))
+    env.process(arrivals())
+    env.process(woken())
+    env.run(until=1.0 + 1e-9)
+    assert order == ["arrival", "b", "a", "woken"], "SimPy's tie order changed"
+    env = simpy.Environment()
+
+    def ends():
+        yield env.timeout(0.5)
+
+    env.process(ends())
+    env.step()  # the process starts
+    env.step()  # its timeout: it returns at 0.5
+    assert env.peek() == 0.5, "a process's end is no longer an event of its own"
+    env = simpy.Environment()
+    seen = []
+
+    def at_stop():
+        yield urgent_timeout(env, 2.0)  # scheduled after run(until=2.0) created its stop
+        seen.append(env.now)
+
+    env.process(at_stop())
+    env.run(until=2.0)
+    assert seen == [] and env.now == 2.0, "run(until) no longer stops before urgent events due then"

@@ -186,3 +186,27 @@ def test_scenario_replays_a_trace_and_prints_both_mean_lengths(tmp_path) -> None
     # there: the rows count real steps); the overstatement is the naive per-position estimate
     ind_mean = ind.summary.filter(pl.col("segment") == "all").row(0, named=True)["mean_acceptance_length_per_step"]
     assert ind_mean == pytest.approx(exact, rel=0.08)
+
+
+def test_traces_that_cover_the_answer_are_replayed_not_a_short_one_looped(tmp_path) -> None:
+    """Issue 31 item 4: a short trace of one long copied run (every draft accepted) beside long
+    free-text traces (acc_len 1). Answers of 201 tokens replay only traces that cover them, so
+    tokens per step is the long traces' (1.0), not pulled up by looping the short one; an
+    answer the short trace covers may still replay it."""
+    long = clustered(3, np.random.default_rng(2), length=260)
+    long = [TraceRequest(t.request, t.task, t.language, t.temperature, t.layout, (1,) * 260) for t in long]
+    short = TraceRequest("short", "chat", "en", 0.0, "positions", tuple(range(40, 0, -1)))
+    write_trace(str(tmp_path / "trace.jsonl"), [short, *long])
+    sc = load_scenario(write_scenario(tmp_path, SCENARIO))
+    rep = simulate_once(sc, synthetic_profile(), "replay", 1)
+    got = rep.summary.filter(pl.col("segment") == "all").row(0, named=True)["mean_acceptance_length_per_step"]
+    assert got == pytest.approx(1.0)  # looping the 40-token run would give ~2.5 tokens per step
+    from sim.model.trace_acceptance import draw_trace_request, trace_acceptance, trace_tokens
+
+    assert trace_tokens(short) == 40 and trace_tokens(long[0]) == 260
+    model, chosen = trace_acceptance([short, *long], 4, None, proposer="ngram", source="t")
+    rng = np.random.default_rng(0)
+    picked = {draw_trace_request(model, chosen, "chat", rng, 30)[2].request for _ in range(200)}
+    assert "short" in picked and len(picked) == 4  # every trace covers 30 tokens
+    picked = {draw_trace_request(model, chosen, "chat", rng, 300)[2].request for _ in range(50)}
+    assert "short" not in picked  # none covers 300: the longest are drawn

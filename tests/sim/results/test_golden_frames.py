@@ -79,6 +79,10 @@ CASES = {
     # two replicas, replica 0 restarts and falls back to the baseline
     "restart": lambda tmp: _shipped("decision-grid-restart.toml",
                                     {"run.duration_s": 700, "fleet.restart.at_s": 300}),
+    # two GPU replicas routed to the least outstanding, busy enough that arrivals and both
+    # replicas' steps interleave (recorded with the arrivals routed in Python, before issue 30)
+    "gpu-chat-2lo": lambda tmp: _shipped("gpu-chat-h200.toml", {
+        "run.duration_s": 20, "run.warmup_s": 5, "fleet.replicas": 2, "workload.rate": 40.0}),
     "tight-chunked": lambda tmp: _tight(tmp, True, "paged"),
     "tight-whole-padded": lambda tmp: _tight(tmp, False, "padded"),
     "replay": _replay,
@@ -99,9 +103,13 @@ def _frames(case: str, tmp: Path) -> dict[str, pl.DataFrame]:
 NEWER_ZERO_COLUMNS = {"prefix_hit_tokens"}
 """Record columns newer than the goldens, all 0 in these runs (prefix caching off)."""
 
-SOLO_CASES = ("default", "gpu-chat", "replay")
-"""Cases of one replica without a restart: it takes its arrivals in the kernel
-(``sim.model.solo_replica``); the others are routed in Python."""
+RUNS_ON = {"default": {"SoloReplica"}, "gpu-chat": {"SoloReplica"}, "replay": {"SoloReplica"},
+           "restart": {"CompiledReplica"}, "gpu-chat-2lo": {"RoutedReplica"},
+           "tight-chunked": {"RoutedReplica", "CompiledReplica"},
+           "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
+"""Which replicas each case runs on: one replica without a restart takes its arrivals in the
+kernel (``sim.model.solo_replica``), several have them routed there (``sim.model.routed_fleet``);
+a restart, or the adaptive policy (priced in Python), runs one SimPy event per step."""
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -117,8 +125,7 @@ def test_frames_match_the_recorded_goldens(case: str, tmp_path, monkeypatch) -> 
     monkeypatch.setattr(compiled_replica, "build", build)
     frames = _frames(case, tmp_path)
     assert len(built) == len(frames) // 3, f"{case}: a candidate did not run"
-    want = "SoloReplica" if case in SOLO_CASES else "CompiledReplica"
-    assert set(built) == {want}, f"{case}: ran on {built}, expected {want}"
+    assert set(built) == RUNS_ON[case], f"{case}: ran on {built}, expected {RUNS_ON[case]}"
     folder = GOLDEN / case
     if RECORD:
         folder.mkdir(parents=True, exist_ok=True)
