@@ -44,7 +44,7 @@ class ReportContent:
     figures: Sequence[tuple[str, str, go.Figure | Mapping[str, Any]]]
     """(section, figure id, figure or its JSON dict) in display order."""
     decisions: Sequence[Mapping[str, Any]]
-    """Rows of ``sim.decisions.answer_text.rows_frame``: the decision's table (``numbers`` as a
+    """Rows of ``sim.decisions.answer_export.rows_frame``: the decision's table (``numbers`` as a
     JSON string or a mapping)."""
     key_numbers: Sequence[Mapping[str, Any]]
     """One row per candidate at the scenario's load (``dashboard.view.key_numbers``)."""

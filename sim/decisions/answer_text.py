@@ -6,14 +6,11 @@ computed from), so the terminal, the JSON, the report and the dashboard say the 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import polars as pl
 
 from sim.decisions.decision import Decision, cost_at_size
 from sim.decisions.facts import CandidateFacts
@@ -368,66 +365,3 @@ def _window_row(whole: Decision, w: Decision) -> Row:
     return Row("window", w.winner or "-", "all", w.window, said, dec,
                "a window holds fewer requests than the whole run: its intervals are wider",
                {"seeds": float(w.n_seeds)})
-
-
-def to_json(answer: Answer) -> dict[str, object]:
-    """Plain JSON of the answer (no inf or NaN: null with words)."""
-    def one(d: Decision) -> dict[str, object]:
-        return {
-            "window": d.window, "question": d.question, "outcome": d.outcome, "winner": d.winner,
-            "leaders": list(d.leaders), "baseline": d.baseline, "headline": headline(d),
-            "reasons": [{"step": s, "found": t} for s, t in d.steps],
-            "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
-                           "device": d.facts.device_of(s.candidate),
-                           "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
-                           "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
-                          for s in d.standings],
-            "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,
-                             "n_seeds": c.result.n, "mean_difference": _num(c.result.diff),
-                             "ci95_halfwidth": _num(c.result.half), "indifference": _num(c.result.delta),
-                             "verdict": c.verdict} for c in d.comparisons],
-            "causes": [{"candidate": c.candidate, "metric": c.metric, "change_vs_baseline_ms": _num(c.total),
-                        "prefix_caching_ms": _num(c.caching), "speculation_ms": _num(c.speculation)}
-                       for c in d.causes],
-            "seeds": list(d.facts.seeds), "max_seeds": d.max_seeds, "method": method(d),
-        }
-
-    doc = one(answer.whole)
-    doc["windows"] = [one(w) for w in answer.windows]
-    doc["budget"] = answer.budget_note
-    return doc
-
-
-def _num(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)
-
-
-def _clean(m: Mapping[str, float]) -> dict[str, float | None]:
-    return {k: _num(v) for k, v in m.items()}
-
-
-def rows_json(table: Sequence[Row]) -> list[dict[str, object]]:
-    """The rows as plain JSON objects."""
-    return [{"rule": r.rule, "candidate": r.candidate, "segment": r.segment, "load": r.load,
-             "observation": r.observation, "decision": r.decision, "risk": r.risk,
-             "numbers": _clean(r.numbers)} for r in table]
-
-
-def rows_frame(table: Sequence[Row]) -> pl.DataFrame:
-    """Tidy frame of the rows; ``numbers`` as a JSON object string (stable key order)."""
-    return pl.DataFrame(
-        [{"rule": r.rule, "candidate": r.candidate, "segment": r.segment, "load": r.load,
-          "observation": r.observation, "decision": r.decision, "risk": r.risk,
-          "numbers": json.dumps(_clean(r.numbers), sort_keys=True)} for r in table],
-        schema={c: pl.String for c in ("rule", "candidate", "segment", "load", "observation",
-                                        "decision", "risk", "numbers")},
-    )
-
-
-def format_rows(table: Sequence[Row]) -> str:
-    """Terminal block: one numbered row each."""
-    out = []
-    for i, r in enumerate(table, 1):
-        out += [f"{i}. [{r.rule}] {r.candidate} @ {r.load}", f"   observed: {r.observation}",
-                f"   decision: {r.decision}", f"   risk:     {r.risk}"]
-    return "\n".join(out)

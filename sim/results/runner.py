@@ -27,7 +27,8 @@ from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.results.intervals import mean_ci95
-from sim.results.simulation import RunResult, extrapolation_notes, simulate_once
+from sim.results.run_notes import extrapolation_notes
+from sim.results.simulation import RunResult, simulate_once
 
 
 def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:

@@ -8,8 +8,7 @@ once at admission, and every step's accepted count).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +19,7 @@ from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
-from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
+from sim.model.acceptance import AcceptanceModel
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits
 from sim.model.kv_capacity import check_replica_shape, kv_capacity
@@ -33,11 +32,7 @@ from sim.results import metric_names as mn
 from sim.results.cost import fleet_cost_usd
 from sim.results.metrics import measured_window, summarize, with_request_overhead
 from sim.results.records import itl_frame, requests_frame, steps_frame
-
-MIXED_STEP_NOTE = (
-    "approximation: a step mixing prefill and decode is timed as the sum of the two passes "
-    "(a fused pass is cheaper on GPUs; docs/profile-format.md)"
-)
+from sim.results.run_notes import extrapolations, run_notes
 
 
 @dataclass(frozen=True)
@@ -253,138 +248,14 @@ def simulate_once(
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
         queue_log=run.queue_log,
     )
-    extrap, timer_steps = _extrapolations(timer)
-    notes, sources = _run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
+    extrap, timer_steps = extrapolations(timer)
+    notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
                                 policy.k_max, limits.source)
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),
         {"extrapolations": extrap or {}, "timer_steps": timer_steps},
     )
-
-
-def _run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
-               extrap: dict[str, int] | None, req_df: pl.DataFrame, step_df: pl.DataFrame,
-               model: AcceptanceModel | None, k_max: int,
-               limits_source: str | None) -> tuple[list[str], list[str]]:
-    """The notes (approximations, unfinished requests, thin acceptance) and provenance lines of
-    one run."""
-    notes = [] if extrap is not None else list(_timer_notes(timer))
-    fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
-    if not fused and step_df.height and (
-        step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
-    ):
-        notes.append(MIXED_STEP_NOTE)
-    if not scenario.run.drain:
-        n_unf = req_df.filter(pl.col("outcome") == mn.UNFINISHED).height
-        if n_unf:
-            notes.append(
-                f"{cand.name} seed {seed}: {n_unf} requests still in flight at duration_s "
-                "(drain = false) end as 'unfinished' and count as not good"
-            )
-    sources: list[str] = [limits_source] if limits_source else []
-    if scenario.fleet.request_overhead is not None:
-        sources.append(scenario.fleet.request_overhead.source_line)
-    if model is not None and cand.assumed_acceptance is not None:
-        sources.append(f"{cand.name}: {model.source} (chosen by a person, not measured)")
-    elif model is not None:
-        if cand.acceptance_trace is not None:
-            sources.append(f"{cand.name}: {model.source}")
-        outputs = {
-            str(seg): float(med)
-            for seg, med in req_df.group_by("segment").agg(pl.col("output_tokens").median()).iter_rows()
-        }
-        notes.extend(
-            acceptance_notes(model, scenario.workload.segment_names, cand.name, k_max, outputs)
-        )
-    return notes, sources
-
-
-def acceptance_notes(
-    model: AcceptanceModel,
-    segments: Sequence[str],
-    who: str,
-    k: int,
-    output_medians: Mapping[str, float] | None = None,
-) -> list[str]:
-    """Say when a segment's measured acceptance is thin or off-target: no per-request spread,
-    so few requests that its mean is uncertain, or answers much shorter or longer than the
-    workload's (``output_medians``: segment -> median output tokens simulated). A wrong mean
-    shifts every step count, so every latency."""
-    unknown = [s for s in segments if not _spread_known(model, s)]
-    notes = []
-    for name in segments:
-        seg = model.segments.get(name)
-        if seg is not None and seg.note:
-            notes.append(f"{who}: acceptance for segment {name}: {seg.note}")
-    if unknown:
-        notes.append(
-            f"{who}: acceptance spread across requests unknown for segment(s) "
-            f"{', '.join(unknown)}; every request gets the aggregate rates (tails may be "
-            "understated)"
-        )
-    thin: list[str] = []
-    off: dict[str, list[str]] = {"shorter": [], "longer": []}
-    for name in segments:
-        if name in unknown:
-            continue
-        mal, half, n = model.precision(name, k)
-        if 0 < n < FEW_REQUESTS:
-            thin.append(f"{name} ({n} requests: {mal:.2f} ± {half:.2f})")
-        want = (output_medians or {}).get(name, math.nan)
-        had = model.measured_output_tokens(name)
-        if want > 0 and had > 0 and max(want / had, had / want) > OUTPUT_LENGTH_RATIO:
-            # No simulated number in the text: the note must read the same for every seed.
-            off["shorter" if want > had else "longer"].append(f"{name} (~{had:.0f} tokens)")
-    if thin:
-        notes.append(
-            f"{who}: acceptance rests on few measured requests for segment(s) {', '.join(thin)} "
-            f"(mean acceptance length at k={k} ± the 95% interval of the mean); measure more "
-            "prompts per segment (specplan profile --prompts-per-segment)"
-        )
-    for side, names in off.items():
-        if names:
-            notes.append(
-                f"{who}: acceptance was measured on answers over {OUTPUT_LENGTH_RATIO:g}x {side} "
-                f"than the simulated outputs for segment(s) {', '.join(names)}; acceptance "
-                "changes with answer length (measure with specplan profile --max-new-tokens near "
-                "the outputs' lengths)"
-            )
-    return notes
-
-
-def _spread_known(model: AcceptanceModel, segment: str) -> bool:
-    try:
-        return model.spread_known(segment)
-    except KeyError:
-        return False
-
-
-def _extrapolations(timer: object) -> tuple[dict[str, int] | None, int]:
-    """Extrapolated lookups per ``quantity.axis side bound`` (None if the timer has no grids)."""
-    grids = getattr(timer, "grids", None)
-    if not callable(grids):
-        return None, 0
-    out: dict[str, int] = {}
-    for g in grids():
-        for what, n in g.extrapolations().items():
-            if n:
-                out[f"{g.name.removeprefix('timing.')}.{what}"] = n
-    return out, int(getattr(timer, "steps", 0))
-
-
-def extrapolation_notes(counts: dict[str, int], steps: int, who: str) -> list[str]:
-    """``extrapolated: target_forward.context above 2048 in 12.0% of steps (...)`` lines."""
-    return [
-        f"extrapolated ({who}): {what} in {100.0 * n / max(steps, 1):.1f}% of steps "
-        f"({n} of {steps})"
-        for what, n in sorted(counts.items())
-    ]
-
-
-def _timer_notes(timer: object) -> list[str]:
-    describe = getattr(timer, "describe_extrapolations", None)
-    return list(describe()) if callable(describe) else []
 
 
 def _build_requests(

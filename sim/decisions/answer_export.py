@@ -1,0 +1,76 @@
+"""The one answer as data: plain JSON (no inf or NaN), a tidy frame of the decision table and its
+numbered terminal block; every surface that exports the answer calls these."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from sim.decisions.answer_text import Answer, Row, headline, method, numbers
+from sim.decisions.decision import Decision
+
+
+def to_json(answer: Answer) -> dict[str, object]:
+    """Plain JSON of the answer (no inf or NaN: null with words)."""
+    def one(d: Decision) -> dict[str, object]:
+        return {
+            "window": d.window, "question": d.question, "outcome": d.outcome, "winner": d.winner,
+            "leaders": list(d.leaders), "baseline": d.baseline, "headline": headline(d),
+            "reasons": [{"step": s, "found": t} for s, t in d.steps],
+            "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
+                           "device": d.facts.device_of(s.candidate),
+                           "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
+                           "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
+                          for s in d.standings],
+            "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,
+                             "n_seeds": c.result.n, "mean_difference": _num(c.result.diff),
+                             "ci95_halfwidth": _num(c.result.half), "indifference": _num(c.result.delta),
+                             "verdict": c.verdict} for c in d.comparisons],
+            "causes": [{"candidate": c.candidate, "metric": c.metric, "change_vs_baseline_ms": _num(c.total),
+                        "prefix_caching_ms": _num(c.caching), "speculation_ms": _num(c.speculation)}
+                       for c in d.causes],
+            "seeds": list(d.facts.seeds), "max_seeds": d.max_seeds, "method": method(d),
+        }
+
+    doc = one(answer.whole)
+    doc["windows"] = [one(w) for w in answer.windows]
+    doc["budget"] = answer.budget_note
+    return doc
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def _clean(m: Mapping[str, float]) -> dict[str, float | None]:
+    return {k: _num(v) for k, v in m.items()}
+
+
+def rows_json(table: Sequence[Row]) -> list[dict[str, object]]:
+    """The rows as plain JSON objects."""
+    return [{"rule": r.rule, "candidate": r.candidate, "segment": r.segment, "load": r.load,
+             "observation": r.observation, "decision": r.decision, "risk": r.risk,
+             "numbers": _clean(r.numbers)} for r in table]
+
+
+def rows_frame(table: Sequence[Row]) -> pl.DataFrame:
+    """Tidy frame of the rows; ``numbers`` as a JSON object string (stable key order)."""
+    return pl.DataFrame(
+        [{"rule": r.rule, "candidate": r.candidate, "segment": r.segment, "load": r.load,
+          "observation": r.observation, "decision": r.decision, "risk": r.risk,
+          "numbers": json.dumps(_clean(r.numbers), sort_keys=True)} for r in table],
+        schema={c: pl.String for c in ("rule", "candidate", "segment", "load", "observation",
+                                        "decision", "risk", "numbers")},
+    )
+
+
+def format_rows(table: Sequence[Row]) -> str:
+    """Terminal block: one numbered row each."""
+    out = []
+    for i, r in enumerate(table, 1):
+        out += [f"{i}. [{r.rule}] {r.candidate} @ {r.load}", f"   observed: {r.observation}",
+                f"   decision: {r.decision}", f"   risk:     {r.risk}"]
+    return "\n".join(out)
