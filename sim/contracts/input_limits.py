@@ -329,9 +329,9 @@ def workload_size(workload: Any, run: Any, trace: Any = None) -> tuple[float, fl
     before any request is generated (a trace: its rows, at most)."""
     duration = float(run.duration_s)
     if workload.arrival in ("poisson", "gamma"):
-        n = float(workload.rate) * duration
+        n = float(workload.rate) * duration * workload.turns_per_arrival
     elif workload.arrival == "piecewise":
-        n = float(workload.piecewise.max_rate()) * duration
+        n = float(workload.piecewise.max_rate()) * duration * workload.turns_per_arrival
     elif workload.arrival == "concurrency":
         n = -1.0  # clients: their count follows from the lengths (below)
     else:

@@ -116,6 +116,29 @@ class DocumentsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationConfig:
+    """Multi-turn conversations that resend their history (open loop): each of a segment's
+    arrivals starts one, and each later turn's prompt is the previous prompt + its output + the
+    user's new message (docs/prefix-caching.md)."""
+
+    turns: int
+    """Turns per conversation (1..1000), the first included."""
+    gap_s: float
+    """Mean seconds from a turn's arrival to the next turn's (exponential, > 0): the answer's
+    time plus the user's think time; the next turn does not wait for the answer (open loop)."""
+    user_tokens: int
+    """Tokens the user adds per later turn (1..10000000)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.turns, bool) or not isinstance(self.turns, int) or not 1 <= self.turns <= 1000:
+            raise FieldError("turns", f"must be an integer 1..1000, got {self.turns!r}")
+        if not (math.isfinite(self.gap_s) and self.gap_s > 0):
+            raise FieldError("gap_s", f"must be a finite number of seconds > 0 (the mean), got {self.gap_s}")
+        if isinstance(self.user_tokens, bool) or not 1 <= self.user_tokens <= 10_000_000:
+            raise FieldError("user_tokens", f"must be in [1, 10000000] tokens, got {self.user_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
 class AcceptanceRef:
     """Which of the profile's acceptance segments a workload segment uses."""
 
@@ -162,6 +185,9 @@ class SegmentConfig:
     documents: DocumentsConfig | None = None
     """Optional RAG documents reused across the segment's requests, after the system prompt
     (prompt lengths include them too); read by prefix caching."""
+    conversation: ConversationConfig | None = None
+    """Optional multi-turn conversations: each arrival starts one; ``prompt_tokens`` is its
+    first turn's prompt and ``output_tokens`` every turn's answer (open-loop arrivals only)."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
@@ -253,6 +279,10 @@ class WorkloadConfig:
                         f"required for arrival {a!r}: e.g. {{dist = \"lognormal\", median = 200, "
                         "sigma = 0.6, min = 1, max = 2048}",
                     )
+            if s.conversation is not None and a not in ("poisson", "gamma", "piecewise"):
+                raise FieldError(f"segments[{i}].conversation",
+                                 f"needs poisson, gamma or piecewise arrivals, not {a!r} (a trace "
+                                 "gives its turns as rows; closed-loop conversations are not modelled)")
             if s.name in seen:
                 raise FieldError(f"segments[{i}].name", f"duplicate segment name {s.name!r}")
             seen.add(s.name)
@@ -284,6 +314,13 @@ class WorkloadConfig:
         return raw / raw.sum()
 
     @property
+    def turns_per_arrival(self) -> float:
+        """Requests per arrival, by share: conversations' turns (1 without them); turns past
+        the run's end are dropped, so the run sees a few fewer."""
+        return float(sum(sh * (s.conversation.turns if s.conversation else 1)
+                         for sh, s in zip(self.shares.tolist(), self.segments, strict=True)))
+
+    @property
     def segment_names(self) -> tuple[str, ...]:
         """Segment names in file order."""
         return tuple(s.name for s in self.segments)
@@ -294,10 +331,12 @@ class WorkloadConfig:
         the fleet makes of them."""
         if self.arrival == "concurrency":
             return None
+        turns = self.turns_per_arrival
         if self.rate is not None:
-            return self.rate
+            return self.rate if turns == 1.0 else self.rate * turns
         if self.piecewise is not None:
-            return self.piecewise.mean_rate(duration_s)
+            rate = self.piecewise.mean_rate(duration_s)
+            return rate if turns == 1.0 else rate * turns
         assert self.trace is not None
         from sim.contracts.trace import read_trace  # only trace scenarios pay for polars here
 

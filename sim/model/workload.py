@@ -18,9 +18,10 @@ from sim.contracts.input_limits import check_work, workload_size
 from sim.contracts.scenario import RunConfig, Scenario
 from sim.contracts.trace import Trace, read_trace
 from sim.contracts.workload_config import PiecewiseConfig, WorkloadConfig
+from sim.model import conversations
 
 # child-stream indices under the workload's SeedSequence (never reorder: results depend on it)
-_ARRIVALS, _SEGMENTS, _LENGTHS, _DOCUMENTS = 0, 1, 2, 3
+_ARRIVALS, _SEGMENTS, _LENGTHS, _DOCUMENTS, _CONVERSATIONS = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,16 +165,17 @@ def generate_requests(
             )
         )
     ]
-    return _with_prefixes(specs, workload, seq, arr["segment"], rows, trace)
+    return _with_prefixes(specs, workload, seq, arr, rows, trace)
 
 
 def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.random.SeedSequence,
-                   segment: np.ndarray, rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
+                   arr: dict[str, np.ndarray], rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
     """The requests with what their prompts share: a trace's ``hash_ids`` when it has them,
-    else each segment's system prompt and retrieved document. Segment spans get negative ids,
-    so they never meet a trace's; documents are drawn from their own child stream per segment
-    (the same for every candidate of a seed, and changing one segment's documents moves
-    nothing else)."""
+    else each segment's system prompt, retrieved document and conversation history. Segment
+    spans get negative ids, so they never meet a trace's; documents are drawn from their own
+    child stream per segment (the same for every candidate of a seed, and changing one
+    segment's documents moves nothing else)."""
+    segment = arr["segment"]
     if rows is not None and trace is not None and trace.hash_ids is not None:
         ids, offs = trace.hash_ids.tolist(), trace.hash_offsets
         per = trace.hash_block_tokens
@@ -181,7 +183,7 @@ def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.r
         return [replace(s, prefix_spans=tuple((h, per) for h in ids[offs[r]:offs[r + 1]]))
                 for s, r in zip(specs, rows.tolist(), strict=True)]
     segs = workload.segments
-    if not any(seg.shared_prefix_tokens or seg.documents for seg in segs):
+    if not any(seg.shared_prefix_tokens or seg.documents or seg.conversation for seg in segs):
         return specs
     spans: list[tuple[tuple[int, int], ...]] = [() for _ in specs]
     for g, seg in enumerate(segs):
@@ -196,6 +198,11 @@ def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.r
         base = -1 - len(segs) - g * 10_000_000  # below every system prompt's id, one range a segment
         for i, d in zip(mine.tolist(), drawn.tolist(), strict=True):
             spans[i] = (*head, (base - d, docs.tokens))
+    if "conversation" in arr:  # below every document's id (one range of 10**7 a segment)
+        users = [seg.conversation.user_tokens if seg.conversation else 0 for seg in segs]
+        spans = conversations.turn_spans(spans, arr["prompt_tokens"], arr["output_tokens"],
+                                         arr["conversation"], users, segment,
+                                         -2 - len(segs) - len(segs) * 10_000_000)
     return [replace(s, prefix_spans=sp) if sp else s for s, sp in zip(specs, spans, strict=True)]
 
 
@@ -206,7 +213,8 @@ def generate_arrays(
     trace: Trace | None = None,
 ) -> dict[str, np.ndarray]:
     """The same workload as ``generate_requests`` as columns (arrival_s float64, segment index,
-    prompt_tokens and output_tokens int64), for vectorised consumers and plots."""
+    prompt_tokens and output_tokens int64; with conversations also ``conversation`` and
+    ``turn``, see ``sim.model.conversations``), for vectorised consumers and plots."""
     return _arrays_and_rows(workload, run, seq, trace)[0]
 
 
@@ -261,9 +269,13 @@ def _arrays_and_rows(
             assert seg.prompt_tokens is not None and seg.output_tokens is not None
             prompt[mask] = seg.prompt_tokens.sample(child_stream(seq, _LENGTHS, i, 0), m)
             output[mask] = seg.output_tokens.sample(child_stream(seq, _LENGTHS, i, 1), m)
-    return {
+    arr = {
         "arrival_s": np.asarray(times, dtype=np.float64),
         "segment": segment,
         "prompt_tokens": prompt,
         "output_tokens": output,
-    }, rows, trace
+    }
+    if any(seg.conversation for seg in workload.segments):
+        arr = conversations.with_turns(arr, workload.segments, duration,
+                                       lambda g: child_stream(seq, _CONVERSATIONS, g))
+    return arr, rows, trace
