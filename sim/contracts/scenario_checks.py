@@ -1,5 +1,5 @@
 """The scenario's cross-table rules: names and baselines, named fleets, restarts, prompt fit,
-acceptance keys and what closed-loop clients cannot do yet (each table checks its own fields)."""
+acceptance keys (each table checks its own fields)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ def check_scenario(sc: Any) -> None:
         if c.is_baseline:
             based.add(c.fleet)
     _check_fleets(sc)
-    _check_closed_loop_sharing(sc)
     check_two_routes(sc.two_routes, sc.candidates)
     r = sc.fleet.restart
     if r is not None and r.at_s >= sc.run.duration_s:
@@ -79,21 +78,3 @@ def _check_fleets(sc: Any) -> None:
             "fleet.price_per_gpu_hour" if bare is None else f"fleets.{bare}.price_per_gpu_hour",
             "required: other fleets the candidates run on are priced, and hardware compared "
             "without its price cannot be ranked by cost (or remove every price)")
-
-
-def _check_closed_loop_sharing(sc: Any) -> None:
-    """Closed-loop clients draw their requests as they go, and prefix sharing is named over a
-    whole run's requests up front; refused together rather than silently never hitting."""
-    if sc.workload.arrival != "concurrency":
-        return
-    for i, s in enumerate(sc.workload.segments):
-        if s.shared_prefix_tokens or s.documents is not None:
-            raise FieldError(f"workload.segments[{i}].shared_prefix_tokens",
-                             "prefix sharing is not modelled with arrival = \"concurrency\" yet; "
-                             "use poisson, gamma, piecewise or trace arrivals")
-    caching = [i for i, c in enumerate(sc.candidates)
-               if c.prefix_caching_on(sc.fleet.engine.prefix_caching)]
-    if caching:
-        raise FieldError(f"candidates[{caching[0]}].prefix_caching",
-                         "prefix caching is not modelled with arrival = \"concurrency\" yet; "
-                         "use poisson, gamma, piecewise or trace arrivals")

@@ -36,10 +36,11 @@ from sim.model import run_kernel as rk
 from sim.model.compiled_replica import CompiledReplica
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.fleet_arrays import FleetArrays
+from sim.model.prefix_blocks import block_ids
 from sim.model.sim_clock import urgent_timeout
 from sim.model.step_plan import Request
 from sim.model.step_protocol import FleetRun
-from sim.model.workload import RequestSpec, child_stream
+from sim.model.workload import RequestSpec, child_stream, segment_spans
 
 BLOCK = 1024
 """Pool rows drawn per stream (the pool grows by whole blocks; a row never changes)."""
@@ -72,10 +73,11 @@ def pool_specs(workload: WorkloadConfig, seq: np.random.SeedSequence, n: int) ->
             prompt[mask] = s.prompt_tokens.sample(child_stream(seq, _POOL, b, 1, i, 0), m)
             output[mask] = s.output_tokens.sample(child_stream(seq, _POOL, b, 1, i, 1), m)
         take = min(BLOCK, n - b * BLOCK)
+        spans = segment_spans(workload, seg, lambda g, b=b: child_stream(seq, _POOL, b, 3, g))
         out.extend(
-            RequestSpec(b * BLOCK + j, 0.0, p, o, names[g], workload.client_timeout_s)
-            for j, (g, p, o) in enumerate(zip(seg[:take].tolist(), prompt[:take].tolist(),
-                                               output[:take].tolist(), strict=True)))
+            RequestSpec(b * BLOCK + j, 0.0, p, o, names[g], workload.client_timeout_s, prefix_spans=sp)
+            for j, (g, p, o, sp) in enumerate(zip(seg[:take].tolist(), prompt[:take].tolist(),
+                                                   output[:take].tolist(), spans[:take], strict=True)))
     return out
 
 
@@ -257,11 +259,13 @@ class ClientFleet(Fleet):
 def run_clients(scenario: Scenario, spec: FleetSpec, timer: StepTimer,
                 work_ss: np.random.SeedSequence, rates_ss: np.random.SeedSequence,
                 draw_ss: np.random.SeedSequence,
-                build: Callable[[list[RequestSpec], np.random.Generator], list[Request]]) -> FleetRun:
+                build: Callable[[list[RequestSpec], np.random.Generator], list[Request]],
+                block_size: int | None = None) -> FleetRun:
     """Simulate the scenario's clients until ``run.duration_s`` (then in-flight work drains, or
     not, as ``run.drain`` says). ``build`` turns a block of the pool into requests with their
     acceptance, drawn from the block's own stream of ``rates_ss``; the pool is grown and the run
-    repeated when it ran out (its rows never change, so candidates stay on common requests)."""
+    repeated when it ran out (its rows never change, so candidates stay on common requests).
+    ``block_size``: prefix caching on, the pool's shared prompt blocks named for the cache."""
     w, stop = scenario.workload, float(scenario.run.duration_s)
     clients = int(w.concurrency or 1)
     # first guess: every client busy the whole run at 2 ms a step (too small costs a repeat)
@@ -273,6 +277,9 @@ def run_clients(scenario: Scenario, spec: FleetSpec, timer: StepTimer,
             reqs.extend(build(specs[b:b + BLOCK], child_stream(rates_ss, b // BLOCK)))
         for i, req in enumerate(reqs):
             req.idx = i
+        if block_size is not None:  # prefix caching: blocks named over the whole pool, up front
+            for req, ids in zip(reqs, block_ids(specs, block_size), strict=True):
+                req.prefix = ids
         fleet = ClientFleet(spec, timer, np.random.default_rng(draw_ss), clients,
                             pool_thinks(w, work_ss, size), stop)
         try:

@@ -9,6 +9,7 @@ arrival and changing one segment's lengths never changes another's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -168,6 +169,28 @@ def generate_requests(
     return _with_prefixes(specs, workload, seq, arr, rows, trace)
 
 
+def segment_spans(workload: WorkloadConfig, segment: np.ndarray,
+                  doc_rng: Callable[[int], np.random.Generator]) -> list[tuple[tuple[int, int], ...]]:
+    """Each request's shared spans from its segment: the system prompt, then a retrieved document
+    drawn from ``doc_rng(segment index)`` (popular ones more often). Segment spans get negative
+    ids, one range of 10**7 a segment, so they never meet a trace's."""
+    segs = workload.segments
+    spans: list[tuple[tuple[int, int], ...]] = [() for _ in range(len(segment))]
+    for g, seg in enumerate(segs):
+        mine = np.flatnonzero(segment == g)
+        head = ((-1 - g, seg.shared_prefix_tokens),) if seg.shared_prefix_tokens else ()
+        docs = seg.documents
+        if docs is None:
+            for i in mine.tolist():
+                spans[i] = head
+            continue
+        drawn = doc_rng(g).choice(docs.count, size=len(mine), p=docs.probabilities())
+        base = -1 - len(segs) - g * 10_000_000  # below every system prompt's id, one range a segment
+        for i, d in zip(mine.tolist(), drawn.tolist(), strict=True):
+            spans[i] = (*head, (base - d, docs.tokens))
+    return spans
+
+
 def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.random.SeedSequence,
                    arr: dict[str, np.ndarray], rows: np.ndarray | None, trace: Trace | None) -> list[RequestSpec]:
     """The requests with what their prompts share: a trace's ``hash_ids`` when it has them,
@@ -185,19 +208,7 @@ def _with_prefixes(specs: list[RequestSpec], workload: WorkloadConfig, seq: np.r
     segs = workload.segments
     if not any(seg.shared_prefix_tokens or seg.documents or seg.conversation for seg in segs):
         return specs
-    spans: list[tuple[tuple[int, int], ...]] = [() for _ in specs]
-    for g, seg in enumerate(segs):
-        mine = np.flatnonzero(segment == g)
-        head = ((-1 - g, seg.shared_prefix_tokens),) if seg.shared_prefix_tokens else ()
-        docs = seg.documents
-        if docs is None:
-            for i in mine.tolist():
-                spans[i] = head
-            continue
-        drawn = child_stream(seq, _DOCUMENTS, g).choice(docs.count, size=len(mine), p=docs.probabilities())
-        base = -1 - len(segs) - g * 10_000_000  # below every system prompt's id, one range a segment
-        for i, d in zip(mine.tolist(), drawn.tolist(), strict=True):
-            spans[i] = (*head, (base - d, docs.tokens))
+    spans = segment_spans(workload, segment, lambda g: child_stream(seq, _DOCUMENTS, g))
     if "conversation" in arr:  # below every document's id (one range of 10**7 a segment)
         users = [seg.conversation.user_tokens if seg.conversation else 0 for seg in segs]
         spans = conversations.turn_spans(spans, arr["prompt_tokens"], arr["output_tokens"],

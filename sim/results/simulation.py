@@ -150,7 +150,7 @@ def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
 
 def _with_blocks(reqs: list, specs: Sequence[RequestSpec], block_size: int | None) -> list:
     """``reqs`` with the ids of their prompts' shareable blocks (prefix caching on: a block size).
-    Closed-loop clients are refused with caching at load (sim.contracts.scenario)."""
+    (Closed-loop clients name theirs over their whole pool: ``sim.model.clients.run_clients``.)"""
     if block_size is not None:
         for req, ids in zip(reqs, block_ids(specs, block_size), strict=True):
             req.prefix = ids
@@ -217,7 +217,8 @@ def simulate_once(
         from sim.model.clients import run_clients
 
         run = run_clients(scenario, spec, timer, work_ss, rates_ss, draw_ss,
-                          lambda specs, rng: _build_requests(specs, model, rng))
+                          lambda specs, rng: _build_requests(specs, model, rng),
+                          eng.block_size if caching else None)
     else:
         reqs = _with_blocks(_build_requests(specs, model, np.random.default_rng(rates_ss)), specs,
                             eng.block_size if caching else None)

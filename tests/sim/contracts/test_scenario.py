@@ -212,8 +212,6 @@ BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
     ("think-dist-poisson", ("rate = 1.0", "rate = 1.0\nthink_time_dist = \"exponential\""), "", "workload.think_time_dist: only used by arrival \"concurrency\", not 'poisson'"),
     ("think-dist-no-mean", ('arrival = "poisson"\nrate = 1.0', 'arrival = "concurrency"\nconcurrency = 4\nthink_time_dist = "exponential"'), "", "workload.think_time_dist: \"exponential\" needs think_time_s > 0"),
     ("think-dist-bad", ('arrival = "poisson"\nrate = 1.0', 'arrival = "concurrency"\nconcurrency = 4\nthink_time_dist = "gauss"'), "", "workload.think_time_dist: must be one of 'fixed', 'exponential'"),
-    ("conc-prefix-caching", ('arrival = "poisson"\nrate = 1.0', 'arrival = "concurrency"\nconcurrency = 4'), "[fleet.engine]\nprefix_caching = true\n", 'candidates[0].prefix_caching: prefix caching is not modelled with arrival = "concurrency" yet'),
-    ("conc-shared-prefix", ('arrival = "poisson"\nrate = 1.0', 'arrival = "concurrency"\nconcurrency = 4'), '[[workload.segments]]\nname = "b"\nshare = 1\nprompt_tokens = {dist = "fixed", value = 64}\noutput_tokens = {dist = "fixed", value = 1}\nshared_prefix_tokens = 32\n', 'workload.segments[1].shared_prefix_tokens: prefix sharing is not modelled with arrival = "concurrency" yet'),
     ("segments-missing", ("[[workload.segments]]", "[[other]]"), "", "other: unknown key"),
     ("segments-empty", None, "", "workload.segments: required; add at least one [[workload.segments]] table"),
     ("seg-dup", None, '[[workload.segments]]\nname = "a"\nshare = 1\nprompt_tokens = {dist = "fixed", value = 1}\noutput_tokens = {dist = "fixed", value = 1}\n', "workload.segments[1].name: duplicate segment name 'a'"),

@@ -63,3 +63,32 @@ def test_grown_pool_repeats_the_same_run(loaded, monkeypatch: pytest.MonkeyPatch
     large = simulate_once(sc, prof, "ngram-k3", 1).requests
     assert sizes[-1] >= 50_000
     assert_frame_equal(small, large)
+
+
+CACHED = scenario_toml(
+    "closed-cached", run={"duration_s": 6, "warmup_s": 1, "seeds": [1]},
+    workload={"arrival": "concurrency", "concurrency": 6},
+    segments=[{**segment("a", 0.5, {"dist": "uniform", "min": 40, "max": 120}, 8),
+               "documents": {"count": 3, "tokens": 32, "zipf": 1.0}},
+              {**segment("b", 0.5, 60, 8), "shared_prefix_tokens": 32}],
+    fleet={"profile": "profile.json", "replicas": 2, "price_per_gpu_hour": 2.0},
+    engine={"max_num_seqs": 8, "max_num_batched_tokens": 256, "block_size": 16, "prefix_caching": True},
+    slo={"ttft_ms": 1000, "tpot_ms": 200}, candidates=[BASELINE, NGRAM_K3])
+
+
+def test_closed_loop_clients_hit_the_prefix_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients' requests carry their segment's shared blocks: segment b's 32-token system prompt
+    (two full blocks) hits once cached, a document hits its 32 tokens; only full blocks hit; a
+    run repeated on a grown pool names the same blocks (the same hits, record for record)."""
+    sc = load_scenario(write_scenario(tmp_path, CACHED))
+    prof = load_profile(sc.profile_path)
+    reqs = simulate_once(sc, prof, "ngram-k3", 1).requests
+    hits = reqs.group_by("segment").agg(pl.col("prefix_hit_tokens").unique().sort())
+    assert {s: set(h) for s, h in hits.iter_rows()} == {"a": {0, 32}, "b": {0, 32}}
+    b = reqs.filter(pl.col("segment") == "b")["prefix_hit_tokens"]
+    assert b.len() > 50 and (b == 32).mean() > 0.9  # only the first few, before the prompt is cached
+    monkeypatch.setattr(clients, "BLOCK", 16)
+    monkeypatch.setattr(clients, "workload_size", lambda w, run: (1.0, 1.0))
+    small = simulate_once(sc, prof, "ngram-k3", 1).requests
+    monkeypatch.setattr(clients, "workload_size", lambda w, run: (50_000.0, 1.0))
+    assert_frame_equal(small, simulate_once(sc, prof, "ngram-k3", 1).requests)
