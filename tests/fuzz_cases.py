@@ -19,6 +19,7 @@ from sim.contracts.synthetic import synthetic_profile_dict
 from tests.fuzz_inputs import (
     BASE_SCENARIO,
     CLOSED_SCENARIO,
+    FEATURE_SCENARIO,
     FUZZ_MAX_REQUEST_STEPS,
     NASTY_FLAGS,
     REPO,
@@ -42,7 +43,8 @@ __all__ = ["BASE_SCENARIO", "FUZZ_MAX_REQUEST_STEPS", "KINDS", "REPO", "Case", "
 
 def _scenario_case(rng: np.random.Generator) -> Case:
     files = _base_files()
-    base = CLOSED_SCENARIO if rng.random() < 0.3 else BASE_SCENARIO
+    u = rng.random()
+    base = CLOSED_SCENARIO if u < 0.25 else FEATURE_SCENARIO if u < 0.5 else BASE_SCENARIO
     tree = mutate_tree(base, rng, int(rng.integers(1, 4)))
     files["s.toml"] = to_toml(tree).encode()
     if rng.random() < 0.25:

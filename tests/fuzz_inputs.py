@@ -59,6 +59,26 @@ CLOSED_SCENARIO: dict[str, Any] = {
                  "think_time_dist": "exponential"},
 }
 
+# the same scenario with this year's features: prefix caching fed by a system prompt, documents
+# and conversations, a KV-pressure fallback, a named fleet and two routes
+FEATURE_SCENARIO: dict[str, Any] = {
+    **BASE_SCENARIO,
+    "workload": {**BASE_SCENARIO["workload"], "segments": [
+        {**BASE_SCENARIO["workload"]["segments"][0], "shared_prefix_tokens": 16,
+         "documents": {"count": 4, "tokens": 16, "zipf": 1.0},
+         "conversation": {"turns": 2, "gap_s": 1.0, "user_tokens": 8}}]},
+    "fleet": {**BASE_SCENARIO["fleet"], "engine": {**BASE_SCENARIO["fleet"]["engine"], "prefix_caching": True}},
+    "fleets": {"other": {"profile": "profile.json", "tensor_parallel_size": 1, "price_per_gpu_hour": 3.0}},
+    "candidates": [
+        *BASE_SCENARIO["candidates"],
+        {"name": "ngram-kvf", "proposer": "ngram", "k": 3, "policy": "kv_fallback",
+         "kv_fallback": {"off_above": 0.8, "on_below": 0.5, "window_s": 2.0}},
+        {"name": "ngram-other", "proposer": "ngram", "k": 2, "fleet": "other", "prefix_caching": False},
+    ],
+    "two_routes": [{"name": "split", "speculative": "ngram-k3", "baseline": "baseline", "rule": "overflow",
+                    "window_s": 5.0}],
+}
+
 TRACE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 
 NASTY_NUMBERS: list[Any] = [
