@@ -158,6 +158,7 @@ def _two_routes(scenario: Any, profile: Any, report: Any, answer: Any) -> list[A
 
 
 def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | None = None) -> dict[str, Any]:
+    from sim.decisions import answer_export as ax
     from sim.decisions import answer_text as at
     from sim.decisions.bottleneck import Bottleneck
     from sim.decisions.bottleneck_text import evidence, limit_label
@@ -189,8 +190,8 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
              "operating_point": r.operating_row}
             for r in report.candidates
         ],
-        "decision": at.to_json(answer),
-        "decisions": at.rows_json(at.rows(answer)),
+        "decision": ax.to_json(answer),
+        "decisions": ax.rows_json(at.rows(answer)),
         "bottlenecks": [{**b.to_row(), "limit_label": limit_label(b), "evidence": evidence(b)}
                         for b in report.bottlenecks if isinstance(b, Bottleneck)],
         "policy_advice": [
