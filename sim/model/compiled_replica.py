@@ -252,12 +252,13 @@ def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledRepli
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
                          slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
     timer = pk.pack(fleet.step_timer, spec.proposer)
-    if spec.restart is None and timer is not None and policy_array(spec.policy) is not None:
-        if spec.replicas == 1:  # nothing to route: arrivals in the kernel
+    restart = spec.restart
+    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
+        if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel
             from sim.model.solo_replica import SoloReplica
 
             return [SoloReplica(fleet, arrays, timer, track, requests)]
-        from sim.model import routed_fleet  # arrivals routed in the kernel
+        from sim.model import routed_fleet  # arrivals routed in the kernel (up to a restart)
 
         return routed_fleet.build(fleet, arrays, timer, track, requests)
     return [CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]
