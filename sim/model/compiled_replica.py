@@ -5,7 +5,7 @@ one kernel call (``run_kernel.advance``) and SimPy clocks the one that crosses i
 (the adaptive policy, a timer only Python can run) one SimPy event per step: plan (one kernel
 call), price in Python, ``yield env.timeout(dt)``, draw and apply (one kernel call). Arrivals,
 routing, deadlines (``sim.model.deadlines``) and restarts are Python around the kernels, except
-on a lone replica, whose kernel takes its arrivals and deadlines itself (``solo_replica``).
+where the kernels take the arrivals and deadlines themselves (``solo_replica``, ``routed_fleet``).
 """
 
 from __future__ import annotations
@@ -245,8 +245,9 @@ def _pricer(timer):
 
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
     """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
-    replica's, or the whole fleet's, routed there) unless a restart has to re-route them or
-    Python prices the steps."""
+    replica's, or the whole fleet's, routed there, up to a restart: ``sim.model.handover``)
+    unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
+    wake-ups, scheduled before it: not emulated)."""
     spec = fleet.spec
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
