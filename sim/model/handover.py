@@ -36,7 +36,7 @@ def hand_over(loop) -> None:
     arrived = int(av.arrived[0])
     for req, r in zip(requests, av.routed[:arrived].tolist(), strict=False):
         req.replica = r
-    fleet.router._next = int(fc.g[fk.G_RR])
+    fleet.router.resume(int(fc.g[fk.G_RR]))
     for rep in loop.replicas:
         _deadlines(rep, av, requests)
         rep.handed = True
