@@ -5,7 +5,7 @@ one kernel call (``run_kernel.advance``) and SimPy clocks the one that crosses i
 (the adaptive policy, a timer only Python can run) one SimPy event per step: plan (one kernel
 call), price in Python, ``yield env.timeout(dt)``, draw and apply (one kernel call). Arrivals,
 routing, deadlines (``sim.model.deadlines``) and restarts are Python around the kernels, except
-on a lone replica, whose kernel takes its arrivals and deadlines itself (``solo_replica``).
+where the kernels take the arrivals and deadlines themselves (``solo_replica``, ``routed_fleet``).
 """
 
 from __future__ import annotations
@@ -245,19 +245,21 @@ def _pricer(timer):
 
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
     """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
-    replica's, or the whole fleet's, routed there) unless a restart has to re-route them or
-    Python prices the steps."""
+    replica's, or the whole fleet's, routed there, up to a restart: ``sim.model.handover``)
+    unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
+    wake-ups, scheduled before it: not emulated)."""
     spec = fleet.spec
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
                          slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
     timer = pk.pack(fleet.step_timer, spec.proposer)
-    if spec.restart is None and timer is not None and policy_array(spec.policy) is not None:
-        if spec.replicas == 1:  # nothing to route: arrivals in the kernel
+    restart = spec.restart
+    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
+        if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel
             from sim.model.solo_replica import SoloReplica
 
             return [SoloReplica(fleet, arrays, timer, track, requests)]
-        from sim.model import routed_fleet  # arrivals routed in the kernel
+        from sim.model import routed_fleet  # arrivals routed in the kernel (up to a restart)
 
         return routed_fleet.build(fleet, arrays, timer, track, requests)
     return [CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]

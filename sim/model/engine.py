@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 import simpy
@@ -83,15 +84,21 @@ class Fleet:
         self.replicas: list[compiled_replica.CompiledReplica] = []
         self.router: Router | None = None
 
-    def _arrivals(self, requests: Sequence[Request]):
+    def _arrivals(self, requests: Sequence[Request], first: int = 0, due: simpy.Event | None = None):
         """Each request to the router at its arrival time. An arrival at the instant a step ends
         is in the queue when the next step is planned (its event is urgent: SimPy orders events
-        by time, then priority), so ties never depend on which event was scheduled first."""
+        by time, then priority), so ties never depend on which event was scheduled first.
+        ``first`` and ``due``: resumed at request ``first``, handed over when ``due`` fires (a
+        restart's hand-over, ``sim.model.handover``)."""
         env = self.env
         router = self.router
         assert router is not None
         replicas = self.replicas
-        for req in requests:
+        if due is not None:
+            yield due
+            replicas[router.pick()].submit(requests[first], env.now)
+            first += 1
+        for req in islice(requests, first, None):
             dt = req.arrival_s - env.now
             if dt > 0:
                 yield urgent_timeout(env, dt)
@@ -101,8 +108,9 @@ class Fleet:
         """The replicas of this run (closed-loop clients build their own: ``sim.model.clients``)."""
         return compiled_replica.build(self, requests, track)
 
-    def _restart_at(self, plan: RestartConfig):
-        yield self.env.timeout(plan.at_s)
+    def restart_at(self, plan: RestartConfig, due: simpy.Event | None = None):
+        """Interrupt the restarting replica at ``plan.at_s`` (when ``due`` fires, if given)."""
+        yield self.env.timeout(plan.at_s) if due is None else due
         proc = self.replicas[plan.replica].proc
         assert proc is not None
         proc.interrupt("restart")
@@ -133,8 +141,8 @@ class Fleet:
             rep.proc = env.process(rep.run())
         if not self.replicas[0].takes_arrivals:
             env.process(self._arrivals(requests))
-        if spec.restart is not None:
-            env.process(self._restart_at(spec.restart))
+        if spec.restart is not None and not self.replicas[0].takes_arrivals:
+            env.process(self.restart_at(spec.restart))  # else the kernel stops for it
         if spec.drain:
             env.run()
         else:

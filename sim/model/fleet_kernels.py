@@ -17,7 +17,10 @@ queued at an idle replica), the step a replica starts that ends at or after the 
 process's own end after its last arrival. A replica's process at an event: finish the step
 that ended, then expire, plan, price and apply steps while each ends before the earliest other
 event (``run_kernel.step_until``), the one that does not becomes its next event. Restarts are
-not emulated (they take the one-event-per-step path).
+emulated up to the instant one falls due (``RESTART``; ``routed_fleet`` hands the fleet over to
+one SimPy process per replica there): the restart's timeout is a normal event scheduled at the
+start, before any step's end or wake-up, so at its instant it comes after the urgent events
+(arrivals, the run's stop) and before every other.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ A_NONE, A_HAND, A_END = range(3)
 (G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST) = range(8)
 N_G = 8
 # FleetClock.f (float64)
-F_NOW, F_ACT_T, F_ARR_T, F_STOP_T = range(4)
-N_F = 4
+F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T = range(5)
+N_F = 5
 # what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
-DONE, STOPPED, STUCK = 10, 11, 12
+DONE, STOPPED, STUCK, RESTART = 10, 11, 12, 13
 _PRIO_URGENT, _PRIO_NORMAL = 0, 1
 
 
@@ -62,9 +65,11 @@ class FleetClock(NamedTuple):
     f: np.ndarray
 
 
-def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None) -> FleetClock:
+def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None,
+              restart_s: float | None = None) -> FleetClock:
     """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
-    replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop."""
+    replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
+    restart's timeout (only its time is kept: it wins every tie with a normal event)."""
     g = np.zeros(N_G, np.int64)
     f = np.zeros(N_F, np.float64)
     g[G_ARR_KIND] = A_HAND
@@ -74,6 +79,7 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None) -> F
     g[G_LEAST] = least_outstanding
     g[G_STOP_ID] = -1
     f[F_STOP_T] = np.inf
+    f[F_RESTART_T] = np.inf if restart_s is None else restart_s
     if stop_s is not None:
         g[G_STOP_ID] = g[G_COUNTER]
         g[G_COUNTER] += 1
@@ -94,7 +100,7 @@ def replica_at(st, r):
 @njit
 def _next_event(fc):
     """The event SimPy would pop next: ``(who, t)``, who a replica, -2 the arrival process, -3
-    the stop, -1 none. The active replica's own event is not in the queue."""
+    the stop, -4 a restart, -1 none. The active replica's own event is not in the queue."""
     g, f = fc.g, fc.f
     who, bt, bp, bid = -1, np.inf, 2, 0
     if g[G_ARR_KIND] != A_NONE:
@@ -104,6 +110,9 @@ def _next_event(fc):
         t = f[F_STOP_T]
         if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
             who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
+    t = f[F_RESTART_T]
+    if t < bt or (t == bt and bp == _PRIO_NORMAL):  # scheduled before every normal event
+        who, bt, bp, bid = -4, t, _PRIO_NORMAL, -1
     for r in range(fc.kind.shape[0]):
         k = fc.kind[r]
         if k == STEP or k == WAKE:
@@ -214,9 +223,9 @@ def _process(st, rq, lg, pol, ta, av, fc, r):
 @njit
 def run_fleet(st, rq, lg, pol, ta, av, fc):
     """Run the fleet from where it stands to the end: ``DONE`` (no event left; ``f[F_NOW]`` the
-    last one's time), ``STOPPED`` (the run's stop), or run_kernel's ``NEED_LOGS`` (grow every
-    log and queue log, call again) or ``NEED_UNIFORMS`` (refill, call again). ``pol`` has one
-    row per replica: a kv_fallback keeps each replica's own state."""
+    last one's time), ``STOPPED`` (the run's stop), ``RESTART`` (a restart falls due next), or
+    run_kernel's ``NEED_LOGS`` (grow every log and queue log, call again) or ``NEED_UNIFORMS``
+    (refill, call again). ``pol`` has one row per replica: a kv_fallback's own state."""
     g, f = fc.g, fc.f
     while True:
         r = g[G_ACTIVE]
@@ -231,6 +240,8 @@ def run_fleet(st, rq, lg, pol, ta, av, fc):
         f[F_NOW] = t
         if who == -3:
             return STOPPED
+        if who == -4:
+            return RESTART
         if who == -2:
             if g[G_ARR_KIND] == A_END:
                 g[G_ARR_KIND] = A_NONE

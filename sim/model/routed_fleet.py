@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import simpy
 
 from sim.model import arrival_kernels as ak
 from sim.model import fleet_kernels as fk
@@ -20,6 +21,7 @@ from sim.model import kernel_entry as ke
 from sim.model import kernel_state as ks
 from sim.model import run_kernel as rk
 from sim.model.compiled_replica import CompiledReplica
+from sim.model.handover import hand_over
 from sim.model.kernel_state import doubled
 from sim.model.sim_clock import jump
 from sim.model.step_plan import Request
@@ -30,12 +32,16 @@ class RoutedReplica(CompiledReplica):
 
     takes_arrivals = True
     loop: FleetLoop
+    handed = False
+    """True once a restart handed the run over to SimPy (``sim.model.handover``)."""
 
     def submit(self, req: Request, now: float) -> None:
-        raise RuntimeError("a fleet routed in the kernel takes its arrivals itself; nothing submits to it")
+        if not self.handed:
+            raise RuntimeError("a fleet routed in the kernel takes its arrivals itself; nothing submits to it")
+        super().submit(req, now)
 
     def mark_routed(self, requests: Sequence[Request]) -> None:
-        if self.index == 0:
+        if self.index == 0 and not self.handed:  # else marked at the hand-over
             av = self.loop.av
             for req, r in zip(requests, av.routed[: int(av.arrived[0])].tolist(), strict=False):
                 req.replica = r
@@ -44,6 +50,23 @@ class RoutedReplica(CompiledReplica):
         """Replica 0's process runs the whole fleet; the others' end at once."""
         if self.index == 0:
             yield from self.loop.run()
+
+    def resume(self, due: simpy.Event | None, step: tuple[float, float] | None):
+        """The replica's process as it stood at a hand-over: waiting for ``due`` (its step's end
+        when ``step`` gives the step's start and duration, else a wake-up), or for work."""
+        env = self.fleet.env
+        try:
+            if step is not None:
+                yield due
+                self._finish(step[0], step[1], env.now)
+            else:
+                self.wake = env.event() if due is None else due
+                yield self.wake
+                self.wake = None
+        except simpy.Interrupt:
+            self.wake = None
+            yield from self._restart()
+        yield from CompiledReplica.run(self)
 
 
 class FleetLoop:
@@ -58,7 +81,8 @@ class FleetLoop:
         self._views()
         self.av = ak.arrivals(requests, spec.scheduler.max_queue_time_s)
         self.fc = fk.new_clock(len(replicas), spec.routing == "least_outstanding",
-                               None if spec.drain else spec.duration_s)
+                               None if spec.drain else spec.duration_s,
+                               None if spec.restart is None else spec.restart.at_s)
         for rep in replicas:
             rep.loop = self
 
@@ -101,6 +125,8 @@ class FleetLoop:
         if why == fk.STOPPED:  # SimPy's own stop comes at the same time
             yield env.event()
         jump(env, now)
+        if why == fk.RESTART:  # the rest of the run one SimPy event per step
+            hand_over(self)
 
 
 def build(fleet, arrays, timer, track: bool, requests: Sequence[Request]) -> list[RoutedReplica]:

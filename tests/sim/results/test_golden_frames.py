@@ -104,12 +104,13 @@ NEWER_ZERO_COLUMNS = {"prefix_hit_tokens"}
 """Record columns newer than the goldens, all 0 in these runs (prefix caching off)."""
 
 RUNS_ON = {"default": {"SoloReplica"}, "gpu-chat": {"SoloReplica"}, "replay": {"SoloReplica"},
-           "restart": {"CompiledReplica"}, "gpu-chat-2lo": {"RoutedReplica"},
+           "restart": {"RoutedReplica"}, "gpu-chat-2lo": {"RoutedReplica"},
            "tight-chunked": {"RoutedReplica", "CompiledReplica"},
            "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
 """Which replicas each case runs on: one replica without a restart takes its arrivals in the
-kernel (``sim.model.solo_replica``), several have them routed there (``sim.model.routed_fleet``);
-a restart, or the adaptive policy (priced in Python), runs one SimPy event per step."""
+kernel (``sim.model.solo_replica``), several, or any with a restart, have them routed there
+(``sim.model.routed_fleet``; a restart hands the rest of the run to one SimPy event per step,
+``sim.model.handover``); the adaptive policy (priced in Python) runs one SimPy event per step."""
 
 
 @pytest.mark.parametrize("case", list(CASES))
