@@ -138,7 +138,18 @@ def resolve_profile(scenario: Scenario, profile: Profile | str | Path | None) ->
         return profile
     if profile is not None:
         return load_profile(profile)
-    return load_profile(scenario.require_profile_path())
+    return scenario_profile(scenario)
+
+
+def scenario_profile(scenario: Scenario, cand: Candidate | None = None) -> Profile:
+    """The profile the scenario names for ``cand``'s fleet; an error names the scenario's field
+    as well as the profile's file and line (the file may be sound and the field wrong)."""
+    path = scenario.require_profile_path(cand)
+    try:
+        return load_profile(path)
+    except SpecplanError as exc:
+        field = "fleet.profile" if cand is None or cand.fleet is None else f"fleets.{cand.fleet}.profile"
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: {field}: {exc}") from None
 
 
 def candidate_profiles(scenario: Scenario, profile: Profile | str | Path | Mapping[str, Profile] | None,
@@ -159,7 +170,7 @@ def candidate_profiles(scenario: Scenario, profile: Profile | str | Path | Mappi
             out[c.name] = default
             continue
         if c.fleet not in named:
-            named[c.fleet] = load_profile(scenario.require_profile_path(c))
+            named[c.fleet] = scenario_profile(scenario, c)
             tp, built = scenario.fleet_for(c).tensor_parallel_size, named[c.fleet].replica.tensor_parallel_size
             if tp != built:
                 raise SpecplanError(

@@ -60,6 +60,16 @@ def test_missing_file_and_bad_seeds_exit_2(tmp_path, capsys) -> None:
     assert "nope" in capsys.readouterr().err
 
 
+def test_a_bad_profile_file_names_the_scenario_field_and_the_file(tmp_path, capsys) -> None:
+    """A scenario pointing at a file that is not a profile: the scenario, its field and the file
+    with its line, in one line (the file may be sound and the field wrong)."""
+    path = files(tmp_path)
+    (tmp_path / "profile.json").write_text("not json\n")
+    assert main(["simulate", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path}: fleet.profile: " in err[0] and "profile.json:1: invalid JSON" in err[0], err
+
+
 def test_table_json_and_out_dir(tmp_path, capsys) -> None:
     scen = files(tmp_path)
     out = tmp_path / "out"
