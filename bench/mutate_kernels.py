@@ -1,7 +1,7 @@
 """Is every rule of the planner held by a test? Seeded one-character mutations of the planning and
 apply kernels, each run against a focused subset of ``tests/sim``, which must fail on every one.
 
-Usage: ``python bench/mutate_kernels.py [--seed 30] [--count 12]``. Each mutant is made in a
+Usage: ``python bench/mutate_kernels.py [--seed 30] [--count 12] [--fleet]``. Each mutant is made in a
 copy of the tree (``git ls-files``) in a temporary folder, so the checkout is never touched;
 numba compiles the mutant afresh there (its cache is keyed by the kernels' source). The tests,
 run in order with ``-x`` (the first failure kills the mutant):
@@ -10,6 +10,10 @@ run in order with ``-x`` (the first failure kills the mutant):
 - ``tests/sim/model/test_batch_changes.py``: decode-batch joins and leaves against the real loop's;
 - ``tests/sim/model/test_planner_oracle.py``: the planner against its oracle, step by step;
 - ``tests/sim/results/test_golden_frames.py``: the golden frames, end to end.
+
+``--fleet`` mutates the fleet's event-queue emulation instead (``fleet_kernels.py``: routing,
+restarts, ghosts; ``arrival_kernels.py``: arrivals and deadlines), against the drivers-agree
+properties, the restart equivalence tests and the golden frames (``FLEET_TESTS``).
 
 (``SPECPLAN_NO_SHRINK=1``: a failing hypothesis example is reported as found, not shrunk.)
 
@@ -39,6 +43,9 @@ TARGETS = ("sim/model/plan_kernels.py", "sim/model/apply_kernels.py", "sim/model
            "sim/model/queue_kernels.py")
 TESTS = ("tests/sim/model/test_scheduler.py", "tests/sim/model/test_batch_changes.py",
          "tests/sim/model/test_planner_oracle.py", "tests/sim/results/test_golden_frames.py")
+FLEET_TARGETS = ("sim/model/fleet_kernels.py", "sim/model/arrival_kernels.py")
+FLEET_TESTS = ("tests/sim/model/test_restart_compiled.py", "tests/sim/model/test_properties.py",
+               "tests/sim/results/test_golden_frames.py")
 FLIPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
 BUMPS = {"1": "2", "0": "1"}
 
@@ -69,9 +76,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=30)
     ap.add_argument("--count", type=int, default=12)
+    ap.add_argument("--fleet", action="store_true", help="mutate the fleet's event-queue kernels")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    pool = [(t, *s) for t in TARGETS for s in sites(REPO / t)]
+    targets, tests = (FLEET_TARGETS, FLEET_TESTS) if args.fleet else (TARGETS, TESTS)
+    pool = [(t, *s) for t in targets for s in sites(REPO / t)]
     flips = [p for p in pool if p[3] in FLIPS]
     bumps = [p for p in pool if p[3] in BUMPS]
     half = args.count // 2  # as many comparisons as off-by-ones
@@ -90,7 +99,7 @@ def main() -> int:
             (tree / target).write_text(mutate(original, line, col, old, new))
             t0 = time.perf_counter()
             res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                                  *TESTS], cwd=tree, capture_output=True, text=True,
+                                  *tests], cwd=tree, capture_output=True, text=True,
                                  env=dict(os.environ, SPECPLAN_NO_SHRINK="1"))
             (tree / target).write_text(original)
             failed = [ln for ln in res.stdout.splitlines() if ln.startswith("FAILED")]

@@ -29,10 +29,8 @@ from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import workload_size
 from sim.contracts.scenario import Scenario
 from sim.contracts.workload_config import WorkloadConfig
-from sim.model import kernel_entry as ke
 from sim.model import kernel_state as ks
 from sim.model import price_kernels as pk
-from sim.model import run_kernel as rk
 from sim.model.compiled_replica import CompiledReplica
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.fleet_arrays import FleetArrays
@@ -100,29 +98,8 @@ def grown(size: int, at_s: float, duration_s: float, clients: int) -> int:
 class ClientReplica(CompiledReplica):
     """A replica that hands back to SimPy after every step, so the clients see each end."""
 
-    def _advancing(self):
-        env = self.fleet.env
-        while True:
-            t = float(env.now)
-            while True:
-                ints = self.arrays.rq.ints
-                deadline = self.deadlines.next(ints)
-                if t >= deadline:
-                    self.expire(t)
-                    deadline = self.deadlines.next(ints)
-                # horizon = now: the step planned at t always goes back to SimPy
-                why, t, dt = ke.advance(*self.flat()[1], t, t, deadline)
-                if why == rk.DEADLINE:
-                    continue
-                again = self.serviced(why, t, dt)
-                if again is None:
-                    break
-                t = again
-            if why == rk.IDLE:
-                yield from self._idle(t)
-                continue
-            yield env.timeout(dt)
-            self._finish(t, dt, env.now)
+    def horizon(self, t: float) -> float:
+        return float(t)  # the step planned at t always goes back to SimPy
 
     def _finish(self, start: float, dt: float, end: float) -> None:
         super()._finish(start, dt, end)

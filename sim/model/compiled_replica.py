@@ -131,7 +131,7 @@ class CompiledReplica:
                 if t >= deadline:
                     self.expire(t)
                     deadline = self.deadlines.next(ints)
-                why, t, dt = ke.advance(*self.flat()[1], float(t), float(env.peek()), deadline)
+                why, t, dt = ke.advance(*self.flat()[1], float(t), self.horizon(t), deadline)
                 if why == rk.DEADLINE:
                     continue
                 again = self.serviced(why, t, dt)
@@ -144,6 +144,11 @@ class CompiledReplica:
             jump(env, t)  # the step starts here; no event of the simulation lies before it
             yield env.timeout(dt)
             self._finish(t, dt, env.now)
+
+    def horizon(self, t: float) -> float:
+        """Steps that end before this run back to back in the kernel: the simulation's next
+        event (closed-loop clients, ``sim.model.clients``, return at every step instead)."""
+        return float(self.fleet.env.peek())
 
     def serviced(self, why: int, t: float, dt: float) -> float | None:
         """After a kernel call that stopped for room: grow the logs, or refill the uniforms and
@@ -245,7 +250,7 @@ def _pricer(timer):
 
 def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
     """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
-    replica's, or the whole fleet's, routed there, up to a restart: ``sim.model.handover``)
+    replica's, or the whole fleet's, routed there, a restart included: ``sim.model.routed_fleet``)
     unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
     wake-ups, scheduled before it: not emulated)."""
     spec = fleet.spec
@@ -259,7 +264,7 @@ def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledRepli
             from sim.model.solo_replica import SoloReplica
 
             return [SoloReplica(fleet, arrays, timer, track, requests)]
-        from sim.model import routed_fleet  # arrivals routed in the kernel (up to a restart)
+        from sim.model import routed_fleet  # arrivals routed in the kernel (a restart included)
 
         return routed_fleet.build(fleet, arrays, timer, track, requests)
     return [CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]

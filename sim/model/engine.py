@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 
 import numpy as np
 import simpy
@@ -84,21 +83,15 @@ class Fleet:
         self.replicas: list[compiled_replica.CompiledReplica] = []
         self.router: Router | None = None
 
-    def _arrivals(self, requests: Sequence[Request], first: int = 0, due: simpy.Event | None = None):
+    def _arrivals(self, requests: Sequence[Request]):
         """Each request to the router at its arrival time. An arrival at the instant a step ends
         is in the queue when the next step is planned (its event is urgent: SimPy orders events
-        by time, then priority), so ties never depend on which event was scheduled first.
-        ``first`` and ``due``: resumed at request ``first``, handed over when ``due`` fires (a
-        restart's hand-over, ``sim.model.handover``)."""
+        by time, then priority), so ties never depend on which event was scheduled first."""
         env = self.env
         router = self.router
         assert router is not None
         replicas = self.replicas
-        if due is not None:
-            yield due
-            replicas[router.pick()].submit(requests[first], env.now)
-            first += 1
-        for req in islice(requests, first, None):
+        for req in requests:
             dt = req.arrival_s - env.now
             if dt > 0:
                 yield urgent_timeout(env, dt)
@@ -108,9 +101,9 @@ class Fleet:
         """The replicas of this run (closed-loop clients build their own: ``sim.model.clients``)."""
         return compiled_replica.build(self, requests, track)
 
-    def restart_at(self, plan: RestartConfig, due: simpy.Event | None = None):
-        """Interrupt the restarting replica at ``plan.at_s`` (when ``due`` fires, if given)."""
-        yield self.env.timeout(plan.at_s) if due is None else due
+    def restart_at(self, plan: RestartConfig):
+        """Interrupt the restarting replica at ``plan.at_s``."""
+        yield self.env.timeout(plan.at_s)
         proc = self.replicas[plan.replica].proc
         assert proc is not None
         proc.interrupt("restart")

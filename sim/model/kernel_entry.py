@@ -21,7 +21,7 @@ from sim.model.policy_kernels import policy_k
 
 # the flat layout: Replica (13 arrays), Requests (5), Logs (5), then pol and TimerArrays (7)
 assert (len(ks.Replica._fields), len(ks.Requests._fields), len(ks.Logs._fields),
-        len(pk.TimerArrays._fields), len(ak.Arrivals._fields), len(fk.FleetClock._fields)) == (13, 5, 5, 7, 7, 7)
+        len(pk.TimerArrays._fields), len(ak.Arrivals._fields), len(fk.FleetClock._fields)) == (13, 5, 5, 7, 7, 9)
 STATE = 23
 """Arrays of (Replica, Requests, Logs)."""
 
@@ -56,7 +56,7 @@ def run_fleet(*a):
     """``fleet_kernels.run_fleet(st, rq, lg, pol, ta, av, fc)`` (``st``: every replica's arrays
     stacked), flat."""
     return fk.run_fleet(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
-                        pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:38]), fk.FleetClock(*a[38:45]))
+                        pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:38]), fk.FleetClock(*a[38:47]))
 
 
 @njit

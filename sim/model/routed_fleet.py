@@ -3,8 +3,8 @@
 The replicas' states are stacked (each ``Replica`` field one row per replica) so one kernel call
 holds them all; each ``RoutedReplica`` keeps views of its row, which is what the router's reads,
 the queue log and the records see. Replica 0's SimPy process runs the kernel to the end (back to
-Python only to grow a log or refill the uniforms), then moves SimPy's clock to where the
-emulated queue ended; the others' processes end at once. Records are those of one SimPy process
+Python only to grow a log or refill the uniforms; a restart included), then moves SimPy's clock
+to where the emulated queue ended; the others' processes end at once. Records are those of one SimPy process
 per replica and an arrival process, bit for bit (``tests/sim/results/test_golden_frames.py``).
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import simpy
 
 from sim.model import arrival_kernels as ak
 from sim.model import fleet_kernels as fk
@@ -21,9 +20,10 @@ from sim.model import kernel_entry as ke
 from sim.model import kernel_state as ks
 from sim.model import run_kernel as rk
 from sim.model.compiled_replica import CompiledReplica
-from sim.model.handover import hand_over
 from sim.model.kernel_state import doubled
+from sim.model.policy_kernels import policy_array
 from sim.model.sim_clock import jump
+from sim.model.speculation import OFF
 from sim.model.step_plan import Request
 
 
@@ -32,16 +32,12 @@ class RoutedReplica(CompiledReplica):
 
     takes_arrivals = True
     loop: FleetLoop
-    handed = False
-    """True once a restart handed the run over to SimPy (``sim.model.handover``)."""
 
     def submit(self, req: Request, now: float) -> None:
-        if not self.handed:
-            raise RuntimeError("a fleet routed in the kernel takes its arrivals itself; nothing submits to it")
-        super().submit(req, now)
+        raise RuntimeError("a fleet routed in the kernel takes its arrivals itself; nothing submits to it")
 
     def mark_routed(self, requests: Sequence[Request]) -> None:
-        if self.index == 0 and not self.handed:  # else marked at the hand-over
+        if self.index == 0:
             av = self.loop.av
             for req, r in zip(requests, av.routed[: int(av.arrived[0])].tolist(), strict=False):
                 req.replica = r
@@ -50,23 +46,6 @@ class RoutedReplica(CompiledReplica):
         """Replica 0's process runs the whole fleet; the others' end at once."""
         if self.index == 0:
             yield from self.loop.run()
-
-    def resume(self, due: simpy.Event | None, step: tuple[float, float] | None):
-        """The replica's process as it stood at a hand-over: waiting for ``due`` (its step's end
-        when ``step`` gives the step's start and duration, else a wake-up), or for work."""
-        env = self.fleet.env
-        try:
-            if step is not None:
-                yield due
-                self._finish(step[0], step[1], env.now)
-            else:
-                self.wake = env.event() if due is None else due
-                yield self.wake
-                self.wake = None
-        except simpy.Interrupt:
-            self.wake = None
-            yield from self._restart()
-        yield from CompiledReplica.run(self)
 
 
 class FleetLoop:
@@ -80,9 +59,13 @@ class FleetLoop:
         self.pol = np.stack([rep.pol for rep in replicas])  # per replica: a kv_fallback's own state
         self._views()
         self.av = ak.arrivals(requests, spec.scheduler.max_queue_time_s)
+        restart = spec.restart
+        back = None
+        if restart is not None:
+            back = policy_array(OFF if restart.fallback == "baseline" else spec.policy)
         self.fc = fk.new_clock(len(replicas), spec.routing == "least_outstanding",
-                               None if spec.drain else spec.duration_s,
-                               None if spec.restart is None else spec.restart.at_s)
+                               None if spec.drain else spec.duration_s, restart, back,
+                               spec.scheduler.max_num_seqs + len(requests))
         for rep in replicas:
             rep.loop = self
 
@@ -93,12 +76,13 @@ class FleetLoop:
 
     def _grow(self) -> None:
         """Room for a step's worst case in every log (``CompiledReplica._grow_logs``), every
-        replica's queue log widened together."""
+        replica's queue log widened together (for a restart's evacuation, what it asked for)."""
         seqs = int(self.st.cfg[0, ks.C_SEQS])
         self.replicas[0].arrays.grow_logs(2 * seqs)
         used = int(self.st.meta[:, ks.M_QLOG].max())
+        entries = max(2 * seqs + 1, int(self.fc.g[fk.G_ROOM]))
         qlog = self.st.qlog
-        while used + 2 * (2 * seqs + 1) > qlog.shape[1]:
+        while used + 2 * entries > qlog.shape[1]:
             qlog = np.stack([doubled(row, used) for row in qlog])
         if qlog is not self.st.qlog:
             self.st = self.st._replace(qlog=qlog)
@@ -125,8 +109,6 @@ class FleetLoop:
         if why == fk.STOPPED:  # SimPy's own stop comes at the same time
             yield env.event()
         jump(env, now)
-        if why == fk.RESTART:  # the rest of the run one SimPy event per step
-            hand_over(self)
 
 
 def build(fleet, arrays, timer, track: bool, requests: Sequence[Request]) -> list[RoutedReplica]:

@@ -30,11 +30,6 @@ class Router:
         self.replicas = replicas
         self._next = 0
 
-    def resume(self, turn: int) -> None:
-        """Take up round robin at ``turn``, where the kernel's router had reached when a restart
-        handed the run over (``sim.model.handover``)."""
-        self._next = turn
-
     def pick(self) -> int:
         """Index of the replica that gets the next request."""
         reps = self.replicas

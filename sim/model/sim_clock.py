@@ -1,12 +1,10 @@
-"""The three places the simulator reaches into SimPy's private state, and why each is safe.
+"""The two places the simulator reaches into SimPy's private state, and why each is safe.
 
 ``tests/sim/model/test_sim_clock.py`` pins the SimPy behaviour both rely on, so an upgrade that
 changes it fails there first rather than in the golden frames.
 """
 
 from __future__ import annotations
-
-from heapq import heappush
 
 import simpy
 from simpy.events import URGENT
@@ -31,14 +29,3 @@ def urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
     env.schedule(ev, URGENT, delay)
     return ev
 
-
-def due_at(env: simpy.Environment, t: float, priority: int) -> simpy.Event:
-    """A triggered event due at exactly ``t`` (not ``now + (t - now)``, which may differ in the
-    last bit), queued after every event scheduled so far: ``routed_fleet`` rebuilds at a restart
-    the events its kernel held, in the order SimPy had scheduled them. SimPy's queue is the heap
-    ``env._queue`` of ``(time, priority, id, event)``, ids drawn from ``env._eid``."""
-    ev = simpy.Event(env)
-    ev._ok = True
-    ev._value = None
-    heappush(env._queue, (t, priority, next(env._eid), ev))
-    return ev

@@ -82,7 +82,13 @@ def fleets(draw):
             on_restart=draw(st.sampled_from(["reroute", "drop"])),
             fallback=draw(st.sampled_from(["baseline", "same"])),
         )
-    policy = SpeculationPolicy("fixed", k=k) if k else OFF
+    policy = OFF
+    if k:  # every policy the kernels run (a kv_fallback's state is per replica and per restart)
+        policy = draw(st.sampled_from([
+            SpeculationPolicy("fixed", k=k), SpeculationPolicy("off_above_batch", k=k, max_batch=2),
+            SpeculationPolicy("k_by_batch", k_by_batch=((1, k), (3, 1))),
+            SpeculationPolicy("kv_fallback", k=k, kv_off_above=0.5, kv_on_below=0.2,
+                              window_s=draw(st.sampled_from([0.02, 0.1, 1.0])))]))
     spec = FleetSpec(
         cfg, policy, proposer="p" if k else None, replicas=replicas,
         routing=draw(st.sampled_from(["round_robin", "least_outstanding"])), restart=restart,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from sim.model.sim_clock import due_at, jump, urgent_timeout
+from sim.model.sim_clock import jump, urgent_timeout
 
 
 def test_jump_moves_the_clock_and_later_timeouts_count_from_there() -> None:
@@ -106,24 +106,45 @@ def test_the_queue_order_fleet_kernels_emulate() -> None:
     assert seen == [] and env.now == 2.0, "run(until) no longer stops before urgent events due then"
 
 
-def test_an_event_due_at_an_exact_time_is_queued_after_those_scheduled_before_it() -> None:
-    """``due_at`` (a restart's hand-over) queues at exactly ``t``, ties broken by when it was
-    queued, urgent before normal, and the event is triggered so a process can wait on it."""
+def test_an_interrupt_runs_at_once_and_its_sender_ends_as_a_normal_event() -> None:
+    """What ``fleet_kernels._restart`` emulates of ``Fleet.restart_at``: the interrupt is urgent
+    (the interrupted process runs before normal events already due at that instant), the
+    sending process's end is a normal event queued next, events the interrupted process then
+    schedules come after it, and the event it had waited for still fires with nobody waiting."""
     env = simpy.Environment()
     order = []
-    t = 0.1 + 0.2  # 0.30000000000000004: not what ``now + delay`` need give back
 
-    def waiter(ev, name):
-        yield ev
-        order.append((name, env.now))
+    def replica():
+        step = env.timeout(5.0)
+        try:
+            yield step
+            order.append("step end seen")
+        except simpy.Interrupt:
+            order.append(("interrupted", env.now))
+            wake = env.event()
+            wake.succeed()
+            yield wake
+            order.append("own event")
+        yield env.timeout(10.0)
 
-    first = env.timeout(t)  # scheduled before: goes first among normal events at t
-    a = due_at(env, t, NORMAL)
-    b = due_at(env, t, NORMAL)
-    u = due_at(env, t, URGENT)  # queued last, but urgent: first of all
-    assert a.triggered and a.value is None and env.peek() == t
-    for ev, name in ((b, "b"), (a, "a"), (first, "timeout"), (u, "urgent")):
-        env.process(waiter(ev, name))
-    env.run()
-    assert order == [("urgent", t), ("timeout", t), ("a", t), ("b", t)], \
-        "SimPy's queue is no longer the heap env._queue of (time, priority, id, event)"
+    def other():
+        yield env.timeout(1.0)  # a normal event due at the restart's instant, queued later
+        order.append("other")
+
+    proc = env.process(replica())
+
+    def restart():
+        yield env.timeout(1.0)
+        proc.interrupt("restart")
+
+    sender = env.process(restart())
+    env.process(other())
+
+    def watch():
+        yield sender
+        order.append("sender ended")
+
+    env.process(watch())
+    env.run(until=6.0)
+    assert order == [("interrupted", 1.0), "other", "sender ended", "own event"], \
+        "SimPy's interrupt is no longer urgent, or a process's end no longer a normal event"

@@ -109,8 +109,8 @@ RUNS_ON = {"default": {"SoloReplica"}, "gpu-chat": {"SoloReplica"}, "replay": {"
            "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
 """Which replicas each case runs on: one replica without a restart takes its arrivals in the
 kernel (``sim.model.solo_replica``), several, or any with a restart, have them routed there
-(``sim.model.routed_fleet``; a restart hands the rest of the run to one SimPy event per step,
-``sim.model.handover``); the adaptive policy (priced in Python) runs one SimPy event per step."""
+(``sim.model.routed_fleet``, a restart included); the adaptive policy (priced in Python) runs one
+SimPy event per step."""
 
 
 @pytest.mark.parametrize("case", list(CASES))

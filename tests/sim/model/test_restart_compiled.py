@@ -1,8 +1,9 @@
-"""A restart that falls on the instant of another event: the fleet run compiled up to it and
-handed over to SimPy there (``sim.model.handover``) gives the frames of one SimPy event per step
-from the start, bit for bit. Random restart times (``test_properties.test_drivers_agree``) almost
+"""A restart run wholly in the kernel (``fleet_kernels._restart``) gives the frames of one SimPy
+event per step with a SimPy process interrupting the replica, bit for bit, also when it falls on
+the instant of another event. Random restart times (``test_properties.test_drivers_agree``) almost
 never tie; here the restart is put on an arrival or on a step's end of the same fleet, where SimPy's
-order (urgent arrivals, then the restart, then steps' ends and wake-ups) decides what happens."""
+order (urgent arrivals, then the restart, its interrupt, then steps' ends and wake-ups, the
+restarting process's own end among them) decides what happens."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_a_restart_tied_with_an_arrival_or_a_step_end(case, on, pick, data) -> N
                             fallback=data.draw(st.sampled_from(["baseline", "same"])))
     spec = replace(spec, restart=restart)
     kinds, compiled = _frames(spec, reqs, python=False)
-    assert kinds == {"RoutedReplica"}, "a restart no longer runs compiled up to its instant"
+    assert kinds == {"RoutedReplica"}, "a restart no longer runs compiled"
     _, python = _frames(spec, reqs, python=True)
     for a, b in zip(compiled, python, strict=True):
         if isinstance(a, pl.DataFrame):
@@ -66,10 +67,10 @@ def test_a_restart_tied_with_an_arrival_or_a_step_end(case, on, pick, data) -> N
 
 
 @pytest.mark.parametrize("routing", ["round_robin", "least_outstanding"])
-def test_steps_ending_together_after_a_hand_over_keep_simpy_order(routing: str) -> None:
+def test_steps_ending_together_after_a_restart_keep_simpy_order(routing: str) -> None:
     """Identical requests in threes on three replicas: their steps end at the same instants, so
     the order in which the two replicas left running draw their accepted drafts (one stream of
-    uniforms) after the hand-over is the order their pending steps were queued in SimPy."""
+    uniforms) after the restart is the order their pending steps were queued in SimPy."""
     reqs = []
     for j in range(30):
         for _ in range(3):
