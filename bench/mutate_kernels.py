@@ -20,8 +20,9 @@ properties, the restart equivalence tests and the golden frames (``FLEET_TESTS``
 Mutations: a comparison flipped (``<`` ↔ ``<=``, ``>`` ↔ ``>=``, ``==`` ↔ ``!=``) or an integer
 literal moved by one (``1`` → ``2``, ``0`` → ``1``: off-by-one in token and block counts), at a
 site in a kernel function's code (never a docstring or comment), half of each kind, chosen at
-random with the seed. Prints one line per
-mutant and exits 1 when one survived.
+random with the seed. A mutant whose tests run past ``--timeout`` hangs, which counts as caught
+(pytest's own timeout would fail it in CI). Prints one line per mutant and exits 1 when one
+survived.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=30)
     ap.add_argument("--count", type=int, default=12)
     ap.add_argument("--fleet", action="store_true", help="mutate the fleet's event-queue kernels")
+    ap.add_argument("--timeout", type=int, default=600,
+                    help="seconds a mutant's tests may run; longer counts as caught (it hangs)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     targets, tests = (FLEET_TARGETS, FLEET_TESTS) if args.fleet else (TARGETS, TESTS)
@@ -98,9 +101,12 @@ def main() -> int:
             original = (REPO / target).read_text()
             (tree / target).write_text(mutate(original, line, col, old, new))
             t0 = time.perf_counter()
-            res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                                  *tests], cwd=tree, capture_output=True, text=True,
-                                 env=dict(os.environ, SPECPLAN_NO_SHRINK="1"))
+            try:
+                res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                      *tests], cwd=tree, capture_output=True, text=True,
+                                     env=dict(os.environ, SPECPLAN_NO_SHRINK="1"), timeout=args.timeout)
+            except subprocess.TimeoutExpired:  # a mutant that never ends (a loop's exit broken)
+                res = subprocess.CompletedProcess([], 124, f"FAILED hung-over-{args.timeout}-s", "")
             (tree / target).write_text(original)
             failed = [ln for ln in res.stdout.splitlines() if ln.startswith("FAILED")]
             caught = res.returncode != 0

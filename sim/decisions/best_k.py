@@ -8,7 +8,7 @@ compute-bound) and with the segment's acceptance. One cycle at batch ``b`` draft
 - proposal rate ``p`` (n-gram: the share of steps with a match; 1 for model drafters): on
   average ``b·p`` rows draft ``k`` tokens, the rest feed one token (vLLM schedules them so);
 - step time ``target_forward(b, 1 + k·p, c) + D(b·p, k, c) + H(b·p, k)`` (a paged engine's
-  tokens priced at the mean tokens per row, as ``sim.model.step_time.verify_tokens_per_row``);
+  tokens priced at the mean tokens per row, as ``sim.model.price_kernels.verify_tokens_per_row``);
 - tokens committed per row ``1 + p·(s_1 + … + s_k)``;
 - time per committed token = step time / (b · tokens per row); k = 0 is the plain decode.
 

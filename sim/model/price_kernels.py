@@ -96,7 +96,15 @@ def interp(g, gm, ax, val, cnt, x0, x1, x2):
 
 @njit
 def verify_tokens_per_row(rows, drafting, k, padded):
-    """``sim.model.step_time.verify_tokens_per_row``."""
+    """Tokens per row that a verification pass over ``rows`` rows is priced at, when only
+    ``drafting`` of them feed ``k`` drafts and the rest feed one token (no proposal); the
+    Python timer (``step_time``) calls this too.
+
+    A paged engine flattens the batch's tokens, so it costs about what ``rows`` rows at the mean
+    ``1 + k·drafting/rows`` tokens cost (``target_forward`` interpolated along
+    ``tokens_per_seq``; exact at 0 or all rows drafting). A padded engine runs a rectangle: any
+    drafting row makes every row ``k + 1`` wide; with none it is a plain decode.
+    """
     if k == 0 or drafting == rows:
         return float(k + 1)
     if drafting == 0:

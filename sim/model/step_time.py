@@ -17,6 +17,7 @@ from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_timing import TimingGrid
 from sim.model.machine_speed import SpeedTimeline
+from sim.model.price_kernels import verify_tokens_per_row  # the one rule, compiled
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,22 +296,6 @@ class ProfileStepTimer:
                     "nearest measured neighbour"
                 )
         return lines
-
-
-def verify_tokens_per_row(rows: int, drafting: int, k: int, padded: bool) -> float:
-    """Tokens per row that a verification pass over ``rows`` rows is priced at, when only
-    ``drafting`` of them feed ``k`` drafts and the rest feed one token (no proposal).
-
-    A paged engine flattens the batch's tokens, so it costs about what ``rows`` rows at the mean
-    ``1 + k·drafting/rows`` tokens cost (``target_forward`` interpolated along
-    ``tokens_per_seq``; exact at 0 or all rows drafting). A padded engine runs a rectangle: any
-    drafting row makes every row ``k + 1`` wide; with none it is a plain decode.
-    """
-    if k == 0 or drafting == rows:
-        return float(k + 1)
-    if drafting == 0:
-        return 1.0
-    return float(k + 1) if padded else 1.0 + k * drafting / rows
 
 
 class FixedStepTimer:
