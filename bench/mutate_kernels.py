@@ -21,7 +21,7 @@ Mutations: a comparison flipped (``<`` ↔ ``<=``, ``>`` ↔ ``>=``, ``==`` ↔ 
 literal moved by one (``1`` → ``2``, ``0`` → ``1``: off-by-one in token and block counts), at a
 site in a kernel function's code (never a docstring or comment), half of each kind, chosen at
 random with the seed. A mutant whose tests run past ``--timeout`` hangs, which counts as caught
-(pytest's own timeout would fail it in CI). Prints one line per mutant and exits 1 when one
+(CI's time limit would stop the suite). Prints one line per mutant and exits 1 when one
 survived.
 """
 
