@@ -30,7 +30,7 @@ from sim.model import kernel_state as ks
 from sim.model import run_kernel as rk
 from sim.model.kernel_cache import njit
 from sim.model.plan_kernels import keep_running
-from sim.model.queue_kernels import admit, end_request, unqueue
+from sim.model.queue_kernels import admit, client_gone, queue_time_up
 
 
 class Arrivals(NamedTuple):
@@ -94,14 +94,12 @@ def expire_due(rp, rq, av, now):
             d = av.arr_s[r] + max_queue_s
             if d > now:
                 break
-            live = (av.routed[r] == me and ints[r, ks.STATUS] == ks.WAITING
-                    and ints[r, ks.EVER] == 0)
-            if live and m[ks.M_QLOG] + 2 > qfull:
+            mine = av.routed[r] == me
+            if mine and ints[r, ks.STATUS] == ks.WAITING and m[ks.M_QLOG] + 2 > qfull:
                 return False
             m[ks.M_QCUR] = r + 1
-            if live:
-                unqueue(rp, r, d)
-                end_request(rp, rq, r, ks.REJECTED, d)
+            if mine:
+                queue_time_up(rp, rq, r, d)
     ok = True
     changed = False
     while m[ks.M_TCUR] < av.t_dl.shape[0]:
@@ -109,17 +107,13 @@ def expire_due(rp, rq, av, now):
         r = av.t_row[m[ks.M_TCUR]]
         if d > now or r >= av.arrived[0]:
             break
-        status = ints[r, ks.STATUS] if av.routed[r] == me else ks.DONE
-        if status == ks.WAITING and m[ks.M_QLOG] + 2 > qfull:
+        mine = av.routed[r] == me
+        if mine and ints[r, ks.STATUS] == ks.WAITING and m[ks.M_QLOG] + 2 > qfull:
             ok = False
             break
         m[ks.M_TCUR] += 1
-        if status == ks.RUNNING:
+        if mine and client_gone(rp, rq, r, d):
             changed = True
-            end_request(rp, rq, r, ks.TIMED_OUT, d)
-        elif status == ks.WAITING:
-            unqueue(rp, r, d)
-            end_request(rp, rq, r, ks.TIMED_OUT, d)
     if changed:
         keep_running(rp, rq)
     return ok

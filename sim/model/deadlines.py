@@ -3,8 +3,10 @@
 A client that gives up ends its request ``timed_out`` at the deadline itself, waiting or running;
 a request not yet scheduled ``max_queue_time_s`` after arrival ends ``rejected``. The KV is freed
 at the first step boundary after the deadline, as an engine notices an abort. Queue-time limits
-are applied before timeouts, each in (deadline, request) order. Kept in Python (heaps) for every
-replica but a fleet's only one, whose kernel reads them from arrays (``arrival_kernels``).
+are applied before timeouts, each in (deadline, request) order. Kept here, in heaps, by the drivers
+that route in Python (step by step, closed-loop clients, the ``Scheduler`` facade); the kernels that
+take the arrivals keep them as cursors over arrays (``arrival_kernels``). What a deadline ends is
+written once, in ``queue_kernels`` (``queue_time_up``, ``client_gone``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from math import inf
 
 from sim.model import kernel_state as ks
 from sim.model.plan_kernels import keep_running
-from sim.model.queue_kernels import end_request, unqueue
+from sim.model.queue_kernels import client_gone, queue_time_up
 
 
 class Deadlines:
@@ -50,27 +52,18 @@ class Deadlines:
         return min(t[0][0] if t else inf, q[0][0] if q else inf)
 
     def expire(self, rp: ks.Replica, rq: ks.Requests, now: float, room) -> None:
-        """End what fell due at or before ``now``; ``room()`` makes room in the queue log for one
-        entry and returns the replica (its log may have been replaced)."""
-        ints = rq.ints
+        """End what fell due at or before ``now`` (``queue_kernels.queue_time_up``, then
+        ``client_gone``); ``room()`` makes room in the queue log for one entry and returns the
+        replica (its log may have been replaced)."""
         q = self.queue
         while q and q[0][0] <= now:
             deadline, r = heapq.heappop(q)
-            if ints[r, ks.STATUS] == ks.WAITING and not ints[r, ks.EVER]:
-                rp = room()
-                unqueue(rp, r, deadline)
-                end_request(rp, rq, r, ks.REJECTED, deadline)
+            queue_time_up(room(), rq, r, deadline)
         t = self.timeouts
         changed = False
         while t and t[0][0] <= now:
             deadline, r = heapq.heappop(t)
-            status = ints[r, ks.STATUS]
-            if status == ks.RUNNING:
-                changed = True
-                end_request(rp, rq, r, ks.TIMED_OUT, deadline)
-            elif status == ks.WAITING:
-                rp = room()
-                unqueue(rp, r, deadline)
-                end_request(rp, rq, r, ks.TIMED_OUT, deadline)
+            rp = room()
+            changed = client_gone(rp, rq, r, deadline) or changed
         if changed:
-            keep_running(rp, rq)
+            keep_running(room(), rq)

@@ -2,8 +2,9 @@
 arrival (vLLM refuses what could never run), adoption of re-routed work, leaving the queue, ending
 a request early (rejected, timed out) and evacuating a replica that goes down (restarts).
 
-Deadlines (client timeouts, queue-time limits) are kept by ``sim.model.deadlines`` (or, on a
-lone replica, by ``arrival_kernels``), which call ``unqueue`` and ``end_request`` when one falls.
+What a deadline ends is written once here (``queue_time_up``, ``client_gone``); when one falls
+is kept by ``sim.model.deadlines`` (heaps, in Python) or ``arrival_kernels`` (cursors over the
+run's sorted deadlines, compiled), which call them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,29 @@ def end_request(rp, rq, r, outcome, at):
     rq.ints[r, ks.STATUS] = ks.DONE
     rq.ints[r, ks.OUTCOME] = outcome
     rq.floats[r, ks.FINISH] = at
+
+
+@njit
+def queue_time_up(rp, rq, r, at):
+    """``r``'s queue-time limit falls at ``at``: still waiting and never scheduled, it ends
+    rejected (the queue log has room for one entry)."""
+    if rq.ints[r, ks.STATUS] == ks.WAITING and rq.ints[r, ks.EVER] == 0:
+        unqueue(rp, r, at)
+        end_request(rp, rq, r, ks.REJECTED, at)
+
+
+@njit
+def client_gone(rp, rq, r, at):
+    """``r``'s client gives up at ``at``: waiting or running, it ends timed out. True when a
+    running request ended (call ``plan_kernels.keep_running`` after the last one; the queue log
+    has room for one entry)."""
+    status = rq.ints[r, ks.STATUS]
+    if status == ks.WAITING:
+        unqueue(rp, r, at)
+    elif status != ks.RUNNING:
+        return False
+    end_request(rp, rq, r, ks.TIMED_OUT, at)
+    return status == ks.RUNNING
 
 
 @njit
