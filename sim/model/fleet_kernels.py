@@ -43,7 +43,7 @@ from sim.model.queue_kernels import admit, end_request, enqueue, evacuate
 # a replica's pending event (FleetClock.kind)
 IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
 # the arrival process's pending event (g[G_ARR_KIND])
-A_NONE, A_HAND, A_END = range(3)
+A_NONE, A_HAND, A_END, A_START = range(4)
 # FleetClock.g (int64)
 (G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST, G_RESTART_REP,
  G_DROP, G_ROOM, G_STARTED, G_EXTRA) = range(13)
@@ -82,8 +82,8 @@ class FleetClock(NamedTuple):
     """Room for the rows a restart evacuates (kernels allocate nothing)."""
 
 
-def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None,
-              restart=None, back: np.ndarray | None = None, room: int = 0) -> FleetClock:
+def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, restart,
+              back: np.ndarray, room: int) -> FleetClock:
     """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
     replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
     restart's timeout (``restart``, a ``RestartConfig``; only its time is kept: it wins every
@@ -92,7 +92,7 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None,
     g = np.zeros(N_G, np.int64)
     f = np.zeros(N_F, np.float64)
     f[F_GHOST:] = np.inf
-    g[G_ARR_KIND] = A_HAND
+    g[G_ARR_KIND] = A_START  # its start: hands over nothing before its first arrival
     g[G_ARR_ID] = replicas
     g[G_COUNTER] = replicas + 1
     g[G_ACTIVE] = -1
@@ -109,10 +109,9 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None,
         g[G_STOP_ID] = g[G_COUNTER]
         g[G_COUNTER] += 1
         f[F_STOP_T] = stop_s
-    f[F_ARR_T] = -1.0  # the arrival process's start: hands over nothing before its first arrival
     return FleetClock(np.full(replicas, IDLE, np.int64), np.zeros(replicas), np.zeros(replicas, np.int64),
                       np.zeros(replicas), np.zeros(replicas), g, f,
-                      np.zeros(1) if back is None else back, np.zeros(room if restart is not None else 1, np.int64))
+                      back, np.zeros(room, np.int64))
 
 
 @njit
@@ -131,8 +130,8 @@ def _next_event(fc):
     g, f = fc.g, fc.f
     who, bt, bp, bid = -1, np.inf, 2, 0
     if g[G_ARR_KIND] != A_NONE:
-        t = f[F_ARR_T] if f[F_ARR_T] >= 0 else 0.0
-        who, bt, bp, bid = -2, t, _PRIO_URGENT if g[G_ARR_KIND] == A_HAND else _PRIO_NORMAL, g[G_ARR_ID]
+        urgent = g[G_ARR_KIND] != A_END  # a process's start and an arrival's timeout are urgent
+        who, bt, bp, bid = -2, f[F_ARR_T], _PRIO_URGENT if urgent else _PRIO_NORMAL, g[G_ARR_ID]
     if g[G_STOP_ID] >= 0:
         t = f[F_STOP_T]
         if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
@@ -156,6 +155,11 @@ def _next_event(fc):
 
 
 @njit
+def _outstanding(st, r):
+    return st.meta[r, ks.M_NRUN] + st.meta[r, ks.M_NWAIT]
+
+
+@njit
 def _pick(st, fc):
     """``router.Router.pick``: round robin, or the least outstanding requests (running and
     waiting), ties to the lowest index; a replica that is down only when all are."""
@@ -165,18 +169,17 @@ def _pick(st, fc):
         some_up = False
         for r in range(n):
             some_up = some_up or fc.kind[r] != DOWN
-    if fc.g[G_LEAST] == 0:
-        for s in range(n):
-            r = (fc.g[G_RR] + s) % n
-            if not some_up or fc.kind[r] != DOWN:
-                return r
-    best, low = 0, -1
-    for r in range(n):
-        if some_up and fc.kind[r] == DOWN:
-            continue
-        out = st.meta[r, ks.M_NRUN] + st.meta[r, ks.M_NWAIT]
-        if low < 0 or out < low:
-            best, low = r, out
+    least = fc.g[G_LEAST] != 0
+    start = 0 if least else fc.g[G_RR]
+    best = start
+    for s in range(n):  # the first replica that may take it, from the round-robin turn
+        best = (start + s) % n
+        if not some_up or fc.kind[best] != DOWN:
+            break
+    if least:
+        for r in range(best + 1, n):
+            if (not some_up or fc.kind[r] != DOWN) and _outstanding(st, r) < _outstanding(st, best):
+                best = r
     return best
 
 
@@ -187,7 +190,7 @@ def _hand_over(st, rq, av, fc, t):
     (nothing of the request in hand done; grow it, call again)."""
     g = fc.g
     n = av.arr_s.shape[0]
-    first = fc.f[F_ARR_T] < 0  # the process's start: nothing in hand yet
+    first = g[G_ARR_KIND] == A_START  # nothing in hand yet
     while True:
         i = av.arrived[0]
         if not first:

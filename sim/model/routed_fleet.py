@@ -60,9 +60,7 @@ class FleetLoop:
         self._views()
         self.av = ak.arrivals(requests, spec.scheduler.max_queue_time_s)
         restart = spec.restart
-        back = None
-        if restart is not None:
-            back = policy_array(OFF if restart.fallback == "baseline" else spec.policy)
+        back = policy_array(OFF if restart is not None and restart.fallback == "baseline" else spec.policy)
         self.fc = fk.new_clock(len(replicas), spec.routing == "least_outstanding",
                                None if spec.drain else spec.duration_s, restart, back,
                                spec.scheduler.max_num_seqs + len(requests))
