@@ -66,4 +66,4 @@ class Deadlines:
             rp = room()
             changed = client_gone(rp, rq, r, deadline) or changed
         if changed:
-            keep_running(room(), rq)
+            keep_running(rp, rq)

@@ -135,7 +135,7 @@ class Fleet:
         if not self.replicas[0].takes_arrivals:
             env.process(self._arrivals(requests))
         if spec.restart is not None and not self.replicas[0].takes_arrivals:
-            env.process(self.restart_at(spec.restart))  # else the kernel stops for it
+            env.process(self.restart_at(spec.restart))  # else the fleet kernel runs it
         if spec.drain:
             env.run()
         else:

@@ -37,12 +37,13 @@ C_INDEX, C_SEQS, C_BUDGET, C_BS, C_KV, C_CHUNKED, C_TRACK, C_PARTIAL, C_KMAX, C_
 C_PREFIX = 10
 """1: prefix caching on (``sim.model.prefix_cache``)."""
 N_CFG = 11
-# Replica.meta (int64): counters, the last plan's sizes, a lone replica's arrival cursors
+# Replica.meta (int64): counters, the last plan's sizes, the replica's deadline cursors
+# (``arrival_kernels.expire_due``)
 (M_NRUN, M_HEAD, M_NWAIT, M_FREE, M_QLOG, M_ND, M_NPF, M_K, M_DRAFTS_ALL, M_NPRE, M_PREV, M_QNOTE,
- M_KVNOTE, M_PFTOK, M_NDRAFT, M_ARRIVED, M_QCUR, M_TCUR) = range(18)
-M_EVICT = 18
+ M_KVNOTE, M_PFTOK, M_NDRAFT, M_QCUR, M_TCUR) = range(17)
+M_EVICT = 17
 """Cached blocks no request holds (evictable; counted in ``M_FREE`` too)."""
-N_META = 19
+N_META = 18
 
 # Logs.G (int64): fleet-wide log positions
 G_GAPS, G_STEPS, G_UNI = range(3)

@@ -28,4 +28,3 @@ def urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
     ev._value = None
     env.schedule(ev, URGENT, delay)
     return ev
-
