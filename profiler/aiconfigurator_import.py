@@ -22,6 +22,7 @@ from profiler import aic_proposers
 from profiler.aic_grids import GridBuilder, target_forward_notes
 from profiler.hf_config import parse_architecture
 from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
+from profiler.import_sanity import sanitize
 from sim.contracts.errors import SpecplanError
 
 BATCH = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -162,6 +163,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     }
     if req.tp > 1:
         profile["replica"] = {"tensor_parallel_size": req.tp}
+    sanitize(profile, _name(req))  # step-time rules: repaired, and said in timing.provenance.notes
     return profile
 
 
