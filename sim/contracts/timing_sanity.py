@@ -208,29 +208,22 @@ def _dips(grid: TimingGrid, axis: str, rel: float, abs_: float) -> tuple[float, 
     """Cells lower than an earlier cell along ``axis`` by more than the tolerance; the worst one."""
     ax = grid.axis_names.index(axis)
     vals = np.moveaxis(np.array(grid.median, dtype=float), ax, -1)
-    lines = vals.reshape(-1, vals.shape[-1])
-    best_gap, worst, count = 0.0, None, 0
-    for li, line in enumerate(lines):
-        top, top_j = -np.inf, -1
-        for j, v in enumerate(line):
-            if np.isnan(v):
-                continue
-            if top > 0 and v < top * (1 - rel) and top - v > abs_:
-                count += 1
-                if top - v > best_gap:
-                    best_gap, worst = top - v, (li, j, top_j, v, top)
-            if v > top:
-                top, top_j = v, j
-    if worst is None:
+    top = np.fmax.accumulate(vals, axis=-1)  # the highest earlier-or-equal cell, nulls skipped
+    prev = np.concatenate([np.full(vals.shape[:-1] + (1,), np.nan), top[..., :-1]], axis=-1)
+    with np.errstate(invalid="ignore"):
+        bad = (prev > 0) & (vals < prev * (1 - rel)) & (prev - vals > abs_)
+    if not bad.any():
         return None
-    li, j, top_j, v, top = worst
-    rest = np.unravel_index(li, vals.shape[:-1])
-    idx = [int(i) for i in rest]
+    gap = np.where(bad, prev - vals, -np.inf)
+    *rest, j = (int(i) for i in np.unravel_index(int(np.argmax(gap)), vals.shape))
+    line = vals[tuple(rest)]
+    top_j = int(np.nanargmax(line[:j]))
+    idx = list(rest)
     idx.insert(ax, j)
     other = _where(grid, tuple(idx), skip=axis)
-    text = (f"{v * 1e3:.3g} ms at {axis} {grid.axes[ax][j]:g} < {top * 1e3:.3g} ms at {axis} "
+    text = (f"{line[j] * 1e3:.3g} ms at {axis} {grid.axes[ax][j]:g} < {line[top_j] * 1e3:.3g} ms at {axis} "
             f"{grid.axes[ax][top_j]:g}" + (f" ({other})" if other else ""))
-    return best_gap, axis, count, text
+    return float(gap.max()), axis, int(bad.sum()), text
 
 
 def _below_floor(grid: TimingGrid, fl: np.ndarray, floor: Floor, rel: float,
