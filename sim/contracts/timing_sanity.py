@@ -28,7 +28,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # profile.py imports this module; only the type names are needed here
     from sim.contracts.profile import Profile
-    from sim.contracts.profile_timing import TimingGrid
+    from sim.contracts.profile_timing import Timing, TimingGrid
 
 MONOTONE_AXES: dict[str, tuple[str, ...]] = {
     "target_forward": ("batch", "tokens_per_seq"),
@@ -43,9 +43,6 @@ MONOTONE_AXES: dict[str, tuple[str, ...]] = {
 """Grid key (last part of its JSON path) -> axes along which its time may not fall. Not listed:
 ``overhead`` H(k) (a cycle's elapsed time minus its parts: a residual, not a pass) and the padded
 batch's join/leave copies (host memory moves measured in microseconds)."""
-
-FLOOR_GRIDS = ("target_forward", "target_prefill")
-"""Grids the bandwidth floor applies to: whole target passes, whose bytes the profile knows."""
 
 LOAD_REL_TOL = 0.05
 """At load a cell is flagged only when it lies more than 5 % below what the rule asks (an earlier
@@ -128,15 +125,14 @@ def repaired_note(provenance_notes: str | None) -> str | None:
             "the bandwidth floor, never lowered; which cells: the timing provenance notes (--verbose)")
 
 
-def grids(timing: object) -> Iterator[tuple[tuple[str, ...], TimingGrid]]:
+def grids(timing: Timing) -> Iterator[tuple[tuple[str, ...], TimingGrid]]:
     """Every grid of a ``Timing`` the rules apply to, with its key path under ``timing``."""
-    yield ("target_forward",), timing.target_forward  # type: ignore[attr-defined]
-    yield ("target_prefill",), timing.target_prefill  # type: ignore[attr-defined]
-    fused = timing.fused  # type: ignore[attr-defined]
-    if fused is not None:
+    yield ("target_forward",), timing.target_forward
+    yield ("target_prefill",), timing.target_prefill
+    if timing.fused is not None:
         for key in ("dense", "logits", "decode_attention", "prefill_attention"):
-            yield ("fused", key), getattr(fused, key)
-    for name, pt in timing.proposers.items():  # type: ignore[attr-defined]
+            yield ("fused", key), getattr(timing.fused, key)
+    for name, pt in timing.proposers.items():
         yield ("proposers", name, "draft"), pt.draft
         if pt.prefill is not None:
             yield ("proposers", name, "prefill"), pt.prefill
@@ -166,7 +162,8 @@ def profile_floor(profile: Profile) -> tuple[Floor | None, str | None]:
 
 
 def floor_grid(key: str, grid: TimingGrid, floor: Floor) -> np.ndarray | None:
-    """The floor at every cell of a target grid (None for grids it does not apply to)."""
+    """The floor at every cell of a whole target pass's grid (``target_forward``,
+    ``target_prefill``: the profile knows their bytes); None for the other grids."""
     if key == "target_forward":
         b, s, c = np.meshgrid(*map(np.asarray, grid.axes), indexing="ij")
         return floor.seconds(b, c)
