@@ -119,39 +119,43 @@ def _eagle(kind: str, ctx: Context) -> ImportedProposer:
     name = f"the {kind} head of {ctx.target}"
     shape = aic_heads.head_shape(kind, ctx.target_cfg, ctx.layout)
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "config.json").write_text(json.dumps(shape.config))
         try:
-            eng = db.compile_engine(tmp, ctx.system, ctx.backend, ctx.version, shape.layout, label=name)
+            eng = _compile_head(shape.config, Path(tmp, "head"), shape.layout, name, ctx)
+            if shape.mlp_config is not None:
+                mlp = _compile_head(shape.mlp_config, Path(tmp, "mlp"), replace(shape.layout, moe_tp=shape.layout.tp,
+                                                                                 moe_ep=1), f"{name} (its MLP)", ctx)
+                eng = aic_heads.DenseMlpSplice(eng, mlp)
             grids = _model_grids(GridBuilder(eng), ctx)
-            mem = _head_memory(kind, shape, tmp, ctx)
         except SpecplanError as exc:
             raise SpecplanError(_head_refusal(kind, ctx, shape, str(exc).replace(tmp, name))) from None
     fuse = 3 if kind == "eagle3" else 2
     note = (f"{kind}: modelled, not a database entry: an {label} head priced as {shape.what}, timed from the same "
             f"database; the {fuse}h->h fusion of target hidden states is not timed. First pass over every scheduled "
             "token (decode rows x (k+1) and prompt tokens), then k-1 one-token passes")
+    model = ctx.identity(f"{kind}-head-shaped", shape.identity_config)
     ident = {"kind": kind, "note": f"{label} head (one decoder layer) reading the target's hidden states",
-             "model": ctx.identity(f"{kind}-head-shaped", shape.identity_config)}
-    return ImportedProposer(kind, ident, grids, mem, note)
+             "model": model}
+    return ImportedProposer(kind, ident, grids, _head_memory(kind, model["architecture"], ctx), note)
 
 
-def _head_memory(kind: str, shape: aic_heads.HeadShape, path: str, ctx: Context) -> dict[str, int]:
-    """Replica totals: the package's memory model for an MLA head (its KV is MLA's latent, kept on
-    every TP rank), the layer's own parameter count for a Llama-shaped one."""
-    tp = ctx.layout.tp
-    if shape.mla:
-        est = db.memory_estimate(path, ctx.system, ctx.backend, ctx.version, shape.layout, 0.9, 8192, 1024)
-        br = est["memory_breakdown"] or {}
-        return {"weight_bytes": int(br.get("weights_bytes", 0)) * tp,
-                "kv_bytes_per_token": int(est["kv_size_per_token_bytes"]) * tp, "activation_peak_bytes": 0}
-    c = shape.config
-    h, heads, kvh, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
-    layer = h * hd * (heads * 2 + kvh * 2) + 3 * h * c["intermediate_size"] + 2 * h
+def _compile_head(cfg: dict[str, Any], folder: Path, layout: db.Layout, name: str, ctx: Context) -> db.Engine:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return db.compile_engine(str(folder), ctx.system, ctx.backend, ctx.version, layout, label=name)
+
+
+def _head_memory(kind: str, arch: dict[str, Any], ctx: Context) -> dict[str, int]:
+    """Replica totals in bf16: the layer's parameters (profiler/model_shape.py, experts included
+    for an EAGLE-1 MLA head), the fusion GEMM, EAGLE-3's own LM head; KV per token at the KV dtype
+    (MLA's latent kept on every TP rank, as the target's)."""
+    from profiler.model_shape import body_params, kv_values_per_token_layer
+
+    tp, h = ctx.layout.tp, arch["hidden_size"]
     fuse = (3 if kind == "eagle3" else 2) * h * h
-    own_head = c["vocab_size"] * h if kind == "eagle3" else 0
+    own_head = arch["vocab_size"] * h if kind == "eagle3" else 0
     kvb = 1 if ctx.layout.kv == "fp8" else 2
-    return {"weight_bytes": 2 * (layer + fuse + own_head), "kv_bytes_per_token": 2 * kvh * hd * kvb,
-            "activation_peak_bytes": 0}
+    return {"weight_bytes": 2 * (body_params(arch) + fuse + own_head),
+            "kv_bytes_per_token": kv_values_per_token_layer(arch, tp) * tp * kvb, "activation_peak_bytes": 0}
 
 
 def _head_refusal(kind: str, ctx: Context, shape: aic_heads.HeadShape, why: str) -> str:

@@ -54,7 +54,7 @@ def test_deepseek_imports_eagle_and_eagle3_heads_priced_as_one_mla_layer() -> No
         assert 0 < d[kind]["draft"]["median"][0][0][0] < 0.1 * tf[0][1][0]
         assert p["memory"]["proposers"][kind]["kv_bytes_per_token"] > 0
     # EAGLE-1 runs the routed experts and the 129k-token LM head; EAGLE-3 a dense MLP and a 32k head
-    assert d["eagle"]["draft"]["median"][1][0][0] > d["eagle3"]["draft"]["median"][1][0][0]
+    assert d["eagle"]["draft"]["median"][1][0][0] > 2 * d["eagle3"]["draft"]["median"][1][0][0]
     assert p["memory"]["proposers"]["eagle"]["weight_bytes"] > p["memory"]["proposers"]["eagle3"]["weight_bytes"]
 
 
@@ -76,3 +76,27 @@ def test_a_head_the_database_cannot_price_is_one_line_naming_it_with_fixes_that_
     monkeypatch.setattr(aic_heads, "head_shape", real)
     for fix in ("mtp", "ngram", "suffix"):
         assert fix in _r1(fix)["proposers"]
+
+
+def test_an_eagle3_mla_head_runs_a_dense_mlp_of_its_width_not_the_targets_experts() -> None:
+    """The package prices every DeepSeek layer as MoE; the head's MLP ops come from a Llama layer."""
+    import tempfile
+    from pathlib import Path
+
+    from profiler.aic_proposers import _compile_head
+
+    class Ctx:
+        system, backend, version = "h200_sxm", "vllm", "0.24.0"
+
+    def mlp_ms(inter: int) -> tuple[dict, float]:
+        shape = aic_heads.head_shape("eagle3", {**db.model_config(R1), "intermediate_size": inter},
+                                     db.Layout(tp=8, moe_tp=1, moe_ep=8, kv="bfloat16"))
+        with tempfile.TemporaryDirectory() as tmp:
+            head = _compile_head(shape.config, Path(tmp, "h"), shape.layout, "head", Ctx)
+            mlp = _compile_head(shape.mlp_config, Path(tmp, "m"), shape.layout, "mlp", Ctx)
+        ops = aic_heads.DenseMlpSplice(head, mlp).decode_ops(64, 1024)
+        return ops, sum(ops[k] for k in aic_heads.MLP_OPS)
+
+    ops, wide = mlp_ms(18432)
+    assert not [k for k in ops if any(e in k for e in aic_heads.EXPERT_OPS)] and "mla_block" in ops
+    assert mlp_ms(9216)[1] < 0.8 * wide
