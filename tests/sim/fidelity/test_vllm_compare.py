@@ -150,3 +150,15 @@ def test_a_missing_duration_is_unknown_not_refused():
     assert parse_result({**obj, "duration": float("nan")}, "x.json").duration_s is None
     with pytest.raises(SpecplanError, match="duration: expected a number"):
         parse_result({**obj, "duration": "soon"}, "x.json")
+
+
+def test_a_value_that_is_not_a_finite_number_is_absent_from_the_table():
+    pred = {"ttft_ms_median": float("nan"), "ttft_ms_p95": 120.0, "tpot_ms_p95": float("inf")}
+    meas = {"ttft_ms_median": 100.0, "ttft_ms_p95": float("nan"), "tpot_ms_p95": 5.0}
+    table = comparison.error_table(comparison.error_rows("f.json", None, float("inf"), "b", pred, meas))
+    by = {r["column"]: r for r in table.to_dicts()}
+    assert by["ttft_ms_median"]["predicted"] is None and by["ttft_ms_median"]["rel_error"] is None
+    assert by["ttft_ms_p95"]["measured"] is None and by["tpot_ms_p95"]["predicted"] is None
+    assert by["tpot_ms_p95"]["rate"] is None
+    text = comparison.format_table(table)
+    assert "nan" not in text.lower() and "inf" not in text.lower()
