@@ -76,10 +76,10 @@ class VllmBenchResult:
             raise SpecplanError(f"{self.source}: input_lens: no requests in the result")
         if not (self.request_rate > 0):
             raise SpecplanError(f"{self.source}: request_rate: must be > 0 or \"inf\", got {self.request_rate}")
-        if not (self.burstiness > 0):
-            raise SpecplanError(f"{self.source}: burstiness: must be > 0, got {self.burstiness}")
+        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
+            raise SpecplanError(f"{self.source}: burstiness: must be a finite number > 0, got {self.burstiness}")
         rate, b = self.request_rate, self.burstiness
-        if math.isfinite(rate) and not (math.isfinite(1.0 / (rate * b)) and math.isfinite(n / rate)):
+        if math.isfinite(rate) and not (rate * b > 0 and math.isfinite(1.0 / (rate * b)) and math.isfinite(n / rate)):
             raise SpecplanError(
                 f"{self.source}: request_rate {rate:g} with burstiness {b:g} and {n} requests: send "
                 "times beyond floating point (the mean gap 1/(rate*burstiness) or the schedule "

@@ -81,9 +81,12 @@ class StreamChunking:
                 f"{self.tokens} as vLLM's --stream-interval {self.tokens} sends them"
                 if self.layout == "first-alone" else
                 f"every chunk {self.tokens} tokens from the first on (buffered from the start)")
-        how = "" if self.regular else "irregular chunks, grouped by their mean; "
-        return (f"ITL per chunk of ~{self.tokens} tokens ({how}{seen}); the simulator's tokens "
-                f"grouped the same way: {rule}")
+        if not self.regular:
+            return (f"ITL per chunk of ~{self.mean_tokens_per_gap:.3g} tokens (irregular chunks: no single "
+                    f"interval explains every request; {seen}); the simulator's stream grouped to the same "
+                    "mean chunk")
+        return (f"ITL per chunk of ~{self.tokens} tokens ({seen}); the simulator's tokens grouped the "
+                f"same way: {rule}")
 
 
 def itl_entries(n: np.ndarray, c: int, layout: Layout) -> np.ndarray:
@@ -156,12 +159,13 @@ def _sends(per_step: np.ndarray, c: float, layout: Layout) -> np.ndarray:
     return np.asarray(sends, dtype=np.int64)
 
 
-def client_view(requests: pl.DataFrame, itl: pl.DataFrame, tokens: float, layout: Layout) -> ClientView:
+def client_view(requests: pl.DataFrame, itl: pl.DataFrame, tokens: float, layout: Layout,
+                by_steps: bool = False) -> ClientView:
     """Group each completed request's steps into chunks of ``tokens`` (``layout``) and time them
     as the client does: TTFT at the first chunk, E2EL at the last, TPOT from the two, ITL and
     pauses between chunks. Overhead outside the engine (``overhead_s``) moves TTFT and E2EL
-    alike. ``tokens`` may be fractional: a speculative run's irregular chunks are matched by
-    steps, ``k`` steps of the mean size each."""
+    alike. ``by_steps``: ``tokens`` counts engine steps instead (a speculative run's step
+    carries several tokens; irregular chunks are matched by whole steps)."""
     one_token = tokens <= 1 and layout == "first-alone"
     done = requests.filter(pl.col("outcome") == "completed").sort("id")
     gaps = itl.filter(pl.col("id").is_in(done["id"].implode())).sort("id", maintain_order=True)
@@ -176,9 +180,9 @@ def client_view(requests: pl.DataFrame, itl: pl.DataFrame, tokens: float, layout
         times = r["first_token_s"] + np.concatenate([[0.0], np.cumsum(g)])
         gen = int(r["generated_tokens"])
         steps = len(times)
-        if steps == gen or steps == 1:
+        if by_steps or steps == gen or steps == 1:
             per_step = np.ones(steps)
-        else:  # speculative steps: first step one token, later ones the mean (no per-step count kept)
+        else:  # speculative steps: first one token, later ones the mean (no per-step count kept)
             approx += 1
             per_step = np.full(steps, (gen - 1) / (steps - 1))
             per_step[0] = 1.0

@@ -79,22 +79,25 @@ def measured_chunking(result: Any) -> StreamChunking:
                   [m for m, k in zip(result.itl_counts, ok, strict=True) if k])
 
 
-def _grouping(chunking: StreamChunking, requests: pl.DataFrame) -> tuple[float, Layout]:
-    """Tokens per chunk and layout to group one simulated run by.
+def grouping_for(chunking: StreamChunking, requests: pl.DataFrame) -> tuple[float, Layout, bool, str | None]:
+    """(size, layout, by steps, note) to group one simulated run by.
 
-    A regular rule is the server's and applies as it is. Irregular chunks are matched by steps:
-    a speculative run's step already carries ``a`` tokens on average, so ``k`` steps of it make
-    a chunk of the measured mean (``k = round(mean / a)``), not ``mean`` tokens.
+    A regular rule is the server's and applies as it is, in tokens. Irregular chunks are matched
+    by their mean: in tokens for a run of one-token steps; in whole steps for a speculative run,
+    whose step already carries ``a`` tokens on average (``k = round(mean / a)`` steps a chunk;
+    a speculating server that streams every step has irregular chunks of about ``a`` tokens).
     """
     if chunking.regular or chunking.requests == 0:
-        return float(chunking.tokens), chunking.layout
+        return float(chunking.tokens), chunking.layout, False, None
     done = requests.filter((pl.col("outcome") == mn.COMPLETED) & (pl.col("num_bursts") > 1))
     later_steps = float((done["num_bursts"] - 1).sum() or 0)
     a = float((done["generated_tokens"] - 1).sum() or 0) / later_steps if later_steps else 1.0
     if a <= 1.0 + 1e-9:
-        return float(chunking.tokens), "first-alone"
+        return float(chunking.tokens), "first-alone", False, None
     k = max(1, round(chunking.mean_tokens_per_gap / a))
-    return k * a, "first-alone"
+    return float(k), "first-alone", True, (
+        f"irregular chunks of ~{chunking.mean_tokens_per_gap:.3g} tokens against {a:.3g} tokens per "
+        f"simulated step: {k} step(s) grouped into each chunk")
 
 
 def vllm_requests(result: Any, segment: str, timeout_s: float | None, rng: np.random.Generator) -> list[RequestSpec]:
@@ -153,9 +156,11 @@ def simulate_vllm(
         done = run.requests.filter(pl.col("outcome") == mn.COMPLETED)
         end = done["finish_s"].max()
         span = float(end) if end is not None and end > 0 else None  # vLLM's duration: t=0 to last completion
-        tokens, layout = _grouping(chunking, run.requests) if chunking else (1.0, "first-alone")
-        if tokens > 1 or layout != "first-alone":
-            view = client_view(run.requests, run.itl, tokens, layout)
+        size, layout, by_steps, how = grouping_for(chunking, run.requests) if chunking else (1.0, "first-alone", False, None)
+        if how:
+            extra.append(how)
+        if size > 1 or layout != "first-alone":
+            view = client_view(run.requests, run.itl, size, layout, by_steps)
             v.update({k: x for k, x in client_values(view.requests, view.itl_s, span, sc.slo.limits).items()
                       if k in v})
             if view.approximate:
@@ -197,7 +202,8 @@ def chunk_labels(chunking: StreamChunking) -> dict[str, str]:
     several tokens (the header line says how they were detected)."""
     if chunking.one_token:
         return {}
-    per = f"chunks of ~{chunking.tokens} tok"
+    size = f"{chunking.tokens}" if chunking.regular else f"{chunking.mean_tokens_per_gap:.2g}"
+    per = f"chunks of ~{size} tok"
     return {col: label.replace("(ms)", f"(ms, {per})") for label, col in COMPARED
             if col.startswith(("itl_", "pause_"))}
 

@@ -136,3 +136,25 @@ def test_irregular_chunks_are_grouped_by_their_mean_and_said_so():
 def test_files_without_multi_token_requests_are_compared_per_token():
     got = detect([1, 1, 0], [0, 0, 0])
     assert got.requests == 0 and got.one_token and "ITL per token" in got.basis()
+
+
+def test_a_speculating_server_that_streams_every_step_is_compared_step_for_step():
+    """Speculative steps carry ~2.5 tokens: chunks of ~2.5 tokens are the steps themselves,
+    not groups of 2 or 3 tokens."""
+    from sim.fidelity.vllm_compare import grouping_for
+
+    gen, steps = [21, 31, 11], [9, 13, 5]
+    rng = np.random.default_rng(0)
+    gaps = [rng.uniform(0.01, 0.03, s - 1) for s in steps]
+    requests = pl.DataFrame({"id": [0, 1, 2], "arrival_s": [0.0, 1.0, 2.0], "first_token_s": [0.1, 1.1, 2.1],
+                             "finish_s": [0.1 + g.sum() for g in gaps], "generated_tokens": gen,
+                             "num_bursts": steps, "outcome": ["completed"] * 3})
+    itl = pl.DataFrame({"id": [i for i, g in enumerate(gaps) for _ in g], "gap_s": np.concatenate(gaps)})
+    chunking = detect(gen, [s - 1 for s in steps])
+    assert not chunking.regular and chunking.mean_tokens_per_gap == pytest.approx(2.5)
+    size, layout, by_steps, how = grouping_for(chunking, requests)
+    assert (size, layout, by_steps) == (1.0, "first-alone", True) and "1 step(s)" in how
+    view = client_view(requests, itl, size, layout, by_steps)
+    assert np.allclose(np.sort(view.itl_s), np.sort(np.concatenate(gaps)))
+    four = client_view(requests, itl, 4.0, "first-alone", True)
+    assert four.requests["num_chunks"].to_list() == [1 + -(-(s - 1) // 4) for s in steps]
