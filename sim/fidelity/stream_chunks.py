@@ -54,6 +54,9 @@ class StreamChunking:
     """Of those, the requests whose ITL count the rule reproduces exactly."""
     mean_tokens_per_gap: float
     """``sum(n - 1) / sum(len(itl))`` over those requests (the denominator at least 1)."""
+    tokens_max: int = 0
+    """Largest interval that reproduces as many requests as ``tokens`` (the counts cannot tell
+    them apart: all outputs 128 tokens long fit 16, 17 and 18 alike); 0: the same as ``tokens``."""
 
     def __post_init__(self) -> None:
         if self.tokens < 1 or self.requests < 0 or not 0 <= self.matched <= self.requests:
@@ -85,6 +88,9 @@ class StreamChunking:
             return (f"ITL per chunk of ~{self.mean_tokens_per_gap:.3g} tokens (irregular chunks: no single "
                     f"interval explains every request; {seen}); the simulator's stream grouped to the same "
                     "mean chunk")
+        if self.tokens_max:
+            seen += (f"; intervals {self.tokens}–{self.tokens_max} fit as many requests, the smallest "
+                     "is used")
         return (f"ITL per chunk of ~{self.tokens} tokens ({seen}); the simulator's tokens grouped the "
                 f"same way: {rule}")
 
@@ -128,7 +134,10 @@ def detect(output_lens: Sequence[int], itl_counts: Sequence[int]) -> StreamChunk
     hits, c, layout = best
     if hits < REGULAR_SHARE * n.size:
         return StreamChunking(max(1, round(mean)), "first-alone", int(n.size), hits, mean)
-    return StreamChunking(c, layout, int(n.size), hits, mean)
+    top = c
+    while top < min(int(n.max()), 4 * c + 16) and int((itl_entries(n, top + 1, layout) == m).sum()) == hits:
+        top += 1
+    return StreamChunking(c, layout, int(n.size), hits, mean, top if top > c else 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,3 +158,11 @@ def test_a_speculating_server_that_streams_every_step_is_compared_step_for_step(
     assert np.allclose(np.sort(view.itl_s), np.sort(np.concatenate(gaps)))
     four = client_view(requests, itl, 4.0, "first-alone", True)
     assert four.requests["num_chunks"].to_list() == [1 + -(-(s - 1) // 4) for s in steps]
+
+
+def test_lengths_that_fit_several_intervals_say_so():
+    """128-token outputs streamed every 16 give 8 gaps; intervals 17 and 18 give 8 too."""
+    got = detect([128] * 20, [8] * 20)
+    assert (got.tokens, got.tokens_max, got.layout) == (16, 18, "first-alone")
+    assert "intervals 16–18 fit as many requests, the smallest is used" in got.basis()
+    assert detect([128] * 20, [13] * 20).tokens_max == 0  # 127 / 13: only 10 fits
