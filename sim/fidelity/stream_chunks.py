@@ -31,6 +31,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from sim.results import metric_names as mn
+
 Layout = Literal["first-alone", "fixed"]
 """``first-alone``: vLLM's ``--stream-interval`` (first token alone, then every ``c``);
 ``fixed``: every chunk holds ``c`` tokens from the first on (a buffering proxy)."""
@@ -176,7 +178,7 @@ def client_view(requests: pl.DataFrame, itl: pl.DataFrame, tokens: float, layout
     alike. ``by_steps``: ``tokens`` counts engine steps instead (a speculative run's step
     carries several tokens; irregular chunks are matched by whole steps)."""
     one_token = tokens <= 1 and layout == "first-alone"
-    done = requests.filter(pl.col("outcome") == "completed").sort("id")
+    done = requests.filter(pl.col("outcome") == mn.COMPLETED).sort("id")
     gaps = itl.filter(pl.col("id").is_in(done["id"].implode())).sort("id", maintain_order=True)
     by_id = {k[0]: g["gap_s"].to_numpy() for k, g in gaps.group_by(["id"], maintain_order=True)}
     has_overhead = "overhead_s" in done.columns
