@@ -174,7 +174,9 @@ def test_a_request_that_computed_a_cached_block_still_caches_its_later_blocks(ma
     """a = ids [0, 1, 2] and b = [0, 1, 3] arrive together and compute their shared blocks 0, 1
     at once; a caches them first, b keeps duplicates and caches its own block 3 (vLLM
     ``cache_full_blocks`` never de-duplicates). c = [0, 1, 3] then hits 3 blocks (12 of its 14
-    tokens), where a rule that stopped at b's first duplicate gave it only a's 2 (8 tokens)."""
+    tokens), as in vLLM, where a rule that stopped at b's first duplicate gave it only a's 2
+    (8 tokens). (vLLM, caching a's blocks when it schedules them, would let b hit them already:
+    docs/prefix-caching.md, "When a block is cached".)"""
     s = make(_cfg(kv=20))
     a, b = _req(0, 14, 1, [0, 1, 2]), _req(1, 14, 1, [0, 1, 3])
     assert s.add_request(a, 0.0) and s.add_request(b, 0.0)
