@@ -113,6 +113,13 @@ def _print_summary(p: dict[str, Any], out: str, wall_s: float) -> None:
         print(f"  proposer {name} ({ident['kind']}): D(batch=1, k=3, context={ctx[c]}) = {d['median'][0][2][c] * 1e3:.2f} ms, "
               f"batch {tf['axes']['batch'][b64]}: {d['median'][b64][2][c] * 1e3:.2f} ms [imported + modelled]; host "
               f"H(k=3) = {h['median'][0][2] * 1e3:.3f} / {h['median'][b64][2] * 1e3:.3f} ms [assumed]")
+    for name, ident in p["proposers"].items():
+        acc = p["acceptance"].get(name)
+        how = (f"{acc['provenance']['method']}" if acc else "none") + (
+            "" if acc and acc["provenance"]["method"] == "published" else
+            f" (no published acceptance for {ident['kind']} on this model family; bring measured counters: "
+            "specplan profile import-vllm)")
+        print(f"  acceptance {name}: {how}")
     repaired = repaired_note(p["timing"]["provenance"].get("notes"))
     if repaired:  # never silent: the database's grids were changed (docs/profile-format.md)
         print(f"  {repaired}")

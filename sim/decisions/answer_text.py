@@ -263,6 +263,9 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
         items.append((said, "  ", "      ", False))
+    for c in d.facts.candidates:  # the least certain input: what it rests on, assumed named as such
+        if c.acceptance:
+            items.append((f"acceptance: {c.acceptance}", "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
