@@ -23,7 +23,7 @@ from profiler.aic_grids import GridBuilder, target_forward_notes
 from profiler.hf_config import parse_architecture
 from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from profiler.import_sanity import sanitize
-from profiler.published_library import published_for
+from profiler.published_library import prefer_published
 from profiler.vllm_kv_dtype import KvChoice, resolve_auto
 from sim.contracts.errors import SpecplanError
 
@@ -177,6 +177,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     if req.tp > 1:
         profile["replica"] = {"tensor_parallel_size": req.tp}
     sanitize(profile, _name(req))  # step-time rules: repaired, and said in timing.provenance.notes
+    prefer_published(profile, req.command)  # measured > published > assumed: a cited table wins
     return profile
 
 
@@ -231,28 +232,10 @@ def _add_proposer_memory(memory: dict[str, Any], pmem: dict[str, dict[str, int]]
 
 
 def _acceptance(req: ImportRequest, proposers: dict[str, Any]) -> dict[str, Any]:
-    """Acceptance by precedence published > assumed (measured comes later, by merge): a table of
-    profiler/published_library.py for the proposer's kind on the target's family, else the
-    rates the person typed (--assume-acceptance), else none."""
     out: dict[str, Any] = {}
-    for name in req.assumed_acceptance:
+    for name, rates in req.assumed_acceptance.items():
         if name not in proposers:
             raise SpecplanError(f"--assume-acceptance {name}: no such proposer (valid: {', '.join(proposers) or 'none'})")
-    for name, ident in proposers.items():
-        found = published_for(ident.get("kind", ""), req.target)
-        if found is None:
-            continue
-        table, entry = found
-        entry["provenance"]["command"] = req.command
-        entry["provenance"]["notes"] = (
-            f"the import's default for {ident.get('kind')} on {req.target}: published table {table} "
-            "(profiler/published_library.py; precedence measured > published > assumed)"
-            + (f"; --assume-acceptance {name} set aside" if name in req.assumed_acceptance else "")
-            + "; " + entry["provenance"]["notes"])
-        out[name] = entry
-    for name, rates in req.assumed_acceptance.items():
-        if name in out:
-            continue
         drafts = 1000
         acc = [int(round(r * drafts)) for r in rates]
         if any(b > a for a, b in zip(acc, acc[1:], strict=False)) or not all(0 <= r <= 1 for r in rates):

@@ -263,9 +263,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
         items.append((said, "  ", "      ", False))
-    for c in d.facts.candidates:  # the least certain input: what it rests on, assumed named as such
-        if c.acceptance:
-            items.append((f"acceptance: {c.acceptance}", "  ", "      ", False))
+    for said in acceptance_lines(d):
+        items.append((said, "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
@@ -281,6 +280,16 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     for text, indent, more, clip in items:
         out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
     return out
+
+
+def acceptance_lines(d: Decision) -> list[str]:
+    """``acceptance: draft-k3, draft-k2: ASSUMED 0.7 per position (…)``: what each speculative
+    candidate's acceptance rests on (the least certain input), candidates on one basis together."""
+    by: dict[str, list[str]] = {}
+    for c in d.facts.candidates:
+        if c.acceptance:
+            by.setdefault(c.acceptance, []).append(c.name)
+    return [f"acceptance: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
 
 def cause_lines(d: Decision) -> list[str]:

@@ -24,16 +24,16 @@ def rates_words(rates: Sequence[float]) -> str:
 
 
 def acceptance_basis(cand: Candidate, profile: Profile) -> str | None:
-    """``eagle3-k3: ASSUMED 0.75 per position (no published or measured acceptance for eagle3 on
-    X; bring measured counters: …)``, ``… published (citation)``, ``… measured``; None for a
+    """``ASSUMED 0.75 per position (no published or measured acceptance for eagle3 on X: the last
+    resort; bring measured counters: …)``, ``published (citation)``, ``measured``; None for a
     candidate that does not speculate or a profile without the entry (loading says that)."""
     if not cand.speculates or cand.proposer is None:
         return None
     if cand.assumed_acceptance is not None:
-        return (f"{cand.name}: ASSUMED {rates_words(cand.assumed_acceptance)} (the scenario's "
+        return (f"ASSUMED {rates_words(cand.assumed_acceptance)} (the scenario's "
                 f"assumed_acceptance, the last resort; {IMPORT_HINT})")
     if cand.acceptance_trace is not None:
-        return f"{cand.name}: measured per-request trace {cand.acceptance_trace}"
+        return f"measured per-request trace {cand.acceptance_trace}"
     entry = profile.acceptance.get(cand.proposer)
     if entry is None:
         return None
@@ -43,10 +43,10 @@ def acceptance_basis(cand: Candidate, profile: Profile) -> str | None:
         rates = [a / seg.num_drafts for a in seg.accepted_per_pos] if seg.num_drafts else []
         ident = profile.proposers.get(cand.proposer)
         kind = ident.kind if ident is not None else cand.proposer
-        return (f"{cand.name}: ASSUMED {rates_words(rates)} (no published or measured acceptance for "
+        return (f"ASSUMED {rates_words(rates)} (no published or measured acceptance for "
                 f"{kind} on {profile.target.id}: the last resort; {IMPORT_HINT})")
     if method == "published":
         cite = entry.provenance.citation or ""
         short = cite if len(cite) <= 90 else cite[:89].rstrip() + "…"
-        return f"{cand.name}: published ({short})"
-    return f"{cand.name}: {method}"
+        return f"published ({short})"
+    return method

@@ -11,7 +11,14 @@ import pytest
 from profiler.acceptance import check_entry
 from profiler.acceptance_lengths import lengths_from_rates, round_trip_error
 from profiler.aiconfigurator_import import ImportRequest, _acceptance
-from profiler.published_library import TABLES, documents, entry, family_of, published_for
+from profiler.published_library import (
+    TABLES,
+    documents,
+    entry,
+    family_of,
+    prefer_published,
+    published_for,
+)
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict
 
@@ -80,30 +87,72 @@ def test_vllm_pr_24243_rates_are_as_printed() -> None:
 @pytest.mark.parametrize(("model", "family"), [
     ("nvidia/DeepSeek-V4-Pro-NVFP4", "deepseek-v4-pro"), ("deepseek-ai/DeepSeek-V4-Pro", "deepseek-v4-pro"),
     ("moonshotai/Kimi-K2.5", "kimi-k2.5"), ("nvidia/MiniMax-M3-NVFP4", "minimax-m3"),
-    ("meta-llama/Llama-3.1-8B", "llama-3.1-8b"),
+    ("meta-llama/Llama-3.1-8B", "llama-3.1-8b"), ("meta-llama/Meta-Llama-3.1-8B", "llama-3.1-8b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8", "qwen3-vl-30b-a3b"),
 ])
-def test_family_of_drops_organisation_and_weight_format(model, family) -> None:
+def test_family_of_drops_organisation_weight_format_and_instruct(model, family) -> None:
     assert family_of(model) == family
 
 
 def test_lookup_is_by_method_and_family_never_a_guess() -> None:
     assert published_for("mtp", "deepseek-ai/DeepSeek-V4-Pro")[0] == "inferencex-deepseek-v4-pro-mtp"
     assert published_for("eagle3", "nvidia/MiniMax-M3-NVFP4")[0] == "inferencex-minimax-m3-eagle3"
+    assert published_for("eagle3", "meta-llama/Meta-Llama-3.1-8B")[0] == "vllm-ci-llama-3.1-8b-eagle3"
     assert published_for("eagle3", "deepseek-ai/DeepSeek-V4-Pro") is None  # the table is MTP's
     assert published_for("mtp", "deepseek-ai/DeepSeek-V3") is None  # another model of the maker
-    assert published_for("eagle3", "meta-llama/Llama-3.1-8B") is None
+    assert published_for("eagle3", "meta-llama/Llama-3.1-70B") is None  # another size
+    assert published_for("eagle3", "openai/gpt-oss-120b") is None  # the table is gpt-oss-20b's
+    assert published_for("draft_model", "meta-llama/Llama-3.1-8B") is None
 
 
-def test_the_import_picks_published_over_assumed() -> None:
-    req = ImportRequest("b200_sxm", "vllm", "nvidia/Kimi-K2.5-NVFP4", ("eagle3", "ngram"), command="cmd",
-                        assumed_acceptance={"eagle3": (0.75, 0.5625), "ngram": (0.5, 0.25)})
-    out = _acceptance(req, {"eagle3": {"kind": "eagle3"}, "ngram": {"kind": "ngram"}})
-    prov = out["eagle3"]["provenance"]
+def _imported(target: str, rates: dict[str, list[float]]) -> dict:
+    """A profile as import-aiconfigurator leaves it before the library is consulted."""
+    kinds = {"eagle3": "eagle3", "ngram": "ngram", "mtp": "mtp"}
+    req = ImportRequest("b200_sxm", "vllm", target, tuple(rates), command="cmd",
+                        assumed_acceptance={k: tuple(v) for k, v in rates.items() if v})
+    proposers = {n: {"kind": kinds[n]} for n in rates}
+    return {"target": {"id": target}, "proposers": proposers, "acceptance": _acceptance(req, proposers)}
+
+
+def test_published_wins_over_assumed_and_assumed_stays_the_last_resort() -> None:
+    p = _imported("nvidia/Kimi-K2.5-NVFP4", {"eagle3": [0.75, 0.5625], "ngram": [0.5, 0.25]})
+    said = prefer_published(p, "cmd")
+    prov = p["acceptance"]["eagle3"]["provenance"]
     assert prov["method"] == "published" and "kimik2.5_eagle3.yaml" in prov["citation"]
-    assert "--assume-acceptance eagle3 set aside" in prov["notes"] and prov["command"] == "cmd"
-    assert out["ngram"]["provenance"]["method"] == "assumed"  # no table for ngram: the last resort
+    assert "replaces an assumed entry" in prov["notes"] and prov["command"] == "cmd"
+    assert said == ["acceptance eagle3: published table inferencex-kimi-k2.5-eagle3 (replaces an assumed entry)"]
+    assert p["acceptance"]["ngram"]["provenance"]["method"] == "assumed"  # no table for ngram
 
 
-def test_without_a_table_or_assumption_the_import_writes_no_acceptance() -> None:
-    req = ImportRequest("h200_sxm", "vllm", "meta-llama/Llama-3.1-8B", ("eagle3",))
-    assert _acceptance(req, {"eagle3": {"kind": "eagle3"}}) == {}
+@pytest.mark.parametrize("method", ["measured", "imported", "published"])
+def test_measured_and_published_entries_are_never_replaced(method) -> None:
+    p = _imported("moonshotai/Kimi-K2.5", {"eagle3": [0.5]})
+    p["acceptance"]["eagle3"]["provenance"]["method"] = method
+    assert prefer_published(p, "cmd") == []
+    assert p["acceptance"]["eagle3"]["provenance"]["method"] == method
+
+
+def test_a_proposer_without_entry_gets_the_table_and_one_without_table_gets_nothing() -> None:
+    p = _imported("deepseek-ai/DeepSeek-V4-Pro", {"mtp": []})
+    assert prefer_published(p, None) == ["acceptance mtp: published table inferencex-deepseek-v4-pro-mtp (no entry before)"]
+    q = _imported("meta-llama/Llama-3.1-70B", {"eagle3": []})
+    assert prefer_published(q, None) == [] and q["acceptance"] == {}
+
+
+def test_shipped_8b_profiles_carry_the_published_eagle3_entry() -> None:
+    for name in ("llama-3.1-8b-h100-vllm.json", "llama-3.1-8b-h200-vllm.json"):
+        doc = json.loads((FOLDER.parent / name).read_text())
+        got = doc["acceptance"]["eagle3"]
+        want = entry(next(t for t in TABLES if t["name"] == "vllm-ci-llama-3.1-8b-eagle3"))
+        assert got["segments"] == want["segments"] and got["provenance"]["citation"] == want["provenance"]["citation"]
+        assert {e["provenance"]["method"] for n, e in doc["acceptance"].items() if n != "eagle3"} == {"assumed"}
+
+
+def test_the_real_import_takes_the_published_table(tmp_path) -> None:
+    pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
+    from profiler.aiconfigurator_import import build_profile
+
+    p = build_profile(ImportRequest("h200_sxm", "vllm", "meta-llama/Llama-3.1-8B", ("eagle3",), command="t",
+                                    assumed_acceptance={"eagle3": (0.75, 0.5625, 0.4219)}))
+    assert p["acceptance"]["eagle3"]["provenance"]["method"] == "published"
+    Profile.from_dict(json.loads(json.dumps(p)), "imported")

@@ -29,15 +29,15 @@ def _profile(method: str) -> Profile:
 
 def test_assumed_profile_acceptance_is_named_the_last_resort_with_the_fix() -> None:
     line = acceptance_basis(SPEC, _profile("assumed"))
-    assert line.startswith("ngram-k3: ASSUMED ")
+    assert line.startswith("ASSUMED ")
     assert "no published or measured acceptance for ngram on synthetic-linear" in line
     assert "last resort" in line and "specplan profile import-vllm" in line
 
 
 def test_published_and_scenario_assumed_and_baseline() -> None:
-    assert acceptance_basis(SPEC, _profile("published")) == "ngram-k3: published (Example et al. 2025, Table 3)"
+    assert acceptance_basis(SPEC, _profile("published")) == "published (Example et al. 2025, Table 3)"
     cand = Candidate(name="e", proposer="ngram", k=2, policy="fixed", assumed_acceptance=(0.75, 0.5625))
-    assert acceptance_basis(cand, _profile("published")).startswith("e: ASSUMED 0.75 per position (the scenario's")
+    assert acceptance_basis(cand, _profile("published")).startswith("ASSUMED 0.75 per position (the scenario's")
     assert acceptance_basis(Candidate(name="baseline", speculation="off"), _profile("assumed")) is None
 
 
@@ -52,8 +52,11 @@ def test_the_verdict_prints_the_basis_of_each_speculative_candidate() -> None:
         return CandidateFacts(name=name, baseline=name == "baseline", goodput=(10.0, 10.1, 9.9),
                               attainment=(1.0,) * 3, carries=(True,) * 3, carry_reason=("",) * 3,
                               latency_ms=(900.0, 910.0, 905.0), hourly_usd=4.0, acceptance=basis)
-    basis = acceptance_basis(SPEC, _profile("assumed"))
-    d = decide(Facts("fleet", (cand("baseline"), cand("ngram-k3", basis)), (1, 2, 3), "baseline", True, 10.0, 1))
-    text = "\n".join(lines(Answer(d), wrap=False))
-    assert f"acceptance: {basis}" in text
-    assert text.count("acceptance: ") == 1  # the baseline drafts nothing
+    assumed = acceptance_basis(SPEC, _profile("assumed"))
+    published = acceptance_basis(SPEC, _profile("published"))
+    d = decide(Facts("fleet", (cand("baseline"), cand("a-k3", assumed), cand("a-k2", assumed),
+                               cand("p-k3", published)), (1, 2, 3), "baseline", True, 10.0, 1))
+    text = lines(Answer(d), wrap=False)
+    assert f"acceptance: a-k3, a-k2: {assumed}" in text  # one line per basis, candidates together
+    assert f"acceptance: p-k3: {published}" in text
+    assert sum(t.startswith("acceptance: ") for t in text) == 2  # the baseline drafts nothing
