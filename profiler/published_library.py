@@ -106,8 +106,7 @@ TABLES: tuple[dict[str, Any], ...] = (
                     "80 MT-bench prompts (philschmid/mt-bench), temperature 0, 256 output tokens"),
        "segments": [{"task": "chat", "temperature": 0.0, "mode": None, "rates": rates}],
        "notes": (f"a regression baseline vLLM's CI holds runs to (5 % tolerance{extra}), measured by its authors "
-                 "with examples/offline_inference/spec_decode.py; the GPU is not stated; MT-bench's prompts are "
-                 "English: entered for any language, acceptance in others may differ")}
+                 "with examples/offline_inference/spec_decode.py; the GPU is not stated")}
       for fam, model, draft, cid, rates, al, extra in (
           ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
            "llama3-8b-eagle3", [0.7296, 0.5208, 0.3545], 2.60, ""),

@@ -291,6 +291,7 @@ def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
             shown=_operating(c), latency_ms=_operating_latency(c),
             gpus_per_replica=(report.candidate_gpus or {}).get(c.candidate, report.gpus_per_replica),
             device=(devices or {}).get(c.candidate),
+            acceptance=(getattr(report, "acceptance", None) or {}).get(c.candidate, ""),
         ))
     return Facts("capacity", tuple(out), tuple(seeds), report.baseline, has_slo,
                  report.candidates[0].target_rate if report.candidates else None,

@@ -10,6 +10,7 @@ from profiler.published import published_entry
 from sim.contracts.candidate import Candidate
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict
+from sim.decisions.answer_export import to_json
 from sim.decisions.answer_text import Answer, lines
 from sim.decisions.decision import decide
 from sim.decisions.facts import CandidateFacts, Facts
@@ -60,3 +61,5 @@ def test_the_verdict_prints_the_basis_of_each_speculative_candidate() -> None:
     assert f"acceptance: a-k3, a-k2: {assumed}" in text  # one line per basis, candidates together
     assert f"acceptance: p-k3: {published}" in text
     assert sum(t.startswith("acceptance: ") for t in text) == 2  # the baseline drafts nothing
+    said = {s["candidate"]: s["acceptance"] for s in to_json(Answer(d))["standings"]}
+    assert said == {"baseline": None, "a-k3": assumed, "a-k2": assumed, "p-k3": published}
