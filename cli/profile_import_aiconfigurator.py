@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="ngram/suffix: fraction of steps with a proposal for P's assumed acceptance (repeatable)")
     a.add_argument("--assume-acceptance", action="append", default=[], metavar="P=r1,r2,...",
                    help="write an acceptance entry for proposer P with these per-position survival rates, "
-                        "method 'assumed' (segment chat:any:0); repeatable")
+                        "method 'assumed' (segment chat:any:0), the last resort: a published table for P's kind "
+                        "on the target's family wins (profiles/acceptance/); repeatable")
 
 
 def run(args: argparse.Namespace, command: str) -> int:

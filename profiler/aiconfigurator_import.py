@@ -73,7 +73,8 @@ class ImportRequest:
     """Weights: auto (the checkpoint's) | bf16 | fp8 | fp4."""
     command: str | None = None
     assumed_acceptance: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    """Proposer name -> unconditional survival rate per position (method ``assumed``)."""
+    """Proposer name -> unconditional survival rate per position (method ``assumed``); set aside
+    where the published library has a table for the proposer's kind on the target's family."""
     step_overhead_s: float = STEP_OVERHEAD_S
     draft_pass_overhead_s: float = DRAFT_PASS_OVERHEAD_S
     ep: int = 1
