@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.trace_formats import rows
+from sim.contracts.trace_formats import read_notes, rows
 from sim.contracts.trace_formats.parsed import Trace
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -52,5 +52,10 @@ def read(p: Path) -> Trace:
     t = ns.to_numpy().astype(np.int64)
     off = rows.offsets(t, df[rows.LINE].to_numpy(), df["TIMESTAMP"].to_list(), p, "TIMESTAMP", scale=1e9)
     start = pl.Series([int(t[0])]).cast(pl.Datetime("ns"))[0]  # UTC when the file gave an offset
-    return Trace(path=p, offsets_s=off, prompt_tokens=rows.as_counts(df, "ContextTokens"),
-                 output_tokens=rows.as_counts(df, "GeneratedTokens"), start=start, format="azure")
+    prompt, output = rows.as_counts(df, "ContextTokens"), rows.as_counts(df, "GeneratedTokens")
+    line = df[rows.LINE].to_numpy()
+    notes = read_notes.zero_length_notes(p.name, [("ContextTokens", "prompt", prompt),
+                                                  ("GeneratedTokens", "output", output)],
+                                         lambda i: f"line {int(line[i])}")
+    return Trace(path=p, offsets_s=off, prompt_tokens=prompt, output_tokens=output, start=start,
+                 format="azure", notes=notes)
