@@ -24,10 +24,13 @@ MIXED_STEP_NOTE = (
 def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
                extrap: dict[str, int] | None, req_df: pl.DataFrame, step_df: pl.DataFrame,
                model: AcceptanceModel | None, k_max: int,
-               limits_source: str | None) -> tuple[list[str], list[str]]:
-    """The notes (approximations, unfinished requests, thin acceptance) and provenance lines of
-    one run."""
+               limits_source: str | None, prefix_shared: bool | None = None) -> tuple[list[str], list[str]]:
+    """The notes (approximations, unfinished requests, thin acceptance, prefix caching with
+    nothing to share) and provenance lines of one run. ``prefix_shared``: whether the requests
+    carry shared-prefix information (None: prefix caching off)."""
     notes = [] if extrap is not None else list(_timer_notes(timer))
+    if prefix_shared is False:
+        notes.append(no_shared_prefix_note(cand.name, scenario.workload.arrival == "trace"))
     fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
     if not fused and step_df.height and (
         step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
@@ -56,6 +59,16 @@ def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
             acceptance_notes(model, scenario.workload.segment_names, cand.name, k_max, outputs)
         )
     return notes, sources
+
+
+def no_shared_prefix_note(who: str, trace: bool) -> str:
+    """Why a run with prefix caching on shows 0 % hits: nothing in its requests says which
+    prompts share tokens, so every block is unique (an "equivalent" verdict says nothing)."""
+    missing = "no hash_ids in the trace; " if trace else ""
+    return (f"{who}: prefix caching is on, but the traffic carries no shared prefix ({missing}no "
+            "shared_prefix_tokens, documents or conversation on any segment): 0 % hits by "
+            "construction; add one of those to a segment, or replay a trace with hash_ids (Mooncake, "
+            "or JSONL with columns.hash_ids), to see what caching saves (docs/prefix-caching.md)")
 
 
 def acceptance_notes(

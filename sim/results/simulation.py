@@ -157,6 +157,14 @@ def _with_blocks(reqs: list, specs: Sequence[RequestSpec], block_size: int | Non
     return reqs
 
 
+def _prefix_shared(scenario: Scenario, specs: Sequence[RequestSpec]) -> bool:
+    """Whether the requests say which prompt tokens they share (once per run, after it): the
+    specs' spans, or for closed-loop clients, which make theirs as they go, the segments."""
+    if scenario.workload.arrival == "concurrency":
+        return any(s.shared_prefix_tokens or s.documents or s.conversation for s in scenario.workload.segments)
+    return any(s.prefix_spans for s in specs)
+
+
 def _candidate(scenario: Scenario, candidate: Candidate | str) -> Candidate:
     return scenario.candidate(candidate) if isinstance(candidate, str) else candidate
 
@@ -251,7 +259,7 @@ def simulate_once(
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
-                                policy.k_max, limits.source)
+                                policy.k_max, limits.source, _prefix_shared(scenario, specs) if caching else None)
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),
