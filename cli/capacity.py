@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 
 
@@ -71,7 +71,7 @@ def _int_list(name: str, raw: str | None) -> list[int] | None:
     except ValueError:
         raise SpecplanError(f"{name}: expected comma-separated whole numbers, got {raw!r}") from None
     if any(not 0 <= v <= 2**53 for v in vals) or len(vals) > 1000:
-        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {raw[:80]!r}")
+        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {echo(raw, 80)}")
     return vals
 
 
@@ -85,7 +85,7 @@ def _jobs(raw: str) -> int:
     except ValueError:
         n = 0
     if not 1 <= n <= 256:
-        raise SpecplanError(f"--jobs: expected a whole number 1..256 or 'auto', got {raw[:40]!r}")
+        raise SpecplanError(f"--jobs: expected a whole number 1..256 or 'auto', got {echo(raw, 40)}")
     return n
 
 

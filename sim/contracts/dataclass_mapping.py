@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.contracts.errors import FieldError, join_path
+from sim.contracts.errors import FieldError, echo, join_path
 
 _INTERNAL = {"internal": True}
 
@@ -49,12 +49,12 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, str):
-        return f"string {value!r}"
+        return f"string {echo(value, 60)}"
     if isinstance(value, Mapping):
         return "a table"
     if isinstance(value, list | tuple):
         return "an array"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {echo(value, 60)}"
 
 
 def _convert(hint: Any, value: Any, path: str, ctx: dict[str, Any]) -> Any:

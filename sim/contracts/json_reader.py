@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sim.contracts.errors import SpecplanError, join_path, where
+from sim.contracts.errors import SpecplanError, echo, join_path, where
 
 
 def decode_failure(exc: Exception, origin: object, line: int, numbers: str) -> SpecplanError:
@@ -115,7 +115,7 @@ def json_type(v: Any) -> str:
     if isinstance(v, int | float):
         return f"number {v}"
     if isinstance(v, str):
-        return f"string {v[:40]!r}"
+        return f"string {echo(v, 40)}"
     if isinstance(v, list):
         return "array"
     if isinstance(v, dict):

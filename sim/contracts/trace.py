@@ -14,7 +14,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.input_limits import check_file
 from sim.contracts.trace_config import TraceConfig
 from sim.contracts.trace_formats import azure, burstgpt, generic, mooncake, rows, vllm_bench
@@ -73,7 +73,7 @@ def detect_format(p: Path) -> str:
         return "azure"
     if header == burstgpt.HEADER:
         return "burstgpt"
-    raise SpecplanError(f"{p}:1: bad header {first[:80]!r}; valid: {_VALID}")
+    raise SpecplanError(f"{p}:1: bad header {echo(first, 80)}; valid: {_VALID}")
 
 
 _VALID = (f"{','.join(azure.HEADER)} (Azure LLM trace schema), {','.join(burstgpt.HEADER)} (BurstGPT), "

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.trace_formats import read_notes, rows
 from sim.contracts.trace_formats.parsed import Trace
 
@@ -40,7 +40,7 @@ def read(p: Path) -> Trace:
     first = rows.first_line(p)
     if rows.header_of(p) != HEADER:
         raise SpecplanError(
-            f"{p}:1: bad header {first[:80]!r}; valid: {','.join(HEADER)} (Azure LLM trace schema)"
+            f"{p}:1: bad header {echo(first, 80)}; valid: {','.join(HEADER)} (Azure LLM trace schema)"
         )
     df = rows.read_csv_strings(p, HEADER, ",".join(HEADER))
     ok, ns = datetime_check(df, "TIMESTAMP")
