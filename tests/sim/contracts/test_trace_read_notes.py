@@ -167,3 +167,23 @@ def test_the_public_azure_traces_are_not_on_a_grid(name: str) -> None:
         pytest.skip(f"{path} absent (../shared/traces)")
     tr = read_trace(path)
     assert not [n for n in tr.notes if "grid" in n or "replayed as 1" in n]
+
+
+def test_validate_against_vllm_results_says_what_it_did_with_zero_lengths(tmp_path: Path) -> None:
+    """``validate --vllm-results`` (sim/fidelity/vllm_compare.py) reads the same file: an empty
+    prompt is simulated as 1 token, a 0-token answer left out, and both are counted."""
+    from sim.contracts.vllm_results import load_vllm_results
+    from sim.fidelity.vllm_compare import length_notes, vllm_requests
+
+    obj = json.loads((FIXTURES / "vllm_bench.json").read_text())
+    obj["input_lens"][3] = 0
+    obj["output_lens"][1] = 0  # request 2 failed with output 0 already: not counted
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(obj), encoding="utf-8")
+    res = load_vllm_results(p)[0]
+    assert length_notes(res) == (
+        "vLLM results r.json: 1 successful requests have input_lens 0; simulated with a 1-token prompt",
+        "vLLM results r.json: 1 successful requests have output_lens 0; left out of the simulated run "
+        "(no token to time)")
+    reqs = vllm_requests(res, "chat", None, np.random.default_rng(0))
+    assert [r.prompt_tokens for r in reqs] == [512, 1, 300]
