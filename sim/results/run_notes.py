@@ -65,10 +65,11 @@ def no_shared_prefix_note(who: str, trace: bool) -> str:
     """Why a run with prefix caching on shows 0 % hits: nothing in its requests says which
     prompts share tokens, so every block is unique (an "equivalent" verdict says nothing)."""
     missing = "no hash_ids in the trace; " if trace else ""
-    return (f"{who}: prefix caching is on, but the traffic carries no shared prefix ({missing}no "
-            "shared_prefix_tokens, documents or conversation on any segment): 0 % hits by "
-            "construction; add one of those to a segment, or replay a trace with hash_ids (Mooncake, "
-            "or JSONL with columns.hash_ids), to see what caching saves (docs/prefix-caching.md)")
+    # the point first: a condensed note keeps one terminal line
+    return (f"{who}: prefix caching is on, but 0 % hits by construction: the traffic carries no "
+            f"shared prefix ({missing}no shared_prefix_tokens, documents or conversation on any "
+            "segment); add one of those to a segment, or replay a trace with hash_ids (Mooncake, or "
+            "JSONL with columns.hash_ids), to see what caching saves (docs/prefix-caching.md)")
 
 
 def acceptance_notes(

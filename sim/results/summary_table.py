@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from sim.contracts.errors import clip
 from sim.results import metric_names as mn
 from sim.results.runner import ScenarioResult
 from sim.results.step_view import why_lines
@@ -196,7 +197,7 @@ SHORT = 100
 
 
 def _clip(text: str, width: int = SHORT - 2) -> str:
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+    return clip(text, width)  # at a word boundary: a half word reads as another word
 
 
 def short_source(line: str) -> str:

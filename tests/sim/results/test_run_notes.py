@@ -1,16 +1,21 @@
 """A run's notes say why prefix caching hit nothing when the traffic carries no shared prefix,
-and only then (sim/results/run_notes.py)."""
+and only then (sim/results/run_notes.py); condensed to a terminal line, a note keeps whole words."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
+from sim.results.run_notes import no_shared_prefix_note
 from sim.results.runner import run_scenario
+from sim.results.summary_table import SHORT, condense_notes
 from tests.helpers import BASELINE, scenario_toml, segment, write_scenario
 
 _CACHE = {"name": "cache", "speculation": "off", "prefix_caching": True}
@@ -53,5 +58,22 @@ def test_caching_with_no_shared_prefix_says_why_hits_are_zero(tmp_path: Path, wo
         assert notes == []
         return
     assert len(notes) == 1, notes  # once for the candidate, not once per seed
-    assert notes[0].startswith("cache: prefix caching is on, but the traffic carries no shared prefix ")
+    assert notes[0].startswith("cache: prefix caching is on, but 0 % hits by construction: the traffic carries "
+                               "no shared prefix (")
     assert said in notes[0] and "0 % hits by construction" in notes[0]
+
+
+_WORD = st.text("abcdefghij", min_size=1, max_size=9).map(lambda w: "Q" + w)
+
+
+@given(notes=st.lists(st.lists(_WORD, min_size=1, max_size=40).map(" ".join), min_size=1, max_size=5))
+def test_condensed_notes_fit_a_line_and_keep_whole_words(notes: list[str]) -> None:
+    words = {w for n in notes for w in n.split()}
+    for line in condense_notes(notes, ["cache"]):
+        assert len(line) <= SHORT - 2
+        assert set(re.findall(r"Q[a-z]*", line)) <= words, line
+
+
+def test_the_no_shared_prefix_note_keeps_its_point_when_condensed() -> None:
+    note = no_shared_prefix_note("cache, cache+eagle3-k3", trace=True)
+    assert "prefix caching is on, but 0 % hits by construction" in condense_notes([note], [])[0]
