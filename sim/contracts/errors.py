@@ -91,4 +91,4 @@ def echo(value: object, limit: int = 40) -> str:
         return text
     if isinstance(value, str):
         return f"{clip(value, max(limit - 2, 1))!r} ({len(value):,} characters)"
-    return f"{text[: limit - 1]}…({len(text):,} characters)"
+    return f"{clip(text, limit)} ({len(text):,} characters)"
