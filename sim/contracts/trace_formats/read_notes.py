@@ -15,11 +15,13 @@ import numpy as np
 MIN_GRID_ROWS = 20
 """Fewer rows say nothing about a trace's time resolution."""
 TOGETHER = 2.0
-"""Mean requests per distinct arrival instant from which ties are the trace's resolution, not
-its traffic (Poisson traffic at 1 req/s on a 1 s grid averages 1.6; at 2 req/s, 2.3)."""
-_ON_GRID = 1e-6
+"""Mean requests per grid slot from which ties are the trace's resolution, not its traffic
+(Poisson traffic at 1 req/s on a 1 s grid averages 1.6; at 2 req/s, 2.3)."""
+ON_GRID = 0.01
 """How far (in grid steps) a gap between distinct instants may sit from a whole multiple of the
-smallest gap: float noise of times read in ms or ns and turned into seconds."""
+step: logged clocks jitter (Mooncake's conversation trace has 0, 3000, 5999, 9000 ms)."""
+ON_GRID_SHARE = 0.9
+"""Share of gaps that must sit on the grid: a few stray instants do not hide a grid."""
 
 
 def zero_length_notes(name: str, columns: Sequence[tuple[str, str, np.ndarray]],
@@ -44,23 +46,27 @@ def zero_length_notes(name: str, columns: Sequence[tuple[str, str, np.ndarray]],
 
 
 def arrival_grid(offsets_s: np.ndarray) -> tuple[float, float] | None:
-    """(grid step in seconds, mean requests per distinct arrival instant) when the arrivals sit
-    on a coarse grid: at least ``TOGETHER`` requests per instant on average and every distinct
-    gap between instants a whole multiple of the smallest one. None otherwise (also for fewer
-    than ``MIN_GRID_ROWS`` rows, or one instant for all)."""
+    """(grid step in seconds, mean requests per grid slot) when the arrivals sit on a coarse
+    grid, else None: at least ``ON_GRID_SHARE`` of the gaps between distinct arrival instants
+    are whole multiples of one step (within ``ON_GRID`` of a step), and a slot holds
+    ``TOGETHER`` or more requests on average. The step is the smallest typical gap (gaps under
+    a quarter of the median are jitter), refined as the median gap per step."""
     n = len(offsets_s)
     if n < MIN_GRID_ROWS:
         return None
     distinct = np.unique(np.asarray(offsets_s, np.float64))
-    together = n / len(distinct)
-    if together < TOGETHER or len(distinct) < 2:
+    gaps = np.diff(distinct)
+    if len(gaps) < 2:
         return None
-    gaps = np.diff(distinct)  # gap by gap: a cumulative multiple would grow the step's rounding
-    step = float(gaps.min())
+    rough = float(gaps[gaps >= 0.25 * float(np.median(gaps))].min())
+    steps = np.rint(gaps / rough)
+    whole = steps >= 1
+    step = float(np.median(gaps[whole] / steps[whole]))
     ratio = gaps / step
-    if float(np.abs(ratio - np.rint(ratio)).max()) > _ON_GRID:
+    if float(np.mean(np.abs(ratio - np.rint(ratio)) <= ON_GRID)) < ON_GRID_SHARE:
         return None
-    return step, together
+    together = n / (1 + int((np.rint(ratio) >= 1).sum()))  # instants within jitter share a slot
+    return (step, together) if together >= TOGETHER else None
 
 
 def grid_note(name: str, offsets_s: np.ndarray) -> str | None:

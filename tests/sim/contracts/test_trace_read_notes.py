@@ -155,6 +155,20 @@ def test_poisson_arrivals_in_microseconds_get_no_grid_note(seed: int, rate: floa
     assert arrival_grid(us - us[0]) is None
 
 
+def test_a_jittered_grid_as_in_mooncakes_conversation_trace_is_noted(tmp_path: Path) -> None:
+    """The first 77 rows of Mooncake's FAST25 conversation_trace.jsonl arrive at these
+    milliseconds (one slot logged at 5999, not 6000): a 3 s grid, 8.6 requests a slot."""
+    slots = {0: 10, 3000: 16, 5999: 3, 9000: 9, 12000: 8, 15000: 16, 18000: 4, 21000: 6, 24000: 5}
+    ms = [t for t, k in slots.items() for _ in range(k)]
+    p = tmp_path / "conversation.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": t, "input_length": 600, "output_length": 9,
+                                     "hash_ids": [0, i + 1]}) + "\n" for i, t in enumerate(ms)), encoding="utf-8")
+    notes = [n for n in read_trace(p).notes if "grid" in n]
+    assert notes == ["trace conversation.jsonl: arrivals fall on a 3 s grid: 8.6 requests arrive together on "
+                     "average; the trace's time resolution may be coarser than its traffic (each group is "
+                     "replayed as one burst)"]
+
+
 def test_ties_off_any_grid_get_no_note() -> None:
     t = np.repeat(np.array([0.0, 1.0, 2.5, 2.7, 4.1]), 5)  # many together, but no common step
     assert arrival_grid(t) is None
