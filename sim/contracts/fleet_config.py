@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from sim.contracts.dataclass_mapping import internal_field
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import resolve_path
 
@@ -119,7 +119,7 @@ class RequestOverhead:
         if not 0 <= self.per_prompt_token_ms <= 1_000:
             raise FieldError("per_prompt_token_ms", f"must be in [0, 1000] ms, got {self.per_prompt_token_ms}")
         if self.source != "assumed" and not (self.citation or "").strip():
-            raise FieldError("citation", f"required when source is {self.source!r}: what measured the overhead")
+            raise FieldError("citation", f"required when source is {echo(self.source, 60)}: what measured the overhead")
 
     def seconds(self, prompt_tokens: object) -> object:
         """Overhead in seconds for ``prompt_tokens`` (a number or a numpy array)."""

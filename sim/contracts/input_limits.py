@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 
 MAX_PATH_CHARS = 4096
 MAX_NAME_CHARS = 255
@@ -233,7 +233,7 @@ def check_tree(data: Any, origin: object, what: str, path: str = "", *, floats: 
             if floats and (not math.isfinite(v) or abs(v) > MAX_FLOAT):
                 raise SpecplanError(
                     f"{_loc(origin, where)}: must be a finite number within "
-                    f"±{MAX_FLOAT:g}, got {v!r}"
+                    f"±{MAX_FLOAT:g}, got {echo(v, 60)}"
                 )
             continue
         if isinstance(v, Mapping):
@@ -283,7 +283,7 @@ def max_request_steps() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: expected an integer, got {raw!r}") from None
+        raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: expected an integer, got {echo(raw, 60)}") from None
     if value < 1:
         raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: must be >= 1, got {value}")
     return value

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from sim.contracts.candidate import BASELINE_NAME, Candidate
 from sim.contracts.dataclass_mapping import from_mapping, internal_field, to_plain
-from sim.contracts.errors import FieldError, SpecplanError, clip, read_text
+from sim.contracts.errors import FieldError, SpecplanError, clip, echo, read_text
 from sim.contracts.fleet_config import FleetConfig, NamedFleet
 from sim.contracts.input_limits import check_nesting, check_tree
 from sim.contracts.scenario_checks import check_scenario
@@ -209,7 +209,7 @@ class Scenario:
             if c.name == name:
                 return c
         raise SpecplanError(
-            f"{self.origin or 'scenario'}: candidates: no candidate {name!r}; "
+            f"{self.origin or 'scenario'}: candidates: no candidate {echo(name, 60)}; "
             f"valid: {', '.join(self.candidate_names)}"
         )
 

@@ -113,7 +113,8 @@ def apply_override(
             if idx is None:
                 names = [str(it.get("name", j)) for j, it in enumerate(items)]
                 raise SpecplanError(
-                    f"{src}: override {shown}: no item {echo(sel, 40)} in {done}; valid: {', '.join(names)}"
+                    f"{src}: override {shown}: no item {echo(sel, 40)} in {done}; valid: "
+                    f"{', '.join(names) or f'none ({done} is empty)'}"
                 )
             done = f"{done}[{sel}]"
             if last:

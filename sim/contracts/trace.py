@@ -35,7 +35,7 @@ def read_trace(source: str | Path | TraceConfig) -> Trace:
         for name in ("schedule_seed", "run_index"):
             if getattr(cfg, name) is not None:
                 raise SpecplanError(f"{p}: workload.trace.{name}: only used by format \"vllm-bench\"; "
-                                    f"this file reads as {fmt!r}")
+                                    f"this file reads as {echo(fmt, 60)}")
     if fmt == "vllm-bench":  # send times drawn, not recorded: no time resolution to speak of
         return vllm_bench.read(p, cfg.schedule_seed if cfg else None, cfg.run_index if cfg else None)
     if fmt == "azure":
