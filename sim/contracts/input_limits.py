@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.contracts.errors import SpecplanError, echo
+from sim.contracts.errors import SpecplanError, clip, echo
 
 MAX_PATH_CHARS = 4096
 MAX_NAME_CHARS = 255
@@ -81,7 +81,7 @@ def check_path(path: object, what: str) -> Path:
     text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
     if not isinstance(text, str):
         raise SpecplanError(f"{what} path: expected a file path, got {type(path).__name__}")
-    shown = text if len(text) <= 80 else text[:60] + f"…({len(text)} characters)"
+    shown = text if len(text) <= 80 else f"{clip(text, 60)} ({len(text):,} characters)"  # cut at a / or .
     if not text:
         raise SpecplanError(f"{what} path is empty; give a file path")
     if "\x00" in text:
