@@ -24,11 +24,15 @@ MIXED_STEP_NOTE = (
 def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
                extrap: dict[str, int] | None, req_df: pl.DataFrame, step_df: pl.DataFrame,
                model: AcceptanceModel | None, k_max: int,
-               limits_source: str | None, prefix_shared: bool | None = None) -> tuple[list[str], list[str]]:
-    """The notes (approximations, unfinished requests, thin acceptance, prefix caching with
-    nothing to share) and provenance lines of one run. ``prefix_shared``: whether the requests
-    carry shared-prefix information (None: prefix caching off)."""
-    notes = [] if extrap is not None else list(_timer_notes(timer))
+               limits_source: str | None, timing_flags: Sequence[str] = (),
+               prefix_shared: bool | None = None) -> tuple[list[str], list[str]]:
+    """The notes (step-time grids that break the sanity rules, approximations, unfinished
+    requests, thin acceptance, prefix caching with nothing to share) and provenance lines of one
+    run. ``timing_flags``: the profile's (``Profile.timing_flags``), said first, since every step
+    time rests on them; ``prefix_shared``: whether the requests carry shared-prefix information
+    (None: prefix caching off)."""
+    notes = list(timing_flags)
+    notes += [] if extrap is not None else list(_timer_notes(timer))
     if prefix_shared is False:
         notes.append(no_shared_prefix_note(cand.name, scenario.workload.arrival == "trace"))
     fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
