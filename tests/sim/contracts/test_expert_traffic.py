@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.contracts.expert_traffic import ExpertTraffic, expert_coverage
@@ -83,3 +83,20 @@ def test_extra_seconds_are_the_bytes_of_the_experts_beyond_the_base(t, more) -> 
     got = tr.extra_seconds(t + more, t, 1e12)
     assert got >= 0 and abs(got - (tr.bytes(t + more) - tr.bytes(t)) / 1e12) < 1e-12
     assert tr.extra_seconds(t, t + more, 1e12) == 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 64).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e))), st.integers(1, 40),
+       st.integers(0, 2**32 - 1))
+def test_the_count_is_the_mean_of_uniform_routing_sampled(shape, t, seed) -> None:
+    """Each of t tokens picks k distinct experts of E uniformly: the sampled mean of distinct
+    experts matches E*(1-(1-k/E)^t) within four standard errors."""
+    e, k = shape
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    trials = 2000
+    picks = np.argsort(rng.random((trials, t, e)), axis=2)[:, :, :k]  # k distinct experts per token
+    touched = np.zeros((trials, e), dtype=bool)
+    np.put_along_axis(touched, picks.reshape(trials, -1), True, axis=1)
+    distinct = touched.sum(axis=1)
+    se = distinct.std(ddof=1) / np.sqrt(trials)
+    assert abs(distinct.mean() - expert_coverage(e, k, t)) <= 4 * se + 2e-3 * e  # slack: a rare miss unsampled
