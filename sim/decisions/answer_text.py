@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sim.contracts.errors import clip as clip_words
 from sim.decisions.decision import Decision, cost_at_size
 from sim.decisions.facts import CandidateFacts
 from sim.decisions.paired import mean_interval
@@ -237,7 +238,7 @@ def _fail(c: CandidateFacts) -> str:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= WIDTH else text[: WIDTH - 1].rstrip() + "…"
+    return clip_words(text, WIDTH)  # at a word boundary: a half word reads as another word
 
 
 def _wrap(text: str, indent: str, more: str) -> list[str]:
