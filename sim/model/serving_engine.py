@@ -66,7 +66,7 @@ class ServingEngine:
         rule = ("a decoding row without an n-gram/suffix match is verified at full width (k + 1 "
                 "tokens, k filled slots rejected)" if self.full_width_drafts else
                 "a decoding row without an n-gram/suffix match is a plain one-token decode")
-        return f"engine: {self.label}, {self.why}: {rule} (sim/model/serving_engine.py)"
+        return f"serving engine: {self.label}, {self.why}: {rule} (sim/model/serving_engine.py)"
 
 
 def resolve(engine: EngineConfig, profile: Profile | None) -> ServingEngine:
