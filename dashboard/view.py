@@ -30,6 +30,7 @@ from dashboard.chart_frames import (
 from dashboard.colors import candidate_colors
 from dashboard.figure_style import Figure
 from dashboard.html_report import ReportContent
+from dashboard.labels import profile_words
 from dashboard.run_cache import PointRunner, RunCache
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
@@ -199,7 +200,7 @@ def compute_view(
         verdict=view_verdict(base_s, base, sizing, answer), answer=answer,
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
-        decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(notes)),
+        decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(profile_words(n) for n in notes)),
         seconds={"simulate": t_sim, "runs_reused": float(points.reused),
                  "runs_simulated": float(points.simulated)},
         bracket=bracket, capacity=capacity,

@@ -264,7 +264,7 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
         items.append((said, "  ", "      ", False))
-    for said in acceptance_lines(d):
+    for said in acceptance_lines(d, measured_too=verbose):
         items.append((said, "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
@@ -283,12 +283,14 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     return out
 
 
-def acceptance_lines(d: Decision) -> list[str]:
+def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:
     """``acceptance: draft-k3, draft-k2: ASSUMED 0.7 per position (…)``: what each speculative
-    candidate's acceptance rests on (the least certain input), candidates on one basis together."""
+    candidate's acceptance rests on (the least certain input), candidates on one basis together.
+    ``measured_too=False`` (the terminal's one screen) leaves out the plain "measured" basis: the
+    line is there to flag acceptance that was not measured."""
     by: dict[str, list[str]] = {}
     for c in d.facts.candidates:
-        if c.acceptance:
+        if c.acceptance and (measured_too or c.acceptance != "measured"):
             by.setdefault(c.acceptance, []).append(c.name)
     return [f"acceptance: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
