@@ -40,6 +40,7 @@ from dashboard.view import (
 from sim.contracts.errors import SpecplanError, read_text
 from sim.contracts.profile import Profile, parse_profile_text
 from sim.contracts.scenario import Scenario
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 
 UPLOADED = "__upload__"
 """Dropdown value meaning 'the uploaded file' (uploads live in a dcc.Store, never on disk)."""
@@ -168,7 +169,7 @@ def run_view(
     vs = st.ViewState(scen_name, prof_name if profile_value else None, overrides, factors, n_seeds)
     scenario = st.apply(base, vs)
     view = compute_view(scenario, profile, load_factors=factors, progress=progress, cache=cache,
-                        profile_key=profile_key)
+                        profile_key=profile_key, acceptance_budget=DEFAULT_BUDGET)
     t1 = time.perf_counter()
     figs = view_figures(view)
     content = report_content(view, figs)

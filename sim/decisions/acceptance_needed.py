@@ -41,8 +41,11 @@ GAMMA_TOP = 1e-3
 """The family's most accepting member searched (every non-zero survival rate ≈ 1)."""
 GAMMA_BOTTOM = 1e3
 """Its least accepting member (every rate below 1 ≈ 0)."""
-DEFAULT_BUDGET = 5
+DEFAULT_BUDGET = 6
 """Evaluations (one simulator run per seed each) per candidate and load point."""
+INDIFFERENCE = 0.05
+"""The decision's latency indifference amount (``sim.decisions.facts``): a search whose paying
+end is within it of the baseline's E2EL p50 has found the break-even; it stops there."""
 
 Status = Literal["needs", "never"]
 
@@ -69,6 +72,12 @@ class NeedPoint:
     @property
     def pays_at_assumed(self) -> bool:
         return self.ratio_assumed < 1.0
+
+    @property
+    def resolved(self) -> bool:
+        """At ``needed`` the two are within the indifference amount (else the budget ran out
+        first, or E2EL steps there: the break-even lies between ``below`` and ``needed``)."""
+        return self.ratio is not None and self.ratio >= 1.0 - INDIFFERENCE
 
 
 @dataclass(frozen=True)
@@ -153,7 +162,8 @@ def spread_of(model: Any, shares: Sequence[tuple[str, float]], k: int) -> tuple[
 
 def search_point(rate: float, assumed: float, ratio_assumed: float, top: float, budget: int,
                  ratio_at: Callable[[float], float]) -> NeedPoint:
-    """Bisection on acceptance length at one load point (module doc); ``ratio_at(L)`` simulates."""
+    """Bisection on acceptance length at one load point (module doc); ``ratio_at(L)`` simulates.
+    It stops early once the paying end is within the indifference amount of the baseline."""
     evals = 0
     if ratio_assumed < 1.0:
         lo, hi, r_hi = 1.0, assumed, ratio_assumed
@@ -165,7 +175,7 @@ def search_point(rate: float, assumed: float, ratio_assumed: float, top: float, 
         if not r_top < 1.0:
             return NeedPoint(rate, "never", None, top, r_top, ratio_assumed, evals)
         lo, hi, r_hi = assumed, top, r_top
-    while evals < budget:
+    while evals < budget and r_hi < 1.0 - INDIFFERENCE:
         mid = (lo + hi) / 2
         r = ratio_at(mid)
         evals += 1

@@ -49,15 +49,18 @@ def point_words(n: AcceptanceNeeded) -> str:
     """"needs ≥ 1.43 at 2 req/s, ≥ 1.97 at 8 req/s, never at 40 req/s"."""
     parts = []
     for p in sorted(n.points, key=lambda p: p.rate):
-        parts.append(f"≥ {p.needed:.2f} at {_rate(p.rate)}" if p.needed is not None
-                     else f"never at {_rate(p.rate)} (not even {n.top:.2f})")
+        if p.needed is None:
+            parts.append(f"never at {_rate(p.rate)} (not even {n.top:.2f})")
+        else:
+            step = "" if p.resolved else f" (E2EL changes by more than ±5 % between {p.below:.2f} and it)"
+            parts.append(f"≥ {p.needed:.2f} at {_rate(p.rate)}{step}")
     return "needs " + ", ".join(parts) if parts else ""
 
 
 def cost_words(n: AcceptanceNeeded) -> str:
     """What the search cost, as the budget it ran under."""
-    return (f"{n.runs} simulator run(s): ≤ {n.budget} evaluation(s) × {len(n.seeds)} seed(s) per load "
-            f"point, bisection on acceptance length (survival rates s_i^γ), E2EL p50 vs {n.baseline}, "
+    return (f"{n.runs} simulator run(s): ≤ {n.budget} evaluation(s) per load point, one run per seed "
+            f"each, bisection on acceptance length (survival rates s_i^γ), E2EL p50 vs {n.baseline}, "
             "cached")
 
 
@@ -84,7 +87,8 @@ def need_json(needs: Sequence[AcceptanceNeeded]) -> list[dict[str, Any]]:
              "runs": n.runs, "budget_per_point": n.budget, "seeds": list(n.seeds), "skipped": n.skipped or None,
              "points": [{"rate_rps": p.rate, "status": p.status, "needed": _num(p.needed), "below": _num(p.below),
                          "e2el_p50_ratio_at_needed": _num(p.ratio), "e2el_p50_ratio_at_assumed": _num(p.ratio_assumed),
-                         "pays_at_assumed": p.pays_at_assumed, "evaluations": p.evaluations}
+                         "pays_at_assumed": p.pays_at_assumed, "resolved": p.resolved,
+                         "evaluations": p.evaluations}
                         for p in n.points]}
             for n in needs]
 
