@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from sim.contracts.errors import SpecplanError
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,9 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only the first N of the scenario's seeds (default: all of them)")
     parser.add_argument("--max-seeds", type=int, default=None,
                         help="replication budget of the decision (default: the scenario's run.max_seeds, 10)")
-    parser.add_argument("--acceptance-needed", metavar="N", type=int, default=5,
+    parser.add_argument("--acceptance-needed", metavar="N", type=int, default=DEFAULT_BUDGET,
                         help="evaluations per candidate and load point for the acceptance each "
-                             "speculative candidate needs (default 5; 0 leaves it out; docs/decisions.md)")
+                             f"speculative candidate needs (default {DEFAULT_BUDGET}; 0 leaves it out; "
+                             "docs/decisions.md)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                         help="what-if override, e.g. --set workload.rate=2 --set candidates[ngram-k3].k=4")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.scenario import load_scenario
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 from sim.results.summary_table import render
 
 
@@ -41,10 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizing", metavar="F,F,…",
                         help="also run these load factors (e.g. 0.5,1,1.5,2) and print the replicas each "
                              "candidate needs for the scenario's rate and the cost at that size")
-    parser.add_argument("--acceptance-needed", metavar="N", type=int, nargs="?", const=5, default=None,
+    parser.add_argument("--acceptance-needed", metavar="N", type=int, nargs="?", const=DEFAULT_BUDGET, default=None,
                         help="also find the acceptance length each speculative candidate needs to pay at "
                              "the scenario's load: bisection with at most N evaluations (one run per seed "
-                             "each; default 5) per candidate (docs/decisions.md)")
+                             f"each; default {DEFAULT_BUDGET}) per candidate (docs/decisions.md)")
 
 
 def run(args: argparse.Namespace) -> int:
