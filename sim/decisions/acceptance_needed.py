@@ -13,10 +13,13 @@ How (docs/decisions.md, "The acceptance the decision needs"):
   per-request spread's shape, and leaves positions that always (1) or never (0) accept alone.
   Its acceptance length is ``L(γ) = Σ_segments share · mean over the segment's requests of
   (1 + Σ_{i≤k} s_i^γ)`` — what a request of the mix drafts on average per drafted step.
-- **The metric.** E2EL p50, the decision's latency step (what decides between candidates that
-  carry the load at the same cost), as the per-seed ratio candidate / baseline over the run's
-  own seeds (common random numbers: the same requests, the same acceptance stream). It pays
-  where the mean ratio is below 1.
+- **The rule.** The decision's first and last steps at a fixed fleet: the candidate must carry
+  the load at the SLO (the capacity probe's rule, ``SustainCriteria``) on every seed where the
+  baseline does, and its E2EL p50 (the latency step: what decides between candidates that carry
+  the load at the same cost) must be below the baseline's, as the mean per-seed ratio over the
+  run's own seeds (common random numbers: the same requests, the same acceptance stream). The
+  cost step is not re-judged: a priced draft (``draft_price_per_hour``) or another fleet's price
+  is in the decision, not in this search.
 - **The search.** Simulation, not the break-even model (that ignores queueing and batching, so
   it is exact at no load point of a run). The run at γ = 1 is the run the decision already has;
   then bisection on L between 1 (speculation only adds work there: assumed, not simulated) and
@@ -66,18 +69,20 @@ class NeedPoint:
     """Candidate / baseline E2EL p50 (mean of per-seed ratios) at ``needed``."""
     ratio_assumed: float
     """The same ratio at the assumed acceptance (the decision's own run)."""
+    slo_bound: bool
+    """At ``below`` its E2EL was lower but it missed the SLO on some seed: the SLO, not latency,
+    sets the break-even (the decision's load step)."""
     evaluations: int
     """Simulated evaluations at this point (the assumed one not counted: it is the decision's run)."""
-
-    @property
-    def pays_at_assumed(self) -> bool:
-        return self.ratio_assumed < 1.0
+    pays_at_assumed: bool = False
+    """It pays at the assumed acceptance (the decision's own run: E2EL below and the SLO met)."""
 
     @property
     def resolved(self) -> bool:
-        """At ``needed`` the two are within the indifference amount (else the budget ran out
-        first, or E2EL steps there: the break-even lies between ``below`` and ``needed``)."""
-        return self.ratio is not None and self.ratio >= 1.0 - INDIFFERENCE
+        """At ``needed`` the two are within the indifference amount, or the SLO sets the bound
+        (else the budget ran out first, or E2EL steps there: the break-even lies between
+        ``below`` and ``needed``)."""
+        return self.ratio is not None and (self.ratio >= 1.0 - INDIFFERENCE or self.slo_bound)
 
 
 @dataclass(frozen=True)
@@ -160,54 +165,75 @@ def spread_of(model: Any, shares: Sequence[tuple[str, float]], k: int) -> tuple[
     return (max(1.0, mid - half), mid + half)
 
 
-def search_point(rate: float, assumed: float, ratio_assumed: float, top: float, budget: int,
-                 ratio_at: Callable[[float], float]) -> NeedPoint:
-    """Bisection on acceptance length at one load point (module doc); ``ratio_at(L)`` simulates.
+Probe = tuple[float, bool]
+"""(mean per-seed E2EL p50 ratio candidate / baseline, whether the candidate carries the load
+at the SLO on every seed where that is asked of it)."""
+
+
+def pays(p: Probe) -> bool:
+    return p[0] < 1.0 and p[1]
+
+
+def search_point(rate: float, assumed: float, at_assumed: Probe, top: float, budget: int,
+                 probe: Callable[[float], Probe]) -> NeedPoint:
+    """Bisection on acceptance length at one load point (module doc); ``probe(L)`` simulates.
     It stops early once the paying end is within the indifference amount of the baseline."""
-    evals = 0
-    if ratio_assumed < 1.0:
-        lo, hi, r_hi = 1.0, assumed, ratio_assumed
+    evals, slo = 0, False
+    if pays(at_assumed):
+        lo, hi, r_hi = 1.0, assumed, at_assumed[0]
     else:
         if budget < 1:
-            return NeedPoint(rate, "never", None, assumed, None, ratio_assumed, 0)
-        r_top = ratio_at(top)
+            return NeedPoint(rate, "never", None, assumed, None, at_assumed[0], False, 0)
+        r_top = probe(top)
         evals = 1
-        if not r_top < 1.0:
-            return NeedPoint(rate, "never", None, top, r_top, ratio_assumed, evals)
-        lo, hi, r_hi = assumed, top, r_top
+        if not pays(r_top):
+            return NeedPoint(rate, "never", None, top, r_top[0], at_assumed[0], False, evals)
+        lo, hi, r_hi = assumed, top, r_top[0]
+        slo = at_assumed[0] < 1.0
     while evals < budget and r_hi < 1.0 - INDIFFERENCE:
         mid = (lo + hi) / 2
-        r = ratio_at(mid)
+        r = probe(mid)
         evals += 1
-        if r < 1.0:
-            hi, r_hi = mid, r
+        if pays(r):
+            hi, r_hi = mid, r[0]
         else:
-            lo = mid
-    return NeedPoint(rate, "needs", hi, lo, r_hi, ratio_assumed, evals)
+            lo, slo = mid, r[0] < 1.0
+    return NeedPoint(rate, "needs", hi, lo, r_hi, at_assumed[0], slo, evals, pays(at_assumed))
 
 
-def _e2el(summary: Any, name: str, seed: int) -> float:
+Seed = tuple[float, bool]
+"""One seed's (E2EL p50 in ms, inf when nothing finished; whether it carries the load at the SLO)."""
+
+
+def _seed(summary: Any, name: str, seed: int, criteria: Any) -> Seed:
+    """A candidate's E2EL p50 on one seed and whether it passes the capacity probe's rule
+    (``SustainCriteria``; True without an SLO) on that seed's summary row."""
     import polars as pl
 
     from sim.results import metric_names as mn
 
-    row = summary.filter((pl.col(mn.CANDIDATE) == name) & (pl.col(mn.SEED) == seed)
-                         & (pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS))
-    v = row["e2el_ms_median"][0] if row.height else None
-    return math.inf if v is None or not math.isfinite(float(v)) else float(v)
+    rows = summary.filter((pl.col(mn.CANDIDATE) == name) & (pl.col(mn.SEED) == seed)
+                          & (pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS))
+    if not rows.height:
+        return math.inf, False
+    row = rows.row(0, named=True)
+    v = row.get("e2el_ms_median")
+    e2el = math.inf if v is None or not math.isfinite(float(v)) else float(v)
+    return e2el, bool(criteria is None or criteria.judge(row, 0.0).sustained)
 
 
-def _ratio(cand: Sequence[float], base: Sequence[float]) -> float:
-    """Mean of per-seed ratios; a seed where neither finished counts as 1, only one as inf/0."""
+def _probe(cand: Sequence[Seed], base: Sequence[Seed]) -> Probe:
+    """Mean of per-seed E2EL ratios (a seed where neither finished counts as 1, only one as inf),
+    and whether the candidate carries the load on every seed where the baseline does."""
     out = []
-    for c, b in zip(cand, base, strict=True):
+    for (c, _), (b, _) in zip(cand, base, strict=True):
         if math.isinf(c) and math.isinf(b):
             out.append(1.0)
         elif math.isinf(c) or b <= 0:
             out.append(math.inf)
         else:
             out.append(c / b)
-    return float(np.mean(out))
+    return float(np.mean(out)), all(c_ok or not b_ok for (_, c_ok), (_, b_ok) in zip(cand, base, strict=True))
 
 
 def _key(*parts: Any) -> str:
@@ -255,6 +281,7 @@ class _Search:
     runs: int = 0
 
     def candidate(self, name: str) -> AcceptanceNeeded:
+        from sim.decisions.answer import criteria_or_none
         from sim.results.runner import candidate_profiles
         from sim.results.simulation import acceptance_model
 
@@ -278,31 +305,33 @@ class _Search:
         spent = self.runs
         found = []
         for rate, res in self.pts:
-            base_e = [_e2el(res.per_seed, sc0.baseline.name, s) for s in res.seeds]
-            r1 = _ratio([_e2el(res.per_seed, name, s) for s in res.seeds], base_e)
+            crit = criteria_or_none(res.scenario)
+            base_s = [_seed(res.per_seed, sc0.baseline.name, s, crit) for s in res.seeds]
+            r1 = _probe([_seed(res.per_seed, name, s, crit) for s in res.seeds], base_s)
             salt = self.salt or (prof.name, prof.origin)
             digest = _key("needs", res.scenario.to_toml(), salt, name, rate)
 
-            def ratio_at(length: float, res: Any = res, base_e: list[float] = base_e, digest: str = digest) -> float:
+            def probe(length: float, res: Any = res, base_s: list[Seed] = base_s, digest: str = digest,
+                      crit: Any = crit) -> Probe:
                 g = gamma_for(model, shares, k, length)
-                vals = [self.e2el(res.scenario, prof, cand, s, g, f"needs:{_key(digest, round(g, 9), s)}")
+                vals = [self.seed(res.scenario, prof, cand, s, g, crit, f"needs:{_key(digest, round(g, 9), s)}")
                         for s in res.seeds]
-                return _ratio(vals, base_e)
+                return _probe(vals, base_s)
 
-            found.append(search_point(rate, assumed, r1, top, self.budget, ratio_at))
+            found.append(search_point(rate, assumed, r1, top, self.budget, probe))
         return AcceptanceNeeded(**head, assumed=assumed, spread=spread_of(model, shares, k), provenance=prov,
                                 top=top, points=tuple(found), runs=self.runs - spent, budget=self.budget,
                                 seeds=tuple(self.pts[0][1].seeds))
 
-    def e2el(self, sc: Any, prof: Any, cand: Any, seed: int, gamma: float, key: str) -> float:
-        """E2EL p50 of ``cand`` on ``seed`` with acceptance ^``gamma``: cached, else one run."""
+    def seed(self, sc: Any, prof: Any, cand: Any, seed: int, gamma: float, crit: Any, key: str) -> Seed:
+        """``_seed`` of ``cand`` on ``seed`` with acceptance ^``gamma``: cached, else one run."""
         from sim.results.simulation import simulate_once
 
         v = self.cache.get(key)
         if v is None:
             run = simulate_once(sc.for_candidate(cand), prof, cand, seed, acceptance_power=gamma)
-            v = self.cache[key] = _e2el(run.summary, cand.name, seed)
+            v = self.cache[key] = _seed(run.summary, cand.name, seed, crit)
             self.runs += 1
             if self.progress is not None:
                 self.progress(self.runs, self.total, f"acceptance needed: {cand.name}")
-        return float(v)
+        return float(v[0]), bool(v[1])

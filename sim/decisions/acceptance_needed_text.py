@@ -52,7 +52,8 @@ def point_words(n: AcceptanceNeeded) -> str:
         if p.needed is None:
             parts.append(f"never at {_rate(p.rate)} (not even {n.top:.2f})")
         else:
-            step = "" if p.resolved else f" (E2EL changes by more than ±5 % between {p.below:.2f} and it)"
+            step = (" (the SLO sets it)" if p.slo_bound else "" if p.resolved
+                    else f" (E2EL changes by more than ±5 % between {p.below:.2f} and it)")
             parts.append(f"≥ {p.needed:.2f} at {_rate(p.rate)}{step}")
     return "needs " + ", ".join(parts) if parts else ""
 
@@ -60,8 +61,8 @@ def point_words(n: AcceptanceNeeded) -> str:
 def cost_words(n: AcceptanceNeeded) -> str:
     """What the search cost, as the budget it ran under."""
     return (f"{n.runs} simulator run(s): ≤ {n.budget} evaluation(s) per load point, one run per seed "
-            f"each, bisection on acceptance length (survival rates s_i^γ), E2EL p50 vs {n.baseline}, "
-            "cached")
+            f"each, bisection on acceptance length (survival rates s_i^γ), the SLO and E2EL p50 vs "
+            f"{n.baseline}, cached")
 
 
 def need_lines(needs: Sequence[AcceptanceNeeded]) -> list[str]:
@@ -87,7 +88,7 @@ def need_json(needs: Sequence[AcceptanceNeeded]) -> list[dict[str, Any]]:
              "runs": n.runs, "budget_per_point": n.budget, "seeds": list(n.seeds), "skipped": n.skipped or None,
              "points": [{"rate_rps": p.rate, "status": p.status, "needed": _num(p.needed), "below": _num(p.below),
                          "e2el_p50_ratio_at_needed": _num(p.ratio), "e2el_p50_ratio_at_assumed": _num(p.ratio_assumed),
-                         "pays_at_assumed": p.pays_at_assumed, "resolved": p.resolved,
+                         "pays_at_assumed": p.pays_at_assumed, "resolved": p.resolved, "slo_bound": p.slo_bound,
                          "evaluations": p.evaluations}
                         for p in n.points]}
             for n in needs]

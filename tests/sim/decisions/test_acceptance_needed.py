@@ -23,6 +23,7 @@ from sim.decisions.acceptance_needed import (
     acceptance_needed,
     gamma_for,
     length_of,
+    search_point,
 )
 from sim.decisions.acceptance_needed_text import need_frame, sentence
 from sim.model.acceptance import AcceptanceModel
@@ -132,9 +133,22 @@ def need(points, assumed=2.5, top=4.0, spread=None) -> AcceptanceNeeded:
     return AcceptanceNeeded("spec", "baseline", 3, assumed, spread, "measured", top, tuple(points), 10, 5, (1, 2))
 
 
+def test_where_the_slo_binds_the_search_brackets_the_slo_not_the_latency():
+    """A candidate faster than the baseline at every acceptance that misses the SLO below 2.0:
+    the break-even is where it starts to carry the load, said as the SLO's."""
+    (p,) = [search_point(8.0, 1.8, (0.6, False), 3.0, 8, lambda length: (0.5, length >= 2.0))]
+    assert p.status == "needs" and p.slo_bound and p.resolved and not p.pays_at_assumed
+    assert p.below < 2.0 <= p.needed < 2.0 + 1.2 / 2**6
+    (q,) = [search_point(8.0, 1.8, (1.2, True), 3.0, 8, lambda length: (2.0 - length / 2, True))]
+    assert q.needed is not None and 2.0 <= q.needed and abs((2.0 - q.needed / 2) - 1.0) <= LATENCY_INDIFFERENCE + 1e-9
+    assert not q.slo_bound and q.evaluations < 8  # stopped once within the indifference amount
+
+
 def test_the_sentence_reads_the_highest_paying_load_and_the_need_there():
-    n = need([NeedPoint(2.0, "needs", 1.4, 1.35, 0.98, 0.5, 5), NeedPoint(8.0, "needs", 2.1, 2.05, 0.99, 0.8, 5),
-              NeedPoint(20.0, "needs", 2.9, 2.85, 0.97, 1.1, 5), NeedPoint(40.0, "never", None, 4.0, 1.2, 1.3, 1)])
+    n = need([NeedPoint(2.0, "needs", 1.4, 1.35, 0.98, 0.5, False, 5, True),
+              NeedPoint(8.0, "needs", 2.1, 2.05, 0.99, 0.8, False, 5, True),
+              NeedPoint(20.0, "needs", 2.9, 2.85, 0.97, 1.1, False, 5),
+              NeedPoint(40.0, "never", None, 4.0, 1.2, 1.3, False, 1)])
     assert sentence(n) == ("pays up to 20 req/s if acceptance length ≥ 2.90; at your measured 2.50 it pays up "
                            "to 8 req/s")
     assert n.pays_up_to(2.2) == 8.0 and n.pays_up_to(1.0) is None
@@ -144,7 +158,7 @@ def test_the_sentence_reads_the_highest_paying_load_and_the_need_there():
 @given(st.lists(st.tuples(st.floats(0.5, 100), st.one_of(st.none(), st.floats(1.0, 4.0))), min_size=1,
                 max_size=6, unique_by=lambda t: t[0]))
 def test_the_shaded_region_is_the_frame_between_break_even_and_the_top(rows):
-    pts = [NeedPoint(r, "never" if v is None else "needs", v, 1.0, None, 1.1, 1) for r, v in rows]
+    pts = [NeedPoint(r, "never" if v is None else "needs", v, 1.0, None, 1.1, False, 1) for r, v in rows]
     frame = need_frame([need(pts, top=4.0, spread=(2.3, 2.7))])
     fig = acceptance_needed_chart(frame, {"spec": "#1f77b4"})
     pays = [t for t in fig["data"] if t.get("meta") == "pays"]
