@@ -61,7 +61,7 @@ def point_words(n: AcceptanceNeeded) -> str:
 def cost_words(n: AcceptanceNeeded) -> str:
     """What the search cost, as the budget it ran under."""
     return (f"{n.runs} simulator run(s): ≤ {n.budget} evaluation(s) per load point, one run per seed "
-            f"each, bisection on acceptance length (survival rates s_i^γ), the SLO and E2EL p50 vs "
+            f"each, bisection on acceptance length (survival rates raised to a power), the SLO and E2EL p50 vs "
             f"{n.baseline}, cached")
 
 
