@@ -22,8 +22,8 @@ How (docs/decisions.md, "The acceptance the decision needs"):
   is in the decision, not in this search.
 - **The search.** Simulation, not the break-even model (that ignores queueing and batching, so
   it is exact at no load point of a run). The run at γ = 1 is the run the decision already has;
-  then bisection on L between 1 (speculation only adds work there: assumed, not simulated) and
-  the assumed L when it pays there, or between the assumed L and the family's top (γ = 0.001)
+  then bisection on L between the family's floor (1 unless some requests always accept a
+  position; taken not to pay: assumed, not simulated) and the assumed L when it pays there, or between the assumed L and the family's top (γ = 0.001)
   after one run shows it pays there at all. Each evaluation simulates the candidate on every
   seed; ``budget`` evaluations per load point at most, every run counted and cached.
 """
@@ -100,6 +100,9 @@ class AcceptanceNeeded:
     """``measured`` | ``published`` | ``imported`` | ``estimated`` | ``assumed``: where ``assumed`` comes from."""
     top: float
     """The family's highest acceptance length searched, L(GAMMA_TOP)."""
+    floor: float = 1.0
+    """The family's lowest acceptance length, L(GAMMA_BOTTOM): above 1 where measured requests
+    accepted a position every time (those stay at 1); the search starts there, unsimulated."""
     points: tuple[NeedPoint, ...] = ()
     runs: int = 0
     """Simulator runs spent (cached ones not counted)."""
@@ -175,12 +178,12 @@ def pays(p: Probe) -> bool:
 
 
 def search_point(rate: float, assumed: float, at_assumed: Probe, top: float, budget: int,
-                 probe: Callable[[float], Probe]) -> NeedPoint:
+                 probe: Callable[[float], Probe], floor: float = 1.0) -> NeedPoint:
     """Bisection on acceptance length at one load point (module doc); ``probe(L)`` simulates.
     It stops early once the paying end is within the indifference amount of the baseline."""
     evals, slo = 0, False
     if pays(at_assumed):
-        lo, hi, r_hi = 1.0, assumed, at_assumed[0]
+        lo, hi, r_hi = min(floor, assumed), assumed, at_assumed[0]
     else:
         if budget < 1:
             return NeedPoint(rate, "never", None, assumed, None, at_assumed[0], False, 0)
@@ -299,6 +302,7 @@ class _Search:
         shares = [(s.name, s.share) for s in sc0.workload.segments]
         k = cand.max_k
         assumed, top = length_of(model, shares, k, 1.0), length_of(model, shares, k, GAMMA_TOP)
+        floor = length_of(model, shares, k, GAMMA_BOTTOM)
         prov = ("assumed" if cand.assumed_acceptance is not None else
                 "measured" if cand.acceptance_trace is not None else
                 str(prof.acceptance[cand.proposer].provenance.method))
@@ -318,9 +322,9 @@ class _Search:
                         for s in res.seeds]
                 return _probe(vals, base_s)
 
-            found.append(search_point(rate, assumed, r1, top, self.budget, probe))
+            found.append(search_point(rate, assumed, r1, top, self.budget, probe, floor))
         return AcceptanceNeeded(**head, assumed=assumed, spread=spread_of(model, shares, k), provenance=prov,
-                                top=top, points=tuple(found), runs=self.runs - spent, budget=self.budget,
+                                top=top, floor=floor, points=tuple(found), runs=self.runs - spent, budget=self.budget,
                                 seeds=tuple(self.pts[0][1].seeds))
 
     def seed(self, sc: Any, prof: Any, cand: Any, seed: int, gamma: float, crit: Any, key: str) -> Seed:

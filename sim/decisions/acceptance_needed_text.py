@@ -53,7 +53,9 @@ def point_words(n: AcceptanceNeeded) -> str:
             parts.append(f"never at {_rate(p.rate)} (not even {n.top:.2f})")
         else:
             step = (" (the SLO sets it)" if p.slo_bound else "" if p.resolved
-                    else f" (E2EL changes by more than ±5 % between {p.below:.2f} and it)")
+                    else f" (paid at every length tried; the family reaches down to {n.floor:.2f})"
+                    if p.below <= n.floor else
+                    f" (E2EL changes by more than ±5 % between {p.below:.2f} and it)")
             parts.append(f"≥ {p.needed:.2f} at {_rate(p.rate)}{step}")
     return "needs " + ", ".join(parts) if parts else ""
 
@@ -84,7 +86,7 @@ def need_json(needs: Sequence[AcceptanceNeeded]) -> list[dict[str, Any]]:
     return [{"candidate": n.candidate, "baseline": n.baseline, "k": n.k, "said": sentence(n),
              "assumed_acceptance_length": _num(n.assumed), "provenance": n.provenance,
              "spread95": None if n.spread is None else [n.spread[0], n.spread[1]],
-             "family_top": _num(n.top), "pays_up_to_rps_at_assumed": n.pays_assumed_up_to(),
+             "family_top": _num(n.top), "family_floor": _num(n.floor), "pays_up_to_rps_at_assumed": n.pays_assumed_up_to(),
              "runs": n.runs, "budget_per_point": n.budget, "seeds": list(n.seeds), "skipped": n.skipped or None,
              "points": [{"rate_rps": p.rate, "status": p.status, "needed": _num(p.needed), "below": _num(p.below),
                          "e2el_p50_ratio_at_needed": _num(p.ratio), "e2el_p50_ratio_at_assumed": _num(p.ratio_assumed),

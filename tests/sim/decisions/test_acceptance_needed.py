@@ -25,7 +25,7 @@ from sim.decisions.acceptance_needed import (
     length_of,
     search_point,
 )
-from sim.decisions.acceptance_needed_text import need_frame, sentence
+from sim.decisions.acceptance_needed_text import need_frame, point_words, sentence
 from sim.model.acceptance import AcceptanceModel
 from sim.results.runner import run_scenario
 from sim.results.simulation import acceptance_model, simulate_once
@@ -129,8 +129,9 @@ def test_evaluations_are_cached_and_the_budget_holds(tmp_path):
     assert again.runs == 0 and again.points == first.points
 
 
-def need(points, assumed=2.5, top=4.0, spread=None) -> AcceptanceNeeded:
-    return AcceptanceNeeded("spec", "baseline", 3, assumed, spread, "measured", top, tuple(points), 10, 5, (1, 2))
+def need(points, assumed=2.5, top=4.0, spread=None, floor=1.0) -> AcceptanceNeeded:
+    return AcceptanceNeeded("spec", "baseline", 3, assumed, spread, "measured", top, floor=floor,
+                            points=tuple(points), runs=10, budget=5, seeds=(1, 2))
 
 
 def test_where_the_slo_binds_the_search_brackets_the_slo_not_the_latency():
@@ -152,6 +153,9 @@ def test_the_sentence_reads_the_highest_paying_load_and_the_need_there():
     assert sentence(n) == ("pays up to 20 req/s if acceptance length ≥ 2.90; at your measured 2.50 it pays up "
                            "to 8 req/s")
     assert n.pays_up_to(2.2) == 8.0 and n.pays_up_to(1.0) is None
+    # a search that never found a length that does not pay says so, with the family's floor
+    low = need([NeedPoint(2.0, "needs", 1.64, 1.5, 0.9, 0.7, False, 6, True)], floor=1.5)
+    assert point_words(low) == "needs ≥ 1.64 at 2 req/s (paid at every length tried; the family reaches down to 1.50)"
 
 
 @settings(max_examples=30, deadline=None)
