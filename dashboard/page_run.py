@@ -181,6 +181,9 @@ def run_view(
     status = (f"{runs * n_seeds} simulations ({len(scenario.candidates)} candidates × {len(factors)} load points, "
               f"{runs - grid} more around the candidates' capacities, × {n_seeds} seed(s); "
               f"{fresh * n_seeds} run now, the rest reused) in {t1 - t0:.1f} s, charts in {t2 - t1:.1f} s")
+    spent = sum(n.runs for n in view.answer.needs) if view.answer is not None else 0
+    if spent:
+        status += f"; {spent} more for the acceptance each candidate needs"
     report = {"title": content.title, "subtitle": content.subtitle, "decisions": list(content.decisions),
               "key_numbers": list(content.key_numbers), "scenario_toml": content.scenario_toml,
               "sources": list(content.sources), "notes": list(content.notes), "name": scenario.name,
