@@ -180,9 +180,12 @@ def simulate_once(
     step_timer: StepTimer | None = None,
     *,
     requests: Sequence[RequestSpec] | None = None,
+    acceptance_power: float = 1.0,
 ) -> RunResult:
     """Simulate ``candidate`` on ``seed``'s workload; ``requests`` may be passed pre-generated
-    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``)."""
+    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``);
+    ``acceptance_power``: survival rates raised to it (``AcceptanceModel.powered``), what the
+    break-even acceptance search varies."""
     cand = _candidate(scenario, candidate)
     work_ss, accept_ss = np.random.SeedSequence(seed).spawn(2)
     if scenario.workload.arrival == "concurrency":
@@ -212,6 +215,8 @@ def simulate_once(
     if isinstance(timer, ProfileStepTimer):  # the drafter's pass over prompt tokens, every step
         timer.attach_proposer(proposer)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
+    if model is not None and acceptance_power != 1.0:
+        model = model.powered(acceptance_power)
     rates_ss, draw_ss = accept_ss.spawn(2)
     caching = prefix_caching(scenario, cand)
     restart = scenario.fleet.restart
