@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,20 +186,12 @@ def candidate_schedule(scenario: Any, profile: Profile, cand: Any) -> KSchedule:
 
 def resolve_candidate(scenario: Any, profile: Profile, cand: Any) -> Any:
     """``cand`` with its ``k_by_batch`` computed when it asks for ``schedule = "auto"`` (itself
-    otherwise, or when already computed)."""
+    otherwise, or when already computed). The result is for running and emitting only: it does
+    not round-trip through TOML (``k_by_batch`` and ``schedule`` together are refused there)."""
     if getattr(cand, "schedule", None) != "auto" or cand.k_by_batch is not None:
         return cand
     sched = candidate_schedule(scenario, profile, cand)
     return dataclasses.replace(cand, k_by_batch=sched.k_by_batch, computed=sched.describe())
-
-
-def resolve_scenario(scenario: Any, profiles: Mapping[str, Profile]) -> Any:
-    """``scenario`` with every ``schedule = "auto"`` candidate computed on its profile (by name)."""
-    if not any(getattr(c, "schedule", None) == "auto" and c.k_by_batch is None for c in scenario.candidates):
-        return scenario
-    cands = tuple(resolve_candidate(scenario, profiles[c.name], c) if c.name in profiles else c
-                  for c in scenario.candidates)
-    return dataclasses.replace(scenario, candidates=cands)
 
 
 STRADDLE_SHARE = 0.20

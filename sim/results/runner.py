@@ -23,7 +23,7 @@ from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
 from sim.model.engine import StepTimer
-from sim.model.k_schedule import resolve_candidate, resolve_scenario, straddle_notes
+from sim.model.k_schedule import resolve_candidate, straddle_notes
 from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
@@ -210,8 +210,8 @@ def run_scenario(
         raise SpecplanError("no candidates to run")
     profs = candidate_profiles(scenario, profile, cands)
     # schedule = "auto": k by batch computed from each candidate's profile, once, before any run
+    # (the result keeps the scenario as written; the computed ranges are in its sources)
     cands = [resolve_candidate(scenario, profs[c.name], c) for c in cands]
-    scenario = resolve_scenario(scenario, profs)
     trace = None
     if scenario.workload.arrival == "trace":
         assert scenario.trace_path is not None

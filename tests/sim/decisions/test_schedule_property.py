@@ -65,13 +65,14 @@ def test_auto_schedule_is_never_worse_than_the_baseline_or_the_best_fixed_k(per_
         for rival in ("baseline", best_fixed):
             p = paired(auto, _per_seed(r, rival, col), higher_better=higher, rel_delta=delta)
             assert p.verdict != "worse", (
-                f"auto schedule {r.scenario.candidate('auto').k_by_batch} worse than {rival} on {col}: "
+                f"auto schedule {[x for x in r.sources if x.startswith('auto:')]} worse than {rival} on {col}: "
                 f"{p.diff:+.4g} ± {p.half}, indifference {p.delta:.4g} (rate {rate:.2f}, alpha {alpha:.2f})")
 
 
 def test_the_emitted_config_carries_the_schedule_the_run_simulated(tmp_path) -> None:
     from sim.contracts.profile import load_profile
     from sim.decisions.engine_config import candidate_config
+    from sim.model.k_schedule import candidate_schedule
 
     auto = {"name": "auto", "proposer": "ngram", "policy": "k_by_batch", "schedule": "auto", "k": K_MAX}
     for engine in ("vllm", "trtllm"):
@@ -82,11 +83,13 @@ def test_the_emitted_config_carries_the_schedule_the_run_simulated(tmp_path) -> 
             candidates=[BASELINE, auto])
         path = write_scenario(tmp_path, text, per_token_s=0.0008, acceptance_rates=[0.7, 0.5, 0.35])
         sc = load_scenario(path)
-        ran = run_scenario(sc).scenario.candidate("auto")
-        rows = ran.k_by_batch
-        assert ran.computed and len({k for _, k in rows}) > 1  # a real schedule, not one k
+        prof = load_profile(tmp_path / "profile.json")
+        sched = candidate_schedule(sc, prof, sc.candidate("auto"))
+        assert f"auto: {sched.describe()}" in run_scenario(sc).sources  # the schedule the run simulated
+        rows = sched.k_by_batch
+        assert len({k for _, k in rows}) > 1  # a real schedule, not one k
         want = [[a, (rows[i + 1][0] - 1) if i + 1 < len(rows) else 24, k] for i, (a, k) in enumerate(rows)]
-        cfg = candidate_config(sc, load_profile(tmp_path / "profile.json"), "auto")
+        cfg = candidate_config(sc, prof, "auto")
         assert cfg.runnable and cfg.k == max(k for _, k in rows)
         if engine == "vllm":
             assert cfg.config["num_speculative_tokens_per_batch_size"] == want
