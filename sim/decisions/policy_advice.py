@@ -335,6 +335,7 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
     use, over the decode batches the scenario's load produces (one simulation of that
     candidate at the scenario's rate), and checked against the capacity search: where the
     search's best candidate for the proposer runs another k, a note says so and why."""
+    from sim.model.k_schedule import resolve_candidate
     from sim.results.runner import candidate_profiles, run_scenario
 
     seen: list[PolicyAdvice] = []
@@ -354,6 +355,7 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
                 and x.name in caps and caps[x.name].mean > 0]
         if mine:
             best = max(mine, key=lambda x: caps[x.name].mean)
+            best = resolve_candidate(scenario, prof, best)  # schedule = "auto": its computed largest k
             if best.max_k != advice.fixed_k and advice.fixed_k:
                 advice = dataclasses.replace(advice, fixed_k=best.max_k, notes=(*advice.notes, (
                     f"num_speculative_tokens = {best.max_k}: the k of the capacity search's best "
