@@ -138,6 +138,8 @@ class Candidate:
                 raise FieldError("schedule", f"only for policy \"k_by_batch\", not {echo(self.policy, 60)}")
             if self.k_by_batch is not None and self.computed is None:
                 raise FieldError("k_by_batch", "schedule = \"auto\" computes it from the profile; give one of the two")
+            if self.k is None:
+                raise FieldError("k", "required by schedule = \"auto\": the largest k the computed schedule may use")
             needed = ("k", *(("k_by_batch",) if self.computed is not None else ()))
         for p in ("k", "max_batch", "k_by_batch", "adaptive", "kv_fallback"):
             given = getattr(self, p) is not None

@@ -176,8 +176,11 @@ def candidate_schedule(scenario: Any, profile: Profile, cand: Any) -> KSchedule:
         rates, prop, label = np.asarray(cand.assumed_acceptance, float), 1.0, "assumed acceptance (the candidate's)"
     else:
         rates, prop, label = mixed_rates(profile, cand.proposer, segs)
+    if int(cand.k) > len(rates):
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: candidates[{cand.name}].k: {cand.k} is beyond the "
+                            f"acceptance known for {cand.proposer!r} on {profile.name}; valid: 1–{len(rates)}")
     timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
-    timer.check_proposer(cand.proposer, min(int(cand.k), len(rates)))
+    timer.check_proposer(cand.proposer, int(cand.k))
     kind = getattr(profile.proposers.get(cand.proposer), "kind", "")
     full = bool(engine.full_width_drafts) and kind in ("ngram", "suffix")
     return compute_schedule(timer, cand.proposer, top, context, rates, prop, label,

@@ -97,3 +97,18 @@ def test_the_emitted_config_carries_the_schedule_the_run_simulated(tmp_path) -> 
             last = max(i for i, r in enumerate(want) if r[2] > 0)
             assert cfg.config["speculative_config"]["draft_len_schedule"] == {e: k for _, e, k in want[:last + 1]}
         assert any("#49548" in n for n in cfg.notes)
+
+
+def test_a_schedule_k_beyond_the_profiles_acceptance_is_one_line_naming_the_field(tmp_path) -> None:
+    import pytest
+
+    from sim.contracts.errors import SpecplanError
+
+    auto = {"name": "auto", "proposer": "ngram", "policy": "k_by_batch", "schedule": "auto", "k": 4}
+    text = scenario_toml("schedule-k", run={"duration_s": 5, "warmup_s": 1, "seeds": [1]},
+                         workload={"arrival": "poisson", "rate": 2.0}, segments=[segment()],
+                         fleet={"profile": "profile.json", "replicas": 1}, candidates=[BASELINE, auto])
+    path = write_scenario(tmp_path, text, acceptance_rates=[0.7, 0.5, 0.3])
+    with pytest.raises(SpecplanError, match=r"candidates\[auto\]\.k: 4 is beyond .*valid: 1–3") as err:
+        run_scenario(load_scenario(path))
+    assert "\n" not in str(err.value)
