@@ -10,7 +10,8 @@ match; 1 for model drafters) one step drafting ``k`` costs the simulator's own s
 ``b·p`` drafting rows (``b`` when the engine verifies every slot anyway: ``full_width``) and
 commits ``b·(1 + r_1 + … + r_k)`` tokens, ``r_i = p·s_i`` share-weighted over the workload's
 segments. The best ``k`` (0 = plain decode) minimises seconds per committed token; adjacent batch
-sizes with the same ``k`` merge into one inclusive range ``(start, end, k)``: the form vLLM's
+sizes with the same ``k`` merge into one inclusive range ``(start, end, k)`` (a batch keeps the
+current range's ``k`` while it is within ``SWITCH_GAIN`` of its best): the form vLLM's
 ``num_speculative_tokens_per_batch_size`` and TensorRT-LLM's ``draft_len_schedule`` take
 (``sim.decisions.engine_config``). Queueing is not in this rule; the simulator adds it when the
 schedule runs as a candidate.
@@ -72,14 +73,23 @@ def batch_cost(timer: Any, proposer: str, batch: int, context: float, rates: Seq
     return BatchCost(b, tuple(times))
 
 
-def ranges(cells: Sequence[BatchCost]) -> Schedule:
-    """Adjacent batch sizes with the same best k merged into inclusive ranges; ``cells`` must be
-    batches 1, 2, …, top in order."""
+SWITCH_GAIN = 0.02
+"""A schedule changes k only where the new k is more than this share faster per token than the
+current one: the decisions' indifference amount (``sim.decisions.facts.Facts.indifference``).
+Why: imported grids have bumps (CUDA-graph sizes, kernel choices) that make the strict argmin
+flip back and forth; each switch is a threshold the load can straddle (vLLM issue #49548) for a
+gain no decision would count."""
+
+
+def ranges(cells: Sequence[BatchCost], gain: float = 0.0) -> Schedule:
+    """Inclusive ranges over batches 1, 2, …, top (``cells`` in that order): each batch keeps the
+    current range's k while that k is within ``gain`` of the batch's best time per token, else
+    starts a range at its best k; so with ``gain = 0`` every batch runs its best k."""
     out: list[list[int]] = []
     for i, c in enumerate(cells):
         if c.batch != i + 1:
             raise ValueError(f"ranges need batches 1..top in order, got {c.batch} at position {i}")
-        if out and out[-1][2] == c.best_k:
+        if out and c.per_k_s[out[-1][2]] <= c.per_k_s[c.best_k] * (1.0 + gain):
             out[-1][1] = c.batch
         else:
             out.append([c.batch, c.batch, c.best_k])
@@ -139,7 +149,7 @@ def compute_schedule(timer: Any, proposer: str, top: int, context: float, rates:
     r = list(rates)[: k_max if k_max is not None else None]
     cells = tuple(batch_cost(timer, proposer, b, context, r, proposal_rate, full_width=full_width)
                   for b in range(1, top + 1))
-    return KSchedule(ranges(cells), cells, float(context), label)
+    return KSchedule(ranges(cells, SWITCH_GAIN), cells, float(context), label)
 
 
 def workload_mix(scenario: Any) -> tuple[list[tuple[AcceptanceKey, float]], float]:
