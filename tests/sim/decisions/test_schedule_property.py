@@ -112,3 +112,17 @@ def test_a_schedule_k_beyond_the_profiles_acceptance_is_one_line_naming_the_fiel
     with pytest.raises(SpecplanError, match=r"candidates\[auto\]\.k: 4 is beyond .*valid: 1–3") as err:
         run_scenario(load_scenario(path))
     assert "\n" not in str(err.value)
+
+
+def test_a_run_whose_decode_batch_hovers_at_a_k_switch_says_so_and_one_away_from_it_does_not(tmp_path) -> None:
+    def notes(switch: int) -> list[str]:
+        cand = {"name": "by-batch", "proposer": "ngram", "policy": "k_by_batch",
+                "k_by_batch": [[1, 3], [switch, 1]]}
+        text = scenario_toml("schedule-straddle", run={"duration_s": 30, "warmup_s": 2, "seeds": [1]},
+                             workload={"arrival": "poisson", "rate": 3.0}, segments=[segment(prompt=100, output=40)],
+                             fleet={"profile": "profile.json", "replicas": 1}, candidates=[BASELINE, cand])
+        return [n for n in run_scenario(load_scenario(write_scenario(tmp_path, text))).notes if "#49548" in n]
+
+    (line,) = notes(2)
+    assert line.startswith("warning: by-batch's load sits at a k switch") and "batch 2 (k=3)" in line
+    assert notes(20) == []
