@@ -17,7 +17,7 @@ RoutingName = Literal["round_robin", "least_outstanding"]
 OnRestart = Literal["reroute", "drop"]
 Fallback = Literal["baseline", "same"]
 KvLayout = Literal["paged", "padded"]
-Provenance = Literal["assumed", "measured", "published", "imported"]
+Provenance = Literal["assumed", "measured", "published", "imported", "calibrated"]
 
 
 @dataclass(frozen=True, slots=True)
