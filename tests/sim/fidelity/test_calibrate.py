@@ -194,3 +194,18 @@ def test_one_measured_load_is_refused_since_one_must_be_held_out(tmp_path):
     paths, _ = _truth(tmp_path, scenario, Terms(), rates=(2.0,))
     with pytest.raises(SpecplanError, match="at least two measured loads"):
         _request(tmp_path, paths, ("step_overhead_ms",))
+
+
+def test_measured_acceptance_from_vllms_per_request_stats_enters_the_fit(tmp_path, capsys):
+    scenario_path = _scenario(tmp_path)
+    paths, _ = _truth(tmp_path, load_scenario(scenario_path), Terms())
+    trace = Path(__file__).parents[1] / "contracts" / "traces" / "vllm_spec_decode_detailed.jsonl"
+    out_json = tmp_path / "cal.json"
+    rc = main(["calibrate", str(scenario_path), "--vllm-results", *map(str, paths[:2]), "--fit", "acceptance_scale",
+               "--acceptance-trace", str(trace), "--iterations", "3", "--json", str(out_json)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert f"measured acceptance length ({trace})" in text
+    rows = [r for r in json.loads(out_json.read_text())["rows"] if r["column"] == "mean_acceptance_length"]
+    assert rows and all(r["measured"] == pytest.approx(1 + 8 / 6) for r in rows)
+    assert all(abs(r["rel_error_calibrated"]) < abs(r["rel_error_uncalibrated"]) for r in rows)
