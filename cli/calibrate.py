@@ -25,9 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="`vllm bench serve --save-result --save-detailed` files, two or more loads in all")
     parser.add_argument("--candidate", metavar="NAME", help="the candidate that served the runs (default: the "
                         "scenario's first speculative candidate, else the baseline)")
-    parser.add_argument("--fit", metavar="T,T", help="terms to fit (default: acceptance_scale,step_overhead_ms,"
-                        "request_overhead_ms; without speculation step_overhead_ms,request_overhead_ms); also "
-                        "spec_host_us_per_row")
+    parser.add_argument("--fit", metavar="T,T", help="terms to fit: acceptance_scale, step_overhead_ms, "
+                        "request_overhead_ms, spec_host_us_per_row (default: all but the last with a measured "
+                        "acceptance; acceptance_scale,request_overhead_ms without one, since acceptance and the "
+                        "per-step cost both move TPOT; step_overhead_ms,request_overhead_ms without speculation)")
     parser.add_argument("--holdout", default="last", choices=("last", "lightest", "loo"),
                         help="last: hold out the heaviest load (default); lightest: fit on the lightest load only; "
                              "loo: leave each load out in turn")
@@ -94,14 +95,16 @@ def run(args: argparse.Namespace) -> int:
         cand = scenario.candidate(args.candidate)
     else:
         cand = next((c for c in scenario.candidates if c.speculates), scenario.baseline)
-    default_fit = ("acceptance_scale,step_overhead_ms,request_overhead_ms" if cand.speculates
-                   else "step_overhead_ms,request_overhead_ms")
+    acceptance = _measured_acceptance(args, cand.k) if cand.speculates else None
+    default_fit = ("step_overhead_ms,request_overhead_ms" if not cand.speculates
+                   else "acceptance_scale,step_overhead_ms,request_overhead_ms" if acceptance is not None
+                   else "acceptance_scale,request_overhead_ms")
     fit = parse_fit(args.fit or default_fit)
     seeds = tuple(_int(s, "--seeds") for s in args.seeds.split(",") if s.strip())
     req = CalibrationRequest(
         results=results, scenario=scenario, profile_doc=doc, profile_origin=profile.origin,
         candidate=cand.name, fit=fit, holdout=args.holdout, seeds=seeds,
-        acceptance=_measured_acceptance(args, cand.k) if cand.speculates else None,
+        acceptance=acceptance,
         rounds=_int(args.rounds, "--rounds"), evals_per_line=_int(args.evals_per_line, "--evals-per-line"),
         iterations=_int(args.iterations, "--iterations"),
     )

@@ -150,6 +150,8 @@ class Calibration:
     scenario: Scenario
     points: tuple[str, ...]
     """The measured points' sources, lightest load first (``folds`` index them)."""
+    correlated: tuple[tuple[str, str, float], ...] = ()
+    """Pairs of fitted terms whose estimates correlate beyond ±0.9, with the correlation."""
     acceptance: MeasuredAcceptance | None = None
     sources: tuple[str, ...] = field(default_factory=tuple)
 
@@ -170,16 +172,16 @@ class _Evaluator:
             if req.acceptance is not None:
                 m[mn.MEAN_ACCEPTANCE_LENGTH] = req.acceptance.value
         self.cache: dict[tuple[tuple[float, ...], int], dict[str, float | None]] = {}
+        self.sources: dict[tuple[tuple[float, ...], int], tuple[str, ...]] = {}
         self.simulations = 0
-        self.sources: set[str] = set()
 
-    def predict(self, terms: Terms, i: int, note: str = "calibration search") -> dict[str, float | None]:
+    def predict(self, terms: Terms, i: int, note: str = "fitted by specplan calibrate") -> dict[str, float | None]:
         key = (tuple(terms.as_dict().values()), i)
         if key not in self.cache:
             doc, sc = apply_terms(self.req.profile_doc, self.req.scenario, self.req.candidate, terms, note)
             profile = Profile.from_dict(doc, self.req.profile_origin)
             pred = simulate_vllm(self.points[i], sc, profile, self.req.candidate, self.req.seeds, self.chunking[i])
-            self.sources.update(pred.sources)
+            self.sources[key] = pred.sources
             self.simulations += len(self.req.seeds)
             values = dict(pred.values)
             for col in FIT_COLUMNS:  # the runs' own means (one-token stream: vLLM's first-alone chunks leave them)
@@ -302,21 +304,28 @@ def fit_terms(ev: _Evaluator, start: Terms, names: Sequence[str], train: Sequenc
     return Fit(tuple(train), cur, fcur, ev.simulations - before)
 
 
-def uncertainty(ev: _Evaluator, fit: Fit, names: Sequence[str]) -> dict[str, float | None]:
+def uncertainty(ev: _Evaluator, fit: Fit, names: Sequence[str]
+                ) -> tuple[dict[str, float | None], tuple[tuple[str, str, float], ...]]:
     """Standard errors from the residuals' Jacobian at the optimum (forward differences of 1 %
-    of each term's box): s²(JᵀJ)⁻¹ with s² = RSS / (residuals − terms). None where the data
-    cannot determine it (no more residuals than terms, or a term the residuals do not move)."""
+    of each term's box): s²(JᵀJ)⁻¹ with s² = RSS / (residuals − terms); and the pairs of terms
+    whose estimates are correlated beyond ±0.9 (the points cannot tell them apart). None where
+    the data cannot determine a term (no more residuals than terms, or residuals it does not
+    move); nan where the Jacobian is singular."""
     r0 = ev.residuals(fit.terms, fit.train)
     n, p = r0.size, len(names)
     if n <= p:
-        return {name: None for name in names}
+        return {name: None for name in names}, ()
     jac = _jacobian(ev, fit.terms, names, fit.train, r0)
     s2 = float(r0 @ r0) / (n - p)
     jtj = jac.T @ jac
     if np.linalg.matrix_rank(jtj) < p:
-        return {name: (None if not np.any(jac[:, j]) else float("nan")) for j, name in enumerate(names)}
-    cov = s2 * np.linalg.inv(jtj)
-    return {name: float(math.sqrt(max(cov[j, j], 0.0))) for j, name in enumerate(names)}
+        return {name: (None if not np.any(jac[:, j]) else float("nan")) for j, name in enumerate(names)}, ()
+    inv = np.linalg.inv(jtj)
+    sd = np.sqrt(np.maximum(np.diag(inv), 0.0))
+    pairs = tuple((names[a], names[b], float(inv[a, b] / (sd[a] * sd[b])))
+                  for a in range(p) for b in range(a + 1, p)
+                  if sd[a] > 0 and sd[b] > 0 and abs(inv[a, b] / (sd[a] * sd[b])) > 0.9)
+    return {name: float(math.sqrt(s2) * sd[j]) for j, name in enumerate(names)}, pairs
 
 
 def _folds(n: int, holdout: str) -> list[tuple[int, tuple[int, ...]]]:
@@ -358,19 +367,20 @@ def calibrate(req: CalibrationRequest, say: Callable[[str], None] = lambda _m: N
             raise SpecplanError(f"--fit: {len(names)} term(s) but only {with_resid} measured number(s) to fit them on "
                                 f"(points {', '.join(ev.points[i].source for i in train)}); fit fewer terms")
         f = fit_terms(ev, start, names, train, req.rounds, req.evals_per_line, req.iterations)
-        say(f"fit without {ev.points[held].source}: " + ", ".join(f"{k} {f.terms.get(k):.4g}" for k in names)
+        say(f"fit on {', '.join(ev.points[i].source for i in train)}: " + ", ".join(f"{k} {f.terms.get(k):.4g}" for k in names)
             + f" ({f.evaluations} simulations)")
         fold_fits.append((held, f))
         lightest_fit = f
     final = fold_fits[0][1] if req.holdout != "loo" else fit_terms(ev, start, names, tuple(range(n)), req.rounds,
                                                                     req.evals_per_line, req.iterations)
-    sigma = uncertainty(ev, final, names)
+    sigma, correlated = uncertainty(ev, final, names)
     held_of = {h: f for h, f in fold_fits}
-    table_rows, held_rows = [], []
+    table_rows, held_rows, sources = [], [], set()
     for i, res in enumerate(ev.points):
         cal_terms = held_of[i].terms if i in held_of else final.terms
         role = "held out" if i in held_of else "fit"
         unc, cal, meas = ev.predict(start, i), ev.predict(cal_terms, i), ev.measured[i]
+        sources.update(ev.sources[(tuple(cal_terms.as_dict().values()), i)])
         rate = res.request_rate if math.isfinite(res.request_rate) else None
         for label, col in TABLE_COLUMNS:
             m, u, c = meas.get(col), unc.get(col), cal.get(col)
@@ -389,9 +399,10 @@ def calibrate(req: CalibrationRequest, say: Callable[[str], None] = lambda _m: N
     heldout = table.filter(pl.col("role") == "held out")
     note = provenance_note(req, ev, final, names, heldout)
     doc, scenario = apply_terms(req.profile_doc, req.scenario, req.candidate, final.terms, note, tuple(names))
+    sources.update(Profile.from_dict(doc, req.profile_origin).sources())
     return Calibration(start, final.terms, tuple(names), sigma, tuple(fold_fits), table, heldout,
                        ev.simulations, budget, note, doc, scenario, tuple(r.source for r in ev.points),
-                       req.acceptance, tuple(sorted(ev.sources)))
+                       correlated, req.acceptance, tuple(sorted(sources)))
 
 
 def heldout_error(heldout: pl.DataFrame, column: str = "tpot_ms_median") -> tuple[float | None, float | None]:

@@ -55,6 +55,19 @@ def format_table(table: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def confounding_lines(cal: Calibration) -> list[str]:
+    """Said whenever acceptance is fitted beside a per-step cost without a measured acceptance:
+    both move TPOT (more accepted tokens per step or cheaper steps), and a few loads' latencies
+    cannot tell them apart (a round trip on simulated truth found 0.51 × and 0.2 ms where the
+    truth was 0.7 × and 1.5 ms, fitted loads within 3 %; docs/fidelity.md)."""
+    step_terms = [t for t in ("step_overhead_ms", "spec_host_us_per_row") if t in cal.fitted]
+    if cal.acceptance is not None or "acceptance_scale" not in cal.fitted or not step_terms:
+        return []
+    return [f"warning: acceptance_scale and {' and '.join(step_terms)} both move TPOT; without a measured "
+            "acceptance (--acceptance-trace or --spec-metrics) these loads cannot tell them apart, so read "
+            "their values as one combination (the held-out error is the check)"]
+
+
 def heldout_lines(cal: Calibration) -> list[str]:
     """Held-out error of the fitted metrics' p50s (the table's held-out rows), worst over points."""
     out = []
@@ -69,13 +82,17 @@ def heldout_lines(cal: Calibration) -> list[str]:
 
 def format_calibration(cal: Calibration, header: list[str]) -> str:
     """The whole terminal report."""
-    held = sorted({r for r in cal.heldout["source"].to_list()})
+    held = list(dict.fromkeys(cal.heldout["source"].to_list()))
     parts = [*header,
              f"fitted on means of {', '.join(c.split('_')[0].upper() for c in FIT_COLUMNS)}"
              + (f" and the measured acceptance length ({cal.acceptance.source})" if cal.acceptance else "")
              + f"; {cal.simulations} simulations (budget {cal.budget})",
              "fitted terms (uncalibrated → calibrated ± standard error from the fit's curvature):",
              *terms_lines(cal),
+             *confounding_lines(cal),
+             *[f"warning: {a} and {b} trade off (correlation {r:+.2f}): these points cannot tell them apart; "
+               + ("give the measured acceptance (--acceptance-trace or --spec-metrics) or " if cal.acceptance is None
+                  and "acceptance_scale" in (a, b) else "") + "fit one of them" for a, b, r in cal.correlated],
              f"held out: {', '.join(held)}",
              *heldout_lines(cal),
              format_table(cal.table),
@@ -96,6 +113,7 @@ def summary(cal: Calibration) -> dict[str, Any]:
         "before": cal.before.as_dict(),
         "after": cal.after.as_dict(),
         "standard_error": {k: (None if v is None or not math.isfinite(v) else v) for k, v in cal.sigma.items()},
+        "correlated": [{"terms": [a, b], "correlation": r} for a, b, r in cal.correlated],
         "folds": [{"held_out": cal.points[held], "trained_on": [cal.points[i] for i in f.train], "terms": f.terms.as_dict(), "objective": f.objective,
                    "simulations": f.evaluations} for held, f in cal.folds],
         "simulations": cal.simulations,
