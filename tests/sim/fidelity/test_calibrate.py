@@ -209,3 +209,40 @@ def test_measured_acceptance_from_vllms_per_request_stats_enters_the_fit(tmp_pat
     rows = [r for r in json.loads(out_json.read_text())["rows"] if r["column"] == "mean_acceptance_length"]
     assert rows and all(r["measured"] == pytest.approx(1 + 8 / 6) for r in rows)
     assert all(abs(r["rel_error_calibrated"]) < abs(r["rel_error_uncalibrated"]) for r in rows)
+
+
+def _metrics_scrape(path: Path, al: float, k: int = 3) -> Path:
+    """A /metrics scrape whose spec-decode counters say mean acceptance length ``al``."""
+    drafts = 100_000
+    accepted = round((al - 1.0) * drafts)
+    per = sorted((accepted // k + (1 if i < accepted % k else 0) for i in range(k)), reverse=True)
+    lab = 'engine="0",model_name="m"'
+    lines = [f"vllm:spec_decode_num_drafts_total{{{lab}}} {drafts}",
+             f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {k * drafts}",
+             f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {accepted}",
+             *[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {n}'
+               for i, n in enumerate(per)]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_prometheus_counters_give_the_measured_acceptance_and_the_default_fit_takes_all_three(tmp_path, capsys):
+    scenario_path = _scenario(tmp_path)
+    truth = Terms(acceptance_scale=0.7, step_overhead_ms=1.5, request_overhead_ms=30.0)
+    paths, al = _truth(tmp_path, load_scenario(scenario_path), truth)
+    scrape = _metrics_scrape(tmp_path / "metrics.txt", al)
+    out = tmp_path / "cal.json"
+    assert main(["calibrate", str(scenario_path), "--vllm-results", *map(str, paths), "--spec-metrics", str(scrape),
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"the measured acceptance length ({scrape})" in text and "warning:" not in text
+    after = json.loads(out.read_text())["after"]
+    assert abs(after["acceptance_scale"] - 0.7) <= 0.05 and abs(after["step_overhead_ms"] - 1.5) <= 0.4
+
+
+def test_acceptance_and_step_overhead_without_measured_acceptance_is_warned_about(tmp_path, capsys):
+    scenario_path = _scenario(tmp_path)
+    paths, _ = _truth(tmp_path, load_scenario(scenario_path), Terms(acceptance_scale=0.8), rates=(2.0, 6.0))
+    assert main(["calibrate", str(scenario_path), "--vllm-results", *map(str, paths), "--fit",
+                 "acceptance_scale,step_overhead_ms", "--iterations", "2"]) == 0
+    assert "warning: acceptance_scale and step_overhead_ms both move TPOT" in capsys.readouterr().out
