@@ -143,6 +143,8 @@ class Calibration:
     """The measured points' sources, lightest load first (``folds`` index them)."""
     correlated: tuple[tuple[str, str, float], ...] = ()
     """Pairs of fitted terms whose estimates correlate beyond ±0.9, with the correlation."""
+    notes: tuple[str, ...] = ()
+    """What the comparison rests on that the user should know (a closed-loop run replayed open loop)."""
     acceptance: MeasuredAcceptance | None = None
     sources: tuple[str, ...] = field(default_factory=tuple)
 
@@ -279,7 +281,12 @@ def calibrate(req: CalibrationRequest, say: Callable[[str], None] = lambda _m: N
     sources.update(Profile.from_dict(doc, req.profile_origin).sources())
     return Calibration(start, final.terms, tuple(names), sigma, tuple(fold_fits), table, heldout,
                        ev.simulations, budget, note, doc, scenario, tuple(r.source for r in ev.points),
-                       correlated, req.acceptance, tuple(sorted(sources)))
+                       correlated, _notes(ev.points), req.acceptance, tuple(sorted(sources)))
+
+
+def _notes(points: Sequence[VllmBenchResult]) -> tuple[str, ...]:
+    return tuple(f"{r.source}: not open loop (max_concurrency={r.max_concurrency}); the simulator sends at the "
+                 "rate regardless, as validate --vllm-results does" for r in points if r.max_concurrency is not None)
 
 
 def heldout_error(heldout: pl.DataFrame, column: str = "tpot_ms_median") -> tuple[float | None, float | None]:

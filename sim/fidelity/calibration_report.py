@@ -84,6 +84,7 @@ def format_calibration(cal: Calibration, header: list[str]) -> str:
     """The whole terminal report."""
     held = list(dict.fromkeys(cal.heldout["source"].to_list()))
     parts = [*header,
+             *[f"note: {n}" for n in cal.notes],
              f"fitted on means of {', '.join(c.split('_')[0].upper() for c in FIT_COLUMNS)}"
              + (f" and the measured acceptance length ({cal.acceptance.source})" if cal.acceptance else "")
              + f"; {cal.simulations} simulations (budget {cal.budget})",

@@ -246,3 +246,12 @@ def test_acceptance_and_step_overhead_without_measured_acceptance_is_warned_abou
     assert main(["calibrate", str(scenario_path), "--vllm-results", *map(str, paths), "--fit",
                  "acceptance_scale,step_overhead_ms", "--iterations", "2"]) == 0
     assert "warning: acceptance_scale and step_overhead_ms both move TPOT" in capsys.readouterr().out
+
+
+def test_more_terms_than_measured_numbers_is_refused_in_one_line(tmp_path):
+    scenario = load_scenario(_scenario(tmp_path))
+    paths, _ = _truth(tmp_path, scenario, Terms(), rates=(2.0, 6.0))
+    req = _request(tmp_path, paths, ("acceptance_scale", "step_overhead_ms", "request_overhead_ms",
+                                     "spec_host_us_per_row"), holdout="lightest")
+    with pytest.raises(SpecplanError, match=r"--fit: 4 term\(s\) but only 3 measured number\(s\)"):
+        calibrate(req)
