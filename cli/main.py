@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("cli.capacity", "highest sustainable rate and fewest replicas per candidate"),
     "sweep": ("cli.sweep", "run a scenario over a grid of field values into one Parquet table"),
     "validate": ("cli.validate", "measure the simulator against real serving"),
+    "calibrate": ("cli.calibrate", "fit a profile's free terms (acceptance, overheads) to your own measured runs"),
     "profile": ("cli.profile", "measure a calibration profile on this machine (needs torch)"),
     "dashboard": ("cli.dashboard", "open the what-if dashboard"),
     "report": ("cli.report", "write a self-contained HTML decision report"),

@@ -103,9 +103,10 @@ class Candidate:
     """Optional per-request acceptance trace (docs/acceptance-trace-format.md; path relative to
     the scenario) that replaces the profile's acceptance: each request replays one traced
     request's sequence (``trace_replay``) or draws steps independently at its rates."""
-    trace_format: Literal["specplan", "specdecode-bench-eagle", "specdecode-bench-ngram"] = "specplan"
-    """Layout of ``acceptance_trace``: specplan's JSONL, or a user's own SpecDecode-Bench
-    ``combined_*.jsonl`` (its ``acc_eagle`` / ``acc_ngram`` arrays; no task labels)."""
+    trace_format: Literal["specplan", "specdecode-bench-eagle", "specdecode-bench-ngram", "vllm-per-request"] = "specplan"
+    """Layout of ``acceptance_trace``: specplan's JSONL, a user's own SpecDecode-Bench
+    ``combined_*.jsonl`` (its ``acc_eagle`` / ``acc_ngram`` arrays; no task labels), or vLLM's
+    per-request acceptance (``--per-request-spec-decode-metrics detailed``; no task labels)."""
     trace_replay: bool = True
     """True: within a request, accepted lengths follow the traced sequence; False: independent
     draws at the traced request's per-position rates (to compare)."""

@@ -20,7 +20,7 @@ Fallback = Literal["baseline", "same"]
 KvLayout = Literal["paged", "padded"]
 ServingEngine = Literal["vllm", "sglang", "trtllm"]
 VllmRunner = Literal["v2", "v1"]
-Provenance = Literal["assumed", "measured", "published", "imported"]
+Provenance = Literal["assumed", "measured", "published", "imported", "calibrated"]
 
 
 @dataclass(frozen=True, slots=True)
