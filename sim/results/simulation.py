@@ -8,6 +8,7 @@ once at admission, and every step's accepted count).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,12 @@ from sim.results.cost import fleet_cost_usd
 from sim.results.metrics import measured_window, summarize, with_request_overhead
 from sim.results.records import itl_frame, requests_frame, steps_frame
 from sim.results.run_notes import extrapolations, run_notes
+
+COLLECT_REQUESTS = 100_000
+"""A run of at least this many requests is collected as soon as its records are built, before
+its summary (a full collection takes ~0.3 s at 10^6 requests; a dashboard's small runs leave it
+to the collector's schedule): at 10^6 requests the fleet's arrays and request objects are
+~700 MB that would otherwise live on into the summary and the next run."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +235,11 @@ def simulate_once(
                                    scenario.fleet.request_overhead)
     step_df = steps_frame(run, cand.name, seed)
     itl_df = itl_frame(run, cand.name, seed)
+    queue_log = run.queue_log
+    large = len(run.requests) >= COLLECT_REQUESTS
+    run = reqs = None  # type: ignore[assignment]  # the frames hold what the summary reads
+    if large:  # the simulated fleet is a reference cycle (replica <-> fleet, SimPy's env <->
+        gc.collect()  # processes): its arrays and request objects wait for the collector
     t0, t1 = measured_window(req_df, scenario.run.warmup_s, scenario.run.duration_s)
     fl = scenario.fleet
     # billed over the arrival window, as the decision bills it (sim/decisions/facts.py): at a
@@ -247,7 +259,7 @@ def simulate_once(
         replicas=fl.replicas,
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
-        queue_log=run.queue_log,
+        queue_log=queue_log,
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
