@@ -19,6 +19,7 @@ import polars as pl
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import check_work, workload_size
+from sim.contracts.memory_limits import check_memory
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
@@ -223,7 +224,9 @@ def run_scenario(
         assert scenario.trace_path is not None
         trace = read_trace(scenario.workload.trace)
     total = len(cands) * len(seed_list)
-    check_work(*workload_size(scenario.workload, scenario.run, trace), total, scenario.origin or "scenario")
+    size = workload_size(scenario.workload, scenario.run, trace)
+    check_work(*size, total, scenario.origin or "scenario")
+    check_memory(size[0], total, scenario.origin or "scenario")
     done = 0
     runs: list[tuple[RunResult, pl.DataFrame | bytes]] = []
     for seed in seed_list:
