@@ -8,7 +8,8 @@ single candidate × seed run, not with candidates × seeds. Cases:
   nearly all refused by the admission queue. Target: peak RSS <= 2 GB.
 - ``Azure hour``: the Azure LLM 2023 conversation trace's first hour at its own rate on
   ``profiles/llama-3.1-8b-h100-vllm.json``, baseline and eagle3-k3 (``bench_replicas.py``'s
-  scenario), on 1 and 2 replicas, with ``--out`` (Parquet written). Target: <= 502 MiB on one
+  scenario), on 1 and 2 replicas, one seed (``--max-seeds 1``), with ``--out`` (Parquet
+  written). Target: <= 502 MiB on one
   replica (Vidur's peak on the same hour, as issue 39 reports it; not measured here).
 
 Each measurement is one child process; its peak RSS is the kernel's ``ru_maxrss`` for that child
@@ -52,8 +53,8 @@ def peak(tree: Path, toml: Path, out: Path | None) -> tuple[float, float, int, s
     the last line of its stderr."""
     py = tree / ".venv" / "bin" / "python"
     cmd = [str(py if py.exists() else sys.executable), "-m", "cli.main", "simulate", str(toml), "--quiet"]
-    if out is not None:
-        cmd += ["--out", str(out)]
+    if out is not None:  # the Azure hour: one seed, as bench_replicas.py runs it (and Vidur does)
+        cmd += ["--max-seeds", "1", "--out", str(out)]
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         child = subprocess.Popen(cmd, cwd=tree, stdout=subprocess.DEVNULL, stderr=err,

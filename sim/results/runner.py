@@ -28,7 +28,7 @@ from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.results.intervals import mean_ci95
-from sim.results.records import ITL_SCHEMA, REQUEST_SCHEMA
+from sim.results.records import REQUEST_SCHEMA
 from sim.results.request_parts import RequestParts, pack
 from sim.results.run_notes import extrapolation_notes
 from sim.results.simulation import RunResult, simulate_once
@@ -237,7 +237,8 @@ def run_scenario(
         for cand in cands:
             prof = profs[cand.name]
             timer = step_timer_factory(prof) if step_timer_factory is not None else None
-            run = simulate_once(scenario.for_candidate(cand), prof, cand, seed, timer, requests=specs)
+            run = simulate_once(scenario.for_candidate(cand), prof, cand, seed, timer, requests=specs,
+                                keep_itl=False)
             runs.append(_kept(run))  # (the run without its records, its requests packed)
             del run  # its ITL samples and full-width records go before the next run starts
             done += 1
@@ -286,12 +287,11 @@ def run_scenario(
 
 
 def _kept(run: RunResult) -> tuple[RunResult, pl.DataFrame | bytes]:
-    """What a scenario result keeps of a run: the run without its per-request records and ITL
-    samples (the summary has read them), and its requests as one compact part (``pack``)."""
+    """What a scenario result keeps of a run: the run without its per-request records (its ITL
+    samples were never kept: ``keep_itl``), and its requests as one compact part (``pack``)."""
     import dataclasses
 
-    return dataclasses.replace(run, requests=_NO_REQUESTS, itl=_NO_ITL), pack(run.requests)
+    return dataclasses.replace(run, requests=_NO_REQUESTS), pack(run.requests)
 
 
 _NO_REQUESTS = pl.DataFrame(schema=REQUEST_SCHEMA)
-_NO_ITL = pl.DataFrame(schema=ITL_SCHEMA)

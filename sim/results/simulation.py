@@ -32,7 +32,7 @@ from sim.model.workload import RequestSpec, generate_requests
 from sim.results import metric_names as mn
 from sim.results.cost import fleet_cost_usd
 from sim.results.metrics import measured_window, summarize, with_request_overhead
-from sim.results.records import itl_frame, requests_frame, steps_frame
+from sim.results.records import ITL_SCHEMA, itl_frame, itl_samples, requests_frame, steps_frame
 from sim.results.run_notes import extrapolations, run_notes
 
 COLLECT_REQUESTS = 100_000
@@ -40,6 +40,9 @@ COLLECT_REQUESTS = 100_000
 its summary (a full collection takes ~0.3 s at 10^6 requests; a dashboard's small runs leave it
 to the collector's schedule): at 10^6 requests the fleet's arrays and request objects are
 ~700 MB that would otherwise live on into the summary and the next run."""
+COLLECT_SAMPLES = 1_000_000
+"""... and so is a run of at least this many ITL samples (the fleet's logs hold 16 B each: ~70 MB
+on a GPU hour's baseline, for ~20 ms of collection)."""
 
 
 @dataclass(frozen=True)
@@ -176,9 +179,12 @@ def simulate_once(
     step_timer: StepTimer | None = None,
     *,
     requests: Sequence[RequestSpec] | None = None,
+    keep_itl: bool = True,
 ) -> RunResult:
     """Simulate ``candidate`` on ``seed``'s workload; ``requests`` may be passed pre-generated
-    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``)."""
+    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``).
+    ``keep_itl`` false: the result's ``itl`` is empty (the summary read the samples; a
+    scenario run keeps none, and building the frame's constant columns cost memory)."""
     cand = _candidate(scenario, candidate)
     work_ss, accept_ss = np.random.SeedSequence(seed).spawn(2)
     if scenario.workload.arrival == "concurrency":
@@ -234,9 +240,9 @@ def simulate_once(
     req_df = with_request_overhead(requests_frame(run, cand.name, seed, scenario.run.warmup_s),
                                    scenario.fleet.request_overhead)
     step_df = steps_frame(run, cand.name, seed)
-    itl_df = itl_frame(run, cand.name, seed)
+    itl_df = itl_frame(run, cand.name, seed) if keep_itl else itl_samples(run)
     queue_log = run.queue_log
-    large = len(run.requests) >= COLLECT_REQUESTS
+    large = len(run.requests) >= COLLECT_REQUESTS or len(run.gap_s) >= COLLECT_SAMPLES
     run = reqs = None  # type: ignore[assignment]  # the frames hold what the summary reads
     if large:  # the simulated fleet is a reference cycle (replica <-> fleet, SimPy's env <->
         gc.collect()  # processes): its arrays and request objects wait for the collector
@@ -264,6 +270,8 @@ def simulate_once(
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
                                 policy.k_max, limits.source)
+    if not keep_itl:
+        itl_df = pl.DataFrame(schema=ITL_SCHEMA)
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),
