@@ -35,14 +35,19 @@ from sim.results.metrics import measured_window, summarize, with_request_overhea
 from sim.results.records import ITL_SCHEMA, itl_frame, itl_samples, requests_frame, steps_frame
 from sim.results.run_notes import extrapolations, run_notes
 
-COLLECT_REQUESTS = 100_000
-"""A run of at least this many requests is collected as soon as its records are built, before
-its summary (a full collection takes ~0.3 s at 10^6 requests; a dashboard's small runs leave it
-to the collector's schedule): at 10^6 requests the fleet's arrays and request objects are
-~700 MB that would otherwise live on into the summary and the next run."""
-COLLECT_SAMPLES = 1_000_000
-"""... and so is a run of at least this many ITL samples (the fleet's logs hold 16 B each: ~70 MB
-on a GPU hour's baseline, for ~20 ms of collection)."""
+COLLECT_BYTES = 32 * 1024**2
+"""A run whose fleet held at least this much (``_fleet_bytes``) is collected as soon as its
+records are built, before its summary: the simulated fleet is a reference cycle (replica <->
+fleet, SimPy's env <-> processes), so its arrays and request objects otherwise wait for the
+collector's schedule and live on into the summary and the next run (~700 MB at 10^6 requests,
+~100 MB of logs on a GPU hour). Small runs, a dashboard's, leave it to that schedule (a full
+collection costs ~20 ms to ~0.3 s)."""
+
+
+def _fleet_bytes(run: Any) -> int:
+    """What a finished fleet holds, roughly: ~700 B per request (its object and planner row),
+    16 B per ITL sample, 96 B per logged step."""
+    return 700 * len(run.requests) + 16 * len(run.gap_s) + 96 * len(run.steps)
 
 
 @dataclass(frozen=True)
@@ -242,10 +247,10 @@ def simulate_once(
     step_df = steps_frame(run, cand.name, seed)
     itl_df = itl_frame(run, cand.name, seed) if keep_itl else itl_samples(run)
     queue_log = run.queue_log
-    large = len(run.requests) >= COLLECT_REQUESTS or len(run.gap_s) >= COLLECT_SAMPLES
+    large = _fleet_bytes(run) >= COLLECT_BYTES
     run = reqs = None  # type: ignore[assignment]  # the frames hold what the summary reads
-    if large:  # the simulated fleet is a reference cycle (replica <-> fleet, SimPy's env <->
-        gc.collect()  # processes): its arrays and request objects wait for the collector
+    if large:  # (COLLECT_BYTES: the fleet is a reference cycle)
+        gc.collect()
     t0, t1 = measured_window(req_df, scenario.run.warmup_s, scenario.run.duration_s)
     fl = scenario.fleet
     # billed over the arrival window, as the decision bills it (sim/decisions/facts.py): at a
