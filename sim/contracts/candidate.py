@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sim.contracts.errors import FieldError
+from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import NAME_RE
 
 Speculation = Literal["on", "off"]
@@ -114,6 +115,9 @@ class Candidate:
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+        if self.acceptance_trace is not None:  # its form, as fleet.profile's (the OS would refuse it unnamed)
+            if why := (path_problem(self.acceptance_trace) if self.acceptance_trace else "path is empty"):
+                raise FieldError("acceptance_trace", f"{why}; give a JSON Lines acceptance trace file")
         all_params = ("proposer", "k", "max_batch", "k_by_batch", "adaptive", "kv_fallback",
                       "assumed_acceptance")
         if self.speculation == "off":

@@ -210,3 +210,16 @@ def test_traces_that_cover_the_answer_are_replayed_not_a_short_one_looped(tmp_pa
     assert "short" in picked and len(picked) == 4  # every trace covers 30 tokens
     picked = {draw_trace_request(model, chosen, "chat", rng, 300)[2].request for _ in range(50)}
     assert "short" not in picked  # none covers 300: the longest are drawn
+
+
+@pytest.mark.parametrize("what", ["missing", "a directory"])
+def test_an_acceptance_trace_that_is_no_file_names_the_field_pointing_at_it(tmp_path, what) -> None:
+    """The reader's "not found" or "is a directory" line alone would not say which scenario
+    field asked for that file."""
+    if what == "a directory":
+        (tmp_path / "trace.jsonl").mkdir()
+    sc = load_scenario(write_scenario(tmp_path, SCENARIO))
+    with pytest.raises(SpecplanError) as info:
+        simulate_once(sc, synthetic_profile(), "replay", 1)
+    msg = str(info.value)
+    assert "candidates[replay].acceptance_trace: " in msg and "trace.jsonl" in msg and "\n" not in msg
