@@ -170,6 +170,35 @@ def test_invalid_profiles_fail_with_one_line_naming_file_and_field(
     assert expected in msg
 
 
+def _node(d: Any, path: tuple) -> Any:
+    for k in path:
+        d = d[k]
+    return d
+
+
+def _grids(d: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(d, dict) and "axes" in d and "median" in d:
+        return [path]
+    items = d.items() if isinstance(d, dict) else ()
+    return [g for k, v in items for g in _grids(v, (*path, k))]
+
+
+GRID_AXES = [(g, a) for g in _grids(synthetic_profile_dict()["timing"], ("timing",))
+             for a in _node(synthetic_profile_dict(), g)["axes"]]
+
+
+@pytest.mark.parametrize(("grid", "axis"), GRID_AXES, ids=[".".join(g) + ":" + a for g, a in GRID_AXES])
+def test_axis_values_that_disagree_with_the_array_name_the_axis(tmp_path: Path, grid: tuple, axis: str) -> None:
+    """One axis value fewer: the array's shape no longer matches, and either may be the typo, so
+    the line names both the array cell and the axis (axes.NAME)."""
+    d = synthetic_profile_dict()
+    g = _node(d, grid)
+    g["axes"][axis] = g["axes"][axis][:-1]
+    with pytest.raises(SpecplanError) as info:
+        load_profile(write(tmp_path, d))
+    assert f"{'.'.join(grid)}.median" in str(info.value) and f"axes.{axis}" in str(info.value)
+
+
 def test_malformed_json_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('{\n  "schema": "specplan.profile",\n  "name": oops\n}\n', encoding="utf-8")
