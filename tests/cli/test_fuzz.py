@@ -1,10 +1,11 @@
 """Hostile input through every loader and the CLI: exit 0 or 2, one line naming the input.
 
-2,000 seeded cases (tests/fuzz_cases.py, tests/fuzz_trace_cases.py) run in-process through ``cli.main.main``, the function
-the ``specplan`` script calls, and a sample of 30 through the real command line as
-subprocesses. Any uncaught exception, traceback, "internal error", exit code other than 0/2,
-run over 60 s, multi-line error or error that does not name its input fails the test, with
-one example per failure class. bench/fuzz.py runs the same oracle over 20,000+ cases.
+2,000 seeded cases (tests/fuzz_cases.py, tests/fuzz_feature_cases.py, tests/fuzz_trace_cases.py)
+run in-process through ``cli.main.main``, the function the ``specplan`` script calls, and a
+sample of 30 through the real command line as subprocesses. Any uncaught exception, traceback,
+"internal error", exit code other than 0/2, run over 60 s, multi-line error or error that does
+not name its input (or the field the case changed) fails the test, with one example per failure
+class. bench/fuzz.py runs the same oracle over 20,000+ cases.
 """
 
 from __future__ import annotations
