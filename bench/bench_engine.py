@@ -5,7 +5,9 @@ A *request-iteration* is one decoding request in one engine step (the steps fram
 Llama-3.1-8B on an H200 (the shipped profile imported from aiconfigurator-core, vLLM defaults
 1024 seqs / 8192 tokens, mean batch 200-500). Timed: CPU seconds of ``Fleet.run`` (the engine:
 scheduler, step timer, acceptance draws, SimPy), and of the whole ``simulate_once`` (frames and
-summary too). Medians of ``--repeats`` runs; the machine is shared, so compare trees in one run:
+summary too). A third GPU case runs the shared-system-prompt scenario at 20 req/s with prefix
+caching on (many prefills of one prompt at once: hits, duplicates, evictions). Medians of
+``--repeats`` runs; the machine is shared, so compare trees in one run:
 
     .venv/bin/python bench/bench_engine.py --tree /path/to/old/checkout
 
@@ -32,6 +34,8 @@ CASES = {
     "small-ngram-k3": ("small", "ngram-k3"),
     "gpu-baseline": ("gpu", "baseline"),
     "gpu-draft-1b-k3": ("gpu", "draft-1b-k3"),
+    # prefix caching with many prefills of one shared prompt at once (duplicate blocks)
+    "gpu-prefix-cache": ("prefix", "cache"),
 }
 
 def _small_toml() -> str:
@@ -56,6 +60,9 @@ def _load(kind: str, tmp: Path):
         (tmp / "p.json").write_text(json.dumps(synthetic_profile_dict()), encoding="utf-8")
         (tmp / "s.toml").write_text(_small_toml(), encoding="utf-8")
         sc = load_scenario(tmp / "s.toml")
+    elif kind == "prefix":
+        sc = load_scenario(REPO / "scenarios" / "prefix-cache-system-prompt.toml").with_overrides(
+            {"workload.rate": 20.0, "run.duration_s": 120.0, "run.warmup_s": 0.0})
     else:
         sc = load_scenario(REPO / "scenarios" / "gpu-chat-h200.toml").with_overrides(
             {"workload.rate": 30.0, "run.duration_s": 120.0, "run.warmup_s": 0.0})
@@ -70,9 +77,9 @@ def measure(case: str, repeats: int) -> dict[str, float]:
     engine_cpu: list[float] = []
     orig = simulation.Fleet.run
 
-    def timed_run(self, reqs):
+    def timed_run(self, reqs, **kwargs):
         t0 = time.process_time()
-        out = orig(self, reqs)
+        out = orig(self, reqs, **kwargs)
         engine_cpu.append(time.process_time() - t0)
         return out
 

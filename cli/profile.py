@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "fp8 | fp4 (auto: bf16, or the checkpoint's own for an import)")
     m.add_argument("--kv-cache-dtype", default="auto",
                    help="estimate and import-aiconfigurator: KV cache values auto | bf16 | fp8 (vLLM's "
-                        "kv_cache_dtype; fp8 halves KV bytes per token)")
+                        "kv_cache_dtype; fp8 halves KV bytes per token; import: auto is vLLM's auto, the model "
+                        "dtype unless the checkpoint declares a quantized KV cache)")
     m.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     m.add_argument("--quick", action="store_true", help="small grids and few prompts: a useful profile in minutes")
     m.add_argument("--resume", action="store_true", help="reuse points checkpointed in OUT.partial.jsonl")

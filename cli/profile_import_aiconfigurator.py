@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.timing_sanity import repaired_note
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,3 +113,6 @@ def _print_summary(p: dict[str, Any], out: str, wall_s: float) -> None:
         print(f"  proposer {name} ({ident['kind']}): D(batch=1, k=3, context={ctx[c]}) = {d['median'][0][2][c] * 1e3:.2f} ms, "
               f"batch {tf['axes']['batch'][b64]}: {d['median'][b64][2][c] * 1e3:.2f} ms [imported + modelled]; host "
               f"H(k=3) = {h['median'][0][2] * 1e3:.3f} / {h['median'][b64][2] * 1e3:.3f} ms [assumed]")
+    repaired = repaired_note(p["timing"]["provenance"].get("notes"))
+    if repaired:  # never silent: the database's grids were changed (docs/profile-format.md)
+        print(f"  {repaired}")

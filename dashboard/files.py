@@ -4,8 +4,10 @@ A named file is served only if its name is in the folder's listing (plain file n
 folders, no links leading out), so no string from a browser ever becomes a path. Uploads stay
 in memory: decoded from the browser's base64 data URL, parsed with ``tomllib``/``json`` (never
 pickle or eval) and validated by the simulator's own loaders, so a bad upload shows the same
-one-line message the CLI prints. An uploaded scenario may not point at files outside the
-allowed folders (its profile is chosen in the dashboard; a trace must lie in a trace folder).
+one-line message the CLI prints. Every path field of an uploaded scenario goes through one
+resolver (``sim.contracts.scenario_paths``) before the loader sees it: it must lie in the allowed
+folders (``Roots.folders``), or the upload is refused in one line that names the field and the
+folders, never the file's content or whether it exists.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile, load_profile, parse_profile_text
 from sim.contracts.scenario import Scenario, load_scenario, parse_toml_text
+from sim.contracts.scenario_paths import AllowedFolders, PathKind, map_paths
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 """Largest upload accepted (profiles are well under 1 MB; scenarios a few kB)."""
@@ -37,7 +40,13 @@ class Roots:
     scenarios: Path
     """Scenario files (``*.toml``); uploaded scenarios resolve relative paths against it."""
     traces: tuple[Path, ...] = ()
-    """Folders an uploaded scenario's ``workload.trace.path`` may point into."""
+    """Folders an uploaded scenario's data files (workload and acceptance traces) may lie in,
+    besides scenarios/ and profiles/."""
+
+    def folders(self) -> AllowedFolders:
+        """What an uploaded scenario may name: profiles in profiles/; data files in scenarios/,
+        profiles/ or a trace folder; relative paths against scenarios/."""
+        return AllowedFolders(self.scenarios, (self.profiles,), (self.scenarios, self.profiles, *self.traces))
 
     @classmethod
     def under(cls, base: Path, traces: tuple[Path, ...] | None = None) -> Roots:
@@ -148,31 +157,23 @@ def decode_upload(contents: str, filename: str | None, *, max_bytes: int = MAX_U
         raise SpecplanError(f"{label}: not UTF-8 text (byte {exc.start}); upload a .toml or .json file") from None
 
 
-def _check_upload_paths(data: Mapping[str, Any], origin: str, roots: Roots) -> dict[str, Any]:
-    """Refuse an uploaded scenario whose trace lies outside the allowed folders; drop its
-    ``fleet.profile`` (the profile is chosen or uploaded in the dashboard)."""
-    out = dict(data)
-    fleet = out.get("fleet")
-    if isinstance(fleet, Mapping) and "profile" in fleet:
-        out["fleet"] = {k: v for k, v in fleet.items() if k != "profile"}
-    wl = out.get("workload")
-    trace = wl.get("trace") if isinstance(wl, Mapping) else None
-    if isinstance(trace, Mapping) and "path" in trace:
-        raw = trace["path"]
-        if not isinstance(raw, str) or not raw:
-            return out  # the scenario loader reports the type error
-        p = Path(raw)
-        cand = p if p.is_absolute() else roots.scenarios / p
-        allowed = (roots.scenarios, roots.profiles, *roots.traces)
-        if not any(_inside(cand, r) for r in allowed):
-            where_ok = ", ".join(str(r.name) + "/" for r in allowed)
-            raise SpecplanError(
-                f"{origin}: workload.trace.path: an uploaded scenario may only replay a trace from "
-                f"{where_ok} (given {raw[:120]!r})"
-            )
-        # pin the checked path: the loader would otherwise also try the current directory
-        out["workload"] = {**wl, "trace": {**trace, "path": str(cand.resolve())}}
-    return out
+def confine_upload_paths(data: Mapping[str, Any], origin: str, roots: Roots) -> dict[str, Any]:
+    """``data`` with every path field pinned to the file it names inside the allowed folders, or
+    a one-line SpecplanError naming the first field that points elsewhere. [fleet]'s profile is
+    the exception that is dropped instead of refused: the dashboard's profile control replaces it
+    (kept when it lies in profiles/, so the control opens on it); a named fleet's profile is
+    needed by its candidates, so it must lie in profiles/."""
+    folders = roots.folders()
+
+    def resolve(raw: str, where: str, kind: PathKind) -> str | None:
+        try:
+            return folders.resolve(raw, where, kind)
+        except SpecplanError as exc:
+            if where == "fleet.profile":
+                return None
+            raise SpecplanError(f"{origin}: {exc}") from None
+
+    return map_paths(Scenario, data, resolve)
 
 
 def parse_scenario_upload(text: str, filename: str | None, roots: Roots) -> Scenario:
@@ -180,7 +181,7 @@ def parse_scenario_upload(text: str, filename: str | None, roots: Roots) -> Scen
     resolve against ``scenarios/``."""
     origin = upload_label(filename, "uploaded.toml")
     data = parse_toml_text(text, origin)
-    data = _check_upload_paths(data, origin, roots)
+    data = confine_upload_paths(data, origin, roots)
     return Scenario.from_dict(data, origin, roots.scenarios)
 
 

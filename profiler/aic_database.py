@@ -143,6 +143,27 @@ def model_config(model: str) -> dict[str, Any]:
     return dict(_load_pre_downloaded_hf_config(mid))
 
 
+def quant_config(model: str) -> tuple[dict[str, Any] | None, str]:
+    """The checkpoint's quantization config as vLLM reads it, and where it came from:
+    config.json's ``quantization_config`` (or its text_config's), else ``hf_quant_config.json``."""
+    cfg = model_config(model)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    for where, holder in (("config.json", cfg), ("config.json text_config", text)):
+        if isinstance(holder.get("quantization_config"), dict):
+            return holder["quantization_config"], f"{where} quantization_config"
+    mid = ALIASES.get(model, model)
+    path = Path(mid, "hf_quant_config.json")
+    if mid not in EXTRA_CONFIGS and os.path.isdir(mid) and path.is_file():
+        return json.loads(path.read_text()), "hf_quant_config.json"
+    if mid not in EXTRA_CONFIGS and not os.path.isdir(mid):
+        from aiconfigurator_core.sdk.utils import _load_pre_downloaded_hf_quant_config
+
+        found = _load_pre_downloaded_hf_quant_config(mid)
+        if isinstance(found, dict):
+            return found, "hf_quant_config.json"
+    return None, "none"
+
+
 @dataclass
 class Engine:
     """A model compiled for one system/backend/version/TP: per-op times of one pass, in ms."""
@@ -176,7 +197,8 @@ class Engine:
         quant = re.search(r'quant: "?(\w+)"?', msg)
         what = (f"its {kind.group(1)} kernels" if kind else "one of its ops") + (f" at quant {quant.group(1)}" if quant else "")
         return (f"{self.model_path} on {self.system}/{self.backend} {self.version} tp={self.tp}: the database has no "
-                f"timings for {what} (valid: another --dtype, --system or --backend-version; `--system list` and "
+                f"timings for {what} (valid: another --dtype or --kv-cache-dtype, --system or --backend-version; "
+                "`--system list` and "
                 "`--target list` show what it covers)")
 
     def mixed_ms(self, prefill_tokens: int, decode_rows: int, isl: int) -> float:
@@ -246,24 +268,27 @@ def _model_path(model: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
     return mid, None
 
 
-def compile_engine(model: str, system: str, backend: str, version: str, layout: Layout) -> Engine:
-    """Compile ``model`` (an id or config folder) for the database; one line on bad input."""
+def compile_engine(model: str, system: str, backend: str, version: str, layout: Layout,
+                   label: str | None = None) -> Engine:
+    """Compile ``model`` (an id or config folder) for the database; one line on bad input.
+    ``label`` names it in errors instead (a head priced from a temporary config folder)."""
     require_package()
     from aiconfigurator_core.sdk.engine import EngineHandle
 
     cfg = model_config(model)
-    check_layout(model, cfg, layout)
+    name = label or ALIASES.get(model, model)
+    check_layout(name, cfg, layout)
     path, tmp = _model_path(model)
     try:
         with _quiet():
             handle = EngineHandle.compile(path, system, backend, backend_version=version,
                                           **layout.kwargs(bool(num_experts(cfg))))
     except (ValueError, AssertionError, KeyError, NotImplementedError, RuntimeError) as exc:
-        raise SpecplanError(_refusal(model, system, backend, version, layout, exc)) from None
+        raise SpecplanError(_refusal(name, system, backend, version, layout, exc)) from None
     finally:
         if tmp is not None:
             tmp.cleanup()
-    return Engine(handle, ALIASES.get(model, model), system, backend, version, layout.tp)
+    return Engine(handle, name, system, backend, version, layout.tp)
 
 
 def _refusal(model: str, system: str, backend: str, version: str, layout: Layout, exc: BaseException) -> str:

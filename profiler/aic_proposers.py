@@ -4,9 +4,10 @@ Why one module: each of vLLM's methods needs its own pricing from the kernel dat
 is written here once with the note saying what is modelled rather than looked up:
 
 - a draft model id (``draft_model``): the draft's own passes from the database;
-- ``eagle`` (EAGLE-1) and ``eagle3``: a head priced as one Llama decoder layer at the target's
-  widths (EAGLE-3 with its 32,000-token draft LM head; EAGLE-1 shares the target's);
-- ``mtp``: the target's own multi-token-prediction module, priced as the database prices MTP:
+- ``eagle`` (EAGLE-1) and ``eagle3``: a head shaped as vLLM builds it for the target
+  (profiler/aic_heads.py: one Llama decoder layer at the target's widths, or one DeepSeek layer
+  with the target's MLA), EAGLE-3 with its 32,000-token draft LM head, EAGLE-1 the target's;
+- ``mtp``: the target's own multi-token-prediction module (``MTP_KEYS``), priced as the database prices MTP:
   an iteration with ``k`` MTP tokens costs ``(L + k) / L`` target iterations
   (``aiconfigurator_core.sdk.models.helpers.mtp_scale_factor``), so the draft is ``k / L`` of
   the verification pass;
@@ -18,11 +19,12 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from profiler import aic_database as db
+from profiler import aic_heads
 from profiler.aic_grids import GridBuilder
 from profiler.host_proposers import (
     HOST_PROPOSERS,
@@ -33,8 +35,9 @@ from profiler.host_proposers import (
 )
 from sim.contracts.errors import SpecplanError
 
-EAGLE3_DRAFT_VOCAB = 32000
 KEYWORDS = ("eagle", "eagle3", "mtp", "ngram", "suffix", "none")
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+"""Where a config counts its MTP modules: DeepSeek, GLM, MiMo, Nemotron-H, Step; Qwen3-Next/3.5."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class Context:
     backend: str
     version: str
     layout: db.Layout
-    """The drafts' layout: the target's TP, no experts, its KV dtype."""
+    """The drafts' layout: the target's TP and expert split, its KV dtype."""
     grids: Grids
     overhead: Callable[[], dict[str, Any]]
     """The draft-pass overhead entries (``overhead`` and ``overhead_provenance``)."""
@@ -111,40 +114,67 @@ def _model_grids(gb: GridBuilder, ctx: Context) -> dict[str, Any]:
 
 
 def _eagle(kind: str, ctx: Context) -> ImportedProposer:
-    t = ctx.target_cfg
-    h, heads = int(t["hidden_size"]), int(t["num_attention_heads"])
-    kvh = int(t.get("num_key_value_heads") or heads)
-    hd = int(t.get("head_dim") or h // heads)
-    vocab = EAGLE3_DRAFT_VOCAB if kind == "eagle3" else int(t["vocab_size"])
-    inter = int(t.get("intermediate_size") or 4 * h)
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
-           "num_attention_heads": heads, "num_key_value_heads": kvh, "head_dim": hd, "intermediate_size": inter,
-           "num_hidden_layers": 1, "vocab_size": vocab, "tie_word_embeddings": False,
-           "max_position_embeddings": int(t.get("max_position_embeddings") or 131072),
-           "rms_norm_eps": 1e-5, "hidden_act": "silu", "torch_dtype": "bfloat16"}
-    eng = _compile_config(cfg, ctx)
-    layer = h * hd * (heads * 2 + kvh * 2) + 3 * h * inter + 2 * h
-    fuse = (3 if kind == "eagle3" else 2) * h * h
-    own_head = vocab * h if kind == "eagle3" else 0
+    """An EAGLE-1 or EAGLE-3 head shaped as vLLM builds it for this target (profiler/aic_heads.py)."""
     label = "EAGLE-3" if kind == "eagle3" else "EAGLE-1"
-    note = (f"{kind}: modelled, not a database entry: an {label} head priced as one Llama decoder layer at the "
-            f"target's widths (hidden {h}, MLP {inter})"
-            + (f" with a {EAGLE3_DRAFT_VOCAB}-token draft LM head (the EAGLE-3 Llama-3.1 heads' draft vocab)"
-               if kind == "eagle3" else " and the target's LM head")
-            + f", timed from the same database; the {fuse // (h * h)}h->h fusion of target hidden states is "
-            "not timed. First pass over every scheduled token (decode rows x (k+1) and prompt tokens), then "
-            "k-1 one-token passes")
-    kvb = 1 if ctx.layout.kv == "fp8" else 2
-    mem = {"weight_bytes": 2 * (layer + fuse + own_head), "kv_bytes_per_token": 2 * kvh * hd * kvb,
-           "activation_peak_bytes": 0}
+    name = f"the {kind} head of {ctx.target}"
+    shape = aic_heads.head_shape(kind, ctx.target_cfg, ctx.layout)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            eng = _compile_head(shape.config, Path(tmp, "head"), shape.layout, name, ctx)
+            if shape.mlp_config is not None:
+                mlp = _compile_head(shape.mlp_config, Path(tmp, "mlp"), replace(shape.layout, moe_tp=shape.layout.tp,
+                                                                                 moe_ep=1), f"{name} (its MLP)", ctx)
+                eng = aic_heads.DenseMlpSplice(eng, mlp)
+            grids = _model_grids(GridBuilder(eng), ctx)
+        except SpecplanError as exc:
+            raise SpecplanError(_head_refusal(kind, ctx, shape, str(exc).replace(tmp, name))) from None
+    fuse = 3 if kind == "eagle3" else 2
+    note = (f"{kind}: modelled, not a database entry: an {label} head priced as {shape.what}, timed from the same "
+            f"database; the {fuse}h->h fusion of target hidden states is not timed. First pass over every scheduled "
+            "token (decode rows x (k+1) and prompt tokens), then k-1 one-token passes")
+    model = ctx.identity(f"{kind}-head-shaped", shape.identity_config)
     ident = {"kind": kind, "note": f"{label} head (one decoder layer) reading the target's hidden states",
-             "model": ctx.identity(f"{kind}-head-shaped", cfg)}
-    return ImportedProposer(kind, ident, _model_grids(GridBuilder(eng), ctx), mem, note)
+             "model": model}
+    return ImportedProposer(kind, ident, grids, _head_memory(kind, model["architecture"], ctx), note)
+
+
+def _compile_head(cfg: dict[str, Any], folder: Path, layout: db.Layout, name: str, ctx: Context) -> db.Engine:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return db.compile_engine(str(folder), ctx.system, ctx.backend, ctx.version, layout, label=name)
+
+
+def _head_memory(kind: str, arch: dict[str, Any], ctx: Context) -> dict[str, int]:
+    """Replica totals in bf16: the layer's parameters (profiler/model_shape.py, experts included
+    for an EAGLE-1 MLA head), the fusion GEMM, EAGLE-3's own LM head; KV per token at the KV dtype
+    (MLA's latent kept on every TP rank, as the target's)."""
+    from profiler.model_shape import body_params, kv_values_per_token_layer
+
+    tp, h = ctx.layout.tp, arch["hidden_size"]
+    fuse = (3 if kind == "eagle3" else 2) * h * h
+    own_head = arch["vocab_size"] * h if kind == "eagle3" else 0
+    kvb = 1 if ctx.layout.kv == "fp8" else 2
+    return {"weight_bytes": 2 * (body_params(arch) + fuse + own_head),
+            "kv_bytes_per_token": kv_values_per_token_layer(arch, tp) * tp * kvb, "activation_peak_bytes": 0}
+
+
+def _head_refusal(kind: str, ctx: Context, shape: aic_heads.HeadShape, why: str) -> str:
+    """One line: the draft, the part the database lacks, and drafts that do import for this target."""
+    part = why.split(": ", 1)[-1].split(" (valid:", 1)[0]
+    mtp = "mtp, " if _mtp_modules(ctx.target_cfg) else ""
+    return (f"--draft {kind}: {ctx.target}'s {kind} head ({shape.what.split(' (')[0]}) cannot be priced on "
+            f"{ctx.system}/{ctx.backend} {ctx.version} tp={ctx.layout.tp}: {part} (valid for this target: "
+            f"--draft {mtp}ngram, suffix or a draft model id; or another --system / --backend-version)")
+
+
+def _mtp_modules(cfg: dict[str, Any]) -> int:
+    t = aic_heads.text_config(cfg)
+    return max(int(t.get(key) or 0) for key in MTP_KEYS)
 
 
 def _mtp(ctx: Context) -> ImportedProposer:
-    t = ctx.target_cfg
-    n = int(t.get("num_nextn_predict_layers") or 0)
+    t = aic_heads.text_config(ctx.target_cfg)
+    n = _mtp_modules(ctx.target_cfg)
     if n < 1:
         raise SpecplanError(
             f"--draft mtp: {ctx.target} has no MTP (next-n) modules (num_nextn_predict_layers is {n} in its "
@@ -194,12 +224,13 @@ def _draft_model(draft: str, ctx: Context) -> ImportedProposer:
     if db.num_experts(cfg):
         raise SpecplanError(f"--draft {draft}: a mixture-of-experts draft is not covered (valid: a dense draft "
                             f"model, eagle, eagle3, mtp, ngram, suffix)")
-    eng = db.compile_engine(draft, ctx.system, ctx.backend, ctx.version, ctx.layout)
+    layout = replace(ctx.layout, moe_tp=ctx.layout.tp, moe_ep=1)  # a dense draft: no expert split
+    eng = db.compile_engine(draft, ctx.system, ctx.backend, ctx.version, layout)
     mid = db.ALIASES.get(draft, draft)
     name = mid.split("/")[-1].lower()
     note = (f"{name}: the draft model's own passes from the same database: first pass over every scheduled token "
             "(decode rows x (k+1), and prompt tokens via timing.proposers.<p>.prefill), then k-1 one-token passes")
-    est = db.memory_estimate(draft, ctx.system, ctx.backend, ctx.version, ctx.layout, 0.9, 8192, 1024)
+    est = db.memory_estimate(draft, ctx.system, ctx.backend, ctx.version, layout, 0.9, 8192, 1024)
     br = est["memory_breakdown"] or {}
     tp = ctx.layout.tp
     mem = {"weight_bytes": int(br.get("weights_bytes", 0)) * tp,
@@ -207,9 +238,3 @@ def _draft_model(draft: str, ctx: Context) -> ImportedProposer:
            "activation_peak_bytes": int(br.get("activations_bytes", 0)) * tp}
     ident = {"kind": "draft_model", "model": ctx.identity(mid, cfg)}
     return ImportedProposer(name, ident, _model_grids(GridBuilder(eng), ctx), mem, note)
-
-
-def _compile_config(cfg: dict[str, Any], ctx: Context) -> db.Engine:
-    with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "config.json").write_text(json.dumps(cfg))
-        return db.compile_engine(tmp, ctx.system, ctx.backend, ctx.version, ctx.layout)

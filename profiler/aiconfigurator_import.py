@@ -13,7 +13,7 @@ overheads are *assumed* defaults carried with their own provenance. docs/profile
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +22,8 @@ from profiler import aic_proposers
 from profiler.aic_grids import GridBuilder, target_forward_notes
 from profiler.hf_config import parse_architecture
 from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
+from profiler.import_sanity import sanitize
+from profiler.vllm_kv_dtype import KvChoice, resolve_auto
 from sim.contracts.errors import SpecplanError
 
 BATCH = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -76,7 +78,7 @@ class ImportRequest:
     ep: int = 1
     """Expert parallelism of a MoE model: experts split over ``ep`` GPUs, TP ``tp / ep`` within."""
     kv_dtype: str = "auto"
-    """KV cache: auto (bf16) | bf16 | fp8 (vLLM's kv_cache_dtype)."""
+    """KV cache: auto (what vLLM's auto picks: profiler/vllm_kv_dtype.py) | bf16 | fp8."""
     assumed_proposal_rate: dict[str, float] = field(default_factory=dict)
     """Proposer name -> fraction of steps with a proposal (ngram, suffix), method ``assumed``."""
     lookup_s_per_row: float = LOOKUP_S_PER_ROW
@@ -107,6 +109,14 @@ def _layout(req: ImportRequest) -> db.Layout:
     return db.Layout(tp=req.tp, moe_tp=max(req.tp // req.ep, 1), moe_ep=req.ep, gemm=gemm, moe=gemm, kv=KV_DTYPES[req.kv_dtype])
 
 
+def _kv_choice(req: ImportRequest, cfg: dict[str, Any]) -> KvChoice:
+    """The KV cache dtype: as asked, or what vLLM's ``auto`` picks for this checkpoint."""
+    if req.kv_dtype == "auto":
+        return resolve_auto(cfg, *db.quant_config(req.target))
+    mode = KV_DTYPES[req.kv_dtype]
+    return KvChoice(mode, f"KV cache {mode}: as asked (--kv-cache-dtype {req.kv_dtype})")
+
+
 def build_profile(req: ImportRequest) -> dict[str, Any]:
     """The profile JSON object (docs/profile-format.md) for ``req``; one-line errors on bad input."""
     layout = _layout(req)
@@ -114,16 +124,19 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     t0 = time.perf_counter()
     version = db.resolve_version(req.system, req.backend, req.backend_version)
     tcfg = db.model_config(req.target)
+    kv = _kv_choice(req, tcfg)
+    layout = replace(layout, kv=kv.mode)
     db.check_layout(req.target, tcfg, layout)
     target = db.compile_engine(req.target, req.system, req.backend, version, layout)
     tb = GridBuilder(target)
     quant = db.resolved_quant(req.target, req.backend, layout)
-    memory = _target_memory(req, version, layout, quant)
+    memory = _target_memory(req, version, layout, quant, kv)
     ctx = aic_proposers.Context(
         target=req.target, target_cfg=tcfg, target_grid=tb,
         target_memory={"weight_bytes": memory["target_weight_bytes"], "kv_bytes_per_token": memory["target_kv_bytes_per_token"]},
         system=req.system, backend=req.backend, version=version,
-        layout=db.Layout(tp=req.tp, gemm=layout.gemm if layout.gemm != "nvfp4" else None, kv=quant["kv_cache"]),
+        layout=db.Layout(tp=req.tp, moe_tp=layout.moe_tp, moe_ep=layout.moe_ep,
+                         gemm=layout.gemm if layout.gemm != "nvfp4" else None, kv=quant["kv_cache"]),
         grids=aic_proposers.Grids(BATCH, K_MAX, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
         overhead=lambda: {"overhead": _overhead_grid(req.draft_pass_overhead_s), "overhead_provenance": _assumed(
             DRAFT_OVERHEAD_NOTE.format(ms=req.draft_pass_overhead_s * 1e3), req)},
@@ -133,7 +146,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     _add_proposer_memory(memory, {p.name: p.memory for p in built})
     meta = db.collection_meta(req.system, req.backend, version)
     timing = {
-        "provenance": _provenance(req, version, meta, [p.note for p in built], target_forward_notes(), layout, quant),
+        "provenance": _provenance(req, version, meta, [p.note for p in built], target_forward_notes(), layout, quant, kv),
         "step_composition": "fused",
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
@@ -162,6 +175,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     }
     if req.tp > 1:
         profile["replica"] = {"tensor_parallel_size": req.tp}
+    sanitize(profile, _name(req))  # step-time rules: repaired, and said in timing.provenance.notes
     return profile
 
 
@@ -170,7 +184,8 @@ def _overhead_grid(per_pass_s: float) -> dict[str, Any]:
     return {"axes": {"batch": BATCH, "k": ks}, "median": [[k * per_pass_s for k in ks] for _ in BATCH]}
 
 
-def _target_memory(req: ImportRequest, version: str, layout: db.Layout, quant: dict[str, str]) -> dict[str, Any]:
+def _target_memory(req: ImportRequest, version: str, layout: db.Layout, quant: dict[str, str],
+                   kv_choice: KvChoice) -> dict[str, Any]:
     est = db.memory_estimate(req.target, req.system, req.backend, version, layout, MEMORY_UTILIZATION, 8192, 1024)
     br = est["memory_breakdown"] or {}
     tp = req.tp
@@ -193,7 +208,7 @@ def _target_memory(req: ImportRequest, version: str, layout: db.Layout, quant: d
         "date": _now(), "command": req.command,
         "notes": (f"aiconfigurator-core memory model (sdk.memory.estimate_kv_cache, {req.backend} "
                   f"{version}, source {est.get('source')}), per GPU x {tp} GPUs = replica totals; "
-                  f"{_quant_note(req, quant)}"
+                  f"{_quant_note(req, quant, kv_choice)}"
                   f"{f', experts TP {layout.moe_tp} x EP {layout.moe_ep}' if layout.moe_ep > 1 else ''}; "
                   "activation_peak_bytes = activations + runtime overhead (the package's 'other_mem', "
                   "a non-official allowance) + NCCL buffers"),
@@ -242,14 +257,14 @@ def _acceptance(req: ImportRequest, proposers: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def _quant_note(req: ImportRequest, quant: dict[str, str]) -> str:
-    how = lambda flag: "as asked" if flag not in ("auto", None) else "the checkpoint's, as the package reads it"  # noqa: E731
-    text = f"weights {quant['weights']} ({how(req.dtype)}), KV cache {quant['kv_cache']} ({how(req.kv_dtype)})"
-    return text + (f", experts {quant['experts']}" if "experts" in quant else "")
+def _quant_note(req: ImportRequest, quant: dict[str, str], kv: KvChoice) -> str:
+    how = "as asked" if req.dtype != "auto" else "the checkpoint's, as the package reads it"
+    text = f"weights {quant['weights']} ({how})" + (f", experts {quant['experts']}" if "experts" in quant else "")
+    return f"{text}; {kv.reason}"
 
 
 def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], tf_note: str,
-                layout: db.Layout, quant: dict[str, str]) -> dict[str, Any]:
+                layout: db.Layout, quant: dict[str, str], kv: KvChoice) -> dict[str, Any]:
     fams = ", ".join(f"{op} {m.get('provenance')}" for op, m in meta.items()
                      if op in ("gemm", "attention", "comm", "moe", "mla"))
     return {
@@ -263,7 +278,7 @@ def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], 
         "notes": "; ".join([f"aiconfigurator-core {db.package_version()} database {req.system}/{req.backend} "
                             f"{version} tp={req.tp}"
                             f"{f' moe_tp={layout.moe_tp} moe_ep={layout.moe_ep}' if layout.moe_ep > 1 else ''}, "
-                            f"{_quant_note(req, quant)} (collection_meta: {fams or 'none'})", tf_note, *notes]),
+                            f"{_quant_note(req, quant, kv)} (collection_meta: {fams or 'none'})", tf_note, *notes]),
     }
 
 

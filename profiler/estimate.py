@@ -295,7 +295,8 @@ def _assemble(*, gpu: GpuSpec, target_identity: dict[str, Any], proposers: Seque
     )
     models = {"target": f"{target_identity['id']} (architecture only)"}
     models.update({p.name: f"{p.identity.get('model', {}).get('id', p.name)} (architecture only)" for p in proposers})
-    dev = {"kind": "cuda", "name": gpu.name, "memory_bytes": gpu.memory_bytes, "driver": None, "count": tp}
+    dev = {"kind": "cuda", "name": gpu.name, "memory_bytes": gpu.memory_bytes, "driver": None, "count": tp,
+           "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth}  # the step-time floor's (timing_sanity)
     timing = {"provenance": provenance("estimated", device=dev, dtype=dtype, models=models,
                                        command=command, notes=notes), **timing}
     memory = {

@@ -96,3 +96,12 @@ def tiny_llama(seed: int, *, vocab: int, layers: int = 4, hidden: int = 32,
         initializer_range=0.5,  # sharper distributions than the default 0.02
     )
     return transformers.LlamaForCausalLM(cfg).to(torch.float64).eval()
+
+
+def sent_tokens(n: int, c: int, layout: str) -> list[int]:
+    """Oracle, written from the rule's text rather than from the code: the 0-based token indices
+    after which a chunk leaves the server (vLLM's --stream-interval: token 0 alone, then every
+    c-th, and the last; a buffering proxy: every c-th from the first on, and the last)."""
+    if layout == "first-alone":
+        return sorted({0, *range(c, n - 1, c), n - 1})
+    return sorted({*range(c - 1, n - 1, c), n - 1})

@@ -8,6 +8,7 @@ from typing import Literal
 from sim.contracts.errors import FieldError
 from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import NAME_RE
+from sim.contracts.scenario_paths import path_field
 
 Speculation = Literal["on", "off"]
 PolicyName = Literal["fixed", "off_above_batch", "k_by_batch", "adaptive", "kv_fallback"]
@@ -95,7 +96,7 @@ class Candidate:
     assumed_acceptance: tuple[float, ...] | None = None
     """Optional survival rate per position (non-increasing, in [0, 1], length ≥ max k) that
     replaces the profile's acceptance for this candidate; shown as "assumed"."""
-    acceptance_trace: str | None = None
+    acceptance_trace: str | None = path_field("data", None)
     """Optional per-request acceptance trace (docs/acceptance-trace-format.md; path relative to
     the scenario) that replaces the profile's acceptance: each request replays one traced
     request's sequence (``trace_replay``) or draws steps independently at its rates."""

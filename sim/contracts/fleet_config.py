@@ -11,6 +11,7 @@ from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError
 from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import resolve_path
+from sim.contracts.scenario_paths import path_field
 
 RoutingName = Literal["round_robin", "least_outstanding"]
 OnRestart = Literal["reroute", "drop"]
@@ -137,7 +138,7 @@ class RequestOverhead:
 class FleetConfig:
     """What serves the traffic: the calibration profile, replicas, engine limits and prices."""
 
-    profile: str | None = None
+    profile: str | None = path_field("profile", None)
     """Calibration profile JSON (relative to the scenario's folder, then the cwd); none: the
     caller must pass a profile."""
     replicas: int = 1
@@ -217,7 +218,7 @@ class NamedFleet:
     replicas, engine limits, admission, routing, a restart and the request overhead stay
     [fleet]'s for every candidate (the same traffic meets the same engine settings)."""
 
-    profile: str
+    profile: str = path_field("profile")
     """Calibration profile JSON of this hardware (relative to the scenario's folder, then the cwd)."""
     tensor_parallel_size: int = 1
     """GPUs per replica; must equal the profile's ``replica.tensor_parallel_size``."""

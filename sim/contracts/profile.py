@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from sim.contracts.profile_acceptance import AcceptanceEntry, AcceptanceReader
 from sim.contracts.profile_identity import PROFILE_NAME_RE, ModelIdentity, ProposerIdentity
 from sim.contracts.profile_memory import Memory, MemoryReader
 from sim.contracts.profile_timing import Timing, TimingReader
+from sim.contracts.timing_sanity import Sanity, check, repaired_note
 
 SCHEMA = "specplan.profile"
 SCHEMA_VERSION = 1
@@ -64,6 +66,20 @@ class Profile:
         """Validate a parsed profile; ``origin`` names it in error messages."""
         check_tree(d, origin, "profile")
         return _ProfileReader(origin).profile(d)
+
+    @cached_property
+    def timing_sanity(self) -> Sanity:
+        """The step-time rules checked on this profile's grids (sim/contracts/timing_sanity.py),
+        at the load tolerance; computed on first use, once."""
+        return check(self)
+
+    @property
+    def timing_flags(self) -> tuple[str, ...]:
+        """Said in every run's notes: one line per grid that breaks a rule (never repaired here),
+        after one naming the grids the import repaired, if it did."""
+        repaired = repaired_note(self.timing.provenance.notes)
+        flags = self.timing_sanity.notes(f"{self.timing.provenance.method} timing, used as is")
+        return tuple(([repaired] if repaired else []) + flags)
 
     def sources(self) -> list[str]:
         """One line per section provenance, for printing next to results."""

@@ -43,6 +43,10 @@ class Device:
     """Driver version, when there is one."""
     count: int = 1
     """How many such devices the measurement used."""
+    memory_bandwidth: float | None = None
+    """One device's memory bandwidth in bytes/s (``memory_bandwidth_bytes_per_s``, datasheet
+    peak), when the writer knew it: the step-time bandwidth floor needs it
+    (sim/contracts/timing_sanity.py)."""
 
 
 @dataclass(frozen=True)
@@ -284,13 +288,16 @@ class IdentityReader(JsonReader):
         device = None
         if v.get("device") is not None:
             dp = join_path(path, "device")
-            dv = self.obj(v["device"], dp, ("kind", "name"), ("memory_bytes", "driver", "count"))
+            dv = self.obj(v["device"], dp, ("kind", "name"),
+                          ("memory_bytes", "driver", "count", "memory_bandwidth_bytes_per_s"))
             device = Device(
                 kind=self.str_(dv["kind"], join_path(dp, "kind")),
                 name=self.str_(dv["name"], join_path(dp, "name")),
                 memory_bytes=self.int_(dv.get("memory_bytes"), join_path(dp, "memory_bytes"), nullable=True),
                 driver=self.str_(dv.get("driver"), join_path(dp, "driver"), nullable=True),
                 count=self.int_(dv.get("count", 1), join_path(dp, "count"), minimum=1),
+                memory_bandwidth=(None if dv.get("memory_bandwidth_bytes_per_s") is None else self.num(
+                    dv["memory_bandwidth_bytes_per_s"], join_path(dp, "memory_bandwidth_bytes_per_s"), minimum=1.0)),
             )
         date = self.str_(v.get("date"), join_path(path, "date"), nullable=True)
         if date is not None:

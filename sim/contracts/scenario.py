@@ -12,7 +12,9 @@ Paths (``fleet.profile``, ``workload.trace.path``) are resolved against the scen
 folder first, then the current directory. ``load_scenario`` checks that a trace exists (the
 workload cannot be generated without it); the profile is loaded and checked by the caller
 (``Scenario.require_profile_path()`` gives a clear error when it is missing), so scenarios can
-be parsed, tested and overridden before a profile has been measured.
+be parsed, tested and overridden before a profile has been measured. Fields that name files are
+declared with ``scenario_paths.path_field``, so a scenario from someone else (a dashboard upload)
+can have every one of them confined to allowed folders before it is loaded.
 """
 
 from __future__ import annotations

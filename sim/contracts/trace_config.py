@@ -10,6 +10,7 @@ from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError
 from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import looked_in, resolve_path
+from sim.contracts.scenario_paths import path_field
 
 TraceFormat = Literal["auto", "azure", "mooncake", "burstgpt", "vllm-bench", "csv", "jsonl"]
 TimestampUnit = Literal["s", "ms", "us", "ns", "datetime"]
@@ -49,7 +50,7 @@ class TraceColumns:
 class TraceConfig:
     """Replay a recorded trace (docs/scenario-format.md lists the formats and their fields)."""
 
-    path: str
+    path: str = path_field("data")
     """The trace file, relative to the scenario's folder (then the cwd) or absolute."""
     format: TraceFormat = "auto"
     """"azure" (2023/2024 CSV), "mooncake" (JSONL), "burstgpt" (CSV), "vllm-bench" (`vllm bench

@@ -43,8 +43,9 @@ class VllmBenchResult:
     """Configured requests/s; ``math.inf`` when vLLM sent every request at once."""
     burstiness: float
     """vLLM's gamma shape: 1 = Poisson, < 1 burstier, > 1 smoother."""
-    duration_s: float
-    """Wall time of the benchmark as vLLM measured it (first send to last completion)."""
+    duration_s: float | None
+    """Wall time of the benchmark as vLLM measured it (first send to last completion); None
+    when the file has none (or not a positive number): throughput is then unknown, not guessed."""
     input_lens: tuple[int, ...]
     """Prompt tokens of each request, in send order."""
     output_lens: tuple[int, ...]
@@ -75,10 +76,10 @@ class VllmBenchResult:
             raise SpecplanError(f"{self.source}: input_lens: no requests in the result")
         if not (self.request_rate > 0):
             raise SpecplanError(f"{self.source}: request_rate: must be > 0 or \"inf\", got {self.request_rate}")
-        if not (self.burstiness > 0):
-            raise SpecplanError(f"{self.source}: burstiness: must be > 0, got {self.burstiness}")
+        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
+            raise SpecplanError(f"{self.source}: burstiness: must be a finite number > 0, got {self.burstiness}")
         rate, b = self.request_rate, self.burstiness
-        if math.isfinite(rate) and not (math.isfinite(1.0 / (rate * b)) and math.isfinite(n / rate)):
+        if math.isfinite(rate) and not (rate * b > 0 and math.isfinite(1.0 / (rate * b)) and math.isfinite(n / rate)):
             raise SpecplanError(
                 f"{self.source}: request_rate {rate:g} with burstiness {b:g} and {n} requests: send "
                 "times beyond floating point (the mean gap 1/(rate*burstiness) or the schedule "
@@ -87,6 +88,11 @@ class VllmBenchResult:
     @property
     def num_requests(self) -> int:
         return len(self.input_lens)
+
+    @property
+    def itl_counts(self) -> tuple[int, ...]:
+        """ITL entries of each request: one fewer than its streamed chunks."""
+        return tuple(len(x) for x in self.itls_s)
 
     @property
     def succeeded(self) -> np.ndarray:
@@ -166,6 +172,14 @@ def _number(obj: dict[str, Any], key: str, source: str, default: float | None = 
     return float(raw)
 
 
+def _duration(obj: dict[str, Any], source: str) -> float | None:
+    """vLLM's ``duration`` when it is a positive finite number; None (unknown) otherwise."""
+    if obj.get("duration") is None:
+        return None
+    d = _number(obj, "duration", source)
+    return d if math.isfinite(d) and d > 0 else None
+
+
 def _int_list(obj: dict[str, Any], key: str, source: str) -> tuple[int, ...]:
     vals = obj[key]
     if not isinstance(vals, list):
@@ -221,7 +235,7 @@ def parse_result(obj: Any, source: str) -> VllmBenchResult:
         source=source,
         request_rate=_number(obj, "request_rate", source),
         burstiness=_number(obj, "burstiness", source, default=1.0),
-        duration_s=_number(obj, "duration", source),
+        duration_s=_duration(obj, source),
         input_lens=_int_list(obj, "input_lens", source),
         output_lens=_int_list(obj, "output_lens", source),
         ttfts_s=_float_list(obj["ttfts"], "ttfts", source),

@@ -100,6 +100,11 @@ def values_from_run(summary: pl.DataFrame, requests: pl.DataFrame) -> dict[str, 
     return out
 
 
+def finite_or_none(v: float | None) -> float | None:
+    """``v`` when it is a finite number, else None."""
+    return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
 def _finite(runs: Sequence[Mapping[str, float | None]], col: str) -> list[float]:
     return [float(v) for r in runs if (v := r.get(col)) is not None and math.isfinite(float(v))]
 
@@ -122,29 +127,33 @@ def spread_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, tuple
 def error_rows(
     source: str,
     load: float | None,
-    rate: float,
+    rate: float | None,
     candidate: str,
     predicted: Mapping[str, float | None],
     measured: Mapping[str, float | None],
     spread: Mapping[str, tuple[float, float]] | None = None,
     runs: int = 1,
+    labels: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per compared metric; relative error is null when the measurement is 0 or absent.
 
     ``measured`` is one run's number or the median of ``runs`` repeated runs, ``spread`` their
-    (min, max).
+    (min, max). A value that is not a finite number counts as absent (the table holds no NaN);
+    ``rate`` None means no finite request rate (every request sent at once). ``labels``
+    renames metrics by column (e.g. ITL compared per chunk says so in its own row).
     """
     rows = []
+    rate = finite_or_none(rate)
     for label, col in COMPARED:
-        p, m = predicted.get(col), measured.get(col)
+        p, m = finite_or_none(predicted.get(col)), finite_or_none(measured.get(col))
         if p is None and m is None:
             continue
         abs_err = None if p is None or m is None else p - m
         rel = None if abs_err is None or not m else abs_err / m
-        lo, hi = (spread or {}).get(col, (m, m))
+        lo, hi = (finite_or_none(x) for x in (spread or {}).get(col, (m, m)))
         rows.append({
             "source": source, "load": load, "rate": rate, "candidate": candidate,
-            "metric": label, "column": col, "predicted": p, "measured": m,
+            "metric": (labels or {}).get(col, label), "column": col, "predicted": p, "measured": m,
             "measured_min": lo, "measured_max": hi, "real_runs": runs,
             "abs_error": abs_err, "rel_error": rel,
         })
@@ -173,10 +182,12 @@ def format_table(table: pl.DataFrame) -> str:
         ["source", "load", "rate", "candidate"], maintain_order=True
     ):
         where = f"load {load:.0%} of capacity, " if load is not None else ""
-        lines.append(f"\n{cand} — {where}{rate:.3g} req/s ({source})")
+        how = f"{rate:.3g} req/s" if rate is not None else "every request sent at once (no finite rate)"
+        lines.append(f"\n{cand} — {where}{how} ({source})")
         runs = int(grp["real_runs"].max() or 1)
         span = f"  range of {runs} real runs" if runs > 1 else ""
-        lines.append(f"  {'metric':<27}{'predicted':>12}{'measured':>12}{'rel. error':>12}{span}")
+        w = max(27, 2 + max(len(x) for x in grp["metric"]))
+        lines.append(f"  {'metric':<{w}}{'predicted':>12}{'measured':>12}{'rel. error':>12}{span}")
         for r in grp.iter_rows(named=True):
             p = "—" if r["predicted"] is None else f"{r['predicted']:.4g}"
             m = "—" if r["measured"] is None else f"{r['measured']:.4g}"
@@ -184,7 +195,7 @@ def format_table(table: pl.DataFrame) -> str:
             rng = ""
             if runs > 1 and r["measured_min"] is not None:
                 rng = f"  {r['measured_min']:.4g}–{r['measured_max']:.4g}"
-            lines.append(f"  {r['metric']:<27}{p:>12}{m:>12}{e:>12}{rng}")
+            lines.append(f"  {r['metric']:<{w}}{p:>12}{m:>12}{e:>12}{rng}")
     return "\n".join(lines)
 
 

@@ -24,10 +24,10 @@ OUTCOME_NAMES = (None, "completed", "rejected", "timed_out")
 (PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS, BURSTS, SPEC, DRAFTS, ACCEPTED, PROPOSES, STATUS,
  OUTCOME, PREEMPT, EVER, IN_BATCH, REPLAY_POS, REPLAY_OFF, REPLAY_LEN, REPLAY_STEPS) = range(19)
 # ... and its prompt's prefix blocks (``sim.model.prefix_cache``): where its block ids lie in
-# ``Requests.pfx``, how many, how many leading ones it holds in the replica's cache, and the prompt
-# tokens its first admission found cached
-PFX_OFF, PFX_LEN, PFX_HELD, PFX_HIT = range(19, 23)
-N_INTS = 23
+# ``Requests.pfx``, how many, how many leading ones it holds in the replica's cache, the prompt
+# tokens its first admission found cached, and how many leading ones its current admission hit
+PFX_OFF, PFX_LEN, PFX_HELD, PFX_HIT, PFX_TOUCH = range(19, 24)
+N_INTS = 24
 # Requests.floats columns (float64)
 LAST_BURST, MAX_PAUSE, PROPOSAL, FIRST_TOKEN, SCHEDULED, FINISH = range(6)
 N_FLOATS = 6
@@ -86,9 +86,10 @@ class Replica(NamedTuple):
     """The last plan's preempted rows."""
     acc: np.ndarray
     """Accepted drafts per decoding request of the last plan (what happened, passed in)."""
-    cache: np.ndarray = np.zeros((1, 3), np.int64)
-    """The prefix cache: per block id its reference count (-1: not cached) and LRU links, one
-    sentinel row last (``sim.model.prefix_cache``)."""
+    cache: np.ndarray = np.zeros((1, 5), np.int64)
+    """The prefix cache: per block id its first copy's reference count (-1: not cached), LRU
+    links, the request that computed that copy and still holds it (-1: none) and how many other
+    requests hold a duplicate copy; one sentinel row last (``sim.model.prefix_cache``)."""
 
 
 class Logs(NamedTuple):
@@ -134,7 +135,7 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     def rows() -> np.ndarray:
         return np.zeros(seqs, np.int64)
 
-    cache = np.zeros((prefix_blocks + 1 if cfg[C_PREFIX] else 1, 3), np.int64)
+    cache = np.zeros((prefix_blocks + 1 if cfg[C_PREFIX] else 1, 5), np.int64)
     empty_cache(cache)
     return Replica(cfg, meta, rows(), np.zeros(ring + 1, np.int64), np.zeros(1 << 12, np.float64),
                    rows(), rows(), rows(), rows(), rows(), rows(), rows(), cache)
@@ -145,6 +146,8 @@ def empty_cache(cache: np.ndarray) -> None:
     s = len(cache) - 1
     for u in range(s):
         cache[u, 0] = -1
+        cache[u, 3] = -1
+        cache[u, 4] = 0
     cache[s, 1] = s
     cache[s, 2] = s
 

@@ -59,9 +59,9 @@ def give_back(rp, rq, r):
 
 
 @njit
-def take(rp, need, free):
+def take(rp, rq, need, free):
     """About to take ``need`` of the ``free`` blocks: with prefix caching, evict cached blocks
     nobody holds until that many are empty. Returns the free count after."""
     if rp.cfg[ks.C_PREFIX] and need > 0:
-        pc.make_room(rp, need, free)
+        pc.make_room(rp, rq, need, free)
     return free - need

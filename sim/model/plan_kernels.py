@@ -113,7 +113,7 @@ def _serve_running(rp, rq, budget, k):
             free, nrun, npre, self_out = _preempt(rp, rq, r, need, free, nrun, npre)
             if self_out:
                 break
-        free = kv.take(rp, need, free)  # never negative: a request holds no more than its computed tokens' blocks
+        free = kv.take(rp, rq, need, free)  # never negative: a request holds no more than its computed tokens' blocks
         ints[r, ks.BLOCKS] += need
         if is_decode:
             rp.dec_rows[nd] = i
@@ -209,7 +209,7 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
             ints[r, ks.COMPUTED] = cached
             if ints[r, ks.EVER] == 0:
                 ints[r, ks.PFX_HIT] = cached
-        free = kv.take(rp, need, free)
+        free = kv.take(rp, rq, need, free)
         ints[r, ks.BLOCKS] = hit + need
         ints[r, ks.STATUS] = ks.RUNNING
         if ints[r, ks.EVER] == 0:

@@ -24,10 +24,13 @@ MIXED_STEP_NOTE = (
 def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
                extrap: dict[str, int] | None, req_df: pl.DataFrame, step_df: pl.DataFrame,
                model: AcceptanceModel | None, k_max: int,
-               limits_source: str | None) -> tuple[list[str], list[str]]:
-    """The notes (approximations, unfinished requests, thin acceptance) and provenance lines of
-    one run."""
-    notes = [] if extrap is not None else list(_timer_notes(timer))
+               limits_source: str | None,
+               timing_flags: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The notes (step-time grids that break the sanity rules, approximations, unfinished
+    requests, thin acceptance) and provenance lines of one run. ``timing_flags``: the profile's
+    (``Profile.timing_flags``), said first, since every step time rests on them."""
+    notes = list(timing_flags)
+    notes += [] if extrap is not None else list(_timer_notes(timer))
     fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
     if not fused and step_df.height and (
         step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height

@@ -257,7 +257,7 @@ def simulate_once(
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
-                                policy.k_max, limits.source)
+                                policy.k_max, limits.source, profile.timing_flags)
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),

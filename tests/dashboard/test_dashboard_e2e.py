@@ -18,7 +18,7 @@ from dashboard.files import Roots
 from sim.contracts.synthetic import synthetic_profile_dict
 from tests.helpers import scenario_toml
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]  # four browser sessions: ~1 min together
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # five browser sessions: ~1.5 min together
 
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
@@ -261,6 +261,41 @@ def test_malformed_uploads_show_the_loader_message(browser, app_url, tmp_path):
     wait_run(browser, after=first, what="uploaded scenario run")
     wait_for(browser, lambda d: traces(d, "lat-ttft") and on_grid(traces(d, "lat-ttft")[0]["x"], [0.5, 1.0, 1.5, 2.0]),
              what="uploaded scenario charts")
+
+
+def test_upload_whose_named_fleet_points_outside_profiles_is_refused_in_one_line(browser, app_url, tmp_path):
+    """A named fleet's profile outside profiles/ is refused, naming the field and nothing of the
+    file; the same fleet pointing into profiles/ (a bare file name) is loaded and runs."""
+    from selenium.webdriver.common.by import By
+
+    secret = "SECRET-FILE-CONTENT-7f3a"
+    outside = tmp_path / "not-served.json"
+    outside.write_text(secret, encoding="utf-8")
+    browser.get(app_url)
+    first = wait_run(browser, what="first run")
+    on_fleet = ('\n[[candidates]]\nname = "ngram-k3-other"\nproposer = "ngram"\nk = 3\nfleet = "other"\n'
+                '\n[fleets.other]\nprice_per_gpu_hour = 2.0\nprofile = "{}"\n')
+    hostile = tmp_path / "fleet-escape.toml"
+    hostile.write_text(SCENARIO + on_fleet.format(outside), encoding="utf-8")
+    browser.find_element(By.CSS_SELECTOR, "#upload-scenario input[type=file]").send_keys(str(hostile))
+    wait_for(browser, lambda d: "fleets.other.profile" in text_of(d, "error"), what="named fleet refused")
+    shown = text_of(browser, "error")
+    assert shown == ("Error: fleet-escape.toml: fleets.other.profile: an uploaded scenario may only name files in "
+                     "profiles/ (a file name in profiles/, or ../profiles/NAME relative to scenarios/); "
+                     f"given {str(outside)!r}"), shown
+    assert secret not in browser.page_source
+    assert "fleet-escape.toml" not in browser.find_element(By.ID, "scenario-select").text
+    shot(browser, "04b-upload-named-fleet-refused")
+
+    good = tmp_path / "fleet-inside.toml"
+    good.write_text(SCENARIO + on_fleet.format("synthetic-small.json"), encoding="utf-8")
+    browser.find_element(By.CSS_SELECTOR, "#upload-scenario input[type=file]").send_keys(str(good))
+    wait_for(browser, lambda d: text_of(d, "error") == ""
+             and "fleet-inside.toml" in d.find_element(By.ID, "scenario-select").text,
+             what="named fleet in profiles/ accepted")
+    browser.find_element(By.ID, "run-button").click()
+    wait_run(browser, after=first, what="uploaded named-fleet run")
+    assert "ngram-k3-other" in text_of(browser, "decisions")
 
 
 def test_export_report_contains_the_charts(browser, app_url):

@@ -44,7 +44,8 @@ def test_deepseek_mla_moe_imports_with_mtp_priced_as_the_database_prices_nextn(d
     assert arch.moe is not None and arch.moe.num_experts == 256 and arch.mla is not None
     assert deepseek["x-aiconfigurator"]["moe_ep"] == 8 and deepseek["x-aiconfigurator"]["moe_tp"] == 1
     assert p.proposers["mtp"].kind == "mtp"
-    eng = db.compile_engine("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", "0.24.0", db.Layout(tp=8, moe_ep=8))
+    eng = db.compile_engine("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", "0.24.0",
+                            db.Layout(tp=8, moe_ep=8, kv="bfloat16"))  # vLLM's auto KV dtype for it
     assert _t(deepseek, 1) * 1e3 == pytest.approx(eng.handle.decode_step_latency(1, 1024, 2), rel=1e-6)
     d = deepseek["timing"]["proposers"]["mtp"]["draft"]
     c = d["axes"]["context"].index(1024)
@@ -53,10 +54,12 @@ def test_deepseek_mla_moe_imports_with_mtp_priced_as_the_database_prices_nextn(d
             want = (mtp_scale_factor(k, 61) - 1) * _t(deepseek, b, k + 1)
             assert d["median"][bi][ki][c] == pytest.approx(want, rel=1e-9)
     assert deepseek["acceptance"]["mtp"]["provenance"]["method"] == "assumed"
-    # --dtype/--kv-cache-dtype auto: the labels say what the package read from the checkpoint
-    assert deepseek["x-aiconfigurator"]["quant_modes"] == {"weights": "fp8_block", "kv_cache": "fp8",
+    # --dtype auto: the checkpoint's fp8 blocks; --kv-cache-dtype auto: vLLM's, the model dtype (the
+    # checkpoint's quant_method fp8 declares no KV cache quantization)
+    assert deepseek["x-aiconfigurator"]["quant_modes"] == {"weights": "fp8_block", "kv_cache": "bfloat16",
                                                            "experts": "fp8_block"}
-    assert "(fp8_block weights, fp8 KV cache)" in deepseek["description"]
+    assert "(fp8_block weights, bfloat16 KV cache)" in deepseek["description"]
+    assert "KV cache bfloat16: vLLM's auto = the model dtype" in p.sources()[0]
     assert p.timing.provenance.dtype == "fp8_block"
     assert _t(deepseek, 64) > _t(deepseek, 1)  # a larger batch touches more experts
 

@@ -90,8 +90,11 @@ def test_list_prints_what_the_database_covers(capsys) -> None:
          "--ep 3: meta-llama/Llama-4-Scout-17B-16E-Instruct has 16 experts on --tp 8 GPUs; expert parallelism must "
          "divide both (the experts' TP x EP = 8; valid: --ep 1, 2, 4, 8)"),
         (["--target", "deepseek-ai/DeepSeek-V4-Flash", "--tp", "8", "--ep", "8"],
+         "deepseek-ai/DeepSeek-V4-Flash on h200_sxm/vllm 0.24.0 tp=8: the database has no timings for its module "
+         "kernels at quant bfloat16 (valid: another --dtype or --kv-cache-dtype, --system or --backend-version"),
+        (["--target", "deepseek-ai/DeepSeek-V4-Flash", "--tp", "8", "--ep", "8", "--kv-cache-dtype", "fp8"],
          "deepseek-ai/DeepSeek-V4-Flash on h200_sxm/vllm 0.24.0 tp=8: the database has no timings for its MoE kernels "
-         "at quant w4a8_mxfp4_mxfp8 (valid: another --dtype, --system or --backend-version"),
+         "at quant w4a8_mxfp4_mxfp8 (valid: another --dtype or --kv-cache-dtype, --system or --backend-version"),
         (["--dtype", "fp8", "--system", "a100_sxm"], "--dtype fp8: a100_sxm has no FP8 tensor cores (valid on a100_sxm"),
         (["--assume-proposal-rate", "ngram=0.5"], "--assume-proposal-rate ngram: needs --assume-acceptance ngram"),
         (["--target", "meta-llama/Llama-3.1-70B", "--system", "l40s"], "does not fit on 1x l40s"),

@@ -119,7 +119,7 @@ BAD: list[tuple[str, Callable[[dict], None], str]] = [
     ("missing section", _del("memory"), "memory: missing (required)"),
     ("bad name", _set("name", "has space"), "name: 'has space' does not match"),
     ("grid shape", _set("timing.target_prefill.median", [[1.0, 2.0]]), "timing.target_prefill.median: expected 2-d array 4x4"),
-    ("grid inner shape", _set("timing.target_prefill.median.1", [1.0]), "timing.target_prefill.median[1]: expected 2-d array 4x4 (axis 2 of length 4), got length 1"),
+    ("grid inner shape", _set("timing.target_prefill.median.1", [1.0]), "timing.target_prefill.median[1]: expected 2-d array 4x4 (axis 2, axes.context, of length 4), got length 1"),
     ("axes names", _set("timing.target_prefill.axes", {"tokens": [1, 2, 3, 4], "ctx": [0, 1, 2, 3]}), "expected axes tokens, context"),
     ("axis not increasing", _set("timing.target_forward.axes.batch", [1, 2, 2, 8, 16, 32, 64]), "timing.target_forward.axes.batch[2]: axis values must be strictly increasing"),
     ("axis below min", _set("timing.target_forward.axes.batch", [0, 2, 4, 8, 16, 32, 64]), "axes.batch[0]: must be >= 1"),

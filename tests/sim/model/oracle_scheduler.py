@@ -201,7 +201,7 @@ class OracleScheduler:
                 if req.status == WAITING:
                     break
             if need > 0:
-                self.cache.make_room(need, free)
+                self.cache.make_room(need, free, self.running)
                 free -= need
                 req.blocks += need
             if is_decode:
@@ -282,7 +282,7 @@ class OracleScheduler:
                 req.computed = hit * bs
                 if not req.ever_scheduled:
                     req.prefix_hit_tokens = hit * bs
-            self.cache.make_room(need, free)
+            self.cache.make_room(need, free, self.running)
             free -= need
             req.blocks = hit + need
             req.status = RUNNING

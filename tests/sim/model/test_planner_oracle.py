@@ -5,7 +5,8 @@ Both get the same arrivals, the same ``k``, the same accepted counts and the sam
 random replicas (max_num_seqs 1-512, chunked prefill on and off, KV tight enough to preempt,
 k 0-5, partial proposals, client timeouts, queue limits, a restart that re-queues or drops the
 work, prefix caching over prompts that share prefixes); after EVERY call the plans, every request's state, the free blocks, the running and
-waiting order, the queue log and the ITL samples must be the same. A failure names the step.
+waiting order, the queue log and the ITL samples must be the same, and the free blocks must
+balance against what the running requests and the prefix cache hold. A failure names the step.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
+from sim.model import prefix_cache as pc
 from sim.model.scheduler import Scheduler
 from sim.model.step_plan import Request, SchedulerConfig
 from tests.sim.model.oracle_scheduler import OracleScheduler
@@ -100,6 +102,38 @@ def _same_state(oracle, sched, ro, rf, where: str) -> None:
     assert oracle.queue_log == sched.queue_log, f"{where}: queue log"
     assert sorted(r.id for r in oracle.finished) == sorted(r.id for r in sched.finished), (
         f"{where}: finished")
+    _ledger_balances(oracle, where)
+    if oracle.cache.on:
+        _same_cache(oracle.cache, sched.rp.cache, where)
+
+
+def _same_cache(oc, cache, where: str) -> None:
+    """The compiled cache holds what the oracle's does: the cached ids with their first copy's
+    references, the held duplicates, and the eviction order."""
+    refs = {u: int(cache[u, pc.REF]) for u in range(len(cache) - 1) if cache[u, pc.REF] >= 0}
+    assert refs == oc.ref, f"{where}: cached ids and references"
+    dups = {u: int(cache[u, pc.DUP]) for u in range(len(cache) - 1) if cache[u, pc.DUP]}
+    assert dups == {u: d for u, d in oc.dups.items() if d}, f"{where}: duplicates held"
+    lru, s = [], len(cache) - 1
+    u = int(cache[s, pc.NEXT])
+    while u != s:
+        lru.append(u)
+        u = int(cache[u, pc.NEXT])
+    assert lru == list(oc.lru), f"{where}: eviction order"
+
+
+def _ledger_balances(oracle, where: str) -> None:
+    """Every block is free, a running request's own, or a held copy in the prefix cache (a
+    first copy once however many share it, each duplicate once): no block leaked or freed twice."""
+    cache = oracle.cache
+    own = sum(r.blocks - cache.held.get(id(r), 0) for r in oracle.running)
+    assert oracle.free_blocks == oracle.config.kv_blocks - own - cache.physical(), (
+        f"{where}: free blocks {oracle.free_blocks} != {oracle.config.kv_blocks} - {own} own"
+        f" - {cache.physical()} cached held")
+    if not oracle.has_work:
+        assert oracle.free_blocks == oracle.config.kv_blocks, f"{where}: blocks left held"
+        assert not any(cache.dups.values()) and not cache.owner and not cache.held, (
+            f"{where}: a copy left held")
 
 
 # bench/mutate_kernels.py asks only whether a mutant fails, not for the smallest example
@@ -176,6 +210,8 @@ def _same_run(case) -> None:
             assert not mid, f"{where}: requests {mid} mid-prompt without chunked prefill"
         t = end
     seen.update({"a prefix-cache eviction"} if oracle.cache.evictions else set())
+    seen.update({"a duplicate cached"} if oracle.cache.duplicates else set())
+    seen.update({"an evicted first copy kept by a duplicate"} if oracle.cache.promotions else set())
     seen.update(f"outcome {r.outcome}" for r in ro)
     for what in sorted(seen):  # what the examples reached (pytest --hypothesis-show-statistics)
         event(what)

@@ -167,3 +167,57 @@ def test_block_ids_number_blocks_as_a_dict_would(reqs, bs) -> None:
         assert (got is None) == (want is None)
         if want is not None:
             assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("make", [lambda c: Scheduler(c, prefix_blocks=8), OracleScheduler])
+def test_a_request_that_computed_a_cached_block_still_caches_its_later_blocks(make) -> None:
+    """a = ids [0, 1, 2] and b = [0, 1, 3] arrive together and compute their shared blocks 0, 1
+    at once; a caches them first, b keeps duplicates and caches its own block 3 (vLLM
+    ``cache_full_blocks`` never de-duplicates). c = [0, 1, 3] then hits 3 blocks (12 of its 14
+    tokens), as in vLLM, where a rule that stopped at b's first duplicate gave it only a's 2
+    (8 tokens). (vLLM, caching a's blocks when it schedules them, would let b hit them already:
+    docs/prefix-caching.md, "When a block is cached".)"""
+    s = make(_cfg(kv=20))
+    a, b = _req(0, 14, 1, [0, 1, 2]), _req(1, 14, 1, [0, 1, 3])
+    assert s.add_request(a, 0.0) and s.add_request(b, 0.0)
+    p = s.schedule(0.0)
+    assert [(r.id, n) for r, n in p.prefill] == [(0, 14), (1, 14)]
+    assert a.prefix_hit_tokens == b.prefix_hit_tokens == 0
+    s.update(p, None, 1.0)  # both prompts done, 1 output token each: both finish
+    assert a.outcome == b.outcome == "completed"
+    # every block is free again; a's 0, 1, 2 and b's 3 stay cached, b's copies of 0, 1 dropped
+    assert s.free_blocks == 20
+    c = _req(2, 14, 1, [0, 1, 3])
+    assert s.add_request(c, 1.0)
+    p = s.schedule(1.0)
+    assert [(r.id, n) for r, n in p.prefill] == [(2, 2)]
+    assert c.prefix_hit_tokens == 12
+
+
+@pytest.mark.parametrize("make", [lambda c: Scheduler(c, prefix_blocks=8), OracleScheduler])
+def test_a_held_duplicate_keeps_its_block_cached_when_the_first_copy_is_evicted(make) -> None:
+    """Identical prompts a and b (ids [0, 1], 8 tokens) run at once on a 6-block replica; a
+    ends after 1 token, b goes on holding duplicates of blocks 0, 1. Next step b's decode takes
+    an empty block and d, an unrelated 11-token prompt, needs 3: the last empty one and both of
+    a's cached copies, evicted. c = [0, 1] (9 tokens) arriving while b still runs hits both
+    blocks, 8 tokens, through b's copies (vLLM's map still holds them); a rule that let b's
+    copies go uncached made c miss."""
+    s = make(_cfg(kv=6, budget=64))
+    a, b = _req(0, 8, 1, [0, 1]), _req(1, 8, 12, [0, 1])
+    assert s.add_request(a, 0.0) and s.add_request(b, 0.0)
+    p = s.schedule(0.0)
+    s.update(p, None, 1.0)
+    assert a.outcome == "completed" and b.outcome is None
+    assert b.blocks == 2  # its 8 computed tokens: both blocks duplicates of a's
+    assert s.free_blocks == 6 - 2  # a's 2 cached copies evictable (counted free)
+    d = _req(2, 11, 1, [5, 6])  # 3 blocks at its end: the empty one and both of a's copies
+    assert s.add_request(d, 1.0)
+    p = s.schedule(1.0)
+    assert [(r.id, n) for r, n in p.prefill] == [(2, 11)]
+    assert s.free_blocks == 0
+    s.update(p, None, 2.0)
+    assert d.outcome == "completed"
+    c = _req(3, 9, 1, [0, 1])
+    assert s.add_request(c, 2.0)
+    p = s.schedule(2.0)
+    assert c.prefix_hit_tokens == 8 and c.computed == 8
