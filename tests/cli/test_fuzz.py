@@ -50,6 +50,23 @@ def test_work_beyond_the_limit_is_refused_with_its_estimate(tmp_path: Path) -> N
     assert "s.toml" in o.stderr and "requests per run" in o.stderr and "limit" in o.stderr
 
 
+def test_a_long_shared_history_is_refused_with_its_estimate(tmp_path: Path) -> None:
+    """Conversations of 10-million-token user turns under prefix caching: every prompt block is
+    hashed before the run, so they count as work (the fuzzer found this running over 60 s)."""
+    import json
+
+    from tests.fuzz_cases import FEATURE_SCENARIO, Case, to_toml
+    from tests.fuzz_cases import _base_files as base_files
+    from tests.fuzz_oracle import run_in_process
+
+    tree = json.loads(json.dumps(FEATURE_SCENARIO))
+    tree["workload"]["segments"][0]["conversation"]["user_tokens"] = 10**7
+    files = {**base_files(), "s.toml": to_toml(tree).encode()}
+    o = run_in_process(Case("size", ["simulate", "s.toml", "--quiet"], files, ("s.toml",)), tmp_path)
+    assert o.rc == 2 and o.seconds < 10, o
+    assert "request-steps" in o.stderr and "shorter prompts" in o.stderr
+
+
 def test_a_closed_pipe_ends_quietly() -> None:
     """`specplan breakeven … | head -1`: no BrokenPipeError traceback, exit 141 (SIGPIPE)."""
     cmd = [sys.executable, "-m", "cli", "breakeven", "--alpha", "0.7", "--T-ms", "10", "--D-ms", "1",
