@@ -67,7 +67,8 @@ def _acceptance_trace_case(rng: np.random.Generator) -> Case:
     fmt = "specplan" if layout in ("steps", "positions") else layout
     recs = [_acceptance_record(i, "bench" if fmt != "specplan" else layout) for i in range(12)]
     fields: tuple[str, ...] = ()
-    if rng.random() < 0.7:
+    changed_data = rng.random() < 0.7
+    if changed_data:
         i = int(rng.integers(len(recs)))
         recs[i], fields = mutate_fields(recs[i], rng, 1)
     lines = [json.dumps(r, allow_nan=True, ensure_ascii=False) for r in recs]
@@ -75,19 +76,21 @@ def _acceptance_trace_case(rng: np.random.Generator) -> Case:
         i = int(rng.integers(len(lines)))
         lines[i] = (deep_nesting("json", int(rng.choice([40, 5000, 100001]))).decode() if rng.random() < 0.5
                     else lines[i].replace('"temperature": 0.0', '"temperature": ' + "9" * 5000))
-        fields = ()
+        fields, changed_data = (), True
     data = ("\n".join(lines) + "\n").encode()
     if rng.random() < 0.15:
-        data, fields = byte_mutate(data, rng), ()
+        data, fields, changed_data = byte_mutate(data, rng), (), True
     tree = _copy(FEATURE_SCENARIO if rng.random() < 0.3 else BASE_SCENARIO)
     cand = {"name": "ngram-trace", "proposer": "ngram", "k": int(rng.choice([1, 3, 5])),
             "acceptance_trace": "a.jsonl", "trace_format": fmt, "trace_replay": bool(rng.random() < 0.5)}
     tree["candidates"].append(cand)
     names = ["a.jsonl", "s.toml"]
+    knowable = bool(fields) or not changed_data
     if rng.random() < 0.2:
         key = _pick(rng, ["k", "trace_format", "trace_replay", "acceptance_trace"])
         cand[key] = _nasty(rng)
-        fields = (f"candidates[{len(tree['candidates']) - 1}].{key}",)
+        # the record's change and this one (none when the record's change is unknowable)
+        fields = (*fields, f"candidates[{len(tree['candidates']) - 1}].{key}") if knowable else ()
         if key == "acceptance_trace" and isinstance(cand[key], str) and "\x00" not in cand[key]:
             names.append(Path(cand[key]).name[:40])  # an error inside the file it reached names that file
     files = {**_base_files(), "s.toml": to_toml(tree).encode(), "a.jsonl": data}

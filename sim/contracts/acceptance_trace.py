@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sim.contracts.errors import SpecplanError, read_text
+from sim.contracts.errors import SpecplanError, echo, read_text
 from sim.contracts.json_reader import decode_failure
 
 LAYOUTS = ("steps", "positions")
@@ -73,8 +73,8 @@ def read_trace(path: str, *, k_max: int | None = None) -> list[TraceRequest]:
             if f not in rec:
                 raise SpecplanError(f"{at}: {f}: missing (each line needs request, task, language, temperature and accepted or acc_len)")
         temp = rec["temperature"]
-        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or not 0 <= temp < math.inf:
-            raise SpecplanError(f"{at}: temperature: expected a number >= 0, got {temp!r}")
+        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or not 0 <= temp <= 100:  # as segments
+            raise SpecplanError(f"{at}: temperature: expected a number in 0..100, got {echo(temp)}")
         base = (str(rec["request"]), str(rec["task"]), str(rec["language"]), float(temp))
         if "accepted" in rec:
             k = rec.get("k")

@@ -61,6 +61,8 @@ class KvFallbackConfig:
             raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
 
 
+MAX_K = 1024  # draft tokens per step: no drafter proposes more (breakeven --k's bound too)
+
 _POLICY_FIELDS: dict[str, tuple[str, ...]] = {
     "fixed": ("k",),
     "off_above_batch": ("k", "max_batch"),
@@ -129,7 +131,8 @@ class Candidate:
                 raise FieldError("policy", "not used by the baseline (speculation = \"off\")")
             return
         if self.proposer is None:
-            raise FieldError("proposer", "required for a speculative candidate (a profile proposer)")
+            raise FieldError("proposer", "required for a speculative candidate (speculation = \"on\", the "
+                             "default; \"off\" for the baseline): a profile proposer")
         needed = _POLICY_FIELDS[self.policy]
         for p in ("k", "max_batch", "k_by_batch", "adaptive", "kv_fallback"):
             given = getattr(self, p) is not None
@@ -139,8 +142,8 @@ class Candidate:
                 raise FieldError(
                     p, f"not used by policy {self.policy!r}; valid: {', '.join(needed)}"
                 )
-        if self.k is not None and self.k < 1:
-            raise FieldError("k", f"must be ≥ 1, got {self.k}")
+        if self.k is not None and not 1 <= self.k <= MAX_K:  # an acceptance trace has no k_max to stop it
+            raise FieldError("k", f"must be in 1..{MAX_K} draft tokens, got {self.k}")
         if self.max_batch is not None and self.max_batch < 1:
             raise FieldError("max_batch", f"must be ≥ 1, got {self.max_batch}")
         if self.k_by_batch is not None:
@@ -151,8 +154,8 @@ class Candidate:
             for i, (b, kk) in enumerate(self.k_by_batch):
                 if i and b <= self.k_by_batch[i - 1][0]:
                     raise FieldError(f"k_by_batch[{i}]", f"thresholds must increase, got {b}")
-                if kk < 0:
-                    raise FieldError(f"k_by_batch[{i}]", f"k must be ≥ 0, got {kk}")
+                if not 0 <= kk <= MAX_K:
+                    raise FieldError(f"k_by_batch[{i}]", f"k must be in 0..{MAX_K}, got {kk}")
             if self.max_k < 1:
                 raise FieldError("k_by_batch", "at least one k must be ≥ 1 (else use the baseline)")
         if self.assumed_acceptance is not None:
