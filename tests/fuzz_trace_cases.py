@@ -121,7 +121,7 @@ def _jsonl_trace(rng: np.random.Generator, keys: tuple[str, ...], ids: str | Non
     objs: list[dict[str, Any]] = [dict(zip(keys, (i * 250, 40 + i, 3 + i % 5), strict=True)) for i in range(30)]
     if ids:
         for i, o in enumerate(objs):
-            o[ids] = list(range(i % 4))
+            o[ids] = [i % 4]  # prompts of 40-69 tokens: one (partial) 512-token block each
     changed: list[str] = []
     for _ in range(int(rng.integers(1, 4))):
         o = objs[int(rng.integers(len(objs)))]
@@ -168,7 +168,7 @@ def _trace_format_case(rng: np.random.Generator) -> Case:
     if fmt in ("csv", "jsonl"):
         trace["columns"] = dict(GENERIC_COLUMNS)
         if ids:
-            trace["columns"].update(hash_ids=ids, hash_block_tokens=int(rng.choice([1, 16, 512])))
+            trace["columns"].update(hash_ids=ids, hash_block_tokens=int(rng.choice([16, 512, 512])))
     if fmt == "vllm-bench" and rng.random() < 0.5:
         trace["schedule_seed"] = int(rng.choice([0, 7, 2**40]))
     for key, usual in (("rate_scale", 1.0), ("schedule_seed", 0)):  # an extreme value may be what is refused

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from sim.decisions.acceptance_needed_text import need_json
 from sim.decisions.answer_text import Answer, Row, headline, method, numbers
 from sim.decisions.decision import Decision
 
@@ -23,6 +24,7 @@ def to_json(answer: Answer) -> dict[str, object]:
             "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
                            "device": d.facts.device_of(s.candidate),
                            "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
+                           "acceptance": d.facts.candidate(s.candidate).acceptance or None,
                            "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
                           for s in d.standings],
             "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,
@@ -38,6 +40,7 @@ def to_json(answer: Answer) -> dict[str, object]:
     doc = one(answer.whole)
     doc["windows"] = [one(w) for w in answer.windows]
     doc["budget"] = answer.budget_note
+    doc["acceptance_needed"] = need_json(answer.needs)
     return doc
 
 

@@ -23,6 +23,7 @@ from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
 from sim.model.engine import StepTimer
+from sim.model.k_schedule import resolve_candidate, straddle_notes
 from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
@@ -208,6 +209,9 @@ def run_scenario(
     if not cands:
         raise SpecplanError("no candidates to run")
     profs = candidate_profiles(scenario, profile, cands)
+    # schedule = "auto": k by batch computed from each candidate's profile, once, before any run
+    # (the result keeps the scenario as written; the computed ranges are in its sources)
+    cands = [resolve_candidate(scenario, profs[c.name], c) for c in cands]
     trace = None
     if scenario.workload.arrival == "trace":
         assert scenario.trace_path is not None
@@ -250,6 +254,13 @@ def run_scenario(
         for line in r.notes:
             if line not in notes:
                 notes.append(line)
+    steps = pl.concat([r.steps for r in runs], how="vertical", rechunk=True)
+    for cand in cands:
+        if cand.computed is not None:
+            sources.append(f"{cand.name}: {cand.computed}")
+        if cand.speculates and cand.policy == "k_by_batch" and cand.k_by_batch:
+            dec = steps.filter(pl.col(mn.CANDIDATE) == cand.name)["decode_seqs"].to_numpy()
+            notes.extend(straddle_notes(cand.name, cand.k_by_batch, dec))
     for cand, counts in extrap.items():
         notes.extend(
             extrapolation_notes(counts, steps_by[cand], f"{cand}, {len(seed_list)} seed(s)")
@@ -261,7 +272,7 @@ def run_scenario(
         # one chunk: sums over pooled seeds then do not depend on how the frames were split
         # (a result sent from a worker process arrives rechunked; capacity --jobs)
         requests=pl.concat([r.requests for r in runs], how="vertical", rechunk=True),
-        steps=pl.concat([r.steps for r in runs], how="vertical", rechunk=True),
+        steps=steps,
         sources=tuple(sources),
         notes=tuple(notes),
         candidates=tuple(c.name for c in cands),
