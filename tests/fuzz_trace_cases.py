@@ -169,6 +169,8 @@ def _trace_format_case(rng: np.random.Generator) -> Case:
         trace["columns"] = dict(GENERIC_COLUMNS)
         if ids:
             trace["columns"].update(hash_ids=ids, hash_block_tokens=int(rng.choice([16, 512, 512])))
+            if trace["columns"]["hash_block_tokens"] != 512:  # one id a row is then too few: refused naming ids
+                fields = (*fields, ids) if fields else ()
     if fmt == "vllm-bench" and rng.random() < 0.5:
         trace["schedule_seed"] = int(rng.choice([0, 7, 2**40]))
     for key, usual in (("rate_scale", 1.0), ("schedule_seed", 0)):  # an extreme value may be what is refused
