@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sim.contracts.errors import SpecplanError, echo, read_text
+from sim.contracts.json_reader import decode_failure
 
 LAYOUTS = ("steps", "positions")
 
@@ -72,8 +73,8 @@ def read_trace(path: str, *, k_max: int | None = None) -> list[TraceRequest]:
             if f not in rec:
                 raise SpecplanError(f"{at}: {f}: missing (each line needs request, task, language, temperature and accepted or acc_len)")
         temp = rec["temperature"]
-        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or temp < 0:
-            raise SpecplanError(f"{at}: temperature: expected a number >= 0, got {echo(temp, 60)}")
+        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or not 0 <= temp <= 100:  # as segments
+            raise SpecplanError(f"{at}: temperature: expected a number in 0..100, got {echo(temp, 60)}")
         base = (str(rec["request"]), str(rec["task"]), str(rec["language"]), float(temp))
         if "accepted" in rec:
             k = rec.get("k")
@@ -238,6 +239,8 @@ def _records(path: str) -> Iterable[tuple[int, dict]]:
             rec = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise SpecplanError(f"{path}:{n}: not a JSON object ({exc.msg} at column {exc.colno})") from None
+        except (ValueError, RecursionError) as exc:  # nested past recursion, or thousands of digits
+            raise decode_failure(exc, path, n, "counts of at most a few digits") from None
         if not isinstance(rec, dict):
             raise SpecplanError(f"{path}:{n}: expected a JSON object per line, got {type(rec).__name__}")
         yield n, rec

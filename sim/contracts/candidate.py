@@ -7,6 +7,7 @@ from typing import Literal
 
 from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError, echo
+from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import NAME_RE
 from sim.contracts.scenario_paths import path_field
 
@@ -60,6 +61,8 @@ class KvFallbackConfig:
         if not self.window_s > 0:
             raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
 
+
+MAX_K = 1024  # draft tokens per step: no drafter proposes more (breakeven --k's bound too)
 
 _POLICY_FIELDS: dict[str, tuple[str, ...]] = {
     "fixed": ("k",),
@@ -122,6 +125,9 @@ class Candidate:
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {echo(self.name, 60)}")
+        if self.acceptance_trace is not None:  # its form, as fleet.profile's (the OS would refuse it unnamed)
+            if why := (path_problem(self.acceptance_trace) if self.acceptance_trace else "path is empty"):
+                raise FieldError("acceptance_trace", f"{why}; give a JSON Lines acceptance trace file")
         all_params = ("proposer", "k", "max_batch", "k_by_batch", "schedule", "adaptive", "kv_fallback",
                       "assumed_acceptance")
         if self.speculation == "off":
@@ -132,7 +138,8 @@ class Candidate:
                 raise FieldError("policy", "not used by the baseline (speculation = \"off\")")
             return
         if self.proposer is None:
-            raise FieldError("proposer", "required for a speculative candidate (a profile proposer)")
+            raise FieldError("proposer", "required for a speculative candidate (speculation = \"on\", the "
+                             "default; \"off\" for the baseline): a profile proposer")
         needed = _POLICY_FIELDS[self.policy]
         if self.schedule is not None:
             if self.policy != "k_by_batch":
@@ -150,8 +157,8 @@ class Candidate:
                 raise FieldError(
                     p, f"not used by policy {echo(self.policy, 60)}; valid: {', '.join(needed)}"
                 )
-        if self.k is not None and self.k < 1:
-            raise FieldError("k", f"must be ≥ 1, got {self.k}")
+        if self.k is not None and not 1 <= self.k <= MAX_K:  # an acceptance trace has no k_max to stop it
+            raise FieldError("k", f"must be in 1..{MAX_K} draft tokens, got {self.k}")
         if self.max_batch is not None and self.max_batch < 1:
             raise FieldError("max_batch", f"must be ≥ 1, got {self.max_batch}")
         if self.k_by_batch is not None:
@@ -162,8 +169,8 @@ class Candidate:
             for i, (b, kk) in enumerate(self.k_by_batch):
                 if i and b <= self.k_by_batch[i - 1][0]:
                     raise FieldError(f"k_by_batch[{i}]", f"thresholds must increase, got {b}")
-                if kk < 0:
-                    raise FieldError(f"k_by_batch[{i}]", f"k must be ≥ 0, got {kk}")
+                if not 0 <= kk <= MAX_K:
+                    raise FieldError(f"k_by_batch[{i}]", f"k must be in 0..{MAX_K}, got {kk}")
             if self.max_k < 1 and self.computed is None:
                 raise FieldError("k_by_batch", "at least one k must be ≥ 1 (else use the baseline)")
         if self.assumed_acceptance is not None:

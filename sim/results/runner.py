@@ -18,7 +18,7 @@ import polars as pl
 
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
-from sim.contracts.input_limits import check_work, workload_size
+from sim.contracts.input_limits import check_work, hashed_block_size, workload_size
 from sim.contracts.memory_limits import check_memory
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
@@ -228,7 +228,7 @@ def run_scenario(
         assert scenario.trace_path is not None
         trace = read_trace(scenario.workload.trace)
     total = len(cands) * len(seed_list)
-    size = workload_size(scenario.workload, scenario.run, trace)
+    size = workload_size(scenario.workload, scenario.run, trace, hashed_block_size(scenario))
     check_work(*size, total, scenario.origin or "scenario")
     check_memory(size[0], total, scenario.origin or "scenario")
     done = 0

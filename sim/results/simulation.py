@@ -137,10 +137,16 @@ def acceptance_model(
 
 def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
     """Acceptance from the candidate's per-request trace (replayed, or drawn independently)."""
+    from sim.contracts.input_limits import check_file
     from sim.contracts.scenario_fields import resolve_path
     from sim.model.trace_acceptance import load_trace, trace_acceptance
 
     path = str(resolve_path(str(candidate.acceptance_trace), scenario.base_dir))
+    try:
+        check_file(path, "acceptance trace")
+    except SpecplanError as exc:  # a file that is missing or no file: name the field that points at it
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: candidates[{candidate.name}].acceptance_trace: "
+                            f"{exc}") from None
     records = load_trace(path, candidate.trace_format)
     keys = None
     if candidate.trace_format == "specplan":
