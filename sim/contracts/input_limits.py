@@ -98,6 +98,11 @@ def _tilde_hint(p: Path) -> str:
     return " (a leading ~ is not expanded here; write the full path)" if str(p).startswith("~") else ""
 
 
+def _a(what: str) -> str:
+    """``a profile``, ``an acceptance trace``."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def check_file(path: object, what: str, limit: int | None = None) -> tuple[Path, int]:
     """(path, limit) of a regular file of at most ``limit`` bytes (``FILE_LIMITS[what]``)."""
     p = check_path(path, what)
@@ -109,9 +114,9 @@ def check_file(path: object, what: str, limit: int | None = None) -> tuple[Path,
     except (OSError, ValueError) as exc:
         raise SpecplanError(f"{p}: cannot read {what} file: {_os_reason(exc)}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise SpecplanError(f"{p}: is a directory; expected a {what} file")
+        raise SpecplanError(f"{p}: is a directory; expected {_a(what)} file")
     if not stat.S_ISREG(st.st_mode):
-        raise SpecplanError(f"{p}: not a regular file; expected a {what} file")
+        raise SpecplanError(f"{p}: not a regular file; expected {_a(what)} file")
     if st.st_size > limit:
         raise SpecplanError(
             f"{p}: {what} file is {st.st_size:,} bytes, over the limit of {limit:,} bytes"

@@ -108,7 +108,8 @@ class LengthDist:
                 np.int64
             )
         if self.dist == "lognormal":
-            raw = float(self.median or 1.0) * np.exp(float(self.sigma or 0.0) * rng.standard_normal(n))
+            with np.errstate(over="ignore"):  # a far-tail draw overflows to inf: clipped below
+                raw = float(self.median or 1.0) * np.exp(float(self.sigma or 0.0) * rng.standard_normal(n))
             hi = float(self.max) if self.max is not None else np.inf
             clipped = np.clip(np.rint(raw), float(self.min or 1), hi)
             # far-tail draws beyond int64 cannot happen with a max; without one, cap at 2**40

@@ -33,7 +33,7 @@ from sim.contracts.errors import FieldError, SpecplanError, clip, echo, read_tex
 from sim.contracts.fleet_config import FleetConfig, NamedFleet
 from sim.contracts.input_limits import check_nesting, check_tree
 from sim.contracts.scenario_checks import check_scenario
-from sim.contracts.scenario_fields import looked_in, resolve_path
+from sim.contracts.scenario_fields import looked_in, not_a_file, resolve_path
 from sim.contracts.scenario_overrides import apply_override, plain_value
 from sim.contracts.toml_writer import dumps_toml, inline_value
 from sim.contracts.two_route import TwoRouteConfig
@@ -243,7 +243,7 @@ class Scenario:
         p = resolve_path(f.profile, f.base_dir)
         if not p.is_file():
             raise SpecplanError(
-                f"{self.origin or 'scenario'}: {where}: file not found; looked in "
+                f"{self.origin or 'scenario'}: {where}: {not_a_file(p)}; looked in "
                 f"{looked_in(f.profile, f.base_dir)} (measure one with `specplan profile`)"
             )
         return p

@@ -29,6 +29,17 @@ def resolve_path(raw: str, base_dir: str | None) -> Path:
 
 
 def looked_in(raw: str, base_dir: str | None) -> str:
-    """Where ``resolve_path`` looked, for a not-found message."""
+    """Where ``resolve_path`` looked, for a not-found message (an absolute path: only there)."""
+    if Path(raw).is_absolute():
+        return raw
     places = ([str(Path(base_dir) / raw)] if base_dir else []) + [str(Path.cwd() / raw)]
-    return " or ".join(places)
+    return " or ".join(dict.fromkeys(places))
+
+
+def not_a_file(p: Path) -> str:
+    """Why ``p`` cannot be read as a file: missing, a folder or a device (not 'not found' for all)."""
+    if p.is_dir():
+        return "is a directory, not a file"
+    if p.exists():
+        return "is not a regular file"
+    return "file not found"

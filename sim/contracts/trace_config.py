@@ -9,7 +9,7 @@ from typing import Literal
 from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
-from sim.contracts.scenario_fields import looked_in, resolve_path
+from sim.contracts.scenario_fields import looked_in, not_a_file, resolve_path
 from sim.contracts.scenario_paths import path_field
 
 TraceFormat = Literal["auto", "azure", "mooncake", "burstgpt", "vllm-bench", "csv", "jsonl"]
@@ -102,7 +102,7 @@ class TraceConfig:
                 raise FieldError(name, f"must be in [0, 2**32), got {v}")
         if not self.resolved_path.is_file():
             raise FieldError(
-                "path", f"file not found; looked in {looked_in(self.path, self.base_dir)}"
+                "path", f"{not_a_file(self.resolved_path)}; looked in {looked_in(self.path, self.base_dir)}"
             )
 
     @property

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from sim.contracts.errors import SpecplanError, echo, where
-from sim.contracts.input_limits import check_nesting, check_tree, read_text_limited
+from sim.contracts.input_limits import MAX_FLOAT, check_nesting, check_tree, read_text_limited
 from sim.contracts.json_reader import decode_failure
 
 # Per-request lists `--save-detailed` adds; without them there is nothing to compare per request.
@@ -76,6 +76,9 @@ class VllmBenchResult:
             raise SpecplanError(f"{self.source}: input_lens: no requests in the result")
         if not (self.request_rate > 0):
             raise SpecplanError(f"{self.source}: request_rate: must be > 0 or \"inf\", got {self.request_rate}")
+        if math.isfinite(self.request_rate) and self.request_rate > MAX_FLOAT:
+            raise SpecplanError(f"{self.source}: request_rate: {self.request_rate:g} req/s is over the limit of "
+                                f"{MAX_FLOAT:g}; valid: a rate vLLM could have sent at, or \"inf\"")
         if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
             raise SpecplanError(f"{self.source}: burstiness: must be a finite number > 0, got {self.burstiness}")
         rate, b = self.request_rate, self.burstiness

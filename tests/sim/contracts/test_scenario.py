@@ -542,3 +542,18 @@ def test_dumps_toml_round_trips_arbitrary_documents() -> None:
         assert tomllib.loads(dumps_toml(doc)) == doc
 
     check()
+
+
+def test_a_profile_path_that_is_a_device_says_so_once(tmp_path):
+    """``profile = "/dev/null"`` exists but is no file: the message says that, and names the
+    absolute path once (not "looked in X or X")."""
+    from tests.helpers import scenario_toml, segment, write_scenario
+
+    text = scenario_toml("dev", run={"duration_s": 10, "seeds": [1]}, workload={"arrival": "poisson", "rate": 1.0},
+                         segments=[segment(prompt=8, output=4)], fleet={"profile": "/dev/null"},
+                         candidates=[{"name": "baseline", "speculation": "off"}])
+    sc = load_scenario(write_scenario(tmp_path, text))
+    with pytest.raises(SpecplanError) as err:
+        sc.require_profile_path()
+    msg = str(err.value)
+    assert "is not a regular file" in msg and msg.count("/dev/null") == 1, msg

@@ -108,6 +108,7 @@ def test_arrivals_follow_vllm_normalisation():
         ({"input_lens": [1, 2.5, 3]}, "input_lens[1]"),
         ({"request_rate": 1e-310}, "send times beyond floating point"),
         ({"request_rate": 1e-300, "burstiness": 1e-10}, "burstiness 1e-10 and 3 requests"),
+        ({"request_rate": 1e308}, "request_rate: 1e.308 req/s is over the limit"),
     ],
 )
 def test_bad_fields_name_the_field(tmp_path, over, needle):
