@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 
 
@@ -71,7 +71,7 @@ def _int_list(name: str, raw: str | None) -> list[int] | None:
     except ValueError:
         raise SpecplanError(f"{name}: expected comma-separated whole numbers, got {raw!r}") from None
     if any(not 0 <= v <= 2**53 for v in vals) or len(vals) > 1000:
-        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {raw[:80]!r}")
+        raise SpecplanError(f"{name}: at most 1000 whole numbers in [0, 2**53], got {echo(raw, 80)}")
     return vals
 
 
@@ -85,7 +85,7 @@ def _jobs(raw: str) -> int:
     except ValueError:
         n = 0
     if not 1 <= n <= 256:
-        raise SpecplanError(f"--jobs: expected a whole number 1..256 or 'auto', got {raw[:40]!r}")
+        raise SpecplanError(f"--jobs: expected a whole number 1..256 or 'auto', got {echo(raw, 40)}")
     return n
 
 
@@ -124,14 +124,23 @@ def run(args: argparse.Namespace) -> int:
     answer = capacity_answer(report, device=device_of(profile, scenario))
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
-    doc = to_json(report, advice, answer, routes)
+    deploy = _deploy(scenario, profile, answer)
+    doc = to_json(report, advice, answer, routes, deploy)
     if args.out:
         write_outputs(report, doc, Path(args.out), answer)
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print("\n".join(format_report(report, advice, answer, verbose=args.verbose, routes=routes)))
+        print("\n".join(format_report(report, advice, answer, verbose=args.verbose, routes=routes,
+                                       deploy=deploy)))
     return 0
+
+
+def _deploy(scenario: Any, profile: Any, answer: Any) -> Any:
+    """The config of the candidate the verdict names, for the scenario's engine."""
+    from sim.decisions.engine_config import verdict_config
+
+    return verdict_config(scenario, profile, answer)
 
 
 def _max_seeds(raw: str | None) -> int | None:
@@ -157,7 +166,8 @@ def _two_routes(scenario: Any, profile: Any, report: Any, answer: Any) -> list[A
     return plan_two_routes(scenario, profile, report, reps)
 
 
-def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | None = None) -> dict[str, Any]:
+def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | None = None,
+            deploy: Any = None) -> dict[str, Any]:
     from sim.decisions import answer_export as ax
     from sim.decisions import answer_text as at
     from sim.decisions.bottleneck import Bottleneck
@@ -202,6 +212,7 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
                                  "deployable": e.deployable} for w, e in a.engine_support()],
              "sources": list(a.sources), "notes": list(a.notes)} for a in advice
         ],
+        "deploy_config": None if deploy is None else deploy.to_json(),
         "two_routes": [r.to_json() for r in routes or ()],
         "sources": [*report.sources, *([report.price_source] if report.price_source else [])],
         "notes": list(report.notes),
@@ -261,7 +272,7 @@ def _money(v: Any) -> str:
 
 
 def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = False,
-                  routes: list[Any] | None = None) -> list[str]:
+                  routes: list[Any] | None = None, deploy: Any = None) -> list[str]:
     from sim.decisions.answer_export import format_rows
     from sim.decisions.answer_text import lines as verdict_lines
     from sim.decisions.answer_text import rows
@@ -322,6 +333,9 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
     if report.bottlenecks:
         lines += ["", "what limits capacity (judged at each candidate's capacity point, by saturation):",
                   *format_bottlenecks(list(report.bottlenecks))]
+    if deploy is not None:
+        lines += ["", f"deploy the verdict's {deploy.candidate} (k = {deploy.k}) on {deploy.engine}:",
+                  *deploy.lines()]
     for a in advice:
         lines += ["", *a.format_table(), "vLLM speculative_config:", a.vllm_snippet()]
     for r in routes or ():

@@ -97,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("--rate-kind", default="survival", choices=("survival", "conditional", "alpha"),
                    help="what --rates are: per-position survival, conditional, or one alpha (k_max from --k-max)")
     i.add_argument("--citation", help="where the published numbers come from")
+    i.add_argument("--library", action="store_true",
+                   help="published: give every proposer of --profile BASE that has no measured or published "
+                        "acceptance the shipped library's table for its kind and model family (profiles/acceptance/)")
     i.add_argument("--profile", metavar="BASE", help="add the entry to a copy of this profile (else write an acceptance file)")
     i.add_argument("--proposer-kind", default=None, help="draft_model | eagle | eagle3 | mtp | ngram | suffix | self_draft (vLLM method names) when BASE lacks the proposer")
     from cli import profile_import_aiconfigurator as cmd_import_aiconfigurator

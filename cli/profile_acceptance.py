@@ -50,6 +50,8 @@ def run_acceptance_source(args: argparse.Namespace, command: str) -> int:
     """import-vllm / published: build one acceptance entry with P2's modules, then write it."""
     from profiler.profile_io import check_writable
 
+    if args.action == "published" and getattr(args, "library", False):
+        return _apply_library(args, command)
     if not args.proposer_name and args.proposer:
         args.proposer_name = args.proposer[-1]
     if not args.proposer_name:
@@ -111,4 +113,25 @@ def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: di
     write_json_atomic(args.out, doc)
     print(f"wrote {args.out}: {args.action} acceptance for {name}; attach it with "
           f"`specplan profile merge --timing PROFILE --acceptance {args.out} -o OUT.json`")
+    return 0
+
+
+def _apply_library(args: argparse.Namespace, command: str) -> int:
+    """published --library: the shipped tables as defaults for a profile's proposers."""
+    from profiler.profile_io import check_writable, read_profile_dict, write_profile
+    from profiler.published_library import TABLES, prefer_published
+
+    if not args.profile or not args.out:
+        raise SpecplanError("profile published --library: --profile BASE and -o OUT are required")
+    check_writable(args.out)
+    base = read_profile_dict(args.profile)
+    said = prefer_published(base, command)
+    if not said:
+        covered = ", ".join(sorted({f"{t['kind']} on {t['family']}" for t in TABLES}))
+        raise SpecplanError(f"{args.profile}: no proposer without measured or published acceptance has a published "
+                            f"table for its kind and model family (the library covers: {covered})")
+    write_profile(args.out, base)
+    for line in said:
+        print(f"  {line}")
+    print(f"wrote {args.out}: {args.profile} with published acceptance from the library")
     return 0

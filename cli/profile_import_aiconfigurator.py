@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="ngram/suffix: fraction of steps with a proposal for P's assumed acceptance (repeatable)")
     a.add_argument("--assume-acceptance", action="append", default=[], metavar="P=r1,r2,...",
                    help="write an acceptance entry for proposer P with these per-position survival rates, "
-                        "method 'assumed' (segment chat:any:0); repeatable")
+                        "method 'assumed' (segment chat:any:0), the last resort: a published table for P's kind "
+                        "on the target's family wins (profiles/acceptance/); repeatable")
 
 
 def run(args: argparse.Namespace, command: str) -> int:
@@ -113,6 +114,13 @@ def _print_summary(p: dict[str, Any], out: str, wall_s: float) -> None:
         print(f"  proposer {name} ({ident['kind']}): D(batch=1, k=3, context={ctx[c]}) = {d['median'][0][2][c] * 1e3:.2f} ms, "
               f"batch {tf['axes']['batch'][b64]}: {d['median'][b64][2][c] * 1e3:.2f} ms [imported + modelled]; host "
               f"H(k=3) = {h['median'][0][2] * 1e3:.3f} / {h['median'][b64][2] * 1e3:.3f} ms [assumed]")
+    for name, ident in p["proposers"].items():
+        acc = p["acceptance"].get(name)
+        how = (f"{acc['provenance']['method']}" if acc else "none") + (
+            "" if acc and acc["provenance"]["method"] == "published" else
+            f" (no published acceptance for {ident['kind']} on this model family; bring measured counters: "
+            "specplan profile import-vllm)")
+        print(f"  acceptance {name}: {how}")
     repaired = repaired_note(p["timing"]["provenance"].get("notes"))
     if repaired:  # never silent: the database's grids were changed (docs/profile-format.md)
         print(f"  {repaired}")

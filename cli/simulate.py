@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.scenario import load_scenario
 from sim.results.summary_table import render
 
@@ -20,7 +20,7 @@ def _seeds(text: str) -> list[int]:
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise SpecplanError(f"--seeds: need distinct integers >= 0, got {text!r}")
     if any(s > 2**53 for s in seeds) or len(seeds) > 1000:
-        raise SpecplanError(f"--seeds: at most 1000 seeds, each <= 2**53, got {text[:80]!r}")
+        raise SpecplanError(f"--seeds: at most 1000 seeds, each <= 2**53, got {echo(text, 80)}")
     return seeds
 
 
@@ -109,4 +109,4 @@ def _factors(text: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise SpecplanError(f"--sizing: expected comma-separated load factors like 0.5,1,2, got {text[:80]!r}") from None
+        raise SpecplanError(f"--sizing: expected comma-separated load factors like 0.5,1,2, got {echo(text, 80)}") from None

@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from dashboard import fidelity_figures
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario, load_scenario
 from sim.fidelity import comparison, live_load, vllm_compare
@@ -90,7 +90,7 @@ def _int(flag: str, raw: str, lo: int = 1) -> int:
     if v < lo:
         raise SpecplanError(f"{flag}: must be >= {lo}, got {v}")
     if v > 2**53:
-        raise SpecplanError(f"{flag}: must be <= 2**53, got {raw[:40]}…")
+        raise SpecplanError(f"{flag}: must be <= 2**53, got {echo(raw, 40)}")
     return v
 
 

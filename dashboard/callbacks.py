@@ -36,7 +36,7 @@ from dashboard.page_run import (
     view_key,
 )
 from dashboard.view import FIGURE_IDS
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 
 
 def _error(exc: Exception) -> html.Div:
@@ -100,10 +100,10 @@ def _register_url(app: Dash, roots: Roots) -> None:
         try:
             vs = st.from_search(search)
             if vs.scenario is not None and vs.scenario not in list_scenarios(roots):
-                raise SpecplanError(f"URL: scenario {vs.scenario[:80]!r} is not in scenarios/; valid: "
+                raise SpecplanError(f"URL: scenario {echo(vs.scenario, 80)} is not in scenarios/; valid: "
                                     f"{', '.join(list_scenarios(roots))}")
             if vs.profile is not None and vs.profile not in list_profiles(roots):
-                raise SpecplanError(f"URL: profile {vs.profile[:80]!r} is not in profiles/; valid: "
+                raise SpecplanError(f"URL: profile {echo(vs.profile, 80)} is not in profiles/; valid: "
                                     f"{', '.join(list_profiles(roots))}")
         except SpecplanError as exc:
             return no_update, no_update, {"overrides": {}, "scenario": None, "n": time.time()}, \

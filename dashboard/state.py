@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.scenario import Scenario
 
 DEFAULT_LOAD_FACTORS: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
@@ -77,7 +77,7 @@ def check_key(key: str) -> str:
     """``key`` if it is a what-if path the dashboard accepts, else a SpecplanError."""
     if not any(p.fullmatch(key) for p in ALLOWED):
         raise SpecplanError(
-            f"URL: {key[:80]!r} is not a what-if setting; valid: workload.rate, workload.burstiness, "
+            f"URL: {echo(key, 80)} is not a what-if setting; valid: workload.rate, workload.burstiness, "
             "workload.segments[NAME].share, fleet.replicas, fleet.engine.memory_utilization, "
             "slo.ttft_ms|tpot_ms|e2el_ms|pause_ms, fleet.price_per_gpu_hour, candidates[NAME].k|policy|max_batch"
         )
@@ -111,13 +111,13 @@ def parse_value(text: str) -> Any:
 def _parse_list(t: str) -> list[Any]:
     """Nested lists of numbers only (k_by_batch); no eval."""
     if not re.fullmatch(r"[\[\]\d.,\s+-]+", t):
-        raise SpecplanError(f"URL: list value {t[:60]!r} may only hold numbers")
+        raise SpecplanError(f"URL: list value {echo(t, 60)} may only hold numbers")
     import json
 
     try:
         v = json.loads(t)
     except ValueError:
-        raise SpecplanError(f"URL: cannot read list value {t[:60]!r}") from None
+        raise SpecplanError(f"URL: cannot read list value {echo(t, 60)}") from None
     return v
 
 
@@ -164,7 +164,7 @@ def from_search(search: str | None) -> ViewState:
             factors = parse_load_factors(value)
         elif key == "seeds":
             if not re.fullmatch(r"\d{1,3}", value):
-                raise SpecplanError(f"URL: seeds: expected a whole number 1..{MAX_SEEDS}, got {value[:20]!r}")
+                raise SpecplanError(f"URL: seeds: expected a whole number 1..{MAX_SEEDS}, got {echo(value, 20)}")
             seeds = int(value)
         else:
             overrides[check_key(key)] = parse_value(value)
@@ -182,9 +182,9 @@ def parse_load_factors(text: str) -> tuple[float, ...]:
         try:
             f = float(part)
         except ValueError:
-            raise SpecplanError(f"load factors: {part[:20]!r} is not a number; write e.g. 0.5, 1, 2") from None
+            raise SpecplanError(f"load factors: {echo(part, 20)} is not a number; write e.g. 0.5, 1, 2") from None
         if not (math.isfinite(f) and 0 < f <= 100):
-            raise SpecplanError(f"load factors: each must be in (0, 100], got {part[:20]}")
+            raise SpecplanError(f"load factors: each must be in (0, 100], got {echo(part, 20)}")
         out.add(f)
     if len(out) > MAX_LOAD_POINTS:
         raise SpecplanError(f"load factors: at most {MAX_LOAD_POINTS} points, got {len(out)}")
@@ -272,7 +272,7 @@ def _coerce(field_: WhatIf, raw: Any) -> Any:
     try:
         v = float(raw)
     except (TypeError, ValueError):
-        raise SpecplanError(f"{field_.label}: expected a number, got {str(raw)[:20]!r}") from None
+        raise SpecplanError(f"{field_.label}: expected a number, got {echo(str(raw), 20)}") from None
     if not math.isfinite(v):
         raise SpecplanError(f"{field_.label}: expected a finite number, got {raw}")
     if field_.kind == "int" or (field_.step == 1):

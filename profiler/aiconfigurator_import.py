@@ -24,6 +24,7 @@ from profiler.aic_step_terms import cuda_graph_entry, sampler_entry
 from profiler.hf_config import parse_architecture
 from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from profiler.import_sanity import sanitize
+from profiler.published_library import prefer_published
 from profiler.vllm_kv_dtype import KvChoice, resolve_auto
 from sim.contracts.errors import SpecplanError
 
@@ -73,7 +74,8 @@ class ImportRequest:
     """Weights: auto (the checkpoint's) | bf16 | fp8 | fp4."""
     command: str | None = None
     assumed_acceptance: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    """Proposer name -> unconditional survival rate per position (method ``assumed``)."""
+    """Proposer name -> unconditional survival rate per position (method ``assumed``); set aside
+    where the published library has a table for the proposer's kind on the target's family."""
     step_overhead_s: float = STEP_OVERHEAD_S
     draft_pass_overhead_s: float = DRAFT_PASS_OVERHEAD_S
     ep: int = 1
@@ -183,6 +185,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     if req.tp > 1:
         profile["replica"] = {"tensor_parallel_size": req.tp}
     sanitize(profile, _name(req))  # step-time rules: repaired, and said in timing.provenance.notes
+    prefer_published(profile, req.command)  # measured > published > assumed: a cited table wins
     return profile
 
 

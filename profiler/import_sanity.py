@@ -44,7 +44,8 @@ def sanitize(profile: dict[str, Any], origin: str = "import") -> list[str]:
     parts = [f.line("repaired") for f in found.findings]
     head = ("timing sanity (docs/profile-format.md, \"Step-time sanity\"): "
             + (f"{REPAIR_MARK} (lifted to the bandwidth floor, then the running "
-               "maximum along batch, tokens and k): " + " | ".join(parts) if parts
+               "maximum along batch, tokens and k; for a MoE the running maximum of time less routed-expert "
+               "reads, so more tokens cost at least their extra distinct experts at the bandwidth): " + " | ".join(parts) if parts
                else "every grid non-decreasing in tokens, verify >= decode")
             + (f"; bandwidth floor {found.floor.source}" if found.floor is not None else f"; {skipped}"))
     tprov["notes"] = f"{tprov['notes']}; {head}" if tprov.get("notes") else head

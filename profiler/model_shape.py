@@ -9,13 +9,16 @@ latent attention: low-rank query and key/value projections, a latent KV cache).
 
 A pass over ``T`` tokens reads every non-expert weight once and, in each MoE layer, the experts
 its tokens were routed to: with uniform routing of ``k`` of ``E`` experts per token the expected
-number of distinct experts is ``E · (1 − (1 − k/E)^T)`` (``expert_coverage``). Matmul FLOPs use
+number of distinct experts is ``E · (1 − (1 − k/E)^T)`` (``expert_coverage``, whose one home is
+``sim.contracts.expert_traffic``: the bandwidth floor and the import read it too). Matmul FLOPs use
 the active parameters only (shared experts and ``k`` routed ones per token).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from sim.contracts.expert_traffic import expert_coverage
 
 
 def attention_params(arch: dict[str, Any]) -> int:
@@ -68,14 +71,6 @@ def total_params(arch: dict[str, Any], *, tied: bool) -> int:
     return int(emb + body_params(arch) + arch["hidden_size"] + (0 if tied else emb))
 
 
-def expert_coverage(num_experts: int, per_token: int, tokens: float) -> float:
-    """Expected distinct experts ``tokens`` tokens touch, each routed to ``per_token`` of
-    ``num_experts`` uniformly (no expert-load skew assumed)."""
-    if tokens <= 0:
-        return 0.0
-    return num_experts * (1.0 - (1.0 - per_token / num_experts) ** tokens)
-
-
 def active_body_params(arch: dict[str, Any], layers: int | None = None) -> int:
     """Layer weights one token multiplies through: routed experts count ``k`` times, not ``E``."""
     n = arch["num_layers"] if layers is None else layers
@@ -93,7 +88,7 @@ def body_bytes_read(arch: dict[str, Any], tokens: float, nbytes: float, layers: 
     if not m:
         return body_params(arch, n) * nbytes
     moe = arch["moe"]
-    unread = moe["num_experts"] - expert_coverage(moe["num_experts"], moe["experts_per_token"], tokens)
+    unread = moe["num_experts"] - float(expert_coverage(moe["num_experts"], moe["experts_per_token"], tokens))
     return (body_params(arch, n) - m * unread * expert_params(arch)) * nbytes
 
 

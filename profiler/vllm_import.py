@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from sim.contracts.errors import SpecplanError, read_text
+from sim.contracts.errors import SpecplanError, echo, read_text
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -92,7 +92,7 @@ def parse_exposition(text: str, source: str) -> list[Sample]:
             continue
         m = _SAMPLE_RE.match(line)
         if not m:
-            raise SpecplanError(f"{source}:{number}: not a Prometheus sample line: {line[:80]!r}")
+            raise SpecplanError(f"{source}:{number}: not a Prometheus sample line: {echo(line, 80)}")
         try:
             value = float(m.group("value"))
         except ValueError:

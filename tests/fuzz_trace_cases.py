@@ -84,7 +84,7 @@ def _jsonl_trace(rng: np.random.Generator, keys: tuple[str, ...], ids: bool) -> 
     objs: list[dict[str, Any]] = [dict(zip(keys, (i * 250, 40 + i, 3 + i % 5), strict=True)) for i in range(30)]
     if ids:
         for i, o in enumerate(objs):
-            o["hash_ids"] = list(range(i % 4))
+            o["hash_ids"] = [i % 4]  # prompts of 40-69 tokens: one (partial) 512-token block each
     for _ in range(int(rng.integers(1, 4))):
         o = objs[int(rng.integers(len(objs)))]
         key = str(rng.choice([*keys, "hash_ids"]))

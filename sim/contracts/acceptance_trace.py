@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sim.contracts.errors import SpecplanError, read_text
+from sim.contracts.errors import SpecplanError, echo, read_text
 
 LAYOUTS = ("steps", "positions")
 
@@ -73,12 +73,12 @@ def read_trace(path: str, *, k_max: int | None = None) -> list[TraceRequest]:
                 raise SpecplanError(f"{at}: {f}: missing (each line needs request, task, language, temperature and accepted or acc_len)")
         temp = rec["temperature"]
         if not isinstance(temp, (int, float)) or isinstance(temp, bool) or temp < 0:
-            raise SpecplanError(f"{at}: temperature: expected a number >= 0, got {temp!r}")
+            raise SpecplanError(f"{at}: temperature: expected a number >= 0, got {echo(temp, 60)}")
         base = (str(rec["request"]), str(rec["task"]), str(rec["language"]), float(temp))
         if "accepted" in rec:
             k = rec.get("k")
             if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-                raise SpecplanError(f"{at}: k: expected the draft length (an integer >= 1), got {k!r}")
+                raise SpecplanError(f"{at}: k: expected the draft length (an integer >= 1), got {echo(k, 60)}")
             if k_max is not None and k > k_max:
                 raise SpecplanError(f"{at}: k: {k} exceeds k_max={k_max}")
             vals = _ints(rec["accepted"], f"{at}: accepted", lo=0, hi=k, nullable=True)
@@ -177,7 +177,7 @@ def _ints(v: object, at: str, *, lo: int, hi: int | None = None, nullable: bool 
             out.append(-1)
             continue
         if not isinstance(x, int) or isinstance(x, bool):
-            raise SpecplanError(f"{at}[{i}]: expected an integer{' or null' if nullable else ''}, got {x!r}")
+            raise SpecplanError(f"{at}[{i}]: expected an integer{' or null' if nullable else ''}, got {echo(x, 60)}")
         if x < lo:
             raise SpecplanError(f"{at}[{i}]: {x} is below {lo} (counts cannot be negative)" if lo == 0 else f"{at}[{i}]: {x} is below {lo}")
         if hi is not None and x > hi:

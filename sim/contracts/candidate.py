@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 from sim.contracts.scenario_fields import NAME_RE
 from sim.contracts.scenario_paths import path_field
 
@@ -114,7 +114,7 @@ class Candidate:
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
-            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {echo(self.name, 60)}")
         all_params = ("proposer", "k", "max_batch", "k_by_batch", "adaptive", "kv_fallback",
                       "assumed_acceptance")
         if self.speculation == "off":
@@ -130,10 +130,10 @@ class Candidate:
         for p in ("k", "max_batch", "k_by_batch", "adaptive", "kv_fallback"):
             given = getattr(self, p) is not None
             if p in needed and not given:
-                raise FieldError(p, f"required by policy {self.policy!r}")
+                raise FieldError(p, f"required by policy {echo(self.policy, 60)}")
             if p not in needed and given:
                 raise FieldError(
-                    p, f"not used by policy {self.policy!r}; valid: {', '.join(needed)}"
+                    p, f"not used by policy {echo(self.policy, 60)}; valid: {', '.join(needed)}"
                 )
         if self.k is not None and self.k < 1:
             raise FieldError("k", f"must be ≥ 1, got {self.k}")

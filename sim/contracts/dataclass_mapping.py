@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim.contracts.errors import FieldError, join_path
+from sim.contracts.errors import FieldError, clip, echo, join_path
 
 _INTERNAL = {"internal": True}
 
@@ -49,12 +49,12 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, str):
-        return f"string {value!r}"
+        return f"string {echo(value, 60)}"
     if isinstance(value, Mapping):
         return "a table"
     if isinstance(value, list | tuple):
         return "an array"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {echo(value, 60)}"
 
 
 def _convert(hint: Any, value: Any, path: str, ctx: dict[str, Any]) -> Any:
@@ -106,7 +106,7 @@ def _convert(hint: Any, value: Any, path: str, ctx: dict[str, Any]) -> Any:
     if origin is dict:  # a table of named tables ([fleets.NAME])
         if not isinstance(value, Mapping):
             raise FieldError(path, f"expected a table, got {_describe(value)}")
-        return {str(k): _convert(args[1], v, join_path(path, str(k)), ctx) for k, v in value.items()}
+        return {str(k): _convert(args[1], v, join_path(path, clip(str(k), 60)), ctx) for k, v in value.items()}
     raise TypeError(f"unsupported field type {hint!r} at {path}")  # a programming error
 
 
@@ -116,7 +116,7 @@ def from_mapping(cls: type, d: Mapping[str, Any], path: str, ctx: dict[str, Any]
     names = [f.name for f in fields]
     for key in d:
         if key not in names:
-            raise FieldError(join_path(path, str(key)), f"unknown key; valid: {', '.join(names)}")
+            raise FieldError(join_path(path, clip(str(key), 60)), f"unknown key; valid: {', '.join(names)}")
     hints = type_hints(cls)
     kwargs: dict[str, Any] = {}
     for f in fields:

@@ -64,11 +64,31 @@ def read_text(path: str | Path, what: str, unreadable: str = "cannot read {what}
     return decode_utf8(data, path, what)
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary and marked with "…": a
+    message cut mid-word reads as another word (a header ``'Timestamp,Conte'`` looks like the
+    file's). One long token (a number of 5,000 digits) has no boundary and is cut where it must."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 1)]
+    if cut[-1] not in _BOUNDARIES and text[len(cut)] not in _BOUNDARIES:  # inside a word: back off
+        edge = max(cut.rfind(c) for c in _BOUNDARIES)
+        if edge >= limit // 2:
+            cut = cut[:edge]
+    return cut.rstrip(" ,;:") + "…"
+
+
+_BOUNDARIES = " ,;:./[]"
+"""Where a word (or a step of a dotted path) ends."""
+
+
 def echo(value: object, limit: int = 40) -> str:
-    """``repr`` of a user's value for a one-line error, cut to ``limit`` characters with its
-    length stated: an absurdly long number or string must not flood (or wrap) the message."""
+    """``repr`` of a user's value for a one-line error, cut to about ``limit`` characters (a
+    string at a word boundary) with its length stated: an absurdly long number or string must
+    not flood (or wrap) the message."""
     text = repr(value)
     if len(text) <= limit:
         return text
-    size = len(value) if isinstance(value, str | bytes) else len(text)
-    return f"{text[: limit - 1]}…({size} characters)"
+    if isinstance(value, str):
+        return f"{clip(value, max(limit - 2, 1))!r} ({len(value):,} characters)"
+    return f"{clip(text, limit)} ({len(text):,} characters)"

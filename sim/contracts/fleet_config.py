@@ -3,12 +3,13 @@ and the named [fleets.NAME] shapes a candidate may run on instead."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from sim.contracts.dataclass_mapping import internal_field
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import resolve_path
 from sim.contracts.scenario_paths import path_field
@@ -17,6 +18,8 @@ RoutingName = Literal["round_robin", "least_outstanding"]
 OnRestart = Literal["reroute", "drop"]
 Fallback = Literal["baseline", "same"]
 KvLayout = Literal["paged", "padded"]
+ServingEngine = Literal["vllm", "sglang", "trtllm"]
+VllmRunner = Literal["v2", "v1"]
 Provenance = Literal["assumed", "measured", "published", "imported"]
 
 
@@ -45,8 +48,24 @@ class EngineConfig:
     prefix_caching: bool = False
     """Cache full prompt blocks by prefix and skip their prefill on a hit (vLLM
     ``--enable-prefix-caching``; docs/prefix-caching.md); a candidate may override it."""
+    name: ServingEngine = "vllm"
+    """The serving engine the plan is for: ``vllm``, ``sglang`` or ``trtllm``. Its speculative
+    step rules (whether a row without an n-gram match is verified at full width) and the form
+    of the emitted config follow it (``sim/model/serving_engine.py``)."""
+    runner: VllmRunner | None = None
+    """vLLM's model runner, where its behaviour differs: ``v2`` (Model Runner V2, vLLM's
+    default on GPUs) or ``v1`` (the older runner, ``VLLM_USE_V2_MODEL_RUNNER=0``, and vLLM's
+    CPU backend); none: ``v2`` on GPU profiles, ``v1`` on CPU profiles. Only for ``vllm``."""
+    version: str | None = None
+    """The engine's release (e.g. ``"0.12.0"``), said beside every result and emitted config;
+    none: its current release."""
 
     def __post_init__(self) -> None:
+        if self.runner is not None and self.name != "vllm":
+            raise FieldError("runner", f"only vLLM has runner generations; {self.name!r} takes none "
+                             "(remove runner, or set name = \"vllm\")")
+        if self.version is not None and not re.fullmatch(r"\d+(\.\d+){0,3}([.+-]?[0-9A-Za-z.]+)?", self.version):
+            raise FieldError("version", f"must be a release number like \"0.12.0\", got {self.version!r}")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -120,7 +139,7 @@ class RequestOverhead:
         if not 0 <= self.per_prompt_token_ms <= 1_000:
             raise FieldError("per_prompt_token_ms", f"must be in [0, 1000] ms, got {self.per_prompt_token_ms}")
         if self.source != "assumed" and not (self.citation or "").strip():
-            raise FieldError("citation", f"required when source is {self.source!r}: what measured the overhead")
+            raise FieldError("citation", f"required when source is {echo(self.source, 60)}: what measured the overhead")
 
     def seconds(self, prompt_tokens: object) -> object:
         """Overhead in seconds for ``prompt_tokens`` (a number or a numpy array)."""

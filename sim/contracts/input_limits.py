@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, clip, echo
 
 MAX_PATH_CHARS = 4096
 MAX_NAME_CHARS = 255
@@ -81,7 +81,7 @@ def check_path(path: object, what: str) -> Path:
     text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
     if not isinstance(text, str):
         raise SpecplanError(f"{what} path: expected a file path, got {type(path).__name__}")
-    shown = text if len(text) <= 80 else text[:60] + f"…({len(text)} characters)"
+    shown = text if len(text) <= 80 else f"{clip(text, 60)} ({len(text):,} characters)"  # cut at a / or .
     if not text:
         raise SpecplanError(f"{what} path is empty; give a file path")
     if "\x00" in text:
@@ -233,7 +233,7 @@ def check_tree(data: Any, origin: object, what: str, path: str = "", *, floats: 
             if floats and (not math.isfinite(v) or abs(v) > MAX_FLOAT):
                 raise SpecplanError(
                     f"{_loc(origin, where)}: must be a finite number within "
-                    f"±{MAX_FLOAT:g}, got {v!r}"
+                    f"±{MAX_FLOAT:g}, got {echo(v, 60)}"
                 )
             continue
         if isinstance(v, Mapping):
@@ -283,7 +283,7 @@ def max_request_steps() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: expected an integer, got {raw!r}") from None
+        raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: expected an integer, got {echo(raw, 60)}") from None
     if value < 1:
         raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: must be >= 1, got {value}")
     return value

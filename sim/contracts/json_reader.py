@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sim.contracts.errors import SpecplanError, join_path, where
+from sim.contracts.errors import SpecplanError, echo, join_path, where
 
 
 def decode_failure(exc: Exception, origin: object, line: int, numbers: str) -> SpecplanError:
@@ -58,7 +58,7 @@ class JsonReader:
         if not isinstance(v, str):
             raise self.fail(path, f"expected a string{' or null' if nullable else ''}, got {json_type(v)}")
         if pattern is not None and not pattern.match(v):
-            raise self.fail(path, f"{v!r} does not match {pattern.pattern}")
+            raise self.fail(path, f"{echo(v, 60)} does not match {pattern.pattern}")
         return v
 
     def int_(self, v: Any, path: str, *, minimum: int | None = 0, nullable: bool = False) -> Any:
@@ -81,7 +81,7 @@ class JsonReader:
 
     def choice(self, v: Any, path: str, valid: tuple[str, ...]) -> str:
         if v not in valid:
-            raise self.fail(path, f"expected one of {', '.join(valid)}, got {v!r}")
+            raise self.fail(path, f"expected one of {', '.join(valid)}, got {echo(v, 60)}")
         return v
 
     def str_map(self, v: Any, path: str) -> dict[str, str]:
@@ -115,7 +115,7 @@ def json_type(v: Any) -> str:
     if isinstance(v, int | float):
         return f"number {v}"
     if isinstance(v, str):
-        return f"string {v[:40]!r}"
+        return f"string {echo(v, 40)}"
     if isinstance(v, list):
         return "array"
     if isinstance(v, dict):

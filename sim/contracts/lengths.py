@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 
 DistName = Literal["fixed", "uniform", "lognormal", "empirical"]
 
@@ -52,16 +52,16 @@ class LengthDist:
 
     def __post_init__(self) -> None:
         if self.dist not in _USES:
-            raise FieldError("dist", f"must be one of {', '.join(_USES)}; got {self.dist!r}")
+            raise FieldError("dist", f"must be one of {', '.join(_USES)}; got {echo(self.dist, 60)}")
         uses = _USES[self.dist]
         for name in ("value", "min", "max", "median", "sigma", "values"):
             given = getattr(self, name) is not None
             if given and name not in uses:
                 raise FieldError(
-                    name, f"not used by dist {self.dist!r}; valid: dist, {', '.join(uses)}"
+                    name, f"not used by dist {echo(self.dist, 60)}; valid: dist, {', '.join(uses)}"
                 )
             if not given and name in _REQUIRED[self.dist]:
-                raise FieldError(name, f"required for dist {self.dist!r}")
+                raise FieldError(name, f"required for dist {echo(self.dist, 60)}")
         if self.value is not None and self.value < 1:
             raise FieldError("value", f"must be ≥ 1 token, got {self.value}")
         if self.min is not None and self.min < 1:

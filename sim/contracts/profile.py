@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from sim.contracts.errors import SpecplanError, join_path, read_text, where
+from sim.contracts.errors import SpecplanError, echo, join_path, read_text, where
 from sim.contracts.input_limits import check_nesting, check_tree
 from sim.contracts.json_reader import decode_failure
 from sim.contracts.profile_acceptance import AcceptanceEntry, AcceptanceReader
@@ -124,12 +124,12 @@ class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader):
             ("acceptance", "replica"),
         )
         if d["schema"] != SCHEMA:
-            raise self.fail("schema", f"expected {SCHEMA!r}, got {d['schema']!r}")
+            raise self.fail("schema", f"expected {echo(SCHEMA, 60)}, got {echo(d['schema'], 60)}")
         version = d["schema_version"]
         if version != SCHEMA_VERSION or isinstance(version, bool):
             raise self.fail(
                 "schema_version",
-                f"this reader understands version {SCHEMA_VERSION}, got {version!r}",
+                f"this reader understands version {SCHEMA_VERSION}, got {echo(version, 60)}",
             )
         name = self.str_(d["name"], "name", pattern=PROFILE_NAME_RE)
         description = self.str_(d["description"], "description")

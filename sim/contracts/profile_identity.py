@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sim.contracts.errors import join_path
+from sim.contracts.errors import echo, join_path
 from sim.contracts.json_reader import JsonReader, json_type, names_or_none
 
 Method = Literal["measured", "estimated", "imported", "published", "assumed"]
@@ -178,7 +178,7 @@ class IdentityReader(JsonReader):
             raise self.fail(join_path(path, "sha256"), "must be null for a config-only model (no weights)")
         mpath = self.str_(v.get("path"), join_path(path, "path"), nullable=True)
         if mpath is not None and (mpath.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", mpath)):
-            raise self.fail(join_path(path, "path"), f"must be relative, not a machine path: {mpath!r}")
+            raise self.fail(join_path(path, "path"), f"must be relative, not a machine path: {echo(mpath, 60)}")
         return ModelIdentity(
             id=self.str_(v["id"], join_path(path, "id")),
             source=source,  # type: ignore[arg-type]
@@ -304,7 +304,7 @@ class IdentityReader(JsonReader):
             try:
                 datetime.fromisoformat(date)
             except ValueError:
-                raise self.fail(join_path(path, "date"), f"expected ISO 8601 (2026-11-29T18:30:00Z), got {date!r}") from None
+                raise self.fail(join_path(path, "date"), f"expected ISO 8601 (2026-11-29T18:30:00Z), got {echo(date, 60)}") from None
         citation = self.str_(v.get("citation"), join_path(path, "citation"), nullable=True)
         if method == "measured":
             if device is None:

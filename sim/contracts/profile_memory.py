@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.contracts.errors import join_path
+from sim.contracts.errors import echo, join_path
 from sim.contracts.json_reader import json_type, names_or_none
 from sim.contracts.profile_identity import IdentityReader, ProposerIdentity, Provenance
 
@@ -75,7 +75,7 @@ class MemoryReader(IdentityReader):
                 raise self.fail(join_path(rp, "memory_utilization"), f"must be in (0, 1], got {u}")
             prop = self.str_(row["proposer"], join_path(rp, "proposer"), nullable=True)
             if prop is not None and prop not in proposers:
-                raise self.fail(join_path(rp, "proposer"), f"unknown proposer {prop!r} (profile proposers: {names_or_none(proposers)})")
+                raise self.fail(join_path(rp, "proposer"), f"unknown proposer {echo(prop, 60)} (profile proposers: {names_or_none(proposers)})")
             rows.append(KvCapacityRow(u, prop, self.int_(row["kv_tokens"], join_path(rp, "kv_tokens"))))
         check = None
         if v.get("kv_check") is not None:

@@ -29,13 +29,13 @@ from typing import Any, Literal
 
 from sim.contracts.candidate import BASELINE_NAME, Candidate
 from sim.contracts.dataclass_mapping import from_mapping, internal_field, to_plain
-from sim.contracts.errors import FieldError, SpecplanError, read_text
+from sim.contracts.errors import FieldError, SpecplanError, clip, echo, read_text
 from sim.contracts.fleet_config import FleetConfig, NamedFleet
 from sim.contracts.input_limits import check_nesting, check_tree
 from sim.contracts.scenario_checks import check_scenario
 from sim.contracts.scenario_fields import looked_in, resolve_path
-from sim.contracts.scenario_overrides import apply_override
-from sim.contracts.toml_writer import dumps_toml
+from sim.contracts.scenario_overrides import apply_override, plain_value
+from sim.contracts.toml_writer import dumps_toml, inline_value
 from sim.contracts.two_route import TwoRouteConfig
 from sim.contracts.workload_config import WorkloadConfig
 
@@ -211,7 +211,7 @@ class Scenario:
             if c.name == name:
                 return c
         raise SpecplanError(
-            f"{self.origin or 'scenario'}: candidates: no candidate {name!r}; "
+            f"{self.origin or 'scenario'}: candidates: no candidate {echo(name, 60)}; "
             f"valid: {', '.join(self.candidate_names)}"
         )
 
@@ -289,7 +289,7 @@ class Scenario:
         data = self.to_dict()
         for path, value in overrides.items():
             apply_override(Scenario, data, str(path), value, self.origin)
-        desc = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+        desc = clip(", ".join(f"{k} = {clip(inline_value(plain_value(v)), 60)}" for k, v in overrides.items()), 200)
         try:
             return Scenario.from_dict(data, self.origin, self.base_dir)
         except SpecplanError as exc:

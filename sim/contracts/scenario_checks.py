@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, clip, echo
 from sim.contracts.scenario_fields import NAME_RE
 from sim.contracts.two_route import check_two_routes
 
@@ -16,12 +16,12 @@ def check_scenario(sc: Any) -> None:
     based: set[str | None] = set()  # one baseline per fleet: hardware compared without speculation
     for i, c in enumerate(sc.candidates):
         if c.name in seen:
-            raise FieldError(f"candidates[{i}].name", f"duplicate candidate name {c.name!r}")
+            raise FieldError(f"candidates[{i}].name", f"duplicate candidate name {echo(c.name, 60)}")
         seen.add(c.name)
         if c.is_baseline and c.fleet in based:
             raise FieldError(
                 f"candidates[{i}].speculation", "at most one baseline (speculation = \"off\")"
-                + (" per fleet" if sc.fleets else "") + (f" (fleet {c.fleet!r})" if c.fleet else "")
+                + (" per fleet" if sc.fleets else "") + (f" (fleet {echo(c.fleet, 60)})" if c.fleet else "")
             )
         if c.is_baseline:
             based.add(c.fleet)
@@ -53,7 +53,7 @@ def check_scenario(sc: Any) -> None:
             if s.acceptance is None:
                 raise FieldError(
                     f"workload.segments[{i}].acceptance",
-                    f"required by candidate {needs_key[0].name!r} (or give it "
+                    f"required by candidate {echo(needs_key[0].name, 60)} (or give it "
                     "assumed_acceptance): {task, language} of a profile acceptance segment",
                 )
 
@@ -63,10 +63,10 @@ def _check_fleets(sc: Any) -> None:
     named = sc.fleets or {}
     for name in named:
         if not NAME_RE.match(name):
-            raise FieldError(f"fleets.{name}", "a fleet name must match [A-Za-z0-9._+-]+")
+            raise FieldError(f"fleets.{clip(name, 60)}", "a fleet name must match [A-Za-z0-9._+-]+")
     for i, c in enumerate(sc.candidates):
         if c.fleet is not None and c.fleet not in named:
-            raise FieldError(f"candidates[{i}].fleet", f"no [fleets.{c.fleet}] table; valid: "
+            raise FieldError(f"candidates[{i}].fleet", f"no [fleets.{clip(c.fleet, 60)}] table; valid: "
                              f"{', '.join(named) or 'none defined (add a [fleets.NAME] table)'}")
     used = {c.fleet for c in sc.candidates}
     if len(used) < 2:

@@ -45,6 +45,15 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
+def inline_value(v: Any) -> str:
+    """``v`` as TOML writes it inline, for a message quoting what a user set (``true``, not
+    Python's ``True``); ``repr`` for what TOML cannot hold."""
+    try:
+        return _toml_value(v)
+    except TypeError:
+        return repr(v)
+
+
 def _is_table_array(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(x, Mapping) for x in v)
 

@@ -4,19 +4,22 @@ sim/contracts/trace_formats (docs/scenario-format.md describes each format's fie
 ``read_trace(path)`` detects the format from the file (only when exactly one matches: the Azure
 or BurstGPT header, a Mooncake first line, a vLLM results object); ``read_trace(TraceConfig)``
 reads the format the scenario names, with its column mapping. Every problem is one line naming
-the file, the line and the field. Nothing is cached on disk.
+the file, the line and the field; what reading assumed (zero-token rows, a coarse time grid) is
+in the trace's notes (sim/contracts/trace_formats/read_notes.py). Nothing is cached on disk.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
-from sim.contracts.errors import SpecplanError
+from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.input_limits import check_file
 from sim.contracts.trace_config import TraceConfig
 from sim.contracts.trace_formats import azure, burstgpt, generic, mooncake, rows, vllm_bench
 from sim.contracts.trace_formats.parsed import Trace
+from sim.contracts.trace_formats.read_notes import grid_note
 
 __all__ = ["Trace", "detect_format", "read_trace"]
 
@@ -32,17 +35,20 @@ def read_trace(source: str | Path | TraceConfig) -> Trace:
         for name in ("schedule_seed", "run_index"):
             if getattr(cfg, name) is not None:
                 raise SpecplanError(f"{p}: workload.trace.{name}: only used by format \"vllm-bench\"; "
-                                    f"this file reads as {fmt!r}")
-    if fmt == "azure":
-        return azure.read(p)
-    if fmt == "burstgpt":
-        return burstgpt.read(p)
-    if fmt == "mooncake":
-        return mooncake.read(p)
-    if fmt == "vllm-bench":
+                                    f"this file reads as {echo(fmt, 60)}")
+    if fmt == "vllm-bench":  # send times drawn, not recorded: no time resolution to speak of
         return vllm_bench.read(p, cfg.schedule_seed if cfg else None, cfg.run_index if cfg else None)
-    assert cfg is not None and cfg.columns is not None  # TraceConfig requires columns for these
-    return generic.read_csv(p, cfg.columns) if fmt == "csv" else generic.read_jsonl(p, cfg.columns)
+    if fmt == "azure":
+        trace = azure.read(p)
+    elif fmt == "burstgpt":
+        trace = burstgpt.read(p)
+    elif fmt == "mooncake":
+        trace = mooncake.read(p)
+    else:
+        assert cfg is not None and cfg.columns is not None  # TraceConfig requires columns for these
+        trace = generic.read_csv(p, cfg.columns) if fmt == "csv" else generic.read_jsonl(p, cfg.columns)
+    grid = grid_note(p.name, trace.offsets_s)
+    return dataclasses.replace(trace, notes=(*trace.notes, grid)) if grid else trace
 
 
 def detect_format(p: Path) -> str:
@@ -67,7 +73,7 @@ def detect_format(p: Path) -> str:
         return "azure"
     if header == burstgpt.HEADER:
         return "burstgpt"
-    raise SpecplanError(f"{p}:1: bad header {first[:80]!r}; valid: {_VALID}")
+    raise SpecplanError(f"{p}:1: bad header {echo(first, 80)}; valid: {_VALID}")
 
 
 _VALID = (f"{','.join(azure.HEADER)} (Azure LLM trace schema), {','.join(burstgpt.HEADER)} (BurstGPT), "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from sim.contracts.dataclass_mapping import internal_field
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import looked_in, resolve_path
 from sim.contracts.scenario_paths import path_field
@@ -88,16 +88,16 @@ class TraceConfig:
             raise FieldError("rate_scale", f"must be > 0, got {self.rate_scale}")
         generic = self.format in ("csv", "jsonl")
         if generic and self.columns is None:
-            raise FieldError("columns", f"required for format {self.format!r}: {{timestamp = \"…\", "
+            raise FieldError("columns", f"required for format {echo(self.format, 60)}: {{timestamp = \"…\", "
                              "prompt_tokens = \"…\", output_tokens = \"…\"}")
         if not generic and self.columns is not None:
-            raise FieldError("columns", f"only used by formats \"csv\" and \"jsonl\", not {self.format!r}")
+            raise FieldError("columns", f"only used by formats \"csv\" and \"jsonl\", not {echo(self.format, 60)}")
         if self.format == "csv" and self.columns is not None and self.columns.hash_ids is not None:
             raise FieldError("columns.hash_ids", "only read from JSONL (a list per row); remove it")
         for name in ("schedule_seed", "run_index"):
             v = getattr(self, name)
             if v is not None and self.format not in ("vllm-bench", "auto"):
-                raise FieldError(name, f"only used by format \"vllm-bench\", not {self.format!r}")
+                raise FieldError(name, f"only used by format \"vllm-bench\", not {echo(self.format, 60)}")
             if v is not None and not 0 <= v < 2**32:
                 raise FieldError(name, f"must be in [0, 2**32), got {v}")
         if not self.resolved_path.is_file():

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 from sim.contracts.scenario_fields import NAME_RE
 
 RouteRule = Literal["rate", "overflow"]
@@ -52,7 +52,7 @@ class TwoRouteConfig:
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
-            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {echo(self.name, 60)}")
         if not (math.isfinite(self.window_s) and self.window_s > 0):
             raise FieldError("window_s", f"must be a finite number of seconds > 0, got {self.window_s}")
         t = self.threshold_rps
@@ -76,14 +76,14 @@ def check_two_routes(routes: Sequence[TwoRouteConfig], candidates: Sequence[Any]
     for i, r in enumerate(routes):
         where = f"two_routes[{i}]"
         if r.name in names or r.name in seen:
-            raise FieldError(f"{where}.name", f"{r.name!r} is already a candidate or route name")
+            raise FieldError(f"{where}.name", f"{echo(r.name, 60)} is already a candidate or route name")
         seen.add(r.name)
         if r.speculative not in spec:
-            raise FieldError(f"{where}.speculative", f"{r.speculative!r} is not a speculative candidate; "
+            raise FieldError(f"{where}.speculative", f"{echo(r.speculative, 60)} is not a speculative candidate; "
                              f"valid: {', '.join(spec) or 'none'}")
         if r.baseline not in base:
-            raise FieldError(f"{where}.baseline", f"{r.baseline!r} is not a baseline candidate "
+            raise FieldError(f"{where}.baseline", f"{echo(r.baseline, 60)} is not a baseline candidate "
                              f"(speculation = \"off\"); valid: {', '.join(base)}")
         if r.idealised is not None and r.idealised not in spec:
-            raise FieldError(f"{where}.idealised", f"{r.idealised!r} is not a speculative candidate; "
+            raise FieldError(f"{where}.idealised", f"{echo(r.idealised, 60)} is not a speculative candidate; "
                              f"valid: {', '.join(spec) or 'none'}")

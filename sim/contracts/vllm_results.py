@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sim.contracts.errors import SpecplanError, where
+from sim.contracts.errors import SpecplanError, echo, where
 from sim.contracts.input_limits import check_nesting, check_tree, read_text_limited
 from sim.contracts.json_reader import decode_failure
 
@@ -168,7 +168,7 @@ def _number(obj: dict[str, Any], key: str, source: str, default: float | None = 
     if raw == "inf" or raw == "Infinity":
         return math.inf
     if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise SpecplanError(f"{where(source, key)}: expected a number or \"inf\", got {raw!r}")
+        raise SpecplanError(f"{where(source, key)}: expected a number or \"inf\", got {echo(raw, 60)}")
     return float(raw)
 
 
@@ -187,7 +187,7 @@ def _int_list(obj: dict[str, Any], key: str, source: str) -> tuple[int, ...]:
     out = []
     for i, v in enumerate(vals):
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or int(v) != v:
-            raise SpecplanError(f"{where(source, f'{key}[{i}]')}: expected an integer >= 0, got {v!r}")
+            raise SpecplanError(f"{where(source, f'{key}[{i}]')}: expected an integer >= 0, got {echo(v, 60)}")
         out.append(int(v))
     return tuple(out)
 
@@ -198,7 +198,7 @@ def _float_list(vals: Any, key: str, source: str) -> tuple[float, ...]:
     out = []
     for i, v in enumerate(vals):
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-            raise SpecplanError(f"{where(source, f'{key}[{i}]')}: expected seconds >= 0, got {v!r}")
+            raise SpecplanError(f"{where(source, f'{key}[{i}]')}: expected seconds >= 0, got {echo(v, 60)}")
         out.append(float(v))
     return tuple(out)
 
@@ -225,7 +225,7 @@ def parse_result(obj: Any, source: str) -> VllmBenchResult:
     errors = tuple("" if e is None else str(e) for e in errors_raw)
     max_conc = obj.get("max_concurrency")
     if max_conc is not None and (isinstance(max_conc, bool) or not isinstance(max_conc, int)):
-        raise SpecplanError(f"{where(source, 'max_concurrency')}: expected an integer or null, got {max_conc!r}")
+        raise SpecplanError(f"{where(source, 'max_concurrency')}: expected an integer or null, got {echo(max_conc, 60)}")
     summary = {
         k: float(v)
         for k, v in obj.items()

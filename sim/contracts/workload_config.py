@@ -9,7 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-from sim.contracts.errors import FieldError
+from sim.contracts.errors import FieldError, echo
 from sim.contracts.lengths import LengthDist
 from sim.contracts.scenario_fields import NAME_RE
 from sim.contracts.trace_config import TraceConfig
@@ -51,7 +51,7 @@ class PiecewiseConfig:
         if max(r for _, r in self.points) <= 0:
             raise FieldError("points", "at least one rate must be > 0")
         if self.shape != "daily" and self.start_h != 0.0:
-            raise FieldError("start_h", f"only used by shape 'daily', not {self.shape!r}")
+            raise FieldError("start_h", f"only used by shape 'daily', not {echo(self.shape, 60)}")
         if not 0 <= self.start_h < 24:
             raise FieldError("start_h", f"must be in [0, 24) hours, got {self.start_h}")
 
@@ -131,7 +131,7 @@ class ConversationConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.turns, bool) or not isinstance(self.turns, int) or not 1 <= self.turns <= 1000:
-            raise FieldError("turns", f"must be an integer 1..1000, got {self.turns!r}")
+            raise FieldError("turns", f"must be an integer 1..1000, got {echo(self.turns, 60)}")
         if not (math.isfinite(self.gap_s) and self.gap_s > 0):
             raise FieldError("gap_s", f"must be a finite number of seconds > 0 (the mean), got {self.gap_s}")
         if isinstance(self.user_tokens, bool) or not 1 <= self.user_tokens <= 10_000_000:
@@ -153,7 +153,7 @@ class AcceptanceRef:
 
     def __post_init__(self) -> None:
         if self.fallback is not None and len(str(self.fallback).split(":")) != 3:
-            raise FieldError("fallback", f"expected task:language:temperature, e.g. \"support:en:0.7\", got {self.fallback!r}")
+            raise FieldError("fallback", f"expected task:language:temperature, e.g. \"support:en:0.7\", got {echo(self.fallback, 60)}")
         if not self.task:
             raise FieldError("task", "must be a non-empty task name, e.g. \"support\"")
         if not self.language:
@@ -191,7 +191,7 @@ class SegmentConfig:
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
-            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {self.name!r}")
+            raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {echo(self.name, 60)}")
         if not 0 <= self.shared_prefix_tokens <= 10_000_000:
             raise FieldError("shared_prefix_tokens",
                              f"must be in [0, 10000000] tokens, got {self.shared_prefix_tokens}")
@@ -237,12 +237,12 @@ class WorkloadConfig:
         self._check_concurrency()
         if a in ("poisson", "gamma"):
             if self.rate is None:
-                raise FieldError("rate", f"required for arrival {a!r} (req/s, > 0)")
+                raise FieldError("rate", f"required for arrival {echo(a, 60)} (req/s, > 0)")
             if not self.rate > 0:
                 raise FieldError("rate", f"must be > 0 req/s, got {self.rate}")
         elif self.rate is not None:
             raise FieldError(
-                "rate", f"only used by poisson and gamma arrivals, not {a!r}; remove it"
+                "rate", f"only used by poisson and gamma arrivals, not {echo(a, 60)}; remove it"
             )
         if not self.burstiness > 0:
             raise FieldError("burstiness", f"must be > 0, got {self.burstiness}")
@@ -250,16 +250,16 @@ class WorkloadConfig:
             raise FieldError(
                 "burstiness",
                 f"only used by arrival \"gamma\" (poisson is burstiness 1); got {self.burstiness} "
-                f"with arrival {a!r}",
+                f"with arrival {echo(a, 60)}",
             )
         if a == "piecewise" and self.piecewise is None:
             raise FieldError("piecewise", "required for arrival \"piecewise\": {shape, points}")
         if a != "piecewise" and self.piecewise is not None:
-            raise FieldError("piecewise", f"only used by arrival \"piecewise\", not {a!r}")
+            raise FieldError("piecewise", f"only used by arrival \"piecewise\", not {echo(a, 60)}")
         if a == "trace" and self.trace is None:
             raise FieldError("trace", "required for arrival \"trace\": {path, start_s, ...}")
         if a != "trace" and self.trace is not None:
-            raise FieldError("trace", f"only used by arrival \"trace\", not {a!r}")
+            raise FieldError("trace", f"only used by arrival \"trace\", not {echo(a, 60)}")
         if self.client_timeout_s is not None and not self.client_timeout_s > 0:
             raise FieldError("client_timeout_s", f"must be > 0 seconds, got {self.client_timeout_s}")
         if not self.segments:
@@ -276,15 +276,15 @@ class WorkloadConfig:
                 if a != "trace" and not given:
                     raise FieldError(
                         f"segments[{i}].{which}",
-                        f"required for arrival {a!r}: e.g. {{dist = \"lognormal\", median = 200, "
+                        f"required for arrival {echo(a, 60)}: e.g. {{dist = \"lognormal\", median = 200, "
                         "sigma = 0.6, min = 1, max = 2048}",
                     )
             if s.conversation is not None and a not in ("poisson", "gamma", "piecewise"):
                 raise FieldError(f"segments[{i}].conversation",
-                                 f"needs poisson, gamma or piecewise arrivals, not {a!r} (a trace "
+                                 f"needs poisson, gamma or piecewise arrivals, not {echo(a, 60)} (a trace "
                                  "gives its turns as rows; closed-loop conversations are not modelled)")
             if s.name in seen:
-                raise FieldError(f"segments[{i}].name", f"duplicate segment name {s.name!r}")
+                raise FieldError(f"segments[{i}].name", f"duplicate segment name {echo(s.name, 60)}")
             seen.add(s.name)
 
     def _check_concurrency(self) -> None:
@@ -295,15 +295,15 @@ class WorkloadConfig:
                 raise FieldError("concurrency", "required for arrival \"concurrency\": clients in "
                                  f"flight, an integer 1..{MAX_CONCURRENCY}")
             if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= n <= MAX_CONCURRENCY:
-                raise FieldError("concurrency", f"must be an integer 1..{MAX_CONCURRENCY}, got {n!r}")
+                raise FieldError("concurrency", f"must be an integer 1..{MAX_CONCURRENCY}, got {echo(n, 60)}")
         elif self.concurrency is not None:
-            raise FieldError("concurrency", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+            raise FieldError("concurrency", f"only used by arrival \"concurrency\", not {echo(a, 60)}; remove it")
         if not (math.isfinite(self.think_time_s) and self.think_time_s >= 0):
             raise FieldError("think_time_s", f"must be a finite number of seconds ≥ 0, got {self.think_time_s}")
         if a != "concurrency" and self.think_time_s != 0.0:
-            raise FieldError("think_time_s", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+            raise FieldError("think_time_s", f"only used by arrival \"concurrency\", not {echo(a, 60)}; remove it")
         if a != "concurrency" and self.think_time_dist != "fixed":
-            raise FieldError("think_time_dist", f"only used by arrival \"concurrency\", not {a!r}; remove it")
+            raise FieldError("think_time_dist", f"only used by arrival \"concurrency\", not {echo(a, 60)}; remove it")
         if self.think_time_dist == "exponential" and not self.think_time_s > 0:
             raise FieldError("think_time_dist", "\"exponential\" needs think_time_s > 0 (its mean)")
 

@@ -23,6 +23,7 @@ def to_json(answer: Answer) -> dict[str, object]:
             "standings": [{"candidate": s.candidate, "status": s.status, "step": s.step, "why": s.why,
                            "device": d.facts.device_of(s.candidate),
                            "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
+                           "acceptance": d.facts.candidate(s.candidate).acceptance or None,
                            "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
                           for s in d.standings],
             "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,

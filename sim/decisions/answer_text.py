@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sim.contracts.errors import clip as clip_words
 from sim.decisions.decision import Decision, cost_at_size
 from sim.decisions.facts import CandidateFacts
 from sim.decisions.paired import mean_interval
@@ -237,7 +238,7 @@ def _fail(c: CandidateFacts) -> str:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= WIDTH else text[: WIDTH - 1].rstrip() + "…"
+    return clip_words(text, WIDTH)  # at a word boundary: a half word reads as another word
 
 
 def _wrap(text: str, indent: str, more: str) -> list[str]:
@@ -263,6 +264,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
         items.append((said, "  ", "      ", False))
+    for said in acceptance_lines(d):
+        items.append((said, "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
@@ -278,6 +281,16 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     for text, indent, more, clip in items:
         out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
     return out
+
+
+def acceptance_lines(d: Decision) -> list[str]:
+    """``acceptance: draft-k3, draft-k2: ASSUMED 0.7 per position (…)``: what each speculative
+    candidate's acceptance rests on (the least certain input), candidates on one basis together."""
+    by: dict[str, list[str]] = {}
+    for c in d.facts.candidates:
+        if c.acceptance:
+            by.setdefault(c.acceptance, []).append(c.name)
+    return [f"acceptance: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
 
 def cause_lines(d: Decision) -> list[str]:

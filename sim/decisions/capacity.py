@@ -71,6 +71,7 @@ def plan_capacity(
     """
     import polars as pl
 
+    from sim.results.acceptance_basis import acceptance_basis
     from sim.results.runner import candidate_profiles
 
     chosen = _chosen(scenario, candidates)
@@ -138,6 +139,7 @@ def plan_capacity(
         devices=devices, candidate_gpus=gpus,
         start_seeds=len(tuple(s for s in (seeds_asked if seeds_asked is not None else scenario.run.seeds))),
         max_seeds=budget,
+        acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
     )
 
 

@@ -106,4 +106,6 @@ class CapacityReport:
     """Seeds the plan started with; more were added while the comparison was undetermined."""
     max_seeds: int = 0
     """The replication budget (run.max_seeds or --max-seeds)."""
+    acceptance: Mapping[str, str] | None = None
+    """What each candidate's acceptance rests on (sim/results/acceptance_basis.py)."""
 

@@ -71,6 +71,8 @@ class CandidateFacts:
     """Whether it caches prompt prefixes (``sim.decisions.attribution`` splits its gain)."""
     twin: str | None = None
     """The candidate that is this one with prefix caching off, when the scenario has it."""
+    acceptance: str = ""
+    """What its acceptance rests on (sim/results/acceptance_basis.py); "" when it does not speculate."""
 
     def cost_per_1k(self, i: int) -> float:
         """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
@@ -209,9 +211,16 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             shown=shown, hourly_usd=hourly, gpus_per_replica=fl.gpus_per_replica,
             prefix_caching=cand.prefix_caching_on(fl.engine.prefix_caching),
             twin=_twin(sc, cand) if cand.prefix_caching_on(fl.engine.prefix_caching) else None,
+            acceptance=_basis(cand, (getattr(result, "profiles", None) or {}).get(name)),
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
                  int(sc.fleet.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+
+
+def _basis(cand: Any, profile: Any) -> str:
+    from sim.results.acceptance_basis import acceptance_basis
+
+    return (acceptance_basis(cand, profile) or "") if profile is not None else ""
 
 
 def _twin(sc: Any, cand: Any) -> str | None:
@@ -282,6 +291,7 @@ def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
             shown=_operating(c), latency_ms=_operating_latency(c),
             gpus_per_replica=(report.candidate_gpus or {}).get(c.candidate, report.gpus_per_replica),
             device=(devices or {}).get(c.candidate),
+            acceptance=(getattr(report, "acceptance", None) or {}).get(c.candidate, ""),
         ))
     return Facts("capacity", tuple(out), tuple(seeds), report.baseline, has_slo,
                  report.candidates[0].target_rate if report.candidates else None,

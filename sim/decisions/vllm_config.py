@@ -34,26 +34,27 @@ _TWO_ROUTES = ("two routes: a speculative pool (fixed k) and a baseline pool beh
                "sends traffic by load ({signal}); size and price both pools (both pools' GPUs count "
                "in cost) with a [[two_routes]] table in the scenario")
 _FIXED_AT_START = "vLLM fixes speculative_config at start-up (no per-step, per-batch or per-load switch)"
+_BY_BATCH = ("speculative_config.num_speculative_tokens_per_batch_size = [[start, end, k], ...] "
+             "(vLLM PR #32374; not with data parallel > 1)")
 _SUPPORT = {
     "off": (True, "no speculative_config", None),
     "fixed": (True, "speculative_config.num_speculative_tokens = k, fixed at start-up", None),
-    "off_above_batch": (False, f"{_FIXED_AT_START}; V0's disable_by_batch_size counted enqueued requests, "
-                        "had no hysteresis and is gone from the V1 engine",
-                        _TWO_ROUTES.format(signal="requests in flight on the speculative pool")),
-    "k_by_batch": (False, f"{_FIXED_AT_START}: num_speculative_tokens is one k for every batch",
-                   _TWO_ROUTES.format(signal="requests in flight on the speculative pool")),
-    "adaptive": (False, f"{_FIXED_AT_START}: no hysteresis on the decode batch",
+    "off_above_batch": (True, f"{_BY_BATCH} with k = 0 above the cut-off (the removed "
+                        "disable_by_batch_size, PR #35060, is never emitted)", None),
+    "k_by_batch": (True, _BY_BATCH, None),
+    "adaptive": (False, "vLLM picks k from the batch size alone: no hysteresis on the decode batch",
                  _TWO_ROUTES.format(signal="requests in flight on the speculative pool")),
     "kv_fallback": (False, f"{_FIXED_AT_START}: no fallback to plain decoding under KV-cache pressure",
                     _TWO_ROUTES.format(signal="the speculative pool's vllm:kv_cache_usage_perc, "
                                        "vllm:gpu_cache_usage_perc before V1")),
 }
-"""Checked against vLLM's speculative-decoding and metrics docs (V1 engine)."""
+"""Checked against vLLM's ``vllm/config/speculative.py`` and its speculative-decoding and
+metrics docs (per-engine forms: ``sim/decisions/engine_config.py``)."""
 
 
 def engine_support(policy: str) -> EngineSupport:
     """Whether vLLM runs ``policy`` (a ``SpeculationPolicy`` name) today; the simulator runs every
-    policy, but only ``off`` and ``fixed`` are a config vLLM accepts."""
+    policy, but only ``off``, ``fixed`` and the batch-size schedules are a config vLLM accepts."""
     if policy not in _SUPPORT:
         raise ValueError(f"speculation policy {policy!r} unknown; valid: {', '.join(_SUPPORT)}")
     runs, how, deployable = _SUPPORT[policy]
@@ -98,8 +99,11 @@ def speculative_config(advice: Any) -> dict[str, Any]:
     else:
         cfg["method"] = None  # advice-draft (layer skip) has no vLLM method; see notes
         cfg["num_speculative_tokens"] = advice.fixed_k
-    if advice.off_above_batch is not None:
-        cfg["disable_by_batch_size"] = advice.off_above_batch
+    top = advice.batches[-1].batch if advice.batches else 0
+    if advice.off_above_batch is not None and advice.off_above_batch < top and cfg.get("method"):
+        # never disable_by_batch_size: removed from vLLM (PR #35060); k = 0 above the cut-off instead
+        cfg["num_speculative_tokens_per_batch_size"] = [[1, advice.off_above_batch, advice.fixed_k],
+                                                         [advice.off_above_batch + 1, top, 0]]
     return cfg
 
 
@@ -128,15 +132,15 @@ def _model_id(advice: Any) -> str | None:
 def notes(advice: Any) -> list[str]:
     """What the snippet can and cannot express, by vLLM version (checked against its docs)."""
     notes = [
-        "vLLM has no per-batch-size k: num_speculative_tokens is fixed; the k-by-batch table "
-        "is for the simulator (policy = \"k_by_batch\") or an engine that supports it.",
+        "one k at start-up (num_speculative_tokens); k by batch size goes in "
+        "num_speculative_tokens_per_batch_size (vLLM PR #32374; candidates with policy = "
+        "\"k_by_batch\" emit it: sim/decisions/engine_config.py).",
     ]
-    if advice.off_above_batch is not None:
+    if "num_speculative_tokens_per_batch_size" in speculative_config(advice):
         notes.append(
-            "disable_by_batch_size is a speculative_config key of vLLM's V0 spec-decode "
-            "worker (older releases: --speculative-disable-by-batch-size); it counts enqueued "
-            "requests, not the decode batch, and has no hysteresis; the V1 engine does not "
-            "offer it: there, run separate pools or pick k for the peak.")
+            "the cut-off is k = 0 above it in num_speculative_tokens_per_batch_size (vLLM counts "
+            "the scheduled batch; no hysteresis; off with data parallel > 1); vLLM removed "
+            "disable_by_batch_size (PR #35060): never use it.")
     if method_of(advice) != advice.proposer_kind:
         notes.append(f"method {method_of(advice)!r}: the profile labels {advice.proposer} {advice.proposer_kind!r}, "
                      f"but its name or model says it is {method_of(advice)}")

@@ -114,6 +114,24 @@ def vllm_requests(result: Any, segment: str, timeout_s: float | None, rng: np.ra
     return out
 
 
+def length_notes(result: Any) -> tuple[str, ...]:
+    """What ``vllm_requests`` assumed of the run's successful requests, said with the results:
+    an empty prompt is sent as 1 token; an answer of 0 tokens has no ITL or TPOT to compare, so
+    its request is left out."""
+    ok = np.asarray(result.succeeded, bool)
+    prompt = np.asarray(result.input_lens, np.int64)[ok]
+    output = np.asarray(result.output_lens, np.int64)[ok]
+    name = Path(str(result.source)).name
+    notes = []
+    if (prompt == 0).any():
+        notes.append(f"vLLM results {name}: {int((prompt == 0).sum()):,} successful requests have input_lens 0; "
+                     "simulated with a 1-token prompt")
+    if (output < 1).any():
+        notes.append(f"vLLM results {name}: {int((output < 1).sum()):,} successful requests have output_lens 0; "
+                     "left out of the simulated run (no token to time)")
+    return tuple(notes)
+
+
 def simulate_vllm(
     result: Any,
     scenario: Scenario,
@@ -175,7 +193,7 @@ def simulate_vllm(
                 v[mn.REQUEST_GOODPUT] = int(good.sum()) / span
         runs.append(run)
         vals.append(v)
-    notes = tuple(dict.fromkeys([*(n for r in runs for n in r.notes), *extra]))
+    notes = tuple(dict.fromkeys([*(n for r in runs for n in r.notes), *extra, *length_notes(result)]))
     sources = tuple(dict.fromkeys(s for r in runs for s in r.sources))
     return Prediction(mean_values(vals), tuple(runs), notes, sources)
 

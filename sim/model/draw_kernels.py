@@ -6,6 +6,8 @@ Acceptance: one uniform per decoding request, accepted positions = those whose s
 exceeds it (``bisect_left`` over the negated rates: ``sim.model.acceptance.draw_accepted``
 draw for draw), or the request's traced sequence when it replays a trace
 (``sim.contracts.acceptance_trace``: ``positions`` or ``steps`` layout, restarting at its end).
+A request without a proposal this step accepts nothing (on an engine that verifies full width
+its row still fed ``k`` filled slots: ``sim.model.serving_engine``).
 Proposals (n-gram matches): one uniform per request of the step whose proposal rate is below 1,
 after the acceptance draws; a replaying request reads its trace instead.
 """
@@ -32,7 +34,10 @@ def draw_outcome(rp, rq, lg):
         if k:
             a = _bisect(rq.negrates, r, -lg.uni[pos], k)
             pos += 1
-            rp.acc[j] = replay_accepted(rq, r, k) if ints[r, ks.REPLAY_LEN] else a
+            if ints[r, ks.REPLAY_LEN]:
+                a = replay_accepted(rq, r, k)
+            # no proposal: slots a full-width engine filled anyway are rejected
+            rp.acc[j] = a if ints[r, ks.PROPOSES] else 0
         else:
             rp.acc[j] = 0
             if ints[r, ks.REPLAY_LEN] and ints[r, ks.REPLAY_STEPS] == 0:

@@ -36,7 +36,10 @@ N_FLOATS = 6
 C_INDEX, C_SEQS, C_BUDGET, C_BS, C_KV, C_CHUNKED, C_TRACK, C_PARTIAL, C_KMAX, C_QLIMIT = range(10)
 C_PREFIX = 10
 """1: prefix caching on (``sim.model.prefix_cache``)."""
-N_CFG = 11
+C_FULLW = 11
+"""1: a decoding row without a proposal still verifies ``k`` filled draft slots
+(``sim.model.serving_engine``: vLLM's Model Runner V2, SGLang, TensorRT-LLM)."""
+N_CFG = 12
 # Replica.meta (int64): counters, the last plan's sizes, the replica's deadline cursors
 # (``arrival_kernels.expire_due``)
 (M_NRUN, M_HEAD, M_NWAIT, M_FREE, M_QLOG, M_ND, M_NPF, M_K, M_DRAFTS_ALL, M_NPRE, M_PREV, M_QNOTE,
@@ -128,6 +131,7 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     cfg[C_KMAX] = k_max
     cfg[C_QLIMIT] = -1 if config.queue_limit is None else config.queue_limit
     cfg[C_PREFIX] = bool(getattr(config, "prefix_caching", False))
+    cfg[C_FULLW] = bool(getattr(config, "full_width_drafts", False))
     meta = np.zeros(N_META, np.int64)
     meta[M_FREE] = config.kv_blocks
     seqs = config.max_num_seqs

@@ -3,8 +3,9 @@
 Tokens are counted one way: a request *has* ``prompt + generated`` tokens and has *computed*
 some of them into its KV cache. A step gives each running request, in admission order,
 ``has - computed`` new tokens (a prompt chunk, a recompute, or the one last-sampled token of a
-decoding request) plus ``k`` draft tokens when it decodes with a proposal; drafts take token
-budget and KV slots (lookahead). A decoding request is never cut; a prompt is cut into a chunk
+decoding request) plus ``k`` draft tokens when it decodes with a proposal, or without one on an
+engine that verifies full width (``SchedulerConfig.full_width_drafts``,
+``sim.model.serving_engine``); drafts take token budget and KV slots (lookahead). A decoding request is never cut; a prompt is cut into a chunk
 when chunked prefill is on. When a running request needs a block and none is free, the newest
 running request is preempted by recompute (KV freed, back to the front of the queue). Then
 waiting requests, FCFS, into what is left — unless the step preempted; with prefix caching a
@@ -88,16 +89,17 @@ def _serve_running(rp, rq, budget, k):
     free = m[ks.M_FREE]
     nrun = m[ks.M_NRUN]
     nd = npf = npre = ctx_sum = ctx_max = pf_tokens = pf_ctx = n_draft = 0
-    all_draft = True  # no decoding request met without a proposal
+    all_draft = True  # no decoding request met that feeds one token
+    full_width = c[ks.C_FULLW] != 0  # rows without a proposal verify k filled slots anyway
     i = 0
     while i < nrun and budget > 0:
         r = rp.run_idx[i]
         computed = ints[r, ks.COMPUTED]
         gen = ints[r, ks.GENERATED]
         remaining = ints[r, ks.PROMPT] + gen - computed
-        proposes = True
+        proposes = True  # feeds k draft slots (a proposal, or slots filled without one)
         if remaining == 1 and gen > 0:
-            proposes = ints[r, ks.PROPOSES] != 0 or k == 0
+            proposes = ints[r, ks.PROPOSES] != 0 or k == 0 or full_width
             if not proposes:
                 all_draft = False
             n = 1 + k if proposes else 1

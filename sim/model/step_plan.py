@@ -37,6 +37,10 @@ class SchedulerConfig:
     prefix_caching: bool = False
     """Cache full prompt blocks by prefix and reuse them (vLLM ``enable_prefix_caching``;
     ``sim.model.prefix_cache``)."""
+    full_width_drafts: bool = False
+    """A decoding row without a proposal (no n-gram match) still feeds ``k`` filled draft slots
+    and verifies them (vLLM's Model Runner V2, SGLang, TensorRT-LLM; ``sim.model.serving_engine``);
+    False: it feeds one token, a plain decode (vLLM's V1 runner, specplan's own loop)."""
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_blocks"):

@@ -271,6 +271,8 @@ def _arrays_and_rows(
     output = np.empty(n, dtype=np.int64)
     if rows is not None:
         assert trace is not None
+        # a 0-token row is sent as 1 token (vLLM refuses empty prompts and max_tokens 0); the
+        # trace's notes say how many (sim/contracts/trace_formats/read_notes.py)
         prompt[:] = np.maximum(trace.prompt_tokens[rows], 1)
         output[:] = np.maximum(trace.output_tokens[rows], 1)
     else:

@@ -24,13 +24,17 @@ MIXED_STEP_NOTE = (
 def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
                extrap: dict[str, int] | None, req_df: pl.DataFrame, step_df: pl.DataFrame,
                model: AcceptanceModel | None, k_max: int,
-               limits_source: str | None,
-               timing_flags: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+               limits_source: str | None, timing_flags: Sequence[str] = (),
+               prefix_shared: bool | None = None) -> tuple[list[str], list[str]]:
     """The notes (step-time grids that break the sanity rules, approximations, unfinished
-    requests, thin acceptance) and provenance lines of one run. ``timing_flags``: the profile's
-    (``Profile.timing_flags``), said first, since every step time rests on them."""
+    requests, thin acceptance, prefix caching with nothing to share) and provenance lines of one
+    run. ``timing_flags``: the profile's (``Profile.timing_flags``), said first, since every step
+    time rests on them; ``prefix_shared``: whether the requests carry shared-prefix information
+    (None: prefix caching off)."""
     notes = list(timing_flags)
     notes += [] if extrap is not None else list(_timer_notes(timer))
+    if prefix_shared is False:
+        notes.append(no_shared_prefix_note(cand.name, scenario.workload.arrival == "trace"))
     fused = isinstance(timer, ProfileStepTimer) and timer.fused  # one pass per step: no approximation note
     if not fused and step_df.height and (
         step_df.filter((pl.col("decode_seqs") > 0) & (pl.col("prefill_tokens") > 0)).height
@@ -59,6 +63,17 @@ def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,
             acceptance_notes(model, scenario.workload.segment_names, cand.name, k_max, outputs)
         )
     return notes, sources
+
+
+def no_shared_prefix_note(who: str, trace: bool) -> str:
+    """Why a run with prefix caching on shows 0 % hits: nothing in its requests says which
+    prompts share tokens, so every block is unique (an "equivalent" verdict says nothing)."""
+    missing = "no hash_ids in the trace; " if trace else ""
+    # the point first: a condensed note keeps one terminal line
+    return (f"{who}: prefix caching is on, but 0 % hits by construction: the traffic carries no "
+            f"shared prefix ({missing}no shared_prefix_tokens, documents or conversation on any "
+            "segment); add one of those to a segment, or replay a trace with hash_ids (Mooncake, or "
+            "JSONL with columns.hash_ids), to see what caching saves (docs/prefix-caching.md)")
 
 
 def acceptance_notes(

@@ -19,6 +19,7 @@ from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
+from sim.model import serving_engine
 from sim.model.acceptance import AcceptanceModel
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits
@@ -64,11 +65,12 @@ def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
 
 def scheduler_config(
     scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None,
-    caching: bool = False,
+    caching: bool = False, full_width: bool = False,
 ) -> SchedulerConfig:
     """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
     for the profile's device; without, specplan's profile-less defaults; ``caching``: prefix
-    caching on)."""
+    caching on; ``full_width``: rows without a proposal verify ``k`` filled slots,
+    ``sim.model.serving_engine``)."""
     eng = scenario.fleet.engine
     adm = scenario.fleet.admission
     lim = limits if limits is not None else engine_limits(scenario, None)
@@ -81,6 +83,7 @@ def scheduler_config(
         queue_limit=adm.queue_limit,
         max_queue_time_s=adm.max_queue_time_s,
         prefix_caching=caching,
+        full_width_drafts=full_width,
     )
 
 
@@ -157,6 +160,14 @@ def _with_blocks(reqs: list, specs: Sequence[RequestSpec], block_size: int | Non
     return reqs
 
 
+def _prefix_shared(scenario: Scenario, specs: Sequence[RequestSpec]) -> bool:
+    """Whether the requests say which prompt tokens they share (once per run, after it): the
+    specs' spans, or for closed-loop clients, which make theirs as they go, the segments."""
+    if scenario.workload.arrival == "concurrency":
+        return any(s.shared_prefix_tokens or s.documents or s.conversation for s in scenario.workload.segments)
+    return any(s.prefix_spans for s in specs)
+
+
 def _candidate(scenario: Scenario, candidate: Candidate | str) -> Candidate:
     return scenario.candidate(candidate) if isinstance(candidate, str) else candidate
 
@@ -185,6 +196,7 @@ def simulate_once(
     eng = scenario.fleet.engine
     check_replica_shape(scenario.fleet.tensor_parallel_size, profile, scenario.origin)
     limits = engine_limits(scenario, profile)
+    engine = serving_engine.resolve(eng, profile)
     try:
         kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
     except SpecplanError as exc:  # the scenario's engine settings ask for what the profile lacks
@@ -204,7 +216,7 @@ def simulate_once(
     caching = prefix_caching(scenario, cand)
     restart = scenario.fleet.restart
     spec = FleetSpec(
-        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching),
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching, engine.full_width_drafts),
         policy=policy,
         proposer=proposer,
         replicas=scenario.fleet.replicas,
@@ -251,7 +263,9 @@ def simulate_once(
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
-                                policy.k_max, limits.source, profile.timing_flags)
+                                policy.k_max, limits.source, profile.timing_flags,
+                                _prefix_shared(scenario, specs) if caching else None)
+    sources.append(engine.source_line)
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from sim.contracts.errors import clip
 from sim.results import metric_names as mn
 from sim.results.runner import ScenarioResult
 from sim.results.step_view import why_lines
@@ -176,7 +177,7 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
     lines.append("")
     lines.append("sources:" if verbose else "sources: (one line per section; --verbose or --json: full provenance)")
     lines.extend(f"  {s}" for s in (result.sources if verbose else [short_source(s) for s in result.sources]))
-    notes = list(result.notes) if verbose else condense_notes(result.notes, result.candidates)
+    notes = list(result.notes) if verbose else fold_extrapolation(condense_notes(result.notes, result.candidates))
     if notes:
         lines.append("notes:")
         lines.extend(f"  {n}" for n in notes)
@@ -196,12 +197,29 @@ SHORT = 100
 
 
 def _clip(text: str, width: int = SHORT - 2) -> str:
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+    return clip(text, width)  # at a word boundary: a half word reads as another word
 
 
 def short_source(line: str) -> str:
     """A provenance line without its bracketed notes, clipped to one terminal line."""
     return _clip(line.split(" [", 1)[0])
+
+
+_FOLDED = re.compile(r"^extrapolated (?P<axis>\w+) (?P<side>above|below) (?P<edge>\S+): up to (?P<pct>[\d.]+)% of steps \((?P<who>[^)]+)\)")
+
+
+def fold_extrapolation(lines: Sequence[str]) -> list[str]:
+    """Condensed notes with their extrapolation lines folded into one (the screen's budget: the
+    main job fits one terminal screen); ``--verbose`` keeps each grid and candidate."""
+    hits = [m for m in map(_FOLDED.match, lines) if m]
+    if len(hits) < 2:
+        return list(lines)
+    parts = ", ".join(f"{m['axis']}{'>' if m['side'] == 'above' else '<'}{m['edge']} {m['pct']}% ({m['who']})"
+                      for m in hits)
+    folded = _clip(f"extrapolated (% of steps): {parts}")
+    first = next(i for i, line in enumerate(lines) if _FOLDED.match(line))
+    rest = [line for line in lines if not _FOLDED.match(line)]
+    return [*rest[:first], folded, *rest[first:]]
 
 
 _EXTRAP = re.compile(r"^extrapolated \((?P<who>.+), \d+ seed\(s\)\): (?P<quantity>[\w.-]+?)\."

@@ -47,6 +47,14 @@ def test_capacity_json_and_out(scenario_path: Path, tmp_path: Path, capsys: pyte
     assert doc["sustains"]["percentile"] == 95 and doc["sustains"]["limits_ms"] == {"ttft": 1500.0, "tpot": 60.0}
     assert doc["search"]["duration_s"] == 60
     assert doc["policy_advice"][0]["vllm_speculative_config"]["method"] == "ngram"
+    # the config to deploy is the verdict's candidate, with its k, for the scenario's engine
+    winner = doc["decision"]["winner"]
+    deploy = doc["deploy_config"]
+    if winner == "ngram-k3":
+        assert (deploy["candidate"], deploy["k"], deploy["config"]["num_speculative_tokens"]) == ("ngram-k3", 3, 3)
+        assert deploy["engine"] == "vLLM (V1 runner)"  # a CPU profile: vLLM's CPU backend
+    else:
+        assert deploy is None
     assert any("assumed" in s for s in doc["sources"])
     assert (out / "capacity.json").exists()
     dec = pl.read_parquet(out / "decisions.parquet")

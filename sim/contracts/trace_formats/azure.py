@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sim.contracts.errors import SpecplanError
-from sim.contracts.trace_formats import rows
+from sim.contracts.errors import SpecplanError, echo
+from sim.contracts.trace_formats import read_notes, rows
 from sim.contracts.trace_formats.parsed import Trace
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -40,7 +40,7 @@ def read(p: Path) -> Trace:
     first = rows.first_line(p)
     if rows.header_of(p) != HEADER:
         raise SpecplanError(
-            f"{p}:1: bad header {first[:80]!r}; valid: {','.join(HEADER)} (Azure LLM trace schema)"
+            f"{p}:1: bad header {echo(first, 80)}; valid: {','.join(HEADER)} (Azure LLM trace schema)"
         )
     df = rows.read_csv_strings(p, HEADER, ",".join(HEADER))
     ok, ns = datetime_check(df, "TIMESTAMP")
@@ -52,5 +52,10 @@ def read(p: Path) -> Trace:
     t = ns.to_numpy().astype(np.int64)
     off = rows.offsets(t, df[rows.LINE].to_numpy(), df["TIMESTAMP"].to_list(), p, "TIMESTAMP", scale=1e9)
     start = pl.Series([int(t[0])]).cast(pl.Datetime("ns"))[0]  # UTC when the file gave an offset
-    return Trace(path=p, offsets_s=off, prompt_tokens=rows.as_counts(df, "ContextTokens"),
-                 output_tokens=rows.as_counts(df, "GeneratedTokens"), start=start, format="azure")
+    prompt, output = rows.as_counts(df, "ContextTokens"), rows.as_counts(df, "GeneratedTokens")
+    line = df[rows.LINE].to_numpy()
+    notes = read_notes.zero_length_notes(p.name, [("ContextTokens", "prompt", prompt),
+                                                  ("GeneratedTokens", "output", output)],
+                                         lambda i: f"line {int(line[i])}")
+    return Trace(path=p, offsets_s=off, prompt_tokens=prompt, output_tokens=output, start=start,
+                 format="azure", notes=notes)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.trace_formats import rows
+from sim.contracts.trace_formats import read_notes, rows
 from sim.contracts.trace_formats.parsed import Trace
 
 HEADER = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
@@ -36,10 +36,12 @@ def read(p: Path) -> Trace:
     failed = int((~ok).sum())
     if not ok.any():
         raise SpecplanError(f"{p}: every row has Response tokens 0 (failed requests); nothing to replay")
-    notes: tuple[str, ...] = ()
+    line = df[rows.LINE].to_numpy()[ok]
+    notes = read_notes.zero_length_notes(p.name, [("Request tokens", "prompt", prompt[ok])],
+                                         lambda i: f"line {int(line[i])}")
     if failed:
         first = int(df[rows.LINE][int(np.argmax(~ok))])
-        notes = (f"trace {p.name}: {failed:,} of {len(ok):,} rows ({100 * failed / len(ok):.1f} %) have "
+        notes += (f"trace {p.name}: {failed:,} of {len(ok):,} rows ({100 * failed / len(ok):.1f} %) have "
                  f"Response tokens 0 (failed requests in BurstGPT, first at line {first}); left out "
                  "of the replay",)
     return Trace(path=p, offsets_s=off[ok], prompt_tokens=prompt[ok], output_tokens=output[ok],

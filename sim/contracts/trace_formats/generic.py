@@ -4,13 +4,14 @@ tokens, in which time unit)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from sim.contracts.trace_config import TraceColumns
-from sim.contracts.trace_formats import azure, rows
+from sim.contracts.trace_formats import azure, read_notes, rows
 from sim.contracts.trace_formats.parsed import Trace
 
 UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9, "datetime": 1e9}
@@ -36,8 +37,10 @@ def read_csv(p: Path, cols: TraceColumns) -> Trace:
         t = rows.as_numbers(df, cols.timestamp)
     off = rows.offsets(t, df[rows.LINE].to_numpy(), df[cols.timestamp].to_list(), p, cols.timestamp,
                        scale=UNIT_SCALE[cols.timestamp_unit])
-    return Trace(path=p, offsets_s=off, prompt_tokens=rows.as_counts(df, cols.prompt_tokens),
-                 output_tokens=rows.as_counts(df, cols.output_tokens), format="csv")
+    prompt, output = rows.as_counts(df, cols.prompt_tokens), rows.as_counts(df, cols.output_tokens)
+    line = df[rows.LINE].to_numpy()
+    return Trace(path=p, offsets_s=off, prompt_tokens=prompt, output_tokens=output, format="csv",
+                 notes=_zero_notes(p, cols, prompt, output, lambda i: f"line {int(line[i])}"))
 
 
 def read_jsonl(p: Path, cols: TraceColumns) -> Trace:
@@ -60,12 +63,22 @@ def read_jsonl(p: Path, cols: TraceColumns) -> Trace:
         output.append(rows.json_count(obj, cols.output_tokens, p, line))
         if cols.hash_ids is not None:
             ids.append(rows.json_ids(obj, cols.hash_ids, p, line))
+            rows.check_id_count(ids[-1], prompt[-1], cols.hash_block_tokens, p, line, cols.hash_ids,
+                                cols.prompt_tokens)
     t = _datetimes(raw_ts, lines, cols.timestamp, p) if unit == "datetime" else np.asarray(ts, np.float64)
     off = rows.offsets(t, lines, raw_ts, p, cols.timestamp, scale=UNIT_SCALE[unit])
     flat, offs = rows.ragged_ids(ids) if cols.hash_ids is not None else (None, None)
-    return Trace(path=p, offsets_s=off, prompt_tokens=np.asarray(prompt, np.int64),
-                 output_tokens=np.asarray(output, np.int64), format="jsonl", hash_ids=flat,
-                 hash_offsets=offs, hash_block_tokens=cols.hash_block_tokens if flat is not None else None)
+    prompts, outputs = np.asarray(prompt, np.int64), np.asarray(output, np.int64)
+    return Trace(path=p, offsets_s=off, prompt_tokens=prompts, output_tokens=outputs, format="jsonl",
+                 hash_ids=flat, hash_offsets=offs,
+                 hash_block_tokens=cols.hash_block_tokens if flat is not None else None,
+                 notes=_zero_notes(p, cols, prompts, outputs, lambda i: f"line {lines[i]}"))
+
+
+def _zero_notes(p: Path, cols: TraceColumns, prompt: np.ndarray, output: np.ndarray,
+                where: Callable[[int], str]) -> tuple[str, ...]:
+    return read_notes.zero_length_notes(p.name, [(cols.prompt_tokens, "prompt", prompt),
+                                                 (cols.output_tokens, "output", output)], where)
 
 
 def _datetimes(raw: list[object], lines: list[int], key: str, p: Path) -> np.ndarray:

@@ -233,6 +233,20 @@ def json_ids(obj: dict[str, Any], key: str, p: Path, line: int) -> list[int]:
     return v
 
 
+def check_id_count(ids: Sequence[int], prompt: int, block_tokens: int, p: Path, line: int, key: str,
+                   prompt_key: str) -> None:
+    """Refuse a row whose block ids do not cover its prompt exactly: one id per
+    ``block_tokens``-token block, the last partial block included (Mooncake's traces hold
+    ceil(input_length / 512) ids a row). A row out of step would share or cache blocks its
+    prompt does not have, or leave shared ones unmatched, without a word."""
+    want = -(-prompt // block_tokens)
+    if len(ids) != want:
+        raise SpecplanError(
+            f"{p}:{line}: {key} has {len(ids):,} block ids, expected {want:,} for {prompt_key} {prompt:,}; "
+            f"valid: one id per {block_tokens}-token block, the last partial block included "
+            f"(ceil({prompt_key} / {block_tokens}))")
+
+
 def _get(obj: dict[str, Any], key: str, p: Path, line: int) -> Any:
     if key not in obj:
         keys = ", ".join(sorted(map(str, obj)))

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.trace_formats import read_notes
 from sim.contracts.trace_formats.parsed import Trace
 from sim.contracts.vllm_results import load_vllm_results
 
@@ -54,7 +55,11 @@ def read(p: Path, schedule_seed: int | None = None, run_index: int | None = None
     if cap is not None:
         notes.append(f"trace {p.name}: recorded with --max-concurrency {cap}; replayed open loop at the "
                      "recorded rate, without that cap")
-    return Trace(path=p, offsets_s=sent[ok] - sent[0],
-                 prompt_tokens=np.asarray(res.input_lens, np.int64)[ok],
-                 output_tokens=np.asarray(res.output_lens, np.int64)[ok],
+    prompt = np.asarray(res.input_lens, np.int64)[ok]
+    output = np.asarray(res.output_lens, np.int64)[ok]
+    index = np.flatnonzero(ok)
+    notes += read_notes.zero_length_notes(p.name, [("input_lens", "prompt", prompt),
+                                                   ("output_lens", "output", output)],
+                                          lambda i: f"request {int(index[i])}")
+    return Trace(path=p, offsets_s=sent[ok] - sent[0], prompt_tokens=prompt, output_tokens=output,
                  format="vllm-bench", notes=tuple(notes), max_concurrency=cap)

@@ -411,7 +411,7 @@ def test_override_unknown_path(default: Scenario, path: str, value: object, expe
 
 
 def test_override_invalid_value_is_revalidated(default: Scenario) -> None:
-    with pytest.raises(SpecplanError, match=r"workload\.rate: must be > 0 req/s.*after overrides workload\.rate=-1"):
+    with pytest.raises(SpecplanError, match=r"workload\.rate: must be > 0 req/s.*after overrides workload\.rate = -1"):
         default.with_overrides({"workload.rate": -1})
     with pytest.raises(SpecplanError, match=r"fleet\.restart\.replica: must be < replicas \(1\)"):
         default.with_overrides({"fleet.restart": {"at_s": 10, "cold_start_s": 1, "replica": 3}})

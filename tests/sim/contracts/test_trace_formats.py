@@ -106,7 +106,7 @@ def test_generic_csv_and_jsonl_through_a_mapping() -> None:
         timestamp="sent", prompt_tokens="prompt", output_tokens="completion", timestamp_unit="datetime",
         hash_ids="blocks", hash_block_tokens=16)))
     np.testing.assert_allclose(jl.offsets_s, [0.0, 1.5, 1.75])
-    assert [jl.hash_ids_of(i).tolist() for i in range(3)] == [[7, 8], [7, 9], []]
+    assert [jl.hash_ids_of(i).tolist() for i in range(3)] == [[7, 8], [7, 9], [10]]
     assert jl.hash_block_tokens == 16
 
 
@@ -163,7 +163,7 @@ BAD = [
      ("t.txt:2:", "input_length -4 is not a token count")),
     ("mooncake", _MOON + '{"timestamp": 5, "input_length": 4, "output_length": 2, "hash_ids": [1, "x"]}\n', None,
      ("t.txt:2:", "hash_ids[1] 'x' is not a block id")),
-    ("mooncake", '{"timestamp": 9, "input_length": 5, "output_length": 2, "hash_ids": []}\n' + _MOON, None,
+    ("mooncake", '{"timestamp": 9, "input_length": 5, "output_length": 2, "hash_ids": [3]}\n' + _MOON, None,
      ("t.txt:2:", "timestamp 0 is earlier than the previous row's 9")),
     ("mooncake", _MOON + "{not json\n", None, ("t.txt:2:", "invalid JSON")),
     ("mooncake", "\n\n", None, ("t.txt:1:", "empty trace file")),

@@ -64,11 +64,13 @@ def test_vllm_snippet_ngram() -> None:
     cfg = adv.vllm_speculative_config()
     ident = prof.proposers["ngram"]
     assert cfg["method"] == "ngram" and cfg["num_speculative_tokens"] == adv.fixed_k >= 1
-    assert cfg["disable_by_batch_size"] == adv.off_above_batch
+    assert "disable_by_batch_size" not in cfg  # removed from vLLM (PR #35060)
+    assert cfg["num_speculative_tokens_per_batch_size"] == [[1, adv.off_above_batch, adv.fixed_k],
+                                                            [adv.off_above_batch + 1, 64, 0]]
     assert cfg.get("prompt_lookup_max") == ident.prompt_lookup_max
     snippet = adv.vllm_snippet()
     assert json.loads(snippet.split("\n#")[0]) == cfg
-    assert "no per-batch-size k" in snippet and "V1" in snippet
+    assert "PR #32374" in snippet and "disable_by_batch_size" in snippet  # said, never emitted
     toml = adv.scenario_candidates_toml()
     assert 'policy = "k_by_batch"' in toml and 'policy = "adaptive"' in toml
     assert any("cut-off" in line for line in adv.format_table())
@@ -78,7 +80,7 @@ def test_no_cutoff_when_speculation_always_wins_and_none_when_never() -> None:
     cheap = synthetic_profile(acceptance_rates=RATES)  # default: verification tokens are cheap
     adv = advise_policy(cheap, "ngram", context=CTX, batches=[1, 8, 64])
     assert adv.off_above_batch is None and adv.fixed_k >= 1
-    assert "disable_by_batch_size" not in adv.vllm_speculative_config()
+    assert "num_speculative_tokens_per_batch_size" not in adv.vllm_speculative_config()
     hopeless = synthetic_profile(**{**PARAMS, "acceptance_rates": (0.01, 0.0, 0.0, 0.0, 0.0),
                                     "draft_base_s": 0.02})
     adv2 = advise_policy(hopeless, "ngram", context=CTX, batches=[1, 2, 4])
@@ -129,14 +131,14 @@ def test_advice_says_which_suggestions_vllm_runs_and_the_two_route_alternative()
     adv = advise_policy(synthetic_profile(**PARAMS), "ngram", context=CTX, batches=range(1, 65))
     rows = adv.engine_support()
     assert [e.policy for _, e in rows] == ["fixed", "k_by_batch", "adaptive", "kv_fallback"]
-    assert [e.runs for _, e in rows] == [True, False, False, False]
-    for _, e in rows[1:]:
+    assert [e.runs for _, e in rows] == [True, True, False, False]
+    assert "num_speculative_tokens_per_batch_size" in rows[1][1].how
+    for _, e in rows[2:]:
         assert "two routes" in e.deployable and "baseline pool" in e.deployable
-        assert "start-up" in e.how
     assert "kv_cache_usage_perc" in rows[-1][1].deployable
     table = adv.format_table()
     assert any(line.startswith("vLLM runs fixed k = ") for line in table)
-    assert sum(line.startswith("vLLM cannot run") for line in table) == 3
+    assert sum(line.startswith("vLLM cannot run") for line in table) == 2
     cheap = advise_policy(synthetic_profile(acceptance_rates=RATES), "ngram", context=CTX, batches=[1, 8])
     assert "adaptive" not in [e.policy for _, e in cheap.engine_support()]  # no cut-off advised
 
@@ -145,7 +147,7 @@ def test_every_simulated_policy_says_whether_vllm_runs_it() -> None:
     from sim.decisions.vllm_config import engine_support
     from sim.model.speculation import POLICY_NAMES
 
-    assert {p for p in POLICY_NAMES if engine_support(p).runs} == {"off", "fixed"}
+    assert {p for p in POLICY_NAMES if engine_support(p).runs} == {"off", "fixed", "off_above_batch", "k_by_batch"}
     assert all(engine_support(p).deployable for p in POLICY_NAMES if not engine_support(p).runs)
     with pytest.raises(ValueError, match="valid: off, fixed"):
         engine_support("per_token")

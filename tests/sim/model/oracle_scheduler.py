@@ -10,7 +10,8 @@ Tokens are counted one way (vLLM v1 ``scheduler.py``): a request *has* ``prompt 
 tokens and has *computed* some of them into its KV cache. A step gives each scheduled request
 ``num_tokens - computed`` new tokens to compute (a prompt chunk, a recompute after preemption,
 or the one last-sampled token of a decoding request) plus ``k`` draft tokens when it decodes
-speculatively; drafts take token budget and KV slots (lookahead). ``update`` commits accepted
+speculatively (with a proposal, or without one on an engine that verifies full width:
+``SchedulerConfig.full_width_drafts``); drafts take token budget and KV slots (lookahead). ``update`` commits accepted
 drafts plus the bonus token and rolls the rejected ones back, freeing their lookahead slots.
 
 ``schedule(now, k)`` returns a frozen :class:`StepPlan`; the engine times it, lets the clock
@@ -175,7 +176,8 @@ class OracleScheduler:
             computed = req.computed
             remaining = req.prompt_tokens + req.generated - computed
             if remaining == 1 and req.generated:
-                proposes = req.proposes or not k
+                # k draft slots: a proposal, or slots filled without one on a full-width engine
+                proposes = req.proposes or not k or cfg.full_width_drafts
                 if not proposes:
                     all_draft = False
                 n = 1 + k if proposes else 1

@@ -3,7 +3,7 @@
 
 Both get the same arrivals, the same ``k``, the same accepted counts and the same proposals on
 random replicas (max_num_seqs 1-512, chunked prefill on and off, KV tight enough to preempt,
-k 0-5, partial proposals, client timeouts, queue limits, a restart that re-queues or drops the
+k 0-5, partial proposals (rows without one verified full width or as plain decodes), client timeouts, queue limits, a restart that re-queues or drops the
 work, prefix caching over prompts that share prefixes); after EVERY call the plans, every request's state, the free blocks, the running and
 waiting order, the queue log and the ITL samples must be the same, and the free blocks must
 balance against what the running requests and the prefix cache hold. A failure names the step.
@@ -55,7 +55,8 @@ def replicas(draw, cache_pressure: bool = False):
         max_num_seqs=seqs, max_num_batched_tokens=budget, block_size=bs, kv_blocks=kv,
         chunked_prefill=chunked, queue_limit=draw(st.one_of(st.none(), st.integers(0, 40))),
         max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 3.0))),
-        prefix_caching=cache_pressure or draw(st.booleans()))
+        prefix_caching=cache_pressure or draw(st.booleans()),
+        full_width_drafts=draw(st.booleans()))
     timeout = draw(st.one_of(st.none(), st.floats(0.01, 1.0)))
     gap = draw(st.floats(0.00001, 0.0005) if big else st.floats(0.0002, 0.05 if not cache_pressure else 0.01))
     arrivals = np.cumsum(rng.exponential(gap, n))
@@ -187,6 +188,8 @@ def _same_run(case) -> None:
                                                    if r.num_bursts == 0) and cfg.prefix_caching else set())
         seen.update({"a batch of 128+"} if len(oracle.running) >= 128 else set())
         seen.update({"a decoding row without a proposal"} if po.drafting else set())
+        seen.update({"a full-width row without a proposal"} if cfg.full_width_drafts and po.k
+                    and any(not r.proposes for r in po.decode) else set())
         _same_state(oracle, sched, ro, rf, f"{where}, planned")
         step += 1
         if po.empty:
@@ -195,6 +198,9 @@ def _same_run(case) -> None:
             t = max(t, specs[nxt][0])
             continue
         accepted = [int(a) for a in rng.integers(0, po.k + 1, len(po.decode))]
+        # the world's rule: a row without a proposal accepts nothing (on a full-width engine it
+        # still fed k filled slots, so po.drafting says all rows drafted)
+        accepted = [a if r.proposes else 0 for a, r in zip(accepted, po.decode, strict=True)]
         if po.drafting:
             accepted = [a if d else 0 for a, d in zip(accepted, po.drafting, strict=True)]
         end = t + 0.005 + 1e-4 * po.num_scheduled_tokens

@@ -62,3 +62,19 @@ def test_an_interval_wider_than_the_metrics_range_is_shown_clipped():
     assert _cell(row, slo, None) == "14.8 [0.0–58.9]"
     row = {mn.SLO_ATTAINMENT: 0.9, mn.ci_col(mn.SLO_ATTAINMENT): 0.05}
     assert _cell(row, slo, None) == "90.0 ± 5.0"
+
+
+def test_fold_extrapolation_keeps_every_other_note_and_folds_the_axes_into_one_line():
+    from sim.results.summary_table import fold_extrapolation
+
+    lines = [
+        "timing.target_forward: a dip",
+        "extrapolated batch above 16: up to 66% of steps (b) in ngram.draft, target_forward",
+        "a: acceptance rests on few requests",
+        "extrapolated tokens below 16: up to 0.4% of steps (a) in target_prefill",
+    ]
+    out = fold_extrapolation(lines)
+    assert out == ["timing.target_forward: a dip",
+                   "extrapolated (% of steps): batch>16 66% (b), tokens<16 0.4% (a)",
+                   "a: acceptance rests on few requests"]
+    assert fold_extrapolation(lines[:2]) == lines[:2]  # one axis: nothing to fold

@@ -1,0 +1,52 @@
+"""What a speculative candidate's acceptance rests on, in one line the verdict prints.
+
+Why: acceptance is the least certain input and moves every answer. Precedence is measured >
+published > assumed; an assumed acceptance is the last resort and the verdict names it so, with
+the step that would replace it (docs/profile-format.md, "Acceptance").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sim.contracts.candidate import Candidate
+from sim.contracts.profile import Profile
+
+IMPORT_HINT = "bring measured counters: specplan profile import-vllm"
+
+
+def rates_words(rates: Sequence[float]) -> str:
+    """``0.75 per position`` for a geometric curve (``r, r², …``), else the survival rates."""
+    vals = [float(r) for r in rates]
+    if vals and vals[0] > 0 and all(abs(v - vals[0] ** (i + 1)) < 2e-3 for i, v in enumerate(vals)):
+        return f"{vals[0]:g} per position"
+    return "survival " + ", ".join(f"{v:.3g}" for v in vals) + " by position"
+
+
+def acceptance_basis(cand: Candidate, profile: Profile) -> str | None:
+    """``ASSUMED 0.75 per position (no published or measured acceptance for eagle3 on X: the last
+    resort; bring measured counters: …)``, ``published (citation)``, ``measured``; None for a
+    candidate that does not speculate or a profile without the entry (loading says that)."""
+    if not cand.speculates or cand.proposer is None:
+        return None
+    if cand.assumed_acceptance is not None:
+        return (f"ASSUMED {rates_words(cand.assumed_acceptance)} (the scenario's "
+                f"assumed_acceptance, the last resort; {IMPORT_HINT})")
+    if cand.acceptance_trace is not None:
+        return f"measured per-request trace {cand.acceptance_trace}"
+    entry = profile.acceptance.get(cand.proposer)
+    if entry is None:
+        return None
+    method = entry.provenance.method
+    if method == "assumed":
+        seg = entry.segments[0]
+        rates = [a / seg.num_drafts for a in seg.accepted_per_pos] if seg.num_drafts else []
+        ident = profile.proposers.get(cand.proposer)
+        kind = ident.kind if ident is not None else cand.proposer
+        return (f"ASSUMED {rates_words(rates)} (no published or measured acceptance for "
+                f"{kind} on {profile.target.id}: the last resort; {IMPORT_HINT})")
+    if method == "published":
+        cite = entry.provenance.citation or ""
+        short = cite if len(cite) <= 90 else cite[:89].rstrip() + "…"
+        return f"published ({short})"
+    return method
