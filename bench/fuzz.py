@@ -3,7 +3,8 @@
     PYTHONPATH=$PWD python bench/fuzz.py [N=20000] [--seed S] [--subprocess-every K]
 
 Same generator and oracle as tests/cli/test_fuzz.py (tests/fuzz_cases.py): exit 0 or 2 only, no
-traceback, no uncaught exception, nothing over 60 s, every error one line naming its input.
+traceback, no uncaught exception, nothing over 60 s, every error one line naming its input (and
+the field the case changed, where it knows).
 Exit status 1 if any case failed.
 """
 

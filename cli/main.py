@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("cli.capacity", "highest sustainable rate and fewest replicas per candidate"),
     "sweep": ("cli.sweep", "run a scenario over a grid of field values into one Parquet table"),
     "validate": ("cli.validate", "measure the simulator against real serving"),
+    "calibrate": ("cli.calibrate", "fit a profile's free terms (acceptance, overheads) to your own measured runs"),
     "profile": ("cli.profile", "measure a calibration profile on this machine (needs torch)"),
     "dashboard": ("cli.dashboard", "open the what-if dashboard"),
     "report": ("cli.report", "write a self-contained HTML decision report"),
@@ -65,19 +66,49 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _broken_pipe()
-    except (MemoryError, RecursionError) as exc:
+    except MemoryError:
+        # the last resort behind the up-front floor (sim/contracts/memory_limits.py): one line, exit 2
+        print(f"specplan {args.command}: error: out of memory (MemoryError) with {_available_mib()} "
+              "available; shorten run.duration_s, lower the rate or run fewer seeds/candidates",
+              file=sys.stderr)
+        return 2
+    except RecursionError as exc:
         # a limit the boundary checks (sim/contracts/input_limits.py) did not foresee: say so in one line
         print(f"specplan {args.command}: internal error: {type(exc).__name__} (input too large; "
               "please report it with the input)", file=sys.stderr)
         return 1
-    except Exception as exc:  # noqa: BLE001 - the belt: one line, never a traceback
-        if os.environ.get("SPECPLAN_TRACEBACK"):
+    except BaseException as exc:  # noqa: BLE001 - the belt: one line, never a traceback
+        if os.environ.get("SPECPLAN_TRACEBACK") or not _caught(exc):
             raise
+        if type(exc).__name__ == "PanicException":  # pyo3 (polars), seen under memory pressure
+            print(f"specplan {args.command}: error: a compiled library stopped (PanicException: "
+                  f"{_one_line(str(exc))[:200]}), as it does when memory runs out; "
+                  f"{_available_mib()} available; shorten run.duration_s, lower the rate or run "
+                  "fewer seeds/candidates", file=sys.stderr)
+            return 2
         where = _last_frame(exc)
         print(f"specplan {args.command}: internal error: {type(exc).__name__}: "
               f"{_one_line(str(exc))[:300]} at {where} (a bug: please report it with the input; "
               "SPECPLAN_TRACEBACK=1 shows the traceback)", file=sys.stderr)
         return 1
+
+
+def _caught(exc: BaseException) -> bool:
+    """Whether the belt turns ``exc`` into one line: every Exception, and pyo3's PanicException
+    (a BaseException, so a Rust panic in polars is not mistaken for an exit request); never
+    SystemExit or GeneratorExit."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+def _available_mib() -> str:
+    """Memory still available, for the out-of-memory line (never raises)."""
+    try:
+        from sim.contracts.memory_limits import available_bytes
+
+        free = available_bytes()
+    except Exception:  # noqa: BLE001 - a message helper must not fail
+        free = None
+    return "an unknown amount of memory" if free is None else f"{free / 1024**2:,.0f} MiB of memory"
 
 
 def _one_line(text: str) -> str:

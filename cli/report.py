@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from sim.contracts.errors import SpecplanError
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only the first N of the scenario's seeds (default: all of them)")
     parser.add_argument("--max-seeds", type=int, default=None,
                         help="replication budget of the decision (default: the scenario's run.max_seeds, 10)")
+    parser.add_argument("--acceptance-needed", metavar="N", type=int, default=DEFAULT_BUDGET,
+                        help="evaluations per candidate and load point for the acceptance each "
+                             f"speculative candidate needs (default {DEFAULT_BUDGET}; 0 leaves it out; "
+                             "docs/decisions.md)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                         help="what-if override, e.g. --set workload.rate=2 --set candidates[ngram-k3].k=4")
 
@@ -51,11 +56,15 @@ def run(args: argparse.Namespace) -> int:
         scenario = scenario.with_overrides({"run.max_seeds": args.max_seeds})
     profile = load_profile(args.profile) if args.profile else resolve_profile(scenario, None)
     factors = parse_load_factors(args.load)
+    from sim.decisions.acceptance_needed import check_budget
+
+    check_budget(args.acceptance_needed)
 
     def progress(done: int, total: int, label: str) -> None:
         print(f"\r{done}/{total} simulations  {label:<60}", end="", flush=True)
 
-    view = compute_view(scenario, profile, load_factors=factors, progress=progress)
+    view = compute_view(scenario, profile, load_factors=factors, progress=progress,
+                        acceptance_budget=args.acceptance_needed)
     print()
     figs = view_figures(view)
     out = write_report(args.output, render_report(report_content(view, figs)))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sim.contracts.errors import SpecplanError, echo
 from sim.contracts.scenario import load_scenario
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 from sim.results.summary_table import render
 
 
@@ -41,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizing", metavar="F,F,…",
                         help="also run these load factors (e.g. 0.5,1,1.5,2) and print the replicas each "
                              "candidate needs for the scenario's rate and the cost at that size")
+    parser.add_argument("--acceptance-needed", metavar="N", type=int, nargs="?", const=DEFAULT_BUDGET, default=None,
+                        help="also find the acceptance length each speculative candidate needs to pay at "
+                             "the scenario's load: bisection with at most N evaluations (one run per seed "
+                             f"each; default {DEFAULT_BUDGET}) per candidate (docs/decisions.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,6 +70,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_seeds is not None and not 1 <= args.max_seeds <= 1000:
         raise SpecplanError(f"--max-seeds: must be in 1..1000, got {args.max_seeds}")
+    rate = None
+    if args.acceptance_needed is not None:  # checked before anything runs
+        from sim.decisions.acceptance_needed import check_budget
+        from sim.decisions.answer import offered
+
+        check_budget(args.acceptance_needed)
+        rate = offered(scenario)
+        if rate is None:
+            raise SpecplanError("--acceptance-needed: needs an offered rate (poisson, gamma or piecewise "
+                                "arrivals); a trace or closed-loop clients have none to scale")
     sizing: list[str] = []
     sizes = None
     if args.sizing:
@@ -76,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         result, answer = answer_scenario(scenario, args.profile, candidates=cands, seeds=seeds,
                                          max_seeds=args.max_seeds, progress=progress, sizes=sizes)
+        if rate is not None:
+            from sim.decisions.answer import with_acceptance_needed
+
+            answer = with_acceptance_needed(answer, [(rate, result)], args.profile,
+                                            budget=args.acceptance_needed, progress=progress)
     finally:
         if bar is not None:
             bar.close()

@@ -40,6 +40,7 @@ from dashboard.view import (
 from sim.contracts.errors import SpecplanError, read_text
 from sim.contracts.profile import Profile, parse_profile_text
 from sim.contracts.scenario import Scenario
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 
 UPLOADED = "__upload__"
 """Dropdown value meaning 'the uploaded file' (uploads live in a dcc.Store, never on disk)."""
@@ -168,7 +169,7 @@ def run_view(
     vs = st.ViewState(scen_name, prof_name if profile_value else None, overrides, factors, n_seeds)
     scenario = st.apply(base, vs)
     view = compute_view(scenario, profile, load_factors=factors, progress=progress, cache=cache,
-                        profile_key=profile_key)
+                        profile_key=profile_key, acceptance_budget=DEFAULT_BUDGET)
     t1 = time.perf_counter()
     figs = view_figures(view)
     content = report_content(view, figs)
@@ -180,6 +181,9 @@ def run_view(
     status = (f"{runs * n_seeds} simulations ({len(scenario.candidates)} candidates × {len(factors)} load points, "
               f"{runs - grid} more around the candidates' capacities, × {n_seeds} seed(s); "
               f"{fresh * n_seeds} run now, the rest reused) in {t1 - t0:.1f} s, charts in {t2 - t1:.1f} s")
+    spent = sum(n.runs for n in view.answer.needs) if view.answer is not None else 0
+    if spent:
+        status += f"; {spent} more for the acceptance each candidate needs"
     report = {"title": content.title, "subtitle": content.subtitle, "decisions": list(content.decisions),
               "key_numbers": list(content.key_numbers), "scenario_toml": content.scenario_toml,
               "sources": list(content.sources), "notes": list(content.notes), "name": scenario.name,

@@ -18,6 +18,7 @@ import polars as pl
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.results import metric_names as mn
+from sim.results.request_parts import RequestParts
 from sim.results.runner import ScenarioResult, aggregate, run_scenario
 
 Progress = Callable[[int, int, str], None]
@@ -105,7 +106,7 @@ def assemble(scenario: Scenario, pieces: Mapping[str, Piece],
     per_seed_df = pl.concat(per_seed, how="vertical")
     return ScenarioResult(
         scenario=scenario, summary=aggregate(per_seed_df), per_seed=per_seed_df,
-        requests=pl.concat(requests, how="vertical"), steps=pl.concat(steps, how="vertical"),
+        request_parts=RequestParts.of_frames(requests), steps=pl.concat(steps, how="vertical"),
         sources=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][3])),
         notes=tuple(dict.fromkeys(ln for n in names for ln in pieces[n][4])),
         candidates=tuple(names), seeds=tuple(scenario.run.seeds),

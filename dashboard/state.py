@@ -32,7 +32,7 @@ ALLOWED: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     r"fleet\.(replicas|price_per_gpu_hour|draft_price_per_hour|routing)",
     r"fleet\.engine\.(memory_utilization|max_num_seqs|max_num_batched_tokens)",
     r"slo\.(ttft_ms|tpot_ms|e2el_ms|pause_ms|percentile)",
-    rf"candidates\[{_NAME}\]\.(k|policy|max_batch|k_by_batch|adaptive|kv_fallback)",
+    rf"candidates\[{_NAME}\]\.(k|policy|max_batch|k_by_batch|schedule|adaptive|kv_fallback)",
     rf"candidates\[{_NAME}\]\.adaptive\.(on_below_batch|off_above_batch|window_s)",
     r"run\.(duration_s|warmup_s)",
 ))
@@ -246,7 +246,7 @@ def whatif_fields(scenario: Scenario) -> list[WhatIf]:
             (c.policy,) if c.policy in ("k_by_batch", "kv_fallback") else ())
         out.append(WhatIf(f"candidates[{c.name}].policy", f"{c.name}: policy", "Candidates", "choice",
                           c.policy, "", options=policies))
-        if c.policy != "k_by_batch":
+        if c.policy != "k_by_batch" or c.schedule is not None:  # a computed schedule's largest k
             out.append(WhatIf(f"candidates[{c.name}].k", f"{c.name}: k", "Candidates", "int", c.k,
                               "tokens", 1, None, 1))
         out.append(WhatIf(f"candidates[{c.name}].max_batch", f"{c.name}: speculation off above batch size",
@@ -309,8 +309,10 @@ def overrides_from_controls(scenario: Scenario, values: Mapping[str, Any]) -> di
             k = c.max_k
         max_batch = typed.get(f"{pre}.max_batch", c.max_batch)
         want: dict[str, Any] = {"policy": policy, "k": None, "max_batch": None, "adaptive": None,
-                                "k_by_batch": None, "kv_fallback": None}
-        if policy == "k_by_batch":
+                                "k_by_batch": None, "kv_fallback": None, "schedule": None}
+        if policy == "k_by_batch" and c.schedule is not None:  # computed from the profile, up to k
+            want["schedule"], want["k"] = c.schedule, k
+        elif policy == "k_by_batch":
             want["k_by_batch"] = c.k_by_batch
         else:
             want["k"] = k
@@ -327,7 +329,7 @@ def overrides_from_controls(scenario: Scenario, values: Mapping[str, Any]) -> di
         if policy == "kv_fallback":  # offered only to a candidate that has its thresholds
             want["kv_fallback"] = cur_kvf
         have = {"policy": c.policy, "k": c.k, "max_batch": c.max_batch, "adaptive": cur_adaptive,
-                "k_by_batch": c.k_by_batch, "kv_fallback": cur_kvf}
+                "k_by_batch": c.k_by_batch, "kv_fallback": cur_kvf, "schedule": c.schedule}
         for name, v in want.items():
             if not _same(v, have[name]):
                 out[f"{pre}.{name}"] = v

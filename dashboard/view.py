@@ -21,6 +21,7 @@ import polars as pl
 
 from dashboard import figures as fg
 from dashboard import load_points as lp
+from dashboard.acceptance_figure import acceptance_needed_chart
 from dashboard.chart_frames import (
     acceptance_frame,
     breakeven_frame,
@@ -30,12 +31,14 @@ from dashboard.chart_frames import (
 from dashboard.colors import candidate_colors
 from dashboard.figure_style import Figure
 from dashboard.html_report import ReportContent
+from dashboard.labels import profile_words
 from dashboard.run_cache import PointRunner, RunCache
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
-from sim.decisions.answer import answer_scenario, device_of, with_load_limit
+from sim.decisions.acceptance_needed_text import need_frame
+from sim.decisions.answer import answer_scenario, device_of, with_acceptance_needed, with_load_limit
 from sim.decisions.answer_export import rows_frame
 from sim.decisions.answer_text import Answer, lines, rows
 from sim.decisions.bottleneck import Bottleneck, attribute_result
@@ -59,6 +62,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("cdf-e2el", "Latency distributions at the scenario's load"),
     ("acc-position", "Acceptance"),
     ("acc-segment", "Acceptance"),
+    ("acc-needed", "Acceptance"),
     ("breakeven", "Break-even"),
     ("levels", "Engine state over time"),
 )
@@ -135,6 +139,7 @@ def compute_view(
     progress: Progress | None = None,
     cache: RunCache | None = None,
     profile_key: str | None = None,
+    acceptance_budget: int = 0,
 ) -> View:
     """Run the scenario at each load factor (1.0 always included), then each candidate at two
     points bracketing its estimated capacity (``dashboard.load_points``), and assemble the view.
@@ -142,6 +147,9 @@ def compute_view(
     With a ``cache`` (and a ``profile_key`` naming the profile's content), each candidate's run
     at each load point is kept, so a what-if re-simulates only what it changed: another k
     reruns one candidate, a new rate reuses the load points the old sweep already covered.
+    ``acceptance_budget`` > 0: the acceptance each speculative candidate needs at every load
+    point of the grid (``sim.decisions.acceptance_needed``, at most that many evaluations per
+    point; kept in ``cache`` too), in the answer and its chart.
     """
     factors = tuple(sorted({1.0, *load_factors}))
     t0 = time.perf_counter()
@@ -163,6 +171,10 @@ def compute_view(
                                  device=device_of(profile, base_s))
         if len(base.seeds) > before and progress is not None:
             progress(max(points.done, points.total), max(points.done, points.total), f"load ×1: {len(base.seeds)} seeds")
+        if acceptance_budget > 0:
+            answer = with_acceptance_needed(answer, [(offered_rate(s, r), r) for s, r in results.values()], profile,
+                                            budget=acceptance_budget, cache=cache, cache_salt=profile_key or "",
+                                            progress=progress)
     sweep = pl.concat([_rows(*results[f], f) for f in factors], how="vertical_relaxed")
     rate1 = offered_rate(base_s, base) / base_s.fleet.replicas
     criteria = _criteria(base_s)
@@ -199,7 +211,7 @@ def compute_view(
         verdict=view_verdict(base_s, base, sizing, answer), answer=answer,
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
-        decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(notes)),
+        decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(profile_words(n) for n in notes)),
         seconds={"simulate": t_sim, "runs_reused": float(points.reused),
                  "runs_simulated": float(points.simulated)},
         bracket=bracket, capacity=capacity,
@@ -300,6 +312,7 @@ def view_figures(view: View) -> dict[str, Figure]:
     out["acc-position"] = fg.acceptance_by_position(view.acceptance, colors)
     seg_rows = res.summary.filter(pl.col(mn.SEGMENT) != mn.ALL_SEGMENTS)
     out["acc-segment"] = fg.acceptance_by_segment(seg_rows, colors)
+    out["acc-needed"] = acceptance_needed_chart(need_frame(view.answer.needs if view.answer else ()), colors)
     out["breakeven"] = fg.breakeven_chart(view.breakeven, colors,
                                           title=f"Break-even of speculation vs k ({view.breakeven_label})")
     out["levels"] = fg.kv_queue_over_time(

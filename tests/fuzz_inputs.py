@@ -1,7 +1,8 @@
 """What the fuzz cases are made of: the small valid inputs they start from (a fast scenario, its
 profile), the emitters (TOML, JSON) and the mutations (nasty values, dropped fields, bytes).
-Case kinds: tests/fuzz_cases.py (scenario, profile, flags, paths, sizes) and
-tests/fuzz_trace_cases.py (traces of every format, vLLM results files)."""
+Case kinds: tests/fuzz_cases.py (scenario, profile, flags, paths, sizes),
+tests/fuzz_trace_cases.py (traces of every format, vLLM results files) and
+tests/fuzz_feature_cases.py (acceptance traces, profile sections, feature grafts, two routes)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,8 @@ NASTY_NUMBERS: list[Any] = [
 NASTY_OTHER: list[Any] = [
     "", "x", "\u0000", "a" * 5000, True, False, [], {}, [1, 2], {"a": 1}, [[[[1]]]], "nan", "1e308",
     "../../../../etc/passwd", "~nosuchuser/p.json", "/dev/zero", ".",
+    # unicode and control characters: a value echoed in an error must keep it one line
+    "é", "日本語", "\u202eevil", "🙂" * 50, "e\u0301", "line1\nline2", "a\rb", "\t", "\x7f", "x" * 100000,
 ]
 NASTY_FLAGS = [
     "0", "-1", "1e308", "-1e308", "inf", "nan", "-nan", "99999999999999999999999999", "1e-320",
@@ -106,6 +109,9 @@ class Case:
     names: tuple[str, ...] = ()
     """Any of these must appear in a one-line error (the mutated file or flag)."""
     dirs: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    """The dotted fields that were mutated, where knowable (a whole-file byte mutation is not):
+    a one-line error must name one of them, by its dotted path or its last key."""
 
 
 # ------------------------------------------------------------------------- emitters
@@ -123,9 +129,16 @@ def _toml_value(v: Any) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a valid TOML basic string
+        # a JSON string is a TOML basic string, but for \uD83D-style surrogate escapes (TOML wants
+        # the scalar value) and a raw DEL (a control character TOML refuses)
+        # (a lone surrogate, which no UTF-8 file can hold, stays an escape TOML then refuses)
+        try:
+            v.encode()
+        except UnicodeEncodeError:
+            return json.dumps(v)
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(type(v))
@@ -133,11 +146,11 @@ def _toml_value(v: Any) -> str:
 
 def to_toml(d: dict[str, Any]) -> str:
     """TOML text for a nested dict: top-level tables as ``[section]``, everything else inline."""
-    lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict)]
+    lines = [f"{_toml_value(k)} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict)]
     for k, v in d.items():
         if isinstance(v, dict):
-            lines.append(f"\n[{json.dumps(k)}]")
-            lines += [f"{json.dumps(kk)} = {_toml_value(vv)}" for kk, vv in v.items()]
+            lines.append(f"\n[{_toml_value(k)}]")
+            lines += [f"{_toml_value(kk)} = {_toml_value(vv)}" for kk, vv in v.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -172,9 +185,24 @@ def _nasty(rng: np.random.Generator) -> Any:
     return pool[int(rng.integers(len(pool)))]
 
 
+def dotted(path: tuple) -> str:
+    """A tree path as the loaders write a field: ``workload.segments[0].share``."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
 def mutate_tree(tree: Any, rng: np.random.Generator, n: int) -> Any:
+    return mutate_fields(tree, rng, n)[0]
+
+
+def mutate_fields(tree: Any, rng: np.random.Generator, n: int) -> tuple[Any, tuple[str, ...]]:
+    """``n`` leaves of a copy of ``tree`` set to nasty values or dropped; the copy and the dotted
+    paths of what was changed (for the oracle: an error must name one of them)."""
     tree = json.loads(json.dumps(tree))
     leaves = _leaves(tree)
+    fields: list[str] = []
     for _ in range(n):
         path = leaves[int(rng.integers(len(leaves)))]
         r = rng.random()
@@ -185,12 +213,14 @@ def mutate_tree(tree: Any, rng: np.random.Generator, n: int) -> Any:
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
                 leaves = _leaves(tree)
+                fields.append(dotted(path))
             continue
         try:
             _set(tree, path, _nasty(rng))
+            fields.append(dotted(path))
         except (KeyError, IndexError, TypeError):
             pass
-    return tree
+    return tree, tuple(fields)
 
 
 def deep_nesting(kind: str, depth: int) -> bytes:

@@ -2,7 +2,8 @@
 ``specplan`` script calls) or as a real ``python -m cli`` subprocess, then the oracle.
 
 The oracle (``judge``): exit code 0 or 2; no uncaught exception, no traceback, no "internal
-error"; every error exactly one line that names the input (file or flag); under 60 s.
+error"; every error exactly one line that names the input (file or flag) and, when the case
+knows which fields it changed (``Case.fields``), one of them; under 60 s.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -126,9 +128,34 @@ def judge(case: Case, o: Outcome) -> list[str]:
                 fails.append("multi_line_error")
             elif case.names and not any(n in lines[0] for n in case.names if n):
                 fails.append("error_not_naming_input")
+            elif case.fields and not names_a_field(lines[0], case.fields):
+                fails.append("error_not_naming_field")
         elif not any("error:" in ln for ln in lines):
             fails.append("usage_without_error")
     return fails
+
+
+# refusals of a run's whole size (requests per run, request-steps): no one field is to blame,
+# the message says what to shorten instead
+_WHOLE_RUN_LIMITS = ("requests per run", "request-steps")
+
+
+def names_a_field(line: str, fields: tuple[str, ...]) -> bool:
+    """Does an error line name one of the mutated fields (its dotted path, or its last key:
+    ``workload.segments[0].share`` or ``share``)? A refusal of the run's whole size passes."""
+    if any(m in line for m in _WHOLE_RUN_LIMITS):
+        return True
+    for f in fields:
+        keys = [k for k in re.split(r"[.\[\]]", f) if k and not k.isdigit()]
+        if f in line or (keys and keys[-1] in line):
+            return True
+        # a renamed candidate, fleet or route is refused where it is referred to, by that field
+        if keys and keys[-1] == "name" and any(r in line for r in _REFERRERS):
+            return True
+    return False
+
+
+_REFERRERS = ("two_routes[", ".fleet", "speculative", "baseline", "idealised", "fallback")
 
 
 @dataclass
@@ -151,13 +178,15 @@ class Tally:
 
     def lines(self) -> list[str]:
         keys = ["uncaught_exception", "traceback", "internal_error", "bad_exit_code", "over_60s",
-                "multi_line_error", "error_not_naming_input", "usage_without_error"]
+                "multi_line_error", "error_not_naming_input", "error_not_naming_field",
+                "usage_without_error"]
         out = [f"inputs {self.inputs}", *(f"{k} {self.fails.get(k, 0)}" for k in keys),
                f"exit codes {dict(sorted(self.exit_codes.items(), key=str))}",
                f"slowest {self.slowest_s:.1f} s"]
         for key, (case, o) in sorted(self.examples.items()):
             msg = o.exception or (_error_lines(o.stderr) or [""])[-1]
-            out.append(f"  e.g. {key}: argv={[a[:60] for a in case.argv]} -> rc={o.rc} {msg[:300]!r}")
+            mutated = f" fields={list(case.fields)[:4]}" if case.fields else ""
+            out.append(f"  e.g. {key}: argv={[a[:60] for a in case.argv]}{mutated} -> rc={o.rc} {msg[:300]!r}")
         return out
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sim.contracts.errors import SpecplanError, echo, read_text
+from sim.contracts.json_reader import decode_failure
 
 LAYOUTS = ("steps", "positions")
 
@@ -72,8 +73,8 @@ def read_trace(path: str, *, k_max: int | None = None) -> list[TraceRequest]:
             if f not in rec:
                 raise SpecplanError(f"{at}: {f}: missing (each line needs request, task, language, temperature and accepted or acc_len)")
         temp = rec["temperature"]
-        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or temp < 0:
-            raise SpecplanError(f"{at}: temperature: expected a number >= 0, got {echo(temp, 60)}")
+        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or not 0 <= temp <= 100:  # as segments
+            raise SpecplanError(f"{at}: temperature: expected a number in 0..100, got {echo(temp, 60)}")
         base = (str(rec["request"]), str(rec["task"]), str(rec["language"]), float(temp))
         if "accepted" in rec:
             k = rec.get("k")
@@ -110,6 +111,81 @@ def read_specdecode_bench(
     if not out:
         raise SpecplanError(f"{path}: no trace records")
     return out
+
+
+def _vllm_stats(rec: dict) -> dict | None:
+    """The ``speculative_decoding_stats`` object of one logged response, wherever vLLM put it: the
+    record itself, a choice's ``speculative_decoding_stats``, or ``metrics.speculative_decoding``."""
+    if "per_step_accepted" in rec:
+        return rec
+    for choice in rec.get("choices") or []:
+        if isinstance(choice, dict) and isinstance(choice.get("speculative_decoding_stats"), dict):
+            return choice["speculative_decoding_stats"]
+    m = rec.get("metrics")
+    if isinstance(m, dict) and isinstance(m.get("speculative_decoding"), dict):
+        return m["speculative_decoding"]
+    return None
+
+
+def read_vllm_per_request(
+    path: str, *, task: str = "any", language: str = "any", temperature: float = 0.0
+) -> list[TraceRequest]:
+    """vLLM's per-request acceptance (``--per-request-spec-decode-metrics detailed``, PR #48915;
+    docs ``features/speculative_decoding/acceptance_metrics.md``), one logged response a line.
+
+    Each line is a response (its choice's ``speculative_decoding_stats``, or the top-level
+    ``metrics.speculative_decoding`` of earlier releases) or the stats object alone; it needs
+    ``num_spec_tokens`` (k) and the ``detailed`` arrays ``per_step_accepted`` and
+    ``per_step_drafted``. A step that drafted nothing is a step without a proposal (``null`` in
+    specplan's layout). Responses without stats (``null``: not speculated) are skipped. No task
+    labels: every request gets ``task:language:temperature``.
+    """
+    out = []
+    for n, rec in _records(path):
+        at = f"{path}:{n}"
+        stats = _vllm_stats(rec)
+        if stats is None:
+            if "choices" in rec or "metrics" in rec:
+                continue  # a response vLLM did not speculate on
+            raise SpecplanError(f"{at}: per_step_accepted: missing (run vLLM with --per-request-spec-decode-metrics detailed)")
+        k = stats.get("num_spec_tokens")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise SpecplanError(f"{at}: num_spec_tokens: expected the draft length (an integer >= 1), got {k!r}")
+        for f in ("per_step_accepted", "per_step_drafted"):
+            if f not in stats:
+                raise SpecplanError(f"{at}: {f}: missing (vLLM writes it with --per-request-spec-decode-metrics detailed)")
+        drafted = _ints(stats["per_step_drafted"], f"{at}: per_step_drafted", lo=0, hi=k)
+        accepted = _ints(stats["per_step_accepted"], f"{at}: per_step_accepted", lo=0, hi=k)
+        if len(drafted) != len(accepted):
+            raise SpecplanError(f"{at}: per_step_accepted: {len(accepted)} steps but per_step_drafted has "
+                                f"{len(drafted)}; both have one entry per verification step")
+        for i, (a, d) in enumerate(zip(accepted, drafted, strict=True)):
+            if a > d:
+                raise SpecplanError(f"{at}: per_step_accepted[{i}]: {a} exceeds per_step_drafted[{i}] = {d} "
+                                    "(a step cannot accept more than it drafted)")
+        total = stats.get("num_accepted_draft_tokens")
+        if isinstance(total, int) and total != sum(accepted):
+            raise SpecplanError(f"{at}: num_accepted_draft_tokens: {total} but per_step_accepted sums to "
+                                f"{sum(accepted)}; the two must agree")
+        vals = tuple(a if d > 0 else -1 for a, d in zip(accepted, drafted, strict=True))
+        rid = rec.get("id", stats.get("request_id", n))
+        out.append(TraceRequest(str(rid), task, language, float(temperature), "steps", vals, k))
+    if not out:
+        raise SpecplanError(f"{path}: no response with speculative decoding stats")
+    return out
+
+
+def measured_acceptance_length(records: Sequence[TraceRequest], k: int) -> float:
+    """vLLM's mean acceptance length of a trace replayed at ``k``: ``1 + accepted / drafts``,
+    counting only steps with a proposal (exact at the ``k`` a steps-layout trace was run at)."""
+    drafts = accepted = 0
+    for r in records:
+        steps = [a for proposed, a in r.steps_at(k) if proposed]
+        drafts += len(steps)
+        accepted += sum(steps)
+    if drafts == 0:
+        raise SpecplanError("acceptance trace: no step with a proposal, so no acceptance length")
+    return 1.0 + accepted / drafts
 
 
 def write_trace(path: str, records: Iterable[TraceRequest]) -> None:
@@ -163,6 +239,8 @@ def _records(path: str) -> Iterable[tuple[int, dict]]:
             rec = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise SpecplanError(f"{path}:{n}: not a JSON object ({exc.msg} at column {exc.colno})") from None
+        except (ValueError, RecursionError) as exc:  # nested past recursion, or thousands of digits
+            raise decode_failure(exc, path, n, "counts of at most a few digits") from None
         if not isinstance(rec, dict):
             raise SpecplanError(f"{path}:{n}: expected a JSON object per line, got {type(rec).__name__}")
         yield n, rec

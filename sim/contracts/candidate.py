@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError, echo
+from sim.contracts.input_limits import path_problem
 from sim.contracts.scenario_fields import NAME_RE
 from sim.contracts.scenario_paths import path_field
 
@@ -60,6 +62,8 @@ class KvFallbackConfig:
             raise FieldError("window_s", f"must be > 0 seconds, got {self.window_s}")
 
 
+MAX_K = 1024  # draft tokens per step: no drafter proposes more (breakeven --k's bound too)
+
 _POLICY_FIELDS: dict[str, tuple[str, ...]] = {
     "fixed": ("k",),
     "off_above_batch": ("k", "max_batch"),
@@ -88,6 +92,9 @@ class Candidate:
     """off_above_batch: speculation is off while more than this many requests decode."""
     k_by_batch: tuple[tuple[int, int], ...] | None = None
     """k_by_batch: [[batch_size_at_least, k], …], first threshold 1, thresholds increasing."""
+    schedule: Literal["auto"] | None = None
+    """k_by_batch: "auto" computes ``k_by_batch`` from the profile when the run starts (the best k
+    per decode batch, ``sim.model.k_schedule``) with k up to ``k``; leave ``k_by_batch`` out."""
     adaptive: AdaptiveConfig | None = None
     """adaptive: the hysteresis thresholds."""
     kv_fallback: KvFallbackConfig | None = None
@@ -99,9 +106,10 @@ class Candidate:
     """Optional per-request acceptance trace (docs/acceptance-trace-format.md; path relative to
     the scenario) that replaces the profile's acceptance: each request replays one traced
     request's sequence (``trace_replay``) or draws steps independently at its rates."""
-    trace_format: Literal["specplan", "specdecode-bench-eagle", "specdecode-bench-ngram"] = "specplan"
-    """Layout of ``acceptance_trace``: specplan's JSONL, or a user's own SpecDecode-Bench
-    ``combined_*.jsonl`` (its ``acc_eagle`` / ``acc_ngram`` arrays; no task labels)."""
+    trace_format: Literal["specplan", "specdecode-bench-eagle", "specdecode-bench-ngram", "vllm-per-request"] = "specplan"
+    """Layout of ``acceptance_trace``: specplan's JSONL, a user's own SpecDecode-Bench
+    ``combined_*.jsonl`` (its ``acc_eagle`` / ``acc_ngram`` arrays; no task labels), or vLLM's
+    per-request acceptance (``--per-request-spec-decode-metrics detailed``; no task labels)."""
     trace_replay: bool = True
     """True: within a request, accepted lengths follow the traced sequence; False: independent
     draws at the traced request's per-position rates (to compare)."""
@@ -111,11 +119,16 @@ class Candidate:
     prefix_caching: bool | None = None
     """Prefix caching for this candidate (docs/prefix-caching.md); none: the fleet engine's
     ``prefix_caching``. Lets "cache on, speculation off" be a candidate of its own."""
+    computed: str | None = internal_field()
+    """Set with ``k_by_batch`` when ``schedule = "auto"`` was computed: what it was computed from."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
             raise FieldError("name", f"must match [A-Za-z0-9._+-]+, got {echo(self.name, 60)}")
-        all_params = ("proposer", "k", "max_batch", "k_by_batch", "adaptive", "kv_fallback",
+        if self.acceptance_trace is not None:  # its form, as fleet.profile's (the OS would refuse it unnamed)
+            if why := (path_problem(self.acceptance_trace) if self.acceptance_trace else "path is empty"):
+                raise FieldError("acceptance_trace", f"{why}; give a JSON Lines acceptance trace file")
+        all_params = ("proposer", "k", "max_batch", "k_by_batch", "schedule", "adaptive", "kv_fallback",
                       "assumed_acceptance")
         if self.speculation == "off":
             for p in all_params:
@@ -125,8 +138,17 @@ class Candidate:
                 raise FieldError("policy", "not used by the baseline (speculation = \"off\")")
             return
         if self.proposer is None:
-            raise FieldError("proposer", "required for a speculative candidate (a profile proposer)")
+            raise FieldError("proposer", "required for a speculative candidate (speculation = \"on\", the "
+                             "default; \"off\" for the baseline): a profile proposer")
         needed = _POLICY_FIELDS[self.policy]
+        if self.schedule is not None:
+            if self.policy != "k_by_batch":
+                raise FieldError("schedule", f"only for policy \"k_by_batch\", not {echo(self.policy, 60)}")
+            if self.k_by_batch is not None and self.computed is None:
+                raise FieldError("k_by_batch", "schedule = \"auto\" computes it from the profile; give one of the two")
+            if self.k is None:
+                raise FieldError("k", "required by schedule = \"auto\": the largest k the computed schedule may use")
+            needed = ("k", *(("k_by_batch",) if self.computed is not None else ()))
         for p in ("k", "max_batch", "k_by_batch", "adaptive", "kv_fallback"):
             given = getattr(self, p) is not None
             if p in needed and not given:
@@ -135,8 +157,8 @@ class Candidate:
                 raise FieldError(
                     p, f"not used by policy {echo(self.policy, 60)}; valid: {', '.join(needed)}"
                 )
-        if self.k is not None and self.k < 1:
-            raise FieldError("k", f"must be ≥ 1, got {self.k}")
+        if self.k is not None and not 1 <= self.k <= MAX_K:  # an acceptance trace has no k_max to stop it
+            raise FieldError("k", f"must be in 1..{MAX_K} draft tokens, got {self.k}")
         if self.max_batch is not None and self.max_batch < 1:
             raise FieldError("max_batch", f"must be ≥ 1, got {self.max_batch}")
         if self.k_by_batch is not None:
@@ -147,9 +169,9 @@ class Candidate:
             for i, (b, kk) in enumerate(self.k_by_batch):
                 if i and b <= self.k_by_batch[i - 1][0]:
                     raise FieldError(f"k_by_batch[{i}]", f"thresholds must increase, got {b}")
-                if kk < 0:
-                    raise FieldError(f"k_by_batch[{i}]", f"k must be ≥ 0, got {kk}")
-            if self.max_k < 1:
+                if not 0 <= kk <= MAX_K:
+                    raise FieldError(f"k_by_batch[{i}]", f"k must be in 0..{MAX_K}, got {kk}")
+            if self.max_k < 1 and self.computed is None:
                 raise FieldError("k_by_batch", "at least one k must be ≥ 1 (else use the baseline)")
         if self.assumed_acceptance is not None:
             a = self.assumed_acceptance
@@ -189,7 +211,7 @@ class Candidate:
             return 0
         if self.k_by_batch is not None:
             return max(kk for _, kk in self.k_by_batch)
-        return int(self.k or 0)
+        return int(self.k or 0)  # a schedule not yet computed: at most its k
 
 
 BASELINE_NAME = "baseline"

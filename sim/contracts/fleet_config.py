@@ -20,7 +20,7 @@ Fallback = Literal["baseline", "same"]
 KvLayout = Literal["paged", "padded"]
 ServingEngine = Literal["vllm", "sglang", "trtllm"]
 VllmRunner = Literal["v2", "v1"]
-Provenance = Literal["assumed", "measured", "published", "imported"]
+Provenance = Literal["assumed", "measured", "published", "imported", "calibrated"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class EngineConfig:
             raise FieldError("runner", f"only vLLM has runner generations; {self.name!r} takes none "
                              "(remove runner, or set name = \"vllm\")")
         if self.version is not None and not re.fullmatch(r"\d+(\.\d+){0,3}([.+-]?[0-9A-Za-z.]+)?", self.version):
-            raise FieldError("version", f"must be a release number like \"0.12.0\", got {self.version!r}")
+            raise FieldError("version", f"must be a release number like \"0.12.0\", got {echo(self.version)}")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             v = getattr(self, name)
             if v is not None and v < 1:

@@ -319,14 +319,53 @@ def check_work(expected_requests: float, steps_per_request: float, runs: int, or
         raise SpecplanError(
             f"{origin}: about {total:.3g} simulated request-steps ({expected_requests:.3g} requests "
             f"× {steps_per_request:.3g} steps × {runs} runs), over the limit of {limit:,} "
-            "(SPECPLAN_MAX_REQUEST_STEPS); shorten run.duration_s, lower the rate or run fewer "
-            "seeds/candidates"
+            "(SPECPLAN_MAX_REQUEST_STEPS); shorten run.duration_s, lower the rate, run fewer "
+            "seeds/candidates or, with prefix caching, share shorter prompts"
         )
 
 
-def workload_size(workload: Any, run: Any, trace: Any = None) -> tuple[float, float]:
+def workload_size(workload: Any, run: Any, trace: Any = None, block_size: int | None = None) -> tuple[float, float]:
     """(expected requests per run, steps per request ≈ mean output tokens + 1) of a workload,
-    before any request is generated (a trace: its rows, at most)."""
+    before any request is generated (a trace: its rows, at most). With ``block_size`` (prefix
+    caching on, ``hashed_block_size``) a request also counts its shared prompt blocks: each one is
+    hashed before the run and given a cache row, which costs what a step does (a conversation's
+    10-million-token history took minutes while its steps took a second)."""
+    n, steps = _requests_and_steps(workload, run, trace)
+    if block_size is None:
+        return n, steps
+    if trace is not None:
+        shared = float(trace.prompt_tokens.mean()) if trace.hash_ids is not None and len(trace.prompt_tokens) else 0.0
+    else:
+        try:
+            shared = sum(float(share) * _shared_tokens(seg)
+                         for share, seg in zip(workload.shares, workload.segments, strict=True))
+        except (OverflowError, TypeError):
+            shared = math.inf
+    return n, steps + shared / block_size
+
+
+def _shared_tokens(seg: Any) -> float:
+    """Mean prompt tokens a segment's requests share (an upper bound): a conversation's whole
+    mean prompt (its history is shared), else the system prompt and document, within the prompt."""
+    if seg.prompt_tokens is None:
+        return 0.0
+    prompt = mean_length(seg.prompt_tokens)
+    conv = seg.conversation
+    if conv is not None:  # turn t's prompt: the first + (t - 1) × (answer + user turn)
+        return prompt + (conv.turns - 1) / 2.0 * (mean_length(seg.output_tokens) + conv.user_tokens)
+    head = seg.shared_prefix_tokens + (seg.documents.tokens if seg.documents is not None else 0)
+    return min(prompt, float(head))
+
+
+def hashed_block_size(scenario: Any) -> int | None:
+    """The block size prompts are hashed in when some candidate caches prefixes, else None."""
+    engine = scenario.fleet.engine
+    if any(c.prefix_caching_on(engine.prefix_caching) for c in scenario.candidates):
+        return int(engine.block_size)
+    return None
+
+
+def _requests_and_steps(workload: Any, run: Any, trace: Any) -> tuple[float, float]:
     duration = float(run.duration_s)
     if workload.arrival in ("poisson", "gamma"):
         n = float(workload.rate) * duration * workload.turns_per_arrival

@@ -102,6 +102,15 @@ def load_profile(path: str | Path) -> Profile:
     return parse_profile_text(read_text(p, "profile"), str(p))
 
 
+def load_profile_document(path: str | Path) -> tuple[dict[str, Any], Profile]:
+    """The profile file's JSON document and its validated ``Profile``: for tools that rewrite a
+    few values and write the profile back (``specplan calibrate``), validated first."""
+    p = Path(path)
+    text = read_text(p, "profile")
+    profile = parse_profile_text(text, str(p))
+    return json.loads(text), profile
+
+
 def parse_profile_text(text: str, origin: str) -> Profile:
     """Validate profile JSON text (a file's or an upload's); ``origin`` names it in errors."""
     check_nesting(text, origin, "JSON", toml=False)

@@ -11,8 +11,10 @@ from typing import Any, Literal
 from sim.contracts.errors import echo, join_path
 from sim.contracts.json_reader import JsonReader, json_type, names_or_none
 
-Method = Literal["measured", "estimated", "imported", "published", "assumed"]
-METHODS: tuple[str, ...] = ("measured", "estimated", "imported", "published", "assumed")
+Method = Literal["measured", "estimated", "imported", "published", "assumed", "calibrated"]
+METHODS: tuple[str, ...] = ("measured", "estimated", "imported", "published", "assumed", "calibrated")
+"""``calibrated``: fitted by ``specplan calibrate`` to the user's own measured runs (``notes`` says
+from which files, which terms and the held-out error; required)."""
 ModelSource = Literal["hf", "local", "gguf", "config-only"]
 MODEL_SOURCES: tuple[str, ...] = ("hf", "local", "gguf", "config-only")
 ProposerKind = Literal["draft_model", "eagle", "eagle3", "medusa", "mtp", "ngram", "suffix", "self_draft"]
@@ -311,6 +313,8 @@ class IdentityReader(JsonReader):
                 raise self.fail(join_path(path, "device"), "required when method is 'measured' (which device?)")
             if date is None:
                 raise self.fail(join_path(path, "date"), "required when method is 'measured'")
+        if method == "calibrated" and not (v.get("notes") or "").strip():
+            raise self.fail(join_path(path, "notes"), "required when method is 'calibrated' (fitted to which runs?)")
         if method == "published" and not citation:
             raise self.fail(join_path(path, "citation"), "required when method is 'published' (where are the numbers from?)")
         return Provenance(

@@ -192,13 +192,13 @@ class TimingReader(IdentityReader):
                 raise self.fail(f"{np_}[0]", f"must be >= {_AXIS_MIN[name]}, got {out[0]:g}")
             axes.append(out)
         shape = tuple(len(a) for a in axes)
-        median = self.array(v["median"], join_path(path, "median"), shape)
+        median = self.array(v["median"], join_path(path, "median"), shape, names)
         if np.isnan(median).all():
             raise self.fail(join_path(path, "median"), "every cell is null: nothing was measured")
         arrays: dict[str, np.ndarray | None] = {"p10": None, "p90": None}
         for key in arrays:
             if v.get(key) is not None:
-                arrays[key] = self.array(v[key], join_path(path, key), shape)
+                arrays[key] = self.array(v[key], join_path(path, key), shape, names)
         p10, p90 = arrays["p10"], arrays["p90"]
         tol = 1e-12
         with np.errstate(invalid="ignore"):
@@ -221,8 +221,9 @@ class TimingReader(IdentityReader):
                 arr.setflags(write=False)
         return TimingGrid(path, expected, tuple(axes), median, p10, p90, repeats)
 
-    def array(self, v: Any, path: str, shape: tuple[int, ...]) -> np.ndarray:
-        """Nested lists of exactly ``shape``, numbers >= 0 or null (NaN)."""
+    def array(self, v: Any, path: str, shape: tuple[int, ...], names: tuple[str, ...] = ()) -> np.ndarray:
+        """Nested lists of exactly ``shape``, numbers >= 0 or null (NaN); a wrong length names the
+        axis (``names``), since the axis values or the array may be the one in error."""
         flat: list[float] = []
         dims = "x".join(map(str, shape))
 
@@ -239,7 +240,8 @@ class TimingReader(IdentityReader):
                 return
             if not isinstance(node, list) or len(node) != shape[depth]:
                 got = f"length {len(node)}" if isinstance(node, list) else json_type(node)
-                raise self.fail(p, f"expected {len(shape)}-d array {dims} (axis {depth + 1} of length {shape[depth]}), got {got}")
+                axis = f"axis {depth + 1}" + (f", axes.{names[depth]}," if depth < len(names) else "")
+                raise self.fail(p, f"expected {len(shape)}-d array {dims} ({axis} of length {shape[depth]}), got {got}")
             for i, child in enumerate(node):
                 walk(child, depth + 1, f"{p}[{i}]")
 

@@ -158,11 +158,15 @@ class Scenario:
     def __post_init__(self) -> None:
         cands = self.candidates
         if not any(c.is_baseline for c in cands):
-            if any(c.name == BASELINE_NAME for c in cands):
-                raise FieldError(
-                    "candidates", "a speculative candidate is named \"baseline\"; rename it "
-                    "(the baseline, speculation = \"off\", is added under that name)"
-                )
+            for i, c in enumerate(cands):
+                if c.name != BASELINE_NAME:
+                    continue
+                if c.speculates:
+                    raise FieldError(f"candidates[{i}].name", "a speculative candidate is named \"baseline\"; "
+                                     "rename it (the baseline, speculation = \"off\", is added under that name)")
+                raise FieldError(f"candidates[{i}].prefix_caching", "true makes \"baseline\" a cache-on candidate, "
+                                 "not the baseline; rename it, or remove prefix_caching (the baseline, "
+                                 "speculation = \"off\", is added under that name)")
             # normalising the candidate list is part of construction, not a later mutation
             object.__setattr__(self, "candidates", (Candidate(BASELINE_NAME, "off"), *cands))
         check_scenario(self)

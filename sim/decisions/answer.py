@@ -104,6 +104,17 @@ def with_load_limit(answer: Answer, points: Sequence[tuple[float, Any]], *, devi
     return answer
 
 
+def with_acceptance_needed(answer: Answer, points: Sequence[tuple[float, Any]], profile: Any, *,
+                           budget: int, **kw: Any) -> Answer:
+    """``answer`` with the acceptance each speculative candidate needs at each load point
+    (``points``: offered fleet rate and result; ``sim.decisions.acceptance_needed``)."""
+    import dataclasses
+
+    from sim.decisions.acceptance_needed import acceptance_needed
+
+    return dataclasses.replace(answer, needs=acceptance_needed(points, profile, budget=budget, **kw))
+
+
 def next_seeds(have: Sequence[int], n: int) -> list[int]:
     """``n`` new seeds: the integers after the largest one run."""
     top = max(have)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from sim.decisions.acceptance_needed_text import need_json
 from sim.decisions.answer_text import Answer, Row, headline, method, numbers
 from sim.decisions.decision import Decision
 
@@ -39,6 +40,7 @@ def to_json(answer: Answer) -> dict[str, object]:
     doc = one(answer.whole)
     doc["windows"] = [one(w) for w in answer.windows]
     doc["budget"] = answer.budget_note
+    doc["acceptance_needed"] = need_json(answer.needs)
     return doc
 
 

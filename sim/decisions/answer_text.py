@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sim.contracts.errors import clip as clip_words
+from sim.decisions.acceptance_needed import AcceptanceNeeded
+from sim.decisions.acceptance_needed_text import need_lines, point_words, sentence
 from sim.decisions.decision import Decision, cost_at_size
 from sim.decisions.facts import CandidateFacts
 from sim.decisions.paired import mean_interval
@@ -33,6 +35,9 @@ class Answer:
     load_limit: Decision | None = None
     """The decision at the lowest simulated load above the question's where the winner is no
     longer among the leaders while another candidate is (None: no load shows that)."""
+    needs: tuple[AcceptanceNeeded, ...] = ()
+    """Per speculative candidate, the acceptance length it needs per load point
+    (``sim.decisions.acceptance_needed``; empty unless asked for)."""
 
 
 @dataclass(frozen=True)
@@ -264,12 +269,14 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
         items.append((said, "  ", "      ", False))
-    for said in acceptance_lines(d):
+    for said in acceptance_lines(d, measured_too=verbose):
         items.append((said, "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
+    for said in need_lines(answer.needs):
+        items.append((said.strip(), "  " if not said.startswith(" ") else "    ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
                                      f"(±{100 * d.facts.latency_indifference:.0f} % latency) counts as equal")
     per = "; goodput per second of arrivals" if d.question == "fleet" and d.facts.has_slo else ""
@@ -283,12 +290,14 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     return out
 
 
-def acceptance_lines(d: Decision) -> list[str]:
+def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:
     """``acceptance: draft-k3, draft-k2: ASSUMED 0.7 per position (…)``: what each speculative
-    candidate's acceptance rests on (the least certain input), candidates on one basis together."""
+    candidate's acceptance rests on (the least certain input), candidates on one basis together.
+    ``measured_too=False`` (the terminal's one screen) leaves out the plain "measured" basis: the
+    line is there to flag acceptance that was not measured."""
     by: dict[str, list[str]] = {}
     for c in d.facts.candidates:
-        if c.acceptance:
+        if c.acceptance and (measured_too or c.acceptance != "measured"):
             by.setdefault(c.acceptance, []).append(c.name)
     return [f"acceptance: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
@@ -348,6 +357,12 @@ def rows(answer: Answer) -> list[Row]:
                        obs, plain(dec), risk, numbers(d, c)))
     for w in answer.windows:
         out.append(_window_row(d, w))
+    for n in answer.needs:
+        if not n.skipped:
+            out.append(Row("acceptance needed", n.candidate, "all", ", ".join(f"{p.rate:g}" for p in n.points) + " req/s",
+                           point_words(n), sentence(n), "acceptance on live traffic below the needed length "
+                           "undoes the gain: measure it (vLLM's spec-decode counters) before relying on it",
+                           {"mean_acceptance_length": n.assumed, "runs": float(n.runs)}))
     lim = answer.load_limit
     if lim is not None and d.winner is not None:
         out.append(Row("load limit", d.winner, "all", f"{lim.facts.rate:g} req/s", headline(lim),

@@ -7,10 +7,13 @@ compute-bound) and with the segment's acceptance. One cycle at batch ``b`` draft
 
 - proposal rate ``p`` (n-gram: the share of steps with a match; 1 for model drafters): on
   average ``b·p`` rows draft ``k`` tokens, the rest feed one token (vLLM schedules them so);
-- step time ``target_forward(b, 1 + k·p, c) + D(b·p, k, c) + H(b·p, k)`` (a paged engine's
-  tokens priced at the mean tokens per row, as ``sim.model.price_kernels.verify_tokens_per_row``);
+- step time: the simulator's own step timer with ``b·p`` drafting rows (a fractional count
+  priced as the mix of its two neighbours);
 - tokens committed per row ``1 + p·(s_1 + … + s_k)``;
 - time per committed token = step time / (b · tokens per row); k = 0 is the plain decode.
+
+The rule's one home is ``sim.model.k_schedule.batch_cost``; a ``schedule = "auto"`` candidate
+merges its per-batch winners into ranges.
 
 This ignores queueing and the spread of acceptance across requests: the simulator answers those.
 """
@@ -21,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceSegment
+from sim.model.k_schedule import batch_cost
+from sim.model.step_time import ProfileStepTimer
 
 
 @dataclass(frozen=True)
@@ -64,24 +68,15 @@ def best_k_table(
         raise SpecplanError(f"--best-k: batch sizes must be >= 1, got {list(batches)}")
     top = entry.k_max if k_max is None else min(k_max, entry.k_max)
 
-    def interp(grid) -> GridInterpolator:
-        return GridInterpolator(grid.axes, grid.median, name=grid.quantity, axis_names=grid.axis_names)
-
-    fwd, draft, over = interp(profile.timing.target_forward), interp(ptiming.draft), interp(ptiming.overhead)
+    timer = ProfileStepTimer(profile)
+    timer.check_proposer(proposer, top)
     out = []
     for seg in segments if segments is not None else entry.segments:
-        s, p = seg.survival, seg.proposal_rate
+        p = seg.proposal_rate
+        rates = [p * x for x in seg.survival[:top]]
         for b in batches:
-            times = [fwd(b, 1, context) / b]
-            for k in range(1, top + 1):
-                rows = b * p
-                step = fwd(b, 1 + k * p, context)
-                if rows >= 1:
-                    step += draft(rows, k, context) + over(rows, k)
-                elif rows > 0:  # under one drafting row on average: one row, that often
-                    step += rows * (draft(1, k, context) + over(1, k))
-                times.append(step / (b * (1 + p * sum(s[:k]))))
-            out.append(BestK(str(seg.key), int(b), p, tuple(times)))
+            cell = batch_cost(timer, proposer, int(b), context, rates, p)  # the rule's one home
+            out.append(BestK(str(seg.key), int(b), p, cell.per_k_s))
     return out
 
 

@@ -115,6 +115,9 @@ def emit(candidate: Candidate, proposer: Any, engine: ServingEngine, top: int,
     if not candidate.speculates:
         return None
     k = candidate.max_k
+    if k == 0:  # a computed schedule (schedule = "auto") that pays at no batch the engine reaches
+        return EmittedConfig(candidate.name, engine.label, 0, False, "", None, (
+            "its computed schedule drafts at no decode batch: deploy without speculation",))
     try:
         sched = tuple(schedule) if schedule is not None else schedule_of(candidate, top)
     except ValueError as exc:
@@ -213,6 +216,7 @@ def candidate_config(scenario: Any, profile: Any, name: str) -> EmittedConfig | 
     """The config of scenario candidate ``name`` on the engine its fleet names, resolved for its
     profile (``profile``: the [fleet]'s; a [fleets.NAME] candidate's own is loaded)."""
     from sim.model.engine_defaults import engine_limits
+    from sim.model.k_schedule import resolve_candidate
     from sim.model.serving_engine import resolve
     from sim.results.runner import candidate_profiles
 
@@ -220,6 +224,7 @@ def candidate_config(scenario: Any, profile: Any, name: str) -> EmittedConfig | 
     if not cand.speculates:
         return None
     prof = profile if cand.fleet is None else candidate_profiles(scenario, None, [cand])[cand.name]
+    cand = resolve_candidate(scenario, prof, cand)  # schedule = "auto": the one the run computed
     own = scenario.for_candidate(cand)
     engine = resolve(own.fleet.engine, prof)
     top = int(engine_limits(own, prof).max_num_seqs)

@@ -147,13 +147,8 @@ def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: floa
          "max_pause_s": sel["max_pause_s"].cast(pl.Float64).fill_null(np.nan).to_numpy()}
     good = good_array(done, a, limits_ms) if limits_ms else np.zeros(len(done), bool)
     counts = {c: sel[c].fill_null(0).to_numpy() for c in ("num_drafts", "accepted_tokens")}
-    keys = list(zip(sel[mn.CANDIDATE].to_list(), sel[mn.SEED].to_list(), strict=True))
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i, k in enumerate(keys):
-        groups.setdefault(k, []).append(i)
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for key, idx in groups.items():
-        ix = np.asarray(idx)
+    for key, ix in _groups(sel):
         d = done[ix]
         row: dict[str, Any] = {
             mn.COMPLETED: int(d.sum()), mn.REJECTED: int((outcome[ix] == mn.REJECTED).sum()),
@@ -172,6 +167,25 @@ def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: floa
     return out
 
 
+def _request_frames(result: Any) -> Any:
+    """A result's per-request records part by part (``ScenarioResult.request_parts``), or its
+    one frame (results that only have ``requests``)."""
+    parts = getattr(result, "request_parts", None)
+    return parts.frames() if parts is not None else [result.requests]
+
+
+def _groups(sel: pl.DataFrame) -> list[tuple[tuple[str, int], np.ndarray]]:
+    """Row indices of each (candidate, seed) in order of first appearance, without a Python
+    object per row (a 10^6 req/s run has millions of rows)."""
+    keys = sel.select(mn.CANDIDATE, mn.SEED)
+    uniq = keys.unique(maintain_order=True)
+    if uniq.height <= 1:
+        return [(k, np.arange(sel.height)) for k in uniq.iter_rows()]
+    code = keys.join(uniq.with_row_index("_g"), on=[mn.CANDIDATE, mn.SEED], how="left",
+                     maintain_order="left")["_g"].to_numpy()
+    return [(k, np.flatnonzero(code == g)) for g, k in enumerate(uniq.iter_rows())]
+
+
 def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | None = None,
                 t1: float | None = None, window: str = "whole run", rate: float | None = None,
                 max_seeds: int = 0) -> Facts:
@@ -181,7 +195,9 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
     t0 = sc.run.warmup_s if t0 is None else t0
     t1 = sc.run.duration_s if t1 is None else t1
     limits = dict(sc.slo.limits)
-    rows = window_rows(result.requests, limits, t0, t1)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for part in _request_frames(result):  # one candidate × seed at a time: never all at once
+        rows.update(window_rows(part, limits, t0, t1))
     span = max(t1 - t0, 1e-9)
     out = []
     for name in result.candidates:

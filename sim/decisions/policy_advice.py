@@ -26,7 +26,8 @@ from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.decisions import vllm_config
 from sim.model.acceptance_match import match_segment
-from sim.model.step_time import ProfileStepTimer, StepShape
+from sim.model.k_schedule import batch_cost
+from sim.model.step_time import ProfileStepTimer
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,20 +224,16 @@ def advise_policy(
     timer = ProfileStepTimer(profile)
     timer.check_proposer(proposer)
     rates, label = mixed_survival(profile, proposer, segments)
-    kmax = len(rates)
     if batches is None:
         top = int(profile.timing.target_forward.axes[0][-1])
         batches = list(range(1, top + 1))
     bs = sorted({int(b) for b in batches})
     if not bs or bs[0] < 1:
         raise SpecplanError(f"--batches: batch sizes must be >= 1, got {list(batches)}")
-    m = 1.0 + np.cumsum(rates)  # M(k) for k = 1..kmax
     rows = []
-    for b in bs:
-        base = timer(StepShape(b, context, 0, None)) / b
-        per_k = tuple(timer(StepShape(b, context, k, proposer)) / (b * m[k - 1]) for k in range(1, kmax + 1))
-        best = int(np.argmin(per_k)) + 1
-        rows.append(BatchAdvice(b, base, per_k, best if per_k[best - 1] < base else 0))
+    for b in bs:  # the per-batch rule's one home (sim/model/k_schedule.py), every row drafting
+        cell = batch_cost(timer, proposer, b, context, rates, 1.0)
+        rows.append(BatchAdvice(b, cell.per_k_s[0], cell.per_k_s[1:], cell.best_k))
     wins = [r.best_k > 0 for r in rows]
     if not any(wins):
         off, on, fixed = None, None, 0
@@ -335,6 +332,7 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
     use, over the decode batches the scenario's load produces (one simulation of that
     candidate at the scenario's rate), and checked against the capacity search: where the
     search's best candidate for the proposer runs another k, a note says so and why."""
+    from sim.model.k_schedule import resolve_candidate
     from sim.results.runner import candidate_profiles, run_scenario
 
     seen: list[PolicyAdvice] = []
@@ -354,6 +352,7 @@ def advise_for_capacity(scenario: Any, profile: Profile, report: Any,
                 and x.name in caps and caps[x.name].mean > 0]
         if mine:
             best = max(mine, key=lambda x: caps[x.name].mean)
+            best = resolve_candidate(scenario, prof, best)  # schedule = "auto": its computed largest k
             if best.max_k != advice.fixed_k and advice.fixed_k:
                 advice = dataclasses.replace(advice, fixed_k=best.max_k, notes=(*advice.notes, (
                     f"num_speculative_tokens = {best.max_k}: the k of the capacity search's best "

@@ -278,6 +278,8 @@ def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: Sustain
 
     rest = peak - thr(s) if cfg.rule == "overflow" else peak  # "rate" sends all of a busy spell away
     b = fixed_b if fixed_b is not None else (max(0, math.ceil(rest / c_b - 1e-9)) if c_b > 0 else 1)
+    if s == 0 and fixed_b is None:
+        b = max(b, 1)  # no speculative pool: the baseline pool serves every request
     tried: dict[tuple[int, int], tuple[RouteOption, dict[str, list[Any]]]] = {}
 
     def ev(n_s: int, n_b: int) -> tuple[RouteOption, dict[str, list[Any]]]:
@@ -303,7 +305,7 @@ def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: Sustain
         for pool in ("baseline", "speculative"):
             while len(tried) < max_evals:
                 n_s, n_b = (s, b - 1) if pool == "baseline" else (s - 1, b)
-                if (pool == "baseline" and (fixed_b is not None or b == 0)) or (
+                if (pool == "baseline" and (fixed_b is not None or b <= (1 if s == 0 else 0))) or (
                         pool == "speculative" and (fixed_s is not None or s <= 1)):
                     break
                 alt, _ = ev(n_s, n_b)

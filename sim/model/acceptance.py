@@ -9,6 +9,7 @@ across requests that drives p99 TPOT and stream pauses is kept. Counting follows
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -295,6 +296,27 @@ class AcceptanceModel:
             props = [1.0] * len(rows) if g.row_proposal is None else g.row_proposal[sel].astype(float).tolist()
             for i, row, prop in zip(at.tolist(), rows, props, strict=True):
                 out[i] = (row, prop)
+        return out
+
+    def powered(self, gamma: float) -> AcceptanceModel:
+        """The same model with every survival rate raised to ``gamma`` (aggregate and per-request
+        rows): the one-parameter family ``sim.decisions.acceptance_needed`` scales acceptance by.
+        ``gamma < 1`` accepts more, ``> 1`` less; positions that always (1) or never (0) accept
+        stay so, rates stay non-increasing by position, and the bootstrap picks the same rows."""
+        if self.traces is not None:
+            raise SpecplanError(f"{self.source.split(':')[0]}: a replayed acceptance trace cannot be scaled")
+        if not gamma > 0:
+            raise ValueError(f"gamma must be > 0, got {gamma}")
+
+        def pw(seg: SegmentAcceptance) -> SegmentAcceptance:
+            agg, rows = np.power(seg.aggregate, gamma), np.power(seg.rows, gamma)
+            agg.setflags(write=False)
+            rows.setflags(write=False)
+            return dataclasses.replace(seg, aggregate=agg, rows=rows)
+
+        out = AcceptanceModel(self.proposer, self.k_max, {n: pw(s) for n, s in self.segments.items()},
+                              f"{self.source}, survival rates ^{gamma:.4g}",
+                              wildcard=None if self._wildcard is None else pw(self._wildcard))
         return out
 
     def proposal_rate(self, segment: str) -> float:

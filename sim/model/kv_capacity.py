@@ -87,14 +87,16 @@ def kv_capacity(
     if blocks < 1:
         need = block_size * per_token - budget
         with_draft = f" with proposer {proposer!r} resident" if proposer else ""
+        drafts = f" + memory.proposers.{proposer}" if proposer else ""  # every input named
         if tp > 1:
             with_draft += f" on {tp} GPUs (tensor parallel)"
         raise profile.error(
             "memory",
             f"no KV block fits at memory_utilization {memory_utilization:g}{with_draft}: "
             f"{_gib(need)} more memory needed for one block of {block_size} tokens "
-            f"(usable {_gib(usable)}, weights+activations {_gib(usable - budget)}); raise "
-            "memory_utilization or use a smaller model",
+            f"(usable {_gib(usable)} of device_memory_bytes, weights+activations {_gib(usable - budget)} "
+            f"from target_weight_bytes + activation_peak_bytes{drafts}, {per_token} bytes per token "
+            f"from target_kv_bytes_per_token{drafts}); raise memory_utilization or use a smaller model",
         )
     return KvCapacity(
         kv_tokens=blocks * block_size,

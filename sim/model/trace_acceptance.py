@@ -18,6 +18,7 @@ from sim.contracts.acceptance_trace import (
     entry_from_trace,
     read_specdecode_bench,
     read_trace,
+    read_vllm_per_request,
 )
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile_acceptance import AcceptanceKey, AcceptanceSegment, RequestAcceptance
@@ -31,7 +32,10 @@ def load_trace(path: str, trace_format: str) -> list[TraceRequest]:
         return read_trace(path)
     if trace_format in ("specdecode-bench-eagle", "specdecode-bench-ngram"):
         return read_specdecode_bench(path, trace_format.rsplit("-", 1)[1])
-    raise SpecplanError(f"trace_format {trace_format!r}: valid are specplan, specdecode-bench-eagle, specdecode-bench-ngram")
+    if trace_format == "vllm-per-request":
+        return read_vllm_per_request(path)
+    raise SpecplanError(f"trace_format {trace_format!r}: valid are specplan, specdecode-bench-eagle, "
+                        "specdecode-bench-ngram, vllm-per-request")
 
 
 def _segment(name: str, rows: list[dict], key: AcceptanceKey) -> SegmentAcceptance:

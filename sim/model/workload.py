@@ -258,10 +258,13 @@ def _arrays_and_rows(
         window = tc.effective_window_s(duration)
         rows = trace_arrivals(trace, duration, tc.start_s, window, tc.rate_scale)
         times = (trace.offsets_s[rows] - tc.start_s) / tc.rate_scale
-        if len(rows) == 0:
+        if len(rows) == 0:  # the hint names the field that emptied the window
+            how = ("lower workload.trace.start_s" if tc.start_s >= trace.span_s else
+                   "widen workload.trace.window_s" if tc.window_s is not None else
+                   f"widen workload.trace.window_s (default run.duration_s × rate_scale {tc.rate_scale:g})")
             raise SpecplanError(
                 f"{trace.path}: no trace rows in the window [{tc.start_s}, {tc.start_s + window}) s "
-                f"of a trace spanning {trace.span_s:.1f} s; lower workload.trace.start_s"
+                f"of a trace spanning {trace.span_s:.1f} s; {how}"
             )
     n = len(times)
     segment = child_stream(seq, _SEGMENTS).choice(

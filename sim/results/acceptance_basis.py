@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sim.contracts.candidate import Candidate
+from sim.contracts.errors import clip
 from sim.contracts.profile import Profile
 
 IMPORT_HINT = "bring measured counters: specplan profile import-vllm"
@@ -21,6 +22,23 @@ def rates_words(rates: Sequence[float]) -> str:
     if vals and vals[0] > 0 and all(abs(v - vals[0] ** (i + 1)) < 2e-3 for i, v in enumerate(vals)):
         return f"{vals[0]:g} per position"
     return "survival " + ", ".join(f"{v:.3g}" for v in vals) + " by position"
+
+
+KIND_WORDS = {"draft_model": "a draft model", "eagle3": "EAGLE-3", "eagle": "EAGLE", "mtp": "MTP",
+              "ngram": "n-gram", "suffix": "suffix decoding"}
+"""A proposer kind in a verdict's words (the profile and vLLM's config say ``draft_model``)."""
+
+
+def short_citation(cite: str, width: int = 90) -> str:
+    """A citation's words up to its first file path or address (the sources line keeps it all),
+    clipped at a word boundary: a verdict line names the source, not its file."""
+    words = []
+    for w in cite.split():
+        if "/" in w or "_" in w:
+            break
+        words.append(w)
+    short = " ".join(words).rstrip(",;:") or cite
+    return clip(short, width) + (" …" if short != cite and len(short) <= width else "")
 
 
 def acceptance_basis(cand: Candidate, profile: Profile) -> str | None:
@@ -44,9 +62,7 @@ def acceptance_basis(cand: Candidate, profile: Profile) -> str | None:
         ident = profile.proposers.get(cand.proposer)
         kind = ident.kind if ident is not None else cand.proposer
         return (f"ASSUMED {rates_words(rates)} (no published or measured acceptance for "
-                f"{kind} on {profile.target.id}: the last resort; {IMPORT_HINT})")
+                f"{KIND_WORDS.get(kind, kind)} on {profile.target.id}: the last resort; {IMPORT_HINT})")
     if method == "published":
-        cite = entry.provenance.citation or ""
-        short = cite if len(cite) <= 90 else cite[:89].rstrip() + "…"
-        return f"published ({short})"
+        return f"published ({short_citation(entry.provenance.citation or '')})"
     return method

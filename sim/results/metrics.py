@@ -322,11 +322,13 @@ class _Columns:
         self.gap_s, self.gap_segment = _done_gaps(itl, self.a["id"][measured_done], self.segment[measured_done])
 
     def of(self, seg: str) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Masks of ``seg``'s requests and ITL samples (None: all of them)."""
+        """Masks of ``seg``'s requests and ITL samples (None: all of them, also when ``seg``
+        holds every one: no copy of millions of samples for a one-segment workload)."""
         if seg == mn.ALL_SEGMENTS:
             return None, None
         code = self.code.get(seg, -2)
-        return self.segment == code, self.gap_segment == code
+        m, g = self.segment == code, self.gap_segment == code
+        return (None if m.all() else m), (None if g.all() else g)
 
 
 def _done_gaps(itl: pl.DataFrame, done: np.ndarray, done_seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

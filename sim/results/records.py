@@ -141,17 +141,26 @@ def steps_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
 
 def itl_frame(run: FleetRun, candidate: str, seed: int) -> pl.DataFrame:
     """One row per burst after a request's first: the gap since its previous burst (ITL)."""
+    samples = itl_samples(run)
+    n = samples.height
+    return pl.DataFrame(
+        {
+            "candidate": constant("candidate", candidate, pl.String, n),
+            "seed": constant("seed", seed, pl.Int64, n),
+            "id": samples["id"],
+            "gap_s": samples["gap_s"],
+        },
+        schema=ITL_SCHEMA,
+    )
+
+
+def itl_samples(run: FleetRun) -> pl.DataFrame:
+    """``itl_frame``'s ``id`` and ``gap_s`` columns only: what the summary reads, without the
+    constant candidate and seed columns (24 B a sample, ~110 MB on a GPU hour's baseline)."""
     n = len(run.gap_s)
     ids = (run.columns["id"] if run.columns is not None
            else np.fromiter((r.id for r in run.requests), dtype=np.int64, count=len(run.requests)))
     idx = np.frombuffer(run.gap_idx, dtype=np.int64) if n else np.empty(0, dtype=np.int64)
     gaps = np.frombuffer(run.gap_s, dtype=np.float64) if n else np.empty(0, dtype=np.float64)
-    return pl.DataFrame(
-        {
-            "candidate": constant("candidate", candidate, pl.String, n),
-            "seed": constant("seed", seed, pl.Int64, n),
-            "id": ids[idx],
-            "gap_s": gaps,
-        },
-        schema=ITL_SCHEMA,
-    )
+    return pl.DataFrame({"id": ids[idx], "gap_s": gaps},
+                        schema={"id": ITL_SCHEMA["id"], "gap_s": ITL_SCHEMA["gap_s"]})

@@ -18,15 +18,19 @@ import polars as pl
 
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
-from sim.contracts.input_limits import check_work, workload_size
+from sim.contracts.input_limits import check_work, hashed_block_size, workload_size
+from sim.contracts.memory_limits import check_memory
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
 from sim.model.engine import StepTimer
+from sim.model.k_schedule import resolve_candidate, straddle_notes
 from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.results.intervals import mean_ci95
+from sim.results.records import REQUEST_SCHEMA
+from sim.results.request_parts import RequestParts, pack
 from sim.results.run_notes import extrapolation_notes
 from sim.results.simulation import RunResult, simulate_once
 
@@ -70,7 +74,9 @@ class ScenarioResult:
     """Aggregated: one row per candidate and segment, metric means and ``_ci95`` half-widths."""
     per_seed: pl.DataFrame
     """The per-seed summary rows the aggregate was computed from."""
-    requests: pl.DataFrame
+    request_parts: RequestParts
+    """Per-request records, one part per candidate × seed (large ones compressed): read them
+    part by part (``request_parts.frames()``) where a whole frame is not needed."""
     steps: pl.DataFrame
     sources: tuple[str, ...]
     """Provenance of every profile section used, plus assumed acceptance lines."""
@@ -80,6 +86,12 @@ class ScenarioResult:
     seeds: tuple[int, ...]
     profiles: dict[str, Profile] | None = None
     """The profile each candidate ran on, by name (its fleet's; see ``candidate_profiles``)."""
+
+    @property
+    def requests(self) -> pl.DataFrame:
+        """Every request of every candidate × seed as one frame (built on each call: as large
+        as the records; the decision reads ``request_parts`` instead)."""
+        return self.request_parts.frame()
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write requests/steps/summary Parquet and summary.json into ``out_dir``."""
@@ -103,7 +115,7 @@ class ScenarioResult:
         notes = [*self.notes, *(n for n in more.notes if n not in self.notes and not n.startswith("extrapolated"))]
         return ScenarioResult(
             scenario=self.scenario, summary=aggregate(per_seed), per_seed=per_seed,
-            requests=pl.concat([self.requests, more.requests], how="vertical", rechunk=True),
+            request_parts=self.request_parts.merged(more.request_parts),
             steps=pl.concat([self.steps, more.steps], how="vertical", rechunk=True),
             sources=tuple(dict.fromkeys([*self.sources, *more.sources])), notes=tuple(notes),
             candidates=self.candidates, seeds=(*self.seeds, *more.seeds), profiles=self.profiles,
@@ -208,28 +220,39 @@ def run_scenario(
     if not cands:
         raise SpecplanError("no candidates to run")
     profs = candidate_profiles(scenario, profile, cands)
+    # schedule = "auto": k by batch computed from each candidate's profile, once, before any run
+    # (the result keeps the scenario as written; the computed ranges are in its sources)
+    cands = [resolve_candidate(scenario, profs[c.name], c) for c in cands]
     trace = None
     if scenario.workload.arrival == "trace":
         assert scenario.trace_path is not None
         trace = read_trace(scenario.workload.trace)
     total = len(cands) * len(seed_list)
-    check_work(*workload_size(scenario.workload, scenario.run, trace), total, scenario.origin or "scenario")
+    size = workload_size(scenario.workload, scenario.run, trace, hashed_block_size(scenario))
+    check_work(*size, total, scenario.origin or "scenario")
+    check_memory(size[0], total, scenario.origin or "scenario")
     done = 0
-    runs: list[RunResult] = []
+    runs: list[tuple[RunResult, pl.DataFrame | bytes]] = []
     for seed in seed_list:
         work_ss = np.random.SeedSequence(seed).spawn(2)[0]
+        specs = None  # the previous seed's requests are let go before this seed's are made
         specs = (None if scenario.workload.arrival == "concurrency"  # clients make their own
                  else generate_requests(scenario, rng=work_ss, trace=trace))
         for cand in cands:
             prof = profs[cand.name]
             timer = step_timer_factory(prof) if step_timer_factory is not None else None
-            runs.append(simulate_once(scenario.for_candidate(cand), prof, cand, seed, timer, requests=specs))
+            run = simulate_once(scenario.for_candidate(cand), prof, cand, seed, timer, requests=specs,
+                                keep_itl=False)
+            runs.append(_kept(run))  # (the run without its records, its requests packed)
+            del run  # its ITL samples and full-width records go before the next run starts
             done += 1
             if progress is not None:
                 progress(done, total, f"{cand.name} seed {seed}")
+    del specs
     order = {c.name: i for i, c in enumerate(cands)}
-    runs.sort(key=lambda r: (order[r.candidate], r.seed))
-    per_seed = pl.concat([r.summary for r in runs], how="vertical")
+    runs.sort(key=lambda r: (order[r[0].candidate], r[0].seed))
+    parts = RequestParts(tuple(p for _, p in runs), REQUEST_SCHEMA)
+    per_seed = pl.concat([r.summary for r, _ in runs], how="vertical")
     summary = aggregate(per_seed)
     used = list({id(p): p for p in profs.values()}.values())
     sources = list(used[0].sources())
@@ -237,7 +260,7 @@ def run_scenario(
     notes: list[str] = list(trace.notes) if trace is not None else []
     extrap: dict[str, dict[str, int]] = {}
     steps_by: dict[str, int] = {}
-    for r in runs:
+    for r, _ in runs:
         for line in r.sources:
             if line not in sources:
                 sources.append(line)
@@ -249,6 +272,13 @@ def run_scenario(
         for line in r.notes:
             if line not in notes:
                 notes.append(line)
+    steps = pl.concat([r.steps for r, _ in runs], how="vertical", rechunk=True)
+    for cand in cands:
+        if cand.computed is not None:
+            sources.append(f"{cand.name}: {cand.computed}")
+        if cand.speculates and cand.policy == "k_by_batch" and cand.k_by_batch:
+            dec = steps.filter(pl.col(mn.CANDIDATE) == cand.name)["decode_seqs"].to_numpy()
+            notes.extend(straddle_notes(cand.name, cand.k_by_batch, dec))
     for cand, counts in extrap.items():
         notes.extend(
             extrapolation_notes(counts, steps_by[cand], f"{cand}, {len(seed_list)} seed(s)")
@@ -257,13 +287,22 @@ def run_scenario(
         scenario=scenario,
         summary=summary,
         per_seed=per_seed,
-        # one chunk: sums over pooled seeds then do not depend on how the frames were split
-        # (a result sent from a worker process arrives rechunked; capacity --jobs)
-        requests=pl.concat([r.requests for r in runs], how="vertical", rechunk=True),
-        steps=pl.concat([r.steps for r in runs], how="vertical", rechunk=True),
+        request_parts=parts,
+        steps=steps,
         sources=tuple(sources),
         notes=tuple(notes),
         candidates=tuple(c.name for c in cands),
         seeds=seed_list,
         profiles=profs,
     )
+
+
+def _kept(run: RunResult) -> tuple[RunResult, pl.DataFrame | bytes]:
+    """What a scenario result keeps of a run: the run without its per-request records (its ITL
+    samples were never kept: ``keep_itl``), and its requests as one compact part (``pack``)."""
+    import dataclasses
+
+    return dataclasses.replace(run, requests=_NO_REQUESTS), pack(run.requests)
+
+
+_NO_REQUESTS = pl.DataFrame(schema=REQUEST_SCHEMA)

@@ -8,6 +8,7 @@ once at admission, and every step's accepted count).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +33,16 @@ from sim.model.workload import RequestSpec, generate_requests
 from sim.results import metric_names as mn
 from sim.results.cost import fleet_cost_usd
 from sim.results.metrics import measured_window, summarize, with_request_overhead
-from sim.results.records import itl_frame, requests_frame, steps_frame
+from sim.results.records import ITL_SCHEMA, itl_frame, itl_samples, requests_frame, steps_frame
 from sim.results.run_notes import extrapolations, run_notes
+
+COLLECT_REQUESTS = 100_000
+"""A run of at least this many requests is collected as soon as its records are built, before
+its summary: the simulated fleet is a reference cycle (replica <-> fleet, SimPy's env <->
+processes), so its arrays and request objects otherwise wait for the collector's schedule and
+live on into the summary and the next run (~700 MB at 10^6 requests). Not by ITL samples or
+steps: a full collection costs ~60 ms in a loaded process, 10 % of a GPU hour's run, and
+collecting its logs early lowered no measured peak (the peak there is the steps' concatenation)."""
 
 
 @dataclass(frozen=True)
@@ -128,10 +137,16 @@ def acceptance_model(
 
 def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
     """Acceptance from the candidate's per-request trace (replayed, or drawn independently)."""
+    from sim.contracts.input_limits import check_file
     from sim.contracts.scenario_fields import resolve_path
     from sim.model.trace_acceptance import load_trace, trace_acceptance
 
     path = str(resolve_path(str(candidate.acceptance_trace), scenario.base_dir))
+    try:
+        check_file(path, "acceptance trace")
+    except SpecplanError as exc:  # a file that is missing or no file: name the field that points at it
+        raise SpecplanError(f"{scenario.origin or 'scenario'}: candidates[{candidate.name}].acceptance_trace: "
+                            f"{exc}") from None
     records = load_trace(path, candidate.trace_format)
     keys = None
     if candidate.trace_format == "specplan":
@@ -180,9 +195,15 @@ def simulate_once(
     step_timer: StepTimer | None = None,
     *,
     requests: Sequence[RequestSpec] | None = None,
+    acceptance_power: float = 1.0,
+    keep_itl: bool = True,
 ) -> RunResult:
     """Simulate ``candidate`` on ``seed``'s workload; ``requests`` may be passed pre-generated
-    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``)."""
+    (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``);
+    ``acceptance_power``: survival rates raised to it (``AcceptanceModel.powered``), what the
+    break-even acceptance search varies. ``keep_itl`` false: the result's ``itl`` is empty (the
+    summary read the samples; a scenario run keeps none, and building the frame's constant
+    columns cost memory)."""
     cand = _candidate(scenario, candidate)
     work_ss, accept_ss = np.random.SeedSequence(seed).spawn(2)
     if scenario.workload.arrival == "concurrency":
@@ -212,6 +233,8 @@ def simulate_once(
     if isinstance(timer, ProfileStepTimer):  # the drafter's pass over prompt tokens, every step
         timer.attach_proposer(proposer)
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
+    if model is not None and acceptance_power != 1.0:
+        model = model.powered(acceptance_power)
     rates_ss, draw_ss = accept_ss.spawn(2)
     caching = prefix_caching(scenario, cand)
     restart = scenario.fleet.restart
@@ -239,7 +262,12 @@ def simulate_once(
     req_df = with_request_overhead(requests_frame(run, cand.name, seed, scenario.run.warmup_s),
                                    scenario.fleet.request_overhead)
     step_df = steps_frame(run, cand.name, seed)
-    itl_df = itl_frame(run, cand.name, seed)
+    itl_df = itl_frame(run, cand.name, seed) if keep_itl else itl_samples(run)
+    queue_log = run.queue_log
+    large = len(run.requests) >= COLLECT_REQUESTS
+    run = reqs = None  # type: ignore[assignment]  # the frames hold what the summary reads
+    if large:  # (COLLECT_REQUESTS: the fleet is a reference cycle)
+        gc.collect()
     t0, t1 = measured_window(req_df, scenario.run.warmup_s, scenario.run.duration_s)
     fl = scenario.fleet
     # billed over the arrival window, as the decision bills it (sim/decisions/facts.py): at a
@@ -259,13 +287,15 @@ def simulate_once(
         replicas=fl.replicas,
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
-        queue_log=run.queue_log,
+        queue_log=queue_log,
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
                                 policy.k_max, limits.source, profile.timing_flags,
                                 _prefix_shared(scenario, specs) if caching else None)
     sources.append(engine.source_line)
+    if not keep_itl:
+        itl_df = pl.DataFrame(schema=ITL_SCHEMA)
     return RunResult(
         cand.name, seed, req_df, step_df, itl_df, summary, tuple(notes), tuple(sources),
         kv.kv_blocks, (t0, t1),

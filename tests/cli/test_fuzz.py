@@ -1,10 +1,11 @@
 """Hostile input through every loader and the CLI: exit 0 or 2, one line naming the input.
 
-2,000 seeded cases (tests/fuzz_cases.py, tests/fuzz_trace_cases.py) run in-process through ``cli.main.main``, the function
-the ``specplan`` script calls, and a sample of 30 through the real command line as
-subprocesses. Any uncaught exception, traceback, "internal error", exit code other than 0/2,
-run over 60 s, multi-line error or error that does not name its input fails the test, with
-one example per failure class. bench/fuzz.py runs the same oracle over 20,000+ cases.
+2,000 seeded cases (tests/fuzz_cases.py, tests/fuzz_feature_cases.py, tests/fuzz_trace_cases.py)
+run in-process through ``cli.main.main``, the function the ``specplan`` script calls, and a
+sample of 30 through the real command line as subprocesses. Any uncaught exception, traceback,
+"internal error", exit code other than 0/2, run over 60 s, multi-line error or error that does
+not name its input (or the field the case changed) fails the test, with one example per failure
+class. bench/fuzz.py runs the same oracle over 20,000+ cases.
 """
 
 from __future__ import annotations
@@ -47,6 +48,23 @@ def test_work_beyond_the_limit_is_refused_with_its_estimate(tmp_path: Path) -> N
     o = run_in_process(Case("size", ["simulate", "s.toml", "--quiet"], files, ("s.toml",)), tmp_path)
     assert o.rc == 2 and o.seconds < 5
     assert "s.toml" in o.stderr and "requests per run" in o.stderr and "limit" in o.stderr
+
+
+def test_a_long_shared_history_is_refused_with_its_estimate(tmp_path: Path) -> None:
+    """Conversations of 10-million-token user turns under prefix caching: every prompt block is
+    hashed before the run, so they count as work (the fuzzer found this running over 60 s)."""
+    import json
+
+    from tests.fuzz_cases import FEATURE_SCENARIO, Case, to_toml
+    from tests.fuzz_cases import _base_files as base_files
+    from tests.fuzz_oracle import run_in_process
+
+    tree = json.loads(json.dumps(FEATURE_SCENARIO))
+    tree["workload"]["segments"][0]["conversation"]["user_tokens"] = 10**7
+    files = {**base_files(), "s.toml": to_toml(tree).encode()}
+    o = run_in_process(Case("size", ["simulate", "s.toml", "--quiet"], files, ("s.toml",)), tmp_path)
+    assert o.rc == 2 and o.seconds < 10, o
+    assert "request-steps" in o.stderr and "shorter prompts" in o.stderr
 
 
 def test_a_closed_pipe_ends_quietly() -> None:

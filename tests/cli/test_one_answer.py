@@ -22,6 +22,7 @@ from dashboard.view import compute_view, report_content, view_figures
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile_dict
+from sim.decisions.acceptance_needed import DEFAULT_BUDGET
 from sim.decisions.answer import answer_scenario
 from sim.decisions.answer_text import headline
 from tests.helpers import scenario_toml
@@ -78,10 +79,10 @@ def statuses(decision: dict) -> dict[str, str]:
 def test_every_surface_renders_the_same_decision(tmp_path_factory, capsys, rate, seqs, ttft_ms, acc, fast):
     tmp = tmp_path_factory.mktemp("gen")
     path = make_root(tmp, scenario_text(rate, seqs, ttft_ms, acc, fast=fast))
-    # terminal and JSON of `specplan simulate`
-    assert main(["simulate", str(path), "--quiet"]) == 0
+    # terminal and JSON of `specplan simulate` (with the acceptance each candidate needs)
+    assert main(["simulate", str(path), "--quiet", "--acceptance-needed"]) == 0
     text = capsys.readouterr().out.splitlines()
-    assert main(["simulate", str(path), "--quiet", "--json"]) == 0
+    assert main(["simulate", str(path), "--quiet", "--json", "--acceptance-needed"]) == 0
     doc = json.loads(capsys.readouterr().out)
     decision = doc["decision"]
     verdict = f"verdict: {decision['headline']}"
@@ -95,19 +96,37 @@ def test_every_surface_renders_the_same_decision(tmp_path_factory, capsys, rate,
     assert decision["winner"] == d.winner and decision["outcome"] == d.outcome
     assert statuses(decision) == {s.candidate: s.status for s in d.standings}
     # HTML report (specplan report) and the dashboard callback
-    view = compute_view(sc, prof, load_factors=(1.0,))
+    view = compute_view(sc, prof, load_factors=(1.0,), acceptance_budget=DEFAULT_BUDGET)
     assert view.verdict[0] == verdict
-    html = render_report(report_content(view, view_figures(view)))
+    figs = view_figures(view)
+    html = render_report(report_content(view, figs))
     assert f"<li>{escape(verdict)}</li>" in html
     page = run_view(Roots.under(tmp, traces=()), scenario_value="gen.toml", uploaded_scenario=None,
                     profile_value=None, uploaded_profile=None, whatif={}, load_text="1", seeds=2)
     assert page.verdict[0] == verdict and page.report["verdict"] == page.verdict
+    # the acceptance each speculative candidate needs: the same sentence and numbers everywhere
+    needs = decision["acceptance_needed"]
+    assert [n["candidate"] for n in needs] == [c for c in sc.candidate_names if c != "baseline"]
+    flat = " ".join(" ".join(text).split())  # the terminal wraps at 100 columns
+    pays = [t for t in figs["acc-needed"]["data"] if t.get("meta") == "pays"]
+    for n, drawn in zip(needs, pays, strict=True):
+        said = f"acceptance needed: {n['candidate']} (k={n['k']}): {n['said']}"
+        assert " ".join(said.split()) in flat
+        assert said in view.verdict and said in page.verdict and f"<li>{escape(said)}</li>" in html
+        for p in n["points"]:
+            assert p["needed"] is None or f"≥ {p['needed']:.2f} at {p['rate_rps']:g} req/s" in flat
+        assert drawn["x"] == [p["rate_rps"] for p in n["points"]]
+        assert figs["acc-needed"]["data"][figs["acc-needed"]["data"].index(drawn) - 1]["y"] == [
+            n["family_top"] if p["needed"] is None else p["needed"] for p in n["points"]]
+    same = {n["candidate"]: n["points"] for n in needs}
+    assert same["spec-k2"] == same["spec-copy"]  # common random numbers: a copy needs the same
     # every decision row agrees with the standings, on every surface
     rows_cli = [(r["candidate"], r["decision"]) for r in doc["decision_rows"]]
     rows_view = [(r["candidate"], r["decision"]) for r in view.decisions.to_dicts()]
     rows_page = [(r["candidate"], r["decision"]) for r in page.report["decisions"]]
     assert rows_cli == rows_view == rows_page
-    for name, said in rows_cli:
+    for name, said in [(r["candidate"], r["decision"]) for r in doc["decision_rows"]
+                       if r["rule"] != "acceptance needed"]:  # its own rows: the sentence below
         if name == d.winner:
             assert said.startswith("use ")
         else:

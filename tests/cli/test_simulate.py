@@ -94,3 +94,31 @@ def test_table_json_and_out_dir(tmp_path, capsys) -> None:
     assert more["seeds"][0] == 1 and len(more["seeds"]) in (2, 3)  # seeds added while undetermined
     assert more["decision"]["max_seeds"] == 3
     assert {r["segment"] for r in data["summary"]} == {"all", "chat"}
+
+
+def test_a_run_too_large_for_memory_is_refused_up_front_in_one_line(tmp_path) -> None:
+    """SPECPLAN_MAX_MEMORY_MB stands in for a small machine: refused before any request is made."""
+    r = subprocess.run([sys.executable, "-m", "cli", "simulate", str(files(tmp_path)), "--quiet"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120,
+                       env={**__import__("os").environ, "SPECPLAN_MAX_MEMORY_MB": "100"})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr
+    assert "requests per run" in lines[0] and "100 MiB available" in lines[0]
+
+
+def test_memory_exhaustion_late_is_one_line_exit_2(tmp_path, capsys, monkeypatch) -> None:
+    """MemoryError, and pyo3's PanicException (a BaseException polars raises when a Rust thread
+    panics, seen under memory pressure), end in one line and exit 2, never a traceback."""
+    from polars.exceptions import PanicException
+
+    import cli.simulate
+
+    for exc in (MemoryError(), PanicException("PyObject pointer is null")):
+        def boom(args, exc=exc):
+            raise exc
+
+        monkeypatch.setattr(cli.simulate, "run", boom)
+        assert main(["simulate", str(files(tmp_path)), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "memory" in err[0] and "Traceback" not in err[0], err

@@ -72,3 +72,21 @@ def test_policy_options_have_words(policy: str) -> None:
     from dashboard.layout import OPTION_LABELS
 
     assert "_" not in OPTION_LABELS[policy]
+
+
+def test_a_computed_schedule_keeps_its_k_through_what_ifs_and_can_become_a_fixed_k() -> None:
+    import dataclasses
+
+    from sim.contracts.candidate import Candidate
+
+    base = load_named_scenario(ROOTS, H200)
+    auto = Candidate("eagle3-auto", proposer="eagle3", policy="k_by_batch", schedule="auto", k=3)
+    s = dataclasses.replace(base, candidates=(*base.candidates, auto))
+    pre = "candidates[eagle3-auto]"
+    current = {f.key: f.value for f in st.whatif_fields(s) if f.key.startswith(pre)}
+    assert current[f"{pre}.k"] == 3 and st.overrides_from_controls(s, current) == {}
+    more = st.overrides_from_controls(s, {**current, f"{pre}.k": 2})
+    assert s.with_overrides(more).candidate("eagle3-auto").k == 2
+    fixed = s.with_overrides(st.overrides_from_controls(s, {**current, f"{pre}.policy": "fixed"}))
+    c = fixed.candidate("eagle3-auto")
+    assert (c.policy, c.k, c.schedule) == ("fixed", 3, None)

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import (
@@ -111,3 +113,22 @@ def test_work_limit_gives_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
         check_work(10, 50.1, 2, "s.toml")
     with pytest.raises(SpecplanError, match="requests per run"):
         check_work(1e12, 1, 1, "s.toml")
+
+
+@settings(max_examples=50, deadline=None)
+@given(turns=st.integers(1, 1000), user=st.integers(1, 10**7), block=st.sampled_from([1, 16, 512]))
+def test_shared_prompt_blocks_count_as_work_only_with_prefix_caching(turns: int, user: int, block: int) -> None:
+    """A conversation's mean prompt (first + (turns - 1) / 2 × (answer + user turn)) in blocks is
+    added to each request's steps when prompts are hashed, and nothing without caching."""
+    from sim.contracts.input_limits import workload_size
+    from sim.contracts.scenario import Scenario
+
+    w = {"arrival": "poisson", "rate": 1.0, "segments": [{
+        "name": "c", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 40},
+        "output_tokens": {"dist": "fixed", "value": 10},
+        "conversation": {"turns": turns, "gap_s": 1.0, "user_tokens": user}}]}
+    s = Scenario.from_dict({"name": "x", "run": {"duration_s": 10}, "workload": w})
+    n0, plain = workload_size(s.workload, s.run)
+    n1, hashed = workload_size(s.workload, s.run, None, block)
+    assert n0 == n1 and plain == 11.0
+    assert hashed - plain == pytest.approx((40 + (turns - 1) / 2 * (10 + user)) / block)

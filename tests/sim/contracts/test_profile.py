@@ -119,7 +119,7 @@ BAD: list[tuple[str, Callable[[dict], None], str]] = [
     ("missing section", _del("memory"), "memory: missing (required)"),
     ("bad name", _set("name", "has space"), "name: 'has space' does not match"),
     ("grid shape", _set("timing.target_prefill.median", [[1.0, 2.0]]), "timing.target_prefill.median: expected 2-d array 4x4"),
-    ("grid inner shape", _set("timing.target_prefill.median.1", [1.0]), "timing.target_prefill.median[1]: expected 2-d array 4x4 (axis 2 of length 4), got length 1"),
+    ("grid inner shape", _set("timing.target_prefill.median.1", [1.0]), "timing.target_prefill.median[1]: expected 2-d array 4x4 (axis 2, axes.context, of length 4), got length 1"),
     ("axes names", _set("timing.target_prefill.axes", {"tokens": [1, 2, 3, 4], "ctx": [0, 1, 2, 3]}), "expected axes tokens, context"),
     ("axis not increasing", _set("timing.target_forward.axes.batch", [1, 2, 2, 8, 16, 32, 64]), "timing.target_forward.axes.batch[2]: axis values must be strictly increasing"),
     ("axis below min", _set("timing.target_forward.axes.batch", [0, 2, 4, 8, 16, 32, 64]), "axes.batch[0]: must be >= 1"),
@@ -168,6 +168,35 @@ def test_invalid_profiles_fail_with_one_line_naming_file_and_field(
     assert "\n" not in msg
     assert msg.startswith(f"{path}: ")
     assert expected in msg
+
+
+def _node(d: Any, path: tuple) -> Any:
+    for k in path:
+        d = d[k]
+    return d
+
+
+def _grids(d: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(d, dict) and "axes" in d and "median" in d:
+        return [path]
+    items = d.items() if isinstance(d, dict) else ()
+    return [g for k, v in items for g in _grids(v, (*path, k))]
+
+
+GRID_AXES = [(g, a) for g in _grids(synthetic_profile_dict()["timing"], ("timing",))
+             for a in _node(synthetic_profile_dict(), g)["axes"]]
+
+
+@pytest.mark.parametrize(("grid", "axis"), GRID_AXES, ids=[".".join(g) + ":" + a for g, a in GRID_AXES])
+def test_axis_values_that_disagree_with_the_array_name_the_axis(tmp_path: Path, grid: tuple, axis: str) -> None:
+    """One axis value fewer: the array's shape no longer matches, and either may be the typo, so
+    the line names both the array cell and the axis (axes.NAME)."""
+    d = synthetic_profile_dict()
+    g = _node(d, grid)
+    g["axes"][axis] = g["axes"][axis][:-1]
+    with pytest.raises(SpecplanError) as info:
+        load_profile(write(tmp_path, d))
+    assert f"{'.'.join(grid)}.median" in str(info.value) and f"axes.{axis}" in str(info.value)
 
 
 def test_malformed_json_names_the_line(tmp_path: Path) -> None:

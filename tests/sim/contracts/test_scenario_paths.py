@@ -23,7 +23,7 @@ NOT_PATHS = {
     "workload.segments[].acceptance.language", "workload.segments[].acceptance.fallback",
     "workload.trace.columns.timestamp", "workload.trace.columns.prompt_tokens",
     "workload.trace.columns.output_tokens", "workload.trace.columns.hash_ids",
-    "fleet.request_overhead.citation",
+    "fleet.request_overhead.citation", "fleet.engine.version",
     "candidates[].name", "candidates[].proposer", "candidates[].fleet",
     "two_routes[].name", "two_routes[].speculative", "two_routes[].baseline", "two_routes[].idealised",
 }

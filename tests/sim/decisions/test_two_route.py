@@ -189,3 +189,20 @@ def test_capacity_prints_two_routes_beside_its_candidates(tmp_path, capsys):
     assert {b["name"] for b in tr["beside"]} == {"spec", "baseline"}
     assert all(b["gpus"] == b["speculative_replicas"] + b["baseline_replicas"] for b in tr["beside"])
     assert 0 <= o["slo_attainment"] <= 1 and o["usd_per_1k_good_answers"] > 0
+
+
+@pytest.mark.parametrize("rule", ["overflow", "rate"])
+def test_no_speculative_pool_leaves_the_baseline_pool_at_least_one_replica(tmp_path, rule):
+    """speculative_replicas = 0 with the baseline pool sized: the baseline pool serves every
+    request, so the search never tries (or shrinks to) a fleet of no replicas at all."""
+    text = scenario_toml(
+        "trz", run={"duration_s": 20, "warmup_s": 2, "seeds": [1]}, workload={"arrival": "poisson", "rate": 0.5},
+        segments=[segment(prompt=48, output=12)], slo={"ttft_ms": 800},
+        fleet={"profile": "profile.json", "price_per_gpu_hour": 2.0},
+        candidates=[{"name": "baseline", "speculation": "off"}, SPEC],
+    ) + f'\n[[two_routes]]\nname = "two"\nspeculative = "spec"\nspeculative_replicas = 0\nrule = "{rule}"\n'
+    sc = load_scenario(write_scenario(tmp_path, text))
+    profs = candidate_profiles(sc, None, list(sc.candidates))
+    opt = size_two_route(sc, profs, criteria_from_scenario(sc), sc.two_routes[0], {"spec": 50.0, "baseline": 50.0},
+                         [1], max_evals=6)
+    assert opt.speculative_replicas == 0 and opt.baseline_replicas >= 1, opt.search

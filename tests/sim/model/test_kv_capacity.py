@@ -76,6 +76,18 @@ def test_nothing_fits_says_how_much_memory_is_missing() -> None:
     assert "\n" not in msg
 
 
+@pytest.mark.parametrize("proposer", [None, "ngram"])
+def test_nothing_fits_names_every_memory_field_it_used(proposer: str | None) -> None:
+    """Any one of them may be the wrong number: the line names them all (and the draft's)."""
+    p = synthetic_profile(device_memory_bytes=GIB, target_weight_bytes=2 * GIB)
+    with pytest.raises(SpecplanError) as info:
+        kv_capacity(p, 0.9, 16, proposer)
+    msg = str(info.value)
+    for name in ("device_memory_bytes", "target_weight_bytes", "activation_peak_bytes", "target_kv_bytes_per_token"):
+        assert name in msg
+    assert ("memory.proposers.ngram" in msg) == (proposer is not None)
+
+
 @settings(max_examples=100, deadline=None)
 @given(u=st.floats(0.3, 1.0), block=st.integers(1, 256))
 def test_capacity_is_whole_blocks_and_fits_the_budget(u: float, block: int) -> None:

@@ -102,7 +102,13 @@ def test_reader_errors_name_file_line_and_field(tmp_path) -> None:
         (json.dumps({**good, "accepted": [1, 4]}), r":1: accepted\[1\]: 4 exceeds k=3"),
         (json.dumps({**good, "k": 0}), r":1: k: expected the draft length"),
         (json.dumps({k: v for k, v in good.items() if k != "task"}), r":1: task: missing"),
-        (json.dumps({**good, "temperature": -1}), r":1: temperature: expected a number >= 0"),
+        (json.dumps({**good, "temperature": -1}), r":1: temperature: expected a number in 0..100"),
+        (json.dumps({**good, "temperature": float("nan")}), r":1: temperature: expected a number in 0..100"),
+        (json.dumps({**good, "temperature": float("inf")}), r":1: temperature: expected a number in 0..100"),
+        (json.dumps({**good, "temperature": 10**400}), r":1: temperature: expected a number in 0..100"),
+        # what json.loads refuses with a ValueError or RecursionError rather than a JSONDecodeError
+        ("[" * 100_000 + "]" * 100_000, r":1: JSON nested too deeply to parse"),
+        (json.dumps(good).replace("0.0", "9" * 5000), r":1: a number with thousands of digits"),
     ]
     for text, match in cases:
         path = tmp_path / "t.jsonl"
@@ -210,3 +216,16 @@ def test_traces_that_cover_the_answer_are_replayed_not_a_short_one_looped(tmp_pa
     assert "short" in picked and len(picked) == 4  # every trace covers 30 tokens
     picked = {draw_trace_request(model, chosen, "chat", rng, 300)[2].request for _ in range(50)}
     assert "short" not in picked  # none covers 300: the longest are drawn
+
+
+@pytest.mark.parametrize("what", ["missing", "a directory"])
+def test_an_acceptance_trace_that_is_no_file_names_the_field_pointing_at_it(tmp_path, what) -> None:
+    """The reader's "not found" or "is a directory" line alone would not say which scenario
+    field asked for that file."""
+    if what == "a directory":
+        (tmp_path / "trace.jsonl").mkdir()
+    sc = load_scenario(write_scenario(tmp_path, SCENARIO))
+    with pytest.raises(SpecplanError) as info:
+        simulate_once(sc, synthetic_profile(), "replay", 1)
+    msg = str(info.value)
+    assert "candidates[replay].acceptance_trace: " in msg and "trace.jsonl" in msg and "\n" not in msg

@@ -260,8 +260,23 @@ def test_trace_window_past_end_is_an_error(tmp_path: Path) -> None:
          "trace": {"path": "tiny.csv", "start_s": 50}},
         base_dir=tmp_path,
     )
-    with pytest.raises(SpecplanError, match=r"tiny\.csv: no trace rows in the window \[50\.0, 150\.0\)"):
+    with pytest.raises(SpecplanError, match=r"tiny\.csv: no trace rows in the window \[50\.0, 150\.0\).*start_s"):
         generate_requests(s, rng=0)
+
+
+@pytest.mark.parametrize(("trace", "field"), [
+    ({"start_s": 0.2, "rate_scale": 1e-300}, "window_s (default run.duration_s × rate_scale 1e-300)"),
+    ({"start_s": 0.5, "window_s": 0.1}, "widen workload.trace.window_s"),
+])
+def test_an_empty_trace_window_names_the_field_that_emptied_it(tmp_path: Path, trace: dict, field: str) -> None:
+    """A window inside the trace that holds no row is too narrow: the hint is the window (or the
+    scale that sets it), not the start, which is already inside the trace."""
+    _tiny_trace(tmp_path)
+    s = _scenario({"arrival": "trace", "segments": [{"name": "x", "share": 1}],
+                   "trace": {"path": "tiny.csv", **trace}}, base_dir=tmp_path)
+    with pytest.raises(SpecplanError, match="no trace rows") as info:
+        generate_requests(s, rng=0)
+    assert field in str(info.value) and "start_s" not in str(info.value).split(";")[-1]
 
 
 @pytest.mark.skipif(not (TRACES / "azure_llm_2023_conv.csv").is_file(),

@@ -31,7 +31,7 @@ def _profile(method: str) -> Profile:
 def test_assumed_profile_acceptance_is_named_the_last_resort_with_the_fix() -> None:
     line = acceptance_basis(SPEC, _profile("assumed"))
     assert line.startswith("ASSUMED ")
-    assert "no published or measured acceptance for ngram on synthetic-linear" in line
+    assert "no published or measured acceptance for n-gram on synthetic-linear" in line
     assert "last resort" in line and "specplan profile import-vllm" in line
 
 
