@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+TREE = Path(os.environ.get("SPECPLAN_BENCH_TREE", REPO))
+"""The checkout whose scenarios and profiles a case reads (``--tree`` runs set it)."""
 
 CASES = {
     # name: (scenario builder, candidate)
@@ -52,6 +54,8 @@ def _small_toml() -> str:
 
 
 def _load(kind: str, tmp: Path):
+    """The case's scenario and profile, each tree its own (a newer profile may carry keys an
+    older tree refuses)."""
     from sim.contracts.profile import load_profile
     from sim.contracts.scenario import load_scenario
     from sim.contracts.synthetic import synthetic_profile_dict
@@ -61,10 +65,10 @@ def _load(kind: str, tmp: Path):
         (tmp / "s.toml").write_text(_small_toml(), encoding="utf-8")
         sc = load_scenario(tmp / "s.toml")
     elif kind == "prefix":
-        sc = load_scenario(REPO / "scenarios" / "prefix-cache-system-prompt.toml").with_overrides(
+        sc = load_scenario(TREE / "scenarios" / "prefix-cache-system-prompt.toml").with_overrides(
             {"workload.rate": 20.0, "run.duration_s": 120.0, "run.warmup_s": 0.0})
     else:
-        sc = load_scenario(REPO / "scenarios" / "gpu-chat-h200.toml").with_overrides(
+        sc = load_scenario(TREE / "scenarios" / "gpu-chat-h200.toml").with_overrides(
             {"workload.rate": 30.0, "run.duration_s": 120.0, "run.warmup_s": 0.0})
     return sc, load_profile(sc.require_profile_path())
 
@@ -103,7 +107,7 @@ def measure(case: str, repeats: int) -> dict[str, float]:
 
 
 def _in_tree(tree: Path, case: str, repeats: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree), SPECPLAN_BENCH_TREE=str(tree))
     out = subprocess.run([sys.executable, __file__, "--one", case, "--repeats", str(repeats)],
                          capture_output=True, text=True, check=True, env=env, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])

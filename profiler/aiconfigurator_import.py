@@ -20,6 +20,7 @@ from typing import Any
 from profiler import aic_database as db
 from profiler import aic_proposers
 from profiler.aic_grids import GridBuilder, target_forward_notes
+from profiler.aic_step_terms import cuda_graph_entry, sampler_entry
 from profiler.hf_config import parse_architecture
 from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from profiler.import_sanity import sanitize
@@ -157,6 +158,12 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
             OVERHEAD_NOTE if req.step_overhead_s == STEP_OVERHEAD_S else "chosen on the command line", req)},
         "proposers": {p.name: p.timing for p in built},
     }
+    target_id = _identity(db.ALIASES.get(req.target, req.target), tcfg)
+    vocab = int(target_id["architecture"]["vocab_size"])
+    for key, entry in (("sampler", sampler_entry(vocab, req.system, lambda n: _assumed(n, req))),
+                       ("cuda_graphs", cuda_graph_entry(req.backend, version, lambda n: _assumed(n, req)))):
+        if entry is not None:
+            timing[key] = entry
     wdt, kdt = quant["weights"], quant["kv_cache"]
     profile = {
         "schema": "specplan.profile",
@@ -165,7 +172,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         "description": f"{req.target} ({wdt} weights, {kdt} KV cache) on {req.tp}x {req.system}"
                        f"{f' (experts EP={req.ep})' if req.ep > 1 else ''}, {req.backend} {version}: "
                        "timing and memory imported from aiconfigurator-core",
-        "target": _identity(db.ALIASES.get(req.target, req.target), tcfg),
+        "target": target_id,
         "proposers": proposers,
         "timing": timing,
         "memory": memory,

@@ -13,11 +13,14 @@ from sim.contracts.errors import join_path
 from sim.contracts.json_reader import index_suffix, json_type
 from sim.contracts.profile_identity import IdentityReader, ProposerIdentity, Provenance
 from sim.contracts.timing_extras import (
+    CudaGraphs,
     FusedTiming,
+    Sampler,
     StepOverhead,
     describe_composition,
     parse_extras,
     parse_proposer_extras,
+    parse_step_terms,
 )
 
 # quantity -> axis names in canonical order (the array is transposed to this order on load)
@@ -101,10 +104,15 @@ class Timing:
     fused: FusedTiming | None = None
     step_overhead: StepOverhead | None = None
     """Optional host time per step; None: the grids' own wall times already hold it."""
+    sampler: Sampler | None = None
+    """Optional sampling time per scored position; None: in the grids (measured) or not priced."""
+    cuda_graphs: CudaGraphs | None = None
+    """Optional captured CUDA-graph sizes a fused step's dense ops are padded to."""
 
     def describe(self) -> str:
         """The timing sources line: provenance and how a step is composed."""
-        extra = describe_composition(self.step_composition, self.fused, self.step_overhead)
+        extra = describe_composition(self.step_composition, self.fused, self.step_overhead,
+                                     self.sampler, self.cuda_graphs)
         return f"{self.provenance.describe()} [{extra}]"
 
 
@@ -113,7 +121,8 @@ class TimingReader(IdentityReader):
 
     def timing(self, v: Any, path: str, proposers: Mapping[str, ProposerIdentity]) -> Timing:
         v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"),
-                     ("proposers", "limits", "padded_batch", "step_composition", "fused", "step_overhead"))
+                     ("proposers", "limits", "padded_batch", "step_composition", "fused", "step_overhead",
+                      "sampler", "cuda_graphs"))
         prov = self.provenance(v["provenance"], join_path(path, "provenance"))
         tf = self.grid(v["target_forward"], join_path(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], join_path(path, "target_prefill"), TARGET_PREFILL_AXES)
@@ -157,7 +166,8 @@ class TimingReader(IdentityReader):
                             if "provenance" in spec else None),
             )
         comp, fused, step_overhead = parse_extras(self, v, path)
-        return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead)
+        sampler, graphs = parse_step_terms(self, v, path)
+        return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead, sampler, graphs)
 
     def grid(self, v: Any, path: str, expected: tuple[str, ...]) -> TimingGrid:
         v = self.obj(v, path, ("axes", "median"), ("p10", "p90", "repeats"))

@@ -61,6 +61,54 @@ class StepOverhead:
     provenance: Provenance
 
 
+@dataclass(frozen=True)
+class Sampler:
+    """Sampling's GPU time per position the LM head scores (the rejection sampler's argmax or
+    softmax over a verified draft, the plain sampler's over a bonus or decode token), priced
+    per position because vLLM samples over all ``b(k+1)`` logits rows of a speculative step."""
+
+    seconds_per_position: float
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class CudaGraphs:
+    """The token counts an engine captured CUDA graphs for: a step of ``t`` scheduled tokens,
+    ``t`` at most the largest, runs its graphed ops (every op but attention) at the next
+    captured size (vLLM ``pad_for_cudagraph(num_scheduled_tokens)``)."""
+
+    capture_sizes: tuple[int, ...]
+    provenance: Provenance
+
+    def pad(self, tokens: int) -> int:
+        """The token count the graphed ops run at (unchanged above the largest size)."""
+        for size in self.capture_sizes:
+            if size >= tokens:
+                return size
+        return tokens
+
+
+def parse_step_terms(parser: Any, v: dict, path: str) -> tuple[Sampler | None, CudaGraphs | None]:
+    """``(sampler, cuda_graphs)`` of a timing object already key-checked."""
+    sampler = graphs = None
+    if v.get("sampler") is not None:
+        sp = join_path(path, "sampler")
+        spec = parser.obj(v["sampler"], sp, ("seconds_per_position", "provenance"))
+        sampler = Sampler(parser.num(spec["seconds_per_position"], join_path(sp, "seconds_per_position"), minimum=0.0),
+                          parser.provenance(spec["provenance"], join_path(sp, "provenance")))
+    if v.get("cuda_graphs") is not None:
+        gp = join_path(path, "cuda_graphs")
+        spec = parser.obj(v["cuda_graphs"], gp, ("capture_sizes", "provenance"))
+        sizes = spec["capture_sizes"]
+        cp = join_path(gp, "capture_sizes")
+        if not isinstance(sizes, list) or not sizes or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in sizes):
+            raise parser.fail(cp, "expected a non-empty list of integers >= 1 (token counts with a captured graph)")
+        if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
+            raise parser.fail(cp, "expected strictly increasing sizes")
+        graphs = CudaGraphs(tuple(sizes), parser.provenance(spec["provenance"], join_path(gp, "provenance")))
+    return sampler, graphs
+
+
 def parse_extras(parser: Any, v: dict, path: str) -> tuple[str, FusedTiming | None, StepOverhead | None]:
     """``(step_composition, fused, step_overhead)`` of a timing object already key-checked."""
     comp = parser.choice(v.get("step_composition", "sum"), join_path(path, "step_composition"), STEP_COMPOSITIONS)
@@ -93,10 +141,17 @@ def parse_proposer_extras(parser: Any, spec: dict, path: str) -> tuple[TimingGri
     return prefill, prov
 
 
-def describe_composition(comp: str, fused: FusedTiming | None, overhead: StepOverhead | None) -> str:
+def describe_composition(comp: str, fused: FusedTiming | None, overhead: StepOverhead | None,
+                         sampler: Sampler | None = None, graphs: CudaGraphs | None = None) -> str:
     """The part of the timing sources line that says how steps are composed."""
     text = ("steps: one fused pass per step (timing.fused)" if comp == "fused"
             else "steps: sum of a decode and a prefill pass")
     if overhead is not None:
         text += f"; per-step overhead {overhead.seconds * 1e3:.2f} ms {overhead.provenance.describe()}"
+    if sampler is not None:
+        text += (f"; sampling {sampler.seconds_per_position * 1e6:.2f} µs per scored position "
+                 f"{sampler.provenance.describe()}")
+    if graphs is not None and comp == "fused":
+        text += (f"; graphed ops padded to {len(graphs.capture_sizes)} CUDA-graph sizes up to "
+                 f"{graphs.capture_sizes[-1]} tokens {graphs.provenance.describe()}")
     return text

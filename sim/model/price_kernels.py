@@ -20,8 +20,9 @@ from sim.model.kernel_cache import njit
 # grid slots of a timer (-1: the timer has no such grid)
 FWD, PREFILL, DRAFT, OVERHEAD, JOIN, LEAVE, DENSE, LOGITS, DATTN, PATTN, DPF_STEP, DPF_ATTACHED = range(12)
 N_SLOTS = 12
-# tm (float64): timer constants
-T_KIND, T_PADDED, T_SCALE, T_PSCALE, T_OVERHEAD_S, T_FIXED_S = range(6)
+# tm (float64): timer constants, then the captured CUDA-graph sizes (T_NCAP of them from T_CAP0)
+T_KIND, T_PADDED, T_SCALE, T_PSCALE, T_OVERHEAD_S, T_FIXED_S, T_SAMPLE_S, T_NCAP = range(8)
+T_CAP0 = 8
 KIND_SUMMED, KIND_FUSED, KIND_FIXED = 0.0, 1.0, 2.0
 # gm (int64): per grid ndim, len0..2, axis offset 0..2, value offset, stride 0..2
 G_NDIM, G_LEN, G_AXOFF, G_VALOFF, G_STRIDE = 0, 1, 4, 7, 8
@@ -112,6 +113,32 @@ def verify_tokens_per_row(rows, drafting, k, padded):
     return float(k + 1) if padded else 1.0 + k * drafting / rows
 
 
+@njit
+def graph_tokens(tm, tokens):
+    """Token count the graphed ops (every op but attention) of a fused step over ``tokens``
+    scheduled tokens run at: the next captured CUDA-graph size, as vLLM's
+    ``pad_for_cudagraph(num_scheduled_tokens)`` pads them; unchanged above the largest size or
+    without captured sizes. The Python timer calls this too."""
+    n = int(tm[T_NCAP])
+    if n == 0 or tokens > tm[T_CAP0 + n - 1]:
+        return tokens
+    i = 0
+    while tm[T_CAP0 + i] < tokens:
+        i += 1
+    return tm[T_CAP0 + i]
+
+
+def timer_constants(kind: float, padded: bool, scale: float, pscale: float, overhead_s: float,
+                    fixed_s: float = 0.0, sample_s: float = 0.0, capture_sizes: tuple = ()) -> np.ndarray:
+    """The ``tm`` array ``price`` and ``graph_tokens`` read (the Python timer builds one too)."""
+    tm = np.zeros(T_CAP0 + len(capture_sizes), np.float64)
+    tm[T_KIND], tm[T_PADDED], tm[T_SCALE], tm[T_PSCALE] = kind, 1.0 if padded else 0.0, scale, pscale
+    tm[T_OVERHEAD_S], tm[T_FIXED_S], tm[T_SAMPLE_S] = overhead_s, fixed_s, sample_s
+    tm[T_NCAP] = len(capture_sizes)
+    tm[T_CAP0:] = capture_sizes
+    return tm
+
+
 class TimerArrays(NamedTuple):
     """What ``price`` reads: constants, grid slots, grids (metadata, axes, values), counters."""
 
@@ -149,8 +176,9 @@ def price(ta, shape):
     dpf = slot[DPF_STEP] if k > 0 else slot[DPF_ATTACHED]
     if kind == KIND_FUSED:
         rows = b * verify_tokens_per_row(b, nd, k, padded) if b > 0 else 0.0
-        total = (interp(slot[DENSE], gm, ax, val, cnt, rows + n, 0.0, 0.0)
-                 + interp(slot[LOGITS], gm, ax, val, cnt, rows + (1 if n else 0), 0.0, 0.0))
+        scored = rows + (1 if n else 0)
+        total = (interp(slot[DENSE], gm, ax, val, cnt, graph_tokens(tm, rows + n), 0.0, 0.0)
+                 + interp(slot[LOGITS], gm, ax, val, cnt, scored, 0.0, 0.0) + tm[T_SAMPLE_S] * scored)
         if b > 0:
             total += interp(slot[DATTN], gm, ax, val, cnt, b, rows / b, c)
         if n > 0:
@@ -170,7 +198,8 @@ def price(ta, shape):
         return total + tm[T_OVERHEAD_S]
     total = 0.0
     if b > 0:
-        total = interp(slot[FWD], gm, ax, val, cnt, b, verify_tokens_per_row(b, nd, k, padded), c)
+        s = verify_tokens_per_row(b, nd, k, padded)
+        total = interp(slot[FWD], gm, ax, val, cnt, b, s, c) + tm[T_SAMPLE_S] * b * s
         if k > 0 and nd > 0:
             total += (interp(slot[DRAFT], gm, ax, val, cnt, nd, k, c)
                       + interp(slot[OVERHEAD], gm, ax, val, cnt, nd, k, 0.0))
@@ -183,7 +212,7 @@ def price(ta, shape):
                 total += left * interp(slot[LEAVE], gm, ax, val, cnt, b, c, 0.0)
         total *= sd
     if n > 0:
-        total += interp(slot[PREFILL], gm, ax, val, cnt, n, c0, 0.0) * sp
+        total += (interp(slot[PREFILL], gm, ax, val, cnt, n, c0, 0.0) + tm[T_SAMPLE_S]) * sp
         total += (interp(dpf, gm, ax, val, cnt, n, c0, 0.0) if dpf >= 0 else 0.0) * sp
     return total + tm[T_OVERHEAD_S]
 
@@ -233,11 +262,9 @@ def pack(timer, proposer: str | None) -> PackedTimer | None:
     has parts only Python prices (a machine-speed timeline, a random or custom timer)."""
     from sim.model.step_time import FixedStepTimer, ProfileStepTimer
 
-    tm = np.zeros(6, np.float64)
     slot = np.full(N_SLOTS, -1, np.int64)
     if type(timer) is FixedStepTimer:
-        tm[T_KIND] = KIND_FIXED
-        tm[T_FIXED_S] = timer.seconds_per_step
+        tm = timer_constants(KIND_FIXED, False, 1.0, 1.0, 0.0, timer.seconds_per_step)
         return PackedTimer(tm, slot, [], timer)
     if type(timer) is not ProfileStepTimer or timer.speed is not None:
         return None
@@ -255,11 +282,7 @@ def pack(timer, proposer: str | None) -> PackedTimer | None:
         slot[s] = len(grids)
         grids.append(grid)
 
-    tm[T_KIND] = KIND_FUSED if timer.fused else KIND_SUMMED
-    tm[T_PADDED] = 1.0 if timer.padded else 0.0
-    tm[T_SCALE] = timer.scale
-    tm[T_PSCALE] = timer.prefill_scale
-    tm[T_OVERHEAD_S] = timer.step_overhead_s
+    tm = timer.tm
     if timer.fused:
         for s, grid in ((DENSE, timer._dense), (LOGITS, timer._logits), (DATTN, timer._dattn),
                         (PATTN, timer._pattn)):

@@ -17,7 +17,13 @@ from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_timing import TimingGrid
 from sim.model.machine_speed import SpeedTimeline
-from sim.model.price_kernels import verify_tokens_per_row  # the one rule, compiled
+from sim.model.price_kernels import (  # the rules, compiled
+    KIND_FUSED,
+    KIND_SUMMED,
+    graph_tokens,
+    timer_constants,
+    verify_tokens_per_row,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +143,23 @@ class ProfileStepTimer:
         self._draft_prefill = {name: _interp(p.prefill, cache_size) for name, p in t.proposers.items()
                                if p.prefill is not None}
         self.step_overhead_s = t.step_overhead.seconds if t.step_overhead is not None else 0.0
+        self.sample_s = t.sampler.seconds_per_position if t.sampler is not None else 0.0
+        """Sampling per scored position (``timing.sampler``): decode rows × (k+1), one per prompt chunk."""
+        self.capture_sizes = t.cuda_graphs.capture_sizes if self.fused and t.cuda_graphs is not None else ()
+        """Captured CUDA-graph token counts a fused step's dense ops are padded to."""
+        self._graphs = timer_constants(KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=self.capture_sizes)
         self.attached: str | None = None
         """Proposer of a speculating candidate: its prefill pass is charged on every step with
         prompt tokens, even steps that draft nothing (``attach_proposer``)."""
         self.unpriced_changes = 0
         """Padded-engine steps whose batch changed with no ``padded_batch`` grids to price it."""
         self.steps = 0
+
+    @property
+    def tm(self) -> np.ndarray:
+        """The constants the compiled ``price_kernels.price`` reads, from this timer's now."""
+        return timer_constants(KIND_FUSED if self.fused else KIND_SUMMED, self.padded, self.scale,
+                               self.prefill_scale, self.step_overhead_s, 0.0, self.sample_s, self.capture_sizes)
 
     def check_proposer(self, proposer: str, k: int | None = None) -> None:
         """Raise a one-line error if the profile cannot time ``proposer`` (at ``k``)."""
@@ -187,7 +204,8 @@ class ProfileStepTimer:
                 c = c_max
             # --- issue 21: rows without a proposal (drafting < b) verify one token ---
             nd = b if drafting is None or k == 0 else drafting
-            total = self._forward(b, verify_tokens_per_row(b, nd, k, self.padded), c)
+            s = verify_tokens_per_row(b, nd, k, self.padded)
+            total = self._forward(b, s, c) + self.sample_s * b * s
             if k > 0 and nd > 0:
                 draft = self._draft.get(proposer)  # type: ignore[arg-type]
                 if draft is None:
@@ -203,7 +221,7 @@ class ProfileStepTimer:
                     total += left * self._leave(b, c)
             total *= sd
         if n > 0:
-            total += self._prefill(n, c0) * sp
+            total += (self._prefill(n, c0) + self.sample_s) * sp
             total += self._draft_prefill_s(proposer, n, c0) * sp
         return total + self.step_overhead_s
 
@@ -234,7 +252,9 @@ class ProfileStepTimer:
         c = c_mean
         if self.padded and c_max is not None:
             c = c_max
-        total = self._dense(rows + n) + self._logits(rows + (1 if n else 0))
+        scored = rows + (1 if n else 0)
+        total = (self._dense(graph_tokens(self._graphs, rows + n)) + self._logits(scored)
+                 + self.sample_s * scored)
         if b > 0:
             total += self._dattn(b, rows / b, c)
         if n > 0:

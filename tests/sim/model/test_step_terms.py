@@ -1,0 +1,163 @@
+"""A speculative step priced by its parts (issue 37 item 1): sampling over every scored
+position, padding to captured CUDA-graph sizes, and the parts' sum being the price.
+
+The synthetic fused profile of ``test_fused_step`` is linear in its axes, so expected values are
+hand sums; its dense part is made flat here where a test needs the per-token terms alone to be
+what grows.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile, load_profile
+from sim.model import price_kernels as pk
+from sim.model.step_terms import decode_step_terms
+from sim.model.step_time import ProfileStepTimer
+from tests.sim.model.test_fused_step import MS, fused_dict
+
+REPO = Path(__file__).resolve().parents[3]
+SAMPLE_S = 0.5e-6
+SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64]
+PROV = {"method": "estimated", "notes": "test"}
+
+
+def terms_dict(flat_dense: bool = False) -> dict:
+    d = fused_dict()
+    t = d["timing"]
+    t["sampler"] = {"seconds_per_position": SAMPLE_S, "provenance": PROV}
+    t["cuda_graphs"] = {"capture_sizes": SIZES, "provenance": PROV}
+    if flat_dense:  # every pass part constant in tokens: only per-token terms can grow
+        f = t["fused"]
+        f["dense"]["median"] = [4.0 * MS] * len(f["dense"]["median"])
+        f["logits"]["median"] = [0.2 * MS] * len(f["logits"]["median"])
+        da = f["decode_attention"]
+        da["median"] = [[[0.1 * MS for _ in row] for row in s] for s in da["median"]]
+    return d
+
+
+def timer(d: dict) -> ProfileStepTimer:
+    return ProfileStepTimer(Profile.from_dict(copy.deepcopy(d), "terms"))
+
+
+def decode(t: ProfileStepTimer, b: int, k: int, c: float = 1000.0) -> float:
+    return t.price(b, c, k, "ngram" if k else None, 0, 0.0, None, 0.0, 0, 0, None)
+
+
+@pytest.mark.parametrize(("tokens", "padded"), [(1, 1), (3, 4), (5, 8), (17, 24), (49, 64), (64, 64), (65, 65), (500, 500)])
+def test_graphed_ops_run_at_the_next_captured_size(tokens: int, padded: int) -> None:
+    tm = pk.timer_constants(pk.KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=tuple(SIZES))
+    assert pk.graph_tokens(tm, float(tokens)) == padded
+    assert Profile.from_dict(terms_dict(), "x").timing.cuda_graphs.pad(tokens) == padded
+
+
+def test_padding_prices_the_dense_part_at_the_captured_size() -> None:
+    """5 decode rows, k = 0: dense runs at 8 tokens, the LM head and sampling at 5."""
+    with_pad, without = terms_dict(), terms_dict()
+    del without["timing"]["cuda_graphs"]
+    got = decode(timer(with_pad), 5, 0) - decode(timer(without), 5, 0)
+    assert got == pytest.approx((0.01 * 8 - 0.01 * 5) * MS)
+
+
+def test_sampling_is_charged_per_scored_position() -> None:
+    """b rows drafting k score b(k+1) positions; a prompt chunk scores one."""
+    on, off = terms_dict(), terms_dict()
+    del off["timing"]["sampler"]
+    for b, k, n in [(4, 3, 0), (7, 0, 0), (2, 2, 100), (0, 0, 64)]:
+        t_on, t_off = timer(on), timer(off)
+        args = (b, 500.0, k, "ngram" if k and b else None, n, 0.0, None, 0.0, 0, 0, None)
+        assert t_on.price(*args) - t_off.price(*args) == pytest.approx(SAMPLE_S * (b * (k + 1) + (1 if n else 0)))
+
+
+def test_sampling_is_charged_in_summed_steps_too() -> None:
+    d = terms_dict()
+    d["timing"]["step_composition"] = "sum"
+    off = copy.deepcopy(d)
+    del off["timing"]["sampler"]
+    assert decode(timer(d), 6, 2) - decode(timer(off), 6, 2) == pytest.approx(SAMPLE_S * 18)
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.integers(1, 200), k=st.integers(0, 4), c=st.integers(0, 8192))
+def test_spec_step_price_is_the_sum_of_its_parts(b: int, k: int, c: int) -> None:
+    """Dropping a part from the price (or from the breakdown) breaks the equality."""
+    t = timer(terms_dict())
+    parts = decode_step_terms(t, b, k, float(c), "ngram" if k else None)
+    assert sum(p.seconds for p in parts) == pytest.approx(decode(t, b, k, float(c)), rel=1e-12)
+    names = " | ".join(p.name for p in parts)
+    for part in ("dense ops", "LM head", "attention", "sampling", "per-step host overhead"):
+        assert part in names
+    if k:
+        assert "draft D" in names and "draft host H" in names
+    assert all(p.source in ("assumed", "estimated", "assumed + modelled") for p in parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.integers(1, 300), k=st.integers(0, 3), c=st.integers(0, 8192))
+def test_spec_step_is_non_decreasing_in_batch_and_k(b: int, k: int, c: int) -> None:
+    for t in (timer(terms_dict()), timer(terms_dict(flat_dense=True))):
+        here = decode(t, b, k, float(c))
+        assert decode(t, b + 1, k, float(c)) >= here
+        assert decode(t, b, k + 1, float(c)) >= here
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.integers(1, 300), k=st.integers(1, 3), c=st.integers(0, 8192))
+def test_an_extra_verified_token_costs_at_least_its_per_token_terms(b: int, k: int, c: int) -> None:
+    """Going from k-1 to k drafts adds b verified tokens: at least b × sampling, plus the
+    drafter's own growth; with every pass part flat, nothing else can pay for them."""
+    t = timer(terms_dict(flat_dense=True))
+    draft, host = t._draft["ngram"], t._overhead["ngram"]
+    grow_d = (draft(b, k, c) - (draft(b, k - 1, c) if k > 1 else 0.0)
+              + host(b, k) - (host(b, k - 1) if k > 1 else 0.0))
+    assert decode(t, b, k, float(c)) - decode(t, b, k - 1, float(c)) >= b * SAMPLE_S + grow_d - 1e-15
+
+
+SHIPPED = sorted(p.name for p in (REPO / "profiles").glob("*-vllm.json"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_gpu_profiles_price_spec_steps_monotone_in_batch_and_k(name: str) -> None:
+    prof = load_profile(REPO / "profiles" / name)
+    t = ProfileStepTimer(prof)
+    proposer = next(iter(prof.timing.proposers))
+    for c in (128.0, 1024.0, 8192.0):
+        for k in range(0, 5):
+            prev = 0.0
+            for b in (1, 2, 3, 4, 8, 16, 31, 32, 33, 64, 100, 128, 256, 511, 512, 1024):
+                v = t.price(b, c, k, proposer if k else None, 0, 0.0, None, 0.0, 0, 0, None)
+                assert v >= prev, (name, b, k, c)
+                if k:
+                    assert v >= t.price(b, c, k - 1, proposer if k > 1 else None, 0, 0.0, None, 0.0, 0, 0, None)
+                prev = v
+
+
+@pytest.mark.parametrize(("sizes", "why"), [([], "non-empty"), ([4, 2], "strictly increasing"), ([0, 8], "integers >= 1")])
+def test_bad_capture_sizes_are_one_line_errors(sizes: list, why: str) -> None:
+    d = terms_dict()
+    d["timing"]["cuda_graphs"]["capture_sizes"] = sizes
+    with pytest.raises(SpecplanError, match=rf"timing\.cuda_graphs\.capture_sizes: .*{why}"):
+        Profile.from_dict(d, "x")
+
+
+def test_bench_prints_each_terms_source() -> None:
+    """bench/specdecode_bench_targets.py names the publication and every term's provenance."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "specdecode_bench_targets.py")],
+                         capture_output=True, text=True, timeout=300, cwd=REPO,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "arXiv 2601.11580" in text
+    for part, src in (("dense ops", "imported"), ("sampling", "estimated"), ("draft host H", "assumed"),
+                      ("per-step host overhead", "assumed")):
+        assert part in text and f"[{src}" in text
+    for line in (ln for ln in text.splitlines() if "k=3, context" in ln):
+        assert line.count("ms [") >= 6, line
