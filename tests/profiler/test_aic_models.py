@@ -51,8 +51,11 @@ def test_deepseek_mla_moe_imports_with_mtp_priced_as_the_database_prices_nextn(d
     c = d["axes"]["context"].index(1024)
     for bi, b in enumerate(d["axes"]["batch"][:7]):
         for ki, k in enumerate(d["axes"]["k"]):
+            # the database's nextn pricing over its own pass; the profile's target pass over k+1
+            # tokens may since have been lifted by the MoE repair (extra routed experts at the
+            # bandwidth, never lowered), which the MTP draft does not follow (docs/profile-format.md)
             want = (mtp_scale_factor(k, 61) - 1) * _t(deepseek, b, k + 1)
-            assert d["median"][bi][ki][c] == pytest.approx(want, rel=1e-9)
+            assert 0.8 * want <= d["median"][bi][ki][c] <= want * (1 + 1e-9)
     assert deepseek["acceptance"]["mtp"]["provenance"]["method"] == "assumed"
     # --dtype auto: the checkpoint's fp8 blocks; --kv-cache-dtype auto: vLLM's, the model dtype (the
     # checkpoint's quant_method fp8 declares no KV cache quantization)
