@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.proposer:
             raise SpecplanError("--proposer: required with --profile (a key of the profile's proposers)")
         profile = load_profile(args.profile)
+        if args.best_k and args.segment is None:  # the best k of every segment, without one segment's table
+            return _print_best_k(args, _best_k(args, profile))
         result = breakeven_from_profile(
             profile,
             args.proposer,
@@ -81,13 +83,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = result.to_dict()
         if table is not None:
-            doc["best_k"] = [{"segment": c.segment, "batch": c.batch, "proposal_rate": c.proposal_rate,
-                              "best_k": c.best_k, "speedup": c.speedup, "per_k_s": list(c.per_k_s)} for c in table]
+            doc["best_k"] = _best_k_json(table)
         print(json.dumps(doc, indent=2))
     else:
         print("\n".join(format_table(result)))
         if table is not None:
             print("\n".join(format_best_k(table)))
+    return 0
+
+
+def _best_k_json(table: list) -> list[dict]:
+    return [{"segment": c.segment, "batch": c.batch, "proposal_rate": c.proposal_rate,
+             "best_k": c.best_k, "speedup": c.speedup, "per_k_s": list(c.per_k_s)} for c in table]
+
+
+def _print_best_k(args: argparse.Namespace, table: list) -> int:
+    print(json.dumps({"best_k": _best_k_json(table)}, indent=2) if args.json else "\n".join(format_best_k(table)))
     return 0
 
 

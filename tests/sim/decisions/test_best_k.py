@@ -65,3 +65,16 @@ def test_breakeven_table_agrees_with_best_k_at_a_proposal_rate() -> None:
         for row in r.rows:
             assert row.speedup == pytest.approx(cell.per_k_s[0] / cell.per_k_s[row.k], rel=1e-9)
         assert any("proposal on" in n for n in r.notes) and seg.proposal_rate < 0.2
+
+
+def test_the_readme_best_k_example_runs_without_a_segment(capsys):
+    """README: ``breakeven --profile … --proposer ngram --best-k 1,8,64`` lists every segment's best
+    k (it used to exit 2 asking for --segment, which only the one-segment table needs)."""
+    from pathlib import Path
+
+    from cli.main import main
+
+    prof = Path(__file__).resolve().parents[3] / "profiles" / "smollm2-135m-cpu.json"
+    assert main(["breakeven", "--profile", str(prof), "--proposer", "ngram", "--best-k", "1,8,64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("best k per load") and "code:en:0 " in out and "b=64" in out
