@@ -29,6 +29,9 @@ from sim.model.speculation import OFF, PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request
 from sim.model.step_time import StepShape
 
+_NO_FLAT: tuple = (None, None, None, (), ())
+"""``CompiledReplica.flat``'s cache when empty."""
+
 
 class CompiledReplica:
     """One replica: its planner state, policy and SimPy process (submit, adopt, outstanding,
@@ -54,7 +57,7 @@ class CompiledReplica:
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
-        self._flat: tuple = (None, None, None, (), ())
+        self._flat: tuple = _NO_FLAT
 
     def flat(self) -> tuple[tuple, tuple]:
         """The state's arrays for ``kernel_entry`` (with the policy and the timer's after them),
@@ -200,6 +203,7 @@ class CompiledReplica:
             else:
                 k = policy.k_for(self.state, ke.decoding(*state))
             nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(*state, now, k)
+            state = None  # not held across a wait: the run may end there, its logs let go (``release``)
             if nd < 0:  # a log might overflow this step: grow it and plan again
                 self._grow_logs()
                 continue
@@ -271,10 +275,11 @@ def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledRepli
 
 
 def collect(replicas: list[CompiledReplica], requests: Sequence[Request],
-            write_back: bool = True) -> tuple[array, np.ndarray, np.ndarray, array, dict | None]:
+            write_back: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, array, dict | None]:
     """End of a run: requests written back (or, without ``write_back``, their records' columns
     returned), the timer's counts added back; returns the flat step rows, the ITL samples
-    (request index, gap), the replicas' queue logs and those columns."""
+    (request index, gap; all three views of the logs: ``release`` when they are read), the
+    replicas' queue logs and those columns."""
     arrays = replicas[0].arrays
     for rep in replicas:
         rep.mark_routed(requests)
@@ -290,6 +295,17 @@ def collect(replicas: list[CompiledReplica], requests: Sequence[Request],
     for rep in replicas:
         qlog.extend(rep.queue_log())
     return (arrays.step_log(), *arrays.gaps(), qlog, columns)
+
+
+def release(replicas: list[CompiledReplica]) -> None:
+    """After ``collect``: the fleet lets go of its logs and every replica of its cached views of
+    them, so the logs live exactly as long as what was read from them (~100 MB of steps and ITL
+    samples on a GPU hour). The fleet is a reference cycle (replica <-> fleet, SimPy's env <->
+    processes): left to the collector, the logs would wait for its next full pass, into the next
+    run; a full collection costs ~0.1 s, and what the cycle keeps without its logs is small."""
+    replicas[0].arrays.release_logs()
+    for rep in replicas:
+        rep._flat = _NO_FLAT
 
 
 def warm() -> None:

@@ -143,9 +143,12 @@ class Fleet:
         end = env.now
         step_rows, gap_idx, gap_s, qlog, columns = compiled_replica.collect(
             self.replicas, requests, write_back)
+        steps = StepLog.from_flat(step_rows)
+        del step_rows
+        compiled_replica.release(self.replicas)  # the steps are read; the ITL samples stay as views
         if columns is None:
             for req in requests:
                 if req.status != DONE:
                     req.outcome = "unfinished"
                     req.finish_s = None
-        return FleetRun(list(requests), StepLog.from_flat(step_rows), gap_idx, gap_s, end, qlog, columns)
+        return FleetRun(list(requests), steps, gap_idx, gap_s, end, qlog, columns)

@@ -7,7 +7,6 @@ as columns.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -105,8 +104,13 @@ class FleetArrays:
             "prefix_hit_tokens": ints[:, ks.PFX_HIT].copy(),
         }
 
-    def step_log(self) -> array:
-        return array("d", self.lg.steps[: int(self.lg.G[ks.G_STEPS]) * ks.ROW].tobytes())
+    def step_log(self) -> np.ndarray:
+        """The steps logged, flat (``ks.ROW`` values a step), as a view of the log: no copy."""
+        return self.lg.steps[: int(self.lg.G[ks.G_STEPS]) * ks.ROW]
+
+    def release_logs(self) -> None:
+        """Let go of the logs (the run is over; what was read of them holds its own views)."""
+        self.lg = ks.new_logs(0, 0)
 
     def gaps(self) -> tuple[np.ndarray, np.ndarray]:
         """The ITL samples logged, as views of the logs (the run is over: nothing writes them

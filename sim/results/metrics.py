@@ -343,7 +343,10 @@ def _done_gaps(itl: pl.DataFrame, done: np.ndarray, done_seg: np.ndarray) -> tup
         table[done] = done_seg
         seg = table[ids]
         keep = seg != -2
-        return itl["gap_s"].to_numpy()[keep], seg[keep]
+        gaps = itl["gap_s"].to_numpy()  # a read-only view when it has no nulls: never written
+        if keep.all():  # every sample kept (no warm-up, nothing unfinished): no copies
+            return gaps, seg
+        return gaps[keep], seg[keep]
     done_ids = pl.DataFrame({"id": done, "_seg": done_seg}, schema={"id": itl.schema["id"], "_seg": pl.Int32})
     joined = itl.join(done_ids, on="id", how="inner", maintain_order="left")
     return joined["gap_s"].to_numpy(), joined["_seg"].to_numpy()

@@ -39,8 +39,9 @@ from sim.results.run_notes import extrapolations, run_notes
 COLLECT_REQUESTS = 100_000
 """A run of at least this many requests is collected as soon as its records are built, before
 its summary: the simulated fleet is a reference cycle (replica <-> fleet, SimPy's env <->
-processes), so its arrays and request objects otherwise wait for the collector's schedule and
-live on into the summary and the next run (~700 MB at 10^6 requests). Not by ITL samples or
+processes), so its planner arrays and request objects otherwise wait for the collector's schedule
+and live on into the summary and the next run (~700 MB at 10^6 requests; its logs, the largest
+part on a GPU hour, are let go at the run's end without it: ``compiled_replica.release``). Not by ITL samples or
 steps: a full collection costs ~60 ms in a loaded process, 10 % of a GPU hour's run, and
 collecting its logs early lowered no measured peak (the peak there is the steps' concatenation)."""
 
