@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceSegment
-from sim.model.k_schedule import batch_cost
+from sim.model.k_schedule import batch_cost, best_of, speedup_of
 from sim.model.step_time import ProfileStepTimer
 
 
@@ -42,12 +42,11 @@ class BestK:
 
     @property
     def best_k(self) -> int:
-        return min(range(len(self.per_k_s)), key=lambda k: (self.per_k_s[k], k))
+        return best_of(self.per_k_s)
 
     @property
     def speedup(self) -> float:
-        """Plain decode time per token over the best k's."""
-        return self.per_k_s[0] / self.per_k_s[self.best_k]
+        return speedup_of(self.per_k_s)
 
 
 def best_k_table(

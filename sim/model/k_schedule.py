@@ -46,13 +46,21 @@ class BatchCost:
 
     @property
     def best_k(self) -> int:
-        """The k with the fewest seconds per token (ties: the smaller k, so 0 when nothing pays)."""
-        return min(range(len(self.per_k_s)), key=lambda k: (self.per_k_s[k], k))
+        return best_of(self.per_k_s)
 
     @property
     def speedup(self) -> float:
-        """Plain decode time per token over the best k's."""
-        return self.per_k_s[0] / self.per_k_s[self.best_k]
+        return speedup_of(self.per_k_s)
+
+
+def best_of(per_k_s: Sequence[float]) -> int:
+    """The k with the fewest seconds per token (ties: the smaller k, so 0 when nothing pays)."""
+    return min(range(len(per_k_s)), key=lambda k: (per_k_s[k], k))
+
+
+def speedup_of(per_k_s: Sequence[float]) -> float:
+    """Plain decode time per token over the best k's."""
+    return per_k_s[0] / per_k_s[best_of(per_k_s)]
 
 
 def batch_cost(timer: Any, proposer: str, batch: int, context: float, rates: Sequence[float],
