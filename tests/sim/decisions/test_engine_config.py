@@ -143,7 +143,12 @@ def test_the_emitted_k_is_the_candidates_k_at_every_batch_size(cand, top, engine
 
 
 def _shipped():
+    traces = REPO.parent / "shared" / "traces"
     for path in sorted((REPO / "scenarios").glob("*.toml")):
+        if "shared/traces" in path.read_text(encoding="utf-8") and not traces.is_dir():
+            yield pytest.param(path, "", id=f"{path.stem}:skipped", marks=pytest.mark.skip(
+                reason=f"{traces} absent: the public Azure traces are not available here"))
+            continue
         sc = load_scenario(path)
         for c in sc.speculative:
             yield pytest.param(path, c.name, id=f"{path.stem}:{c.name}")
