@@ -280,18 +280,24 @@ def _check_caps(data: Mapping, origin: object) -> None:
             raise SpecplanError(f"{origin}: {dotted}: {len(v):,} entries, over the limit of {cap:,}")
 
 
-def max_request_steps() -> int:
-    """The work limit: ``SPECPLAN_MAX_REQUEST_STEPS`` or ``DEFAULT_MAX_REQUEST_STEPS``."""
-    raw = os.environ.get("SPECPLAN_MAX_REQUEST_STEPS")
+def env_limit(name: str, what: str = "an integer") -> int | None:
+    """A limit set by environment variable ``name``: a whole number >= 1, or None when unset."""
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_MAX_REQUEST_STEPS
+        return None
     try:
         value = int(raw)
     except ValueError:
-        raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: expected an integer, got {echo(raw, 60)}") from None
+        raise SpecplanError(f"{name}: expected {what}, got {echo(raw, 60)}") from None
     if value < 1:
-        raise SpecplanError(f"SPECPLAN_MAX_REQUEST_STEPS: must be >= 1, got {value}")
+        raise SpecplanError(f"{name}: must be >= 1, got {value}")
     return value
+
+
+def max_request_steps() -> int:
+    """The work limit: ``SPECPLAN_MAX_REQUEST_STEPS`` or ``DEFAULT_MAX_REQUEST_STEPS``."""
+    value = env_limit("SPECPLAN_MAX_REQUEST_STEPS")
+    return DEFAULT_MAX_REQUEST_STEPS if value is None else value
 
 
 def mean_length(dist: Any) -> float:

@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.input_limits import MIB, env_limit
 
-MIB = 1024**2
 REQUEST_BYTES = 1_000
 """Bytes a run holds at its peak per request, at least: measured ~1,150 B at 10^6 requests
 (``bench/bench_memory.py``'s 10^6 req/s case, one candidate: peak RSS growth over the imports)."""
@@ -33,14 +33,8 @@ ENV = "SPECPLAN_MAX_MEMORY_MB"
 def available_bytes() -> int | None:
     """Memory this process may still use: ``SPECPLAN_MAX_MEMORY_MB`` when set, else the lower
     of the kernel's MemAvailable and the cgroup's room (None: not known, nothing is refused)."""
-    raw = os.environ.get(ENV)
-    if raw is not None:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise SpecplanError(f"{ENV}: expected an integer number of MiB, got {raw!r}") from None
-        if value < 1:
-            raise SpecplanError(f"{ENV}: must be >= 1, got {value}")
+    value = env_limit(ENV, "an integer number of MiB")
+    if value is not None:
         return value * MIB
     found = [v for v in (_meminfo_available(), _cgroup_room()) if v is not None]
     return min(found) if found else None
