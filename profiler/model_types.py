@@ -156,3 +156,10 @@ def max_positions(config: Any) -> int | None:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     value = getattr(text, "max_position_embeddings", None)
     return int(value) if value else None
+
+
+def context_length(config: Any) -> dict[str, int]:
+    """The identity's ``max_model_len`` (the simulator rejects longer requests as vLLM does), or
+    nothing when the config declares no context window."""
+    n = max_positions(config)
+    return {"max_model_len": n} if n and n >= 2 else {}

@@ -29,6 +29,7 @@ from profiler.model_types import (
     _dir_weights_sha256,
     architecture,
     cache_dir,
+    context_length,
     count_parameters,
     dtype_name,
     file_sha256,
@@ -117,6 +118,7 @@ def load_config(spec: str) -> ModelConfig:
         "path": path_shown,
         "sha256": sha,
         "architecture": architecture(config, count_parameters(meta_model)),
+        **context_length(config),
     }
     return ModelConfig(config=config, identity=identity, spec=spec)
 
@@ -256,6 +258,7 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "auto") -> Loade
         identity = {
             "id": model_id, "source": "config-only", "path": shown, "sha256": None,
             "architecture": architecture(config, count_parameters(model)),
+            **context_length(config),
         }
         notes.append("random weights (config-only): timing and memory only")
         return LoadedModel(model, None, identity, dev, torch_dtype, spec, tuple(notes))
@@ -282,6 +285,7 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "auto") -> Loade
     identity = {
         "id": resolved["id"], "source": resolved["source"], "path": resolved["path"],
         "sha256": resolved["sha256"], "architecture": architecture(model.config, count_parameters(model)),
+        **context_length(model.config),
     }
     return LoadedModel(model, tokenizer, identity, dev, torch_dtype, spec, tuple(notes))
 

@@ -11,7 +11,7 @@ from typing import Literal
 from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
-from sim.contracts.scenario_fields import resolve_path
+from sim.contracts.scenario_fields import check_max_model_len, resolve_path
 from sim.contracts.scenario_paths import path_field
 
 RoutingName = Literal["round_robin", "least_outstanding"]
@@ -184,6 +184,10 @@ class FleetConfig:
     request_overhead: RequestOverhead | None = None
     """Per-request time outside the engine, added to TTFT and E2E; none: zero (the frames then
     have no ``overhead_s`` column)."""
+    max_model_len: int | None = None
+    """The model's context length (vLLM ``--max-model-len``), in tokens; none: the profile's
+    (``target.max_model_len``, from the model's config). A request whose prompt + output exceeds
+    it is rejected on arrival as vLLM rejects it (HTTP 400), counted in ``rejected_too_long``."""
     base_dir: str | None = internal_field()
     """Folder of the scenario file (set by the loader) for resolving ``profile``."""
 
@@ -194,6 +198,7 @@ class FleetConfig:
             raise FieldError("profile", why)
         if self.replicas < 1:
             raise FieldError("replicas", f"must be ≥ 1, got {self.replicas}")
+        check_max_model_len(self.max_model_len)
         if self.tensor_parallel_size < 1:
             raise FieldError(
                 "tensor_parallel_size", f"must be ≥ 1 GPUs per replica, got {self.tensor_parallel_size}"

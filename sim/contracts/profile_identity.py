@@ -149,6 +149,9 @@ class ModelIdentity:
     path: str | None
     sha256: str | None
     architecture: Architecture
+    max_model_len: int | None = None
+    """The model's context length in tokens (its config's ``max_position_embeddings``, what vLLM
+    derives ``max_model_len`` from); None: the profile does not say (older profiles)."""
 
     @property
     def config_only(self) -> bool:
@@ -173,7 +176,7 @@ class IdentityReader(JsonReader):
     """Reads models, proposers and provenance blocks (every section has a provenance)."""
 
     def model(self, v: Any, path: str) -> ModelIdentity:
-        v = self.obj(v, path, ("id", "source", "sha256", "architecture"), ("path",))
+        v = self.obj(v, path, ("id", "source", "sha256", "architecture"), ("path", "max_model_len"))
         source = self.choice(v["source"], join_path(path, "source"), MODEL_SOURCES)
         sha = self.str_(v["sha256"], join_path(path, "sha256"), nullable=True, pattern=SHA256_RE)
         if source == "config-only" and sha is not None:
@@ -187,6 +190,8 @@ class IdentityReader(JsonReader):
             path=mpath,
             sha256=sha,
             architecture=self.architecture(v["architecture"], join_path(path, "architecture")),
+            max_model_len=self.int_(v.get("max_model_len"), join_path(path, "max_model_len"), minimum=2,
+                                    nullable=True),
         )
 
     def architecture(self, v: Any, path: str) -> Architecture:

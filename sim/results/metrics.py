@@ -272,7 +272,6 @@ def summarize(
     it (a real run's frames) it comes from the request records.
     """
     t0, t1 = measured_window(requests, warmup_s, duration_s)
-    window = t1 - t0
     _, kv_tw = time_weighted_levels(steps, t0, t1, replicas)
     q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
             else queue_len_tw_from_requests(requests, t0, t1))
@@ -280,7 +279,7 @@ def summarize(
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):
         m, gaps = cols.of(seg)
-        rows.append(_segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd))
+        rows.append(_segment_row(seg, cols, m, gaps, keys, slo_ms, (t0, t1), q_tw, kv_tw, cost_total_usd))
     schema: dict[str, pl.DataType] = {}
     for key, value in keys.items():
         schema[key] = pl.Int64() if isinstance(value, int) else pl.String()
@@ -305,7 +304,9 @@ class _Columns:
         a = _arrays(requests, floats=(*_times(requests), "max_pause_s", *(
             ("scheduled_s",) if "scheduled_s" in requests.columns else ())), counts=counts, exprs=(
             _DONE, pl.col("in_window").fill_null(False), pl.col("id"), pl.col("outcome"),
-            pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg")))
+            pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg"),
+            (pl.col(mn.TOO_LONG).fill_null(False) if mn.TOO_LONG in requests.columns
+             else pl.repeat(False, requests.height, dtype=pl.Boolean)).alias("_too_long")))
         # latencies keep their nulls (as NaN, dropped per statistic); counts sum as polars does, nulls as 0
         a["ttft_s"], a["tpot_s"], a["e2el_s"] = _latencies(a)
         done = a["_done"]
@@ -353,11 +354,13 @@ def _done_gaps(itl: pl.DataFrame, done: np.ndarray, done_seg: np.ndarray) -> tup
 
 
 def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarray | None,
-                 keys: Mapping[str, object], slo_ms: Mapping[str, float], window: float, q_tw: float | None,
-                 kv_tw: float | None, cost_total_usd: float | None) -> dict[str, object]:
+                 keys: Mapping[str, object], slo_ms: Mapping[str, float], span: tuple[float, float],
+                 q_tw: float | None, kv_tw: float | None, cost_total_usd: float | None) -> dict[str, object]:
     """The summary row of one segment (or ``"all"``): its measured requests are ``cols`` under
-    mask ``m``, its ITL samples under ``gaps`` (None: no mask)."""
+    mask ``m``, its ITL samples under ``gaps`` (None: no mask); rates are per second of the
+    measured window ``span`` (:func:`measured_window`), which the row states."""
     a = cols.a
+    window = span[1] - span[0]
     outcome = cols.outcome if m is None else cols.outcome[m]
 
     def col(name: str, mask: np.ndarray | None = None) -> np.ndarray:
@@ -377,6 +380,7 @@ def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarra
     n_done = int(done.sum())
     row[mn.COMPLETED] = n_done
     row[mn.REJECTED] = int((outcome == mn.REJECTED).sum())
+    row[mn.REJECTED_TOO_LONG] = int(col("_too_long").sum())
     row[mn.TIMED_OUT] = int((outcome == mn.TIMED_OUT).sum())
     n_req = len(outcome)
     n_good = int(col("good").sum())
@@ -399,6 +403,7 @@ def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarra
     row[mn.PREFIX_HIT_RATE] = saved / queried if queried else None
     row[mn.PREFILL_SAVED] = float(saved)
     row[mn.COST_TOTAL_USD] = cost_total_usd
+    row[mn.WINDOW_START_S], row[mn.WINDOW_END_S] = span
     row[mn.COST_PER_GOOD_ANSWER_USD] = (
         cost_per_good_answer(cost_total_usd, n_good)
         if seg == mn.ALL_SEGMENTS and slo_ms

@@ -141,6 +141,10 @@ class ScenarioResult:
             "seeds": list(self.seeds),
             "slo": self.scenario.slo.limits,
             "summary": rows,
+            "rate_window": (f"{mn.REQUEST_THROUGHPUT}, {mn.OUTPUT_THROUGHPUT} and {mn.REQUEST_GOODPUT} are per "
+                            f"second of [{mn.WINDOW_START_S}, {mn.WINDOW_END_S}]: warm-up end to the last "
+                            "measured request's end, drain included; the decision's goodput is per second "
+                            "of arrivals [run.warmup_s, run.duration_s)"),
             "sources": list(self.sources),
             "notes": list(self.notes),
         }

@@ -73,6 +73,10 @@ class OracleScheduler:
         than the replica has (vLLM refuses prompts beyond its capacity the same way).
         """
         cfg = self.config
+        if cfg.max_model_len is not None and req.prompt_tokens + max(req.output_tokens, 1) > cfg.max_model_len:
+            self._end(req, "rejected", now)  # vLLM's HTTP 400: prompt + max_tokens over max_model_len
+            req.too_long = True
+            return False
         bs = cfg.block_size
         too_big = -(-(req.prompt_tokens + req.output_tokens + k_max) // bs) > cfg.kv_blocks
         no_fit = not cfg.chunked_prefill and req.prompt_tokens > cfg.max_num_batched_tokens
