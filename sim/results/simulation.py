@@ -297,10 +297,9 @@ def simulate_once(
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
                                 policy.k_max, limits.source, profile.timing_flags,
                                 _prefix_shared(scenario, specs) if caching else None)
-    sources.append(engine.source_line)
+    # the context length rides on the engine's line (a line of its own would not fit the screen)
+    sources.append(engine.source_line if length.tokens is None else f"{engine.source_line}; {length.source}")
     notes.extend(too_long_notes(cand.name, seed, length, req_df))
-    if length.tokens is not None:
-        sources.append(length.source)
     if not keep_itl:
         itl_df = pl.DataFrame(schema=ITL_SCHEMA)
     return RunResult(
