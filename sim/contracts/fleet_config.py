@@ -59,6 +59,9 @@ class EngineConfig:
     version: str | None = None
     """The engine's release (e.g. ``"0.12.0"``), said beside every result and emitted config;
     none: its current release."""
+    max_model_len: int | None = None
+    """vLLM's ``--max-model-len`` where engine arguments live; the same setting as
+    ``fleet.max_model_len`` (give it in one of the two)."""
 
     def __post_init__(self) -> None:
         if self.runner is not None and self.name != "vllm":
@@ -74,6 +77,7 @@ class EngineConfig:
             raise FieldError(
                 "memory_utilization", f"must be in (0, 1], got {self.memory_utilization}"
             )
+        check_max_model_len(self.max_model_len)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +203,8 @@ class FleetConfig:
         if self.replicas < 1:
             raise FieldError("replicas", f"must be ≥ 1, got {self.replicas}")
         check_max_model_len(self.max_model_len)
+        if self.max_model_len is not None and self.engine.max_model_len is not None:
+            raise FieldError("max_model_len", "given twice (also as fleet.engine.max_model_len): set it in one place")
         if self.tensor_parallel_size < 1:
             raise FieldError(
                 "tensor_parallel_size", f"must be ≥ 1 GPUs per replica, got {self.tensor_parallel_size}"
@@ -223,6 +229,13 @@ class FleetConfig:
             )
 
     @property
+    def context_length(self) -> tuple[int | None, str]:
+        """The scenario's ``max_model_len`` (None: the profile's) and the key that gave it."""
+        if self.engine.max_model_len is not None:
+            return self.engine.max_model_len, "fleet.engine.max_model_len"
+        return self.max_model_len, "fleet.max_model_len"
+
+    @property
     def gpus_per_replica(self) -> int:
         """GPUs one replica occupies (tensor × pipeline parallel size): what price_per_gpu_hour
         is multiplied by."""
@@ -238,9 +251,11 @@ class FleetConfig:
 class NamedFleet:
     """A ``[fleets.NAME]`` table: the hardware a candidate may run on instead of [fleet]'s.
 
-    Why only these four fields: a comparison of hardware must differ in hardware only, so
-    replicas, engine limits, admission, routing, a restart and the request overhead stay
-    [fleet]'s for every candidate (the same traffic meets the same engine settings)."""
+    Why only these fields: a comparison of hardware must differ in hardware only, so replicas,
+    engine limits, admission, routing, a restart and the request overhead stay [fleet]'s for
+    every candidate (the same traffic meets the same engine settings). The one exception is the
+    context length: a device with less memory may have to serve a shorter ``max_model_len``
+    (vLLM refuses to start when one sequence of that length does not fit its KV cache)."""
 
     profile: str = path_field("profile")
     """Calibration profile JSON of this hardware (relative to the scenario's folder, then the cwd)."""
@@ -251,10 +266,13 @@ class NamedFleet:
     has none), so either every candidate is priced or none is."""
     draft_price_per_hour: float = 0.0
     """$ per hour of separate draft hardware per replica, if any."""
+    max_model_len: int | None = None
+    """The context length on this hardware; none: [fleet]'s (else the profile's)."""
     base_dir: str | None = internal_field()
     """Folder of the scenario file (set by the loader) for resolving ``profile``."""
 
     def __post_init__(self) -> None:
+        check_max_model_len(self.max_model_len)
         if not self.profile:
             raise FieldError("profile", "must name a profile JSON file")
         if why := path_problem(self.profile):
@@ -272,8 +290,12 @@ class NamedFleet:
         """[fleet] with this hardware: profile, replica shape and prices replaced, the rest kept."""
         import dataclasses
 
+        length = {}
+        if self.max_model_len is not None:  # this hardware's length replaces [fleet]'s, wherever given
+            length = {"max_model_len": self.max_model_len,
+                      "engine": dataclasses.replace(fleet.engine, max_model_len=None)}
         return dataclasses.replace(
             fleet, profile=self.profile, tensor_parallel_size=self.tensor_parallel_size,
             price_per_gpu_hour=self.price_per_gpu_hour, draft_price_per_hour=self.draft_price_per_hour,
-            base_dir=self.base_dir,
+            base_dir=self.base_dir, **length,
         )

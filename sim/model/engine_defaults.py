@@ -110,7 +110,9 @@ def model_length(scenario: Scenario, profile: Profile | None, candidate) -> Mode
     """``max_model_len``: the candidate's, else [fleet]'s, else the profile's (the model's config,
     as vLLM derives it from ``max_position_embeddings``)."""
     model = profile.target.max_model_len if profile is not None else None
-    mine, fleet = candidate.max_model_len, scenario.fleet.max_model_len
+    mine, (fleet, key) = candidate.max_model_len, scenario.fleet_for(candidate).context_length
+    if candidate.fleet is not None and (scenario.fleets or {})[candidate.fleet].max_model_len is not None:
+        key = f"fleets.{candidate.fleet}.max_model_len"
     if mine is None and fleet is None:
         if model is None:
             return ModelLength(None, "max_model_len: unknown (the profile's target records none; set "
@@ -118,7 +120,7 @@ def model_length(scenario: Scenario, profile: Profile | None, candidate) -> Mode
         return ModelLength(model, f"max_model_len {model:,} tokens: the model's config "
                                   f"(profile target.max_model_len, {profile.target.id})")
     tokens = mine if mine is not None else fleet
-    where = f"candidate {candidate.name!r} max_model_len" if mine is not None else "fleet.max_model_len"
+    where = f"candidate {candidate.name!r} max_model_len" if mine is not None else key
     note = None
     if model is not None and tokens > model:
         note = (f"{where} {tokens:,} exceeds the model's context length {model:,} (its config); vLLM "

@@ -107,9 +107,38 @@ def test_fleet_and_candidate_override_the_models_length(tmp_path: Path) -> None:
     assert (rq["too_long"] == (rq["prompt_tokens"] + rq["output_tokens"] > 300)).all()
 
 
+def test_the_engine_table_names_the_same_setting(tmp_path: Path) -> None:
+    """``[fleet.engine] max_model_len`` (where vLLM's other engine arguments live) is the same
+    setting as [fleet]'s; both at once is one line."""
+    text = scenario_toml("e", run={"duration_s": 10, "seeds": [1]}, workload={"arrival": "poisson", "rate": 1.0},
+                         segments=[segment()], fleet={"profile": "profile.json"},
+                         engine={"max_model_len": 4096}, candidates=[BASELINE])
+    sc = load_scenario(write_scenario(tmp_path, text))
+    got = model_length(sc, load_profile(sc.profile_path), sc.candidates[0])
+    assert got.tokens == 4096 and "fleet.engine.max_model_len" in got.source
+    both = text.replace("[fleet]\n", "[fleet]\nmax_model_len = 4096\n")
+    with pytest.raises(SpecplanError, match="fleet.max_model_len: given twice"):
+        load_scenario(write_scenario(tmp_path, both))
+
+
 @pytest.mark.parametrize("where", ["fleet", "candidate"])
 def test_a_bad_length_is_one_line(tmp_path: Path, where: str) -> None:
     with pytest.raises(SpecplanError, match=r"max_model_len: must be in 2\.\.100,000,000 tokens") as e:
         _scenario(tmp_path, **({"fleet_extra": {"max_model_len": 1}} if where == "fleet"
                                else {"cand_extra": {"max_model_len": 0}}))
     assert "\n" not in str(e.value)
+
+
+def test_a_named_fleet_may_serve_a_shorter_context(tmp_path: Path) -> None:
+    """``[fleets.NAME] max_model_len``: hardware with less memory may have to serve a shorter
+    context; its candidates use it, the others keep [fleet]'s."""
+    text = scenario_toml("nf", run={"duration_s": 10, "seeds": [1]}, workload={"arrival": "poisson", "rate": 1.0},
+                         segments=[segment()], fleet={"profile": "profile.json"},
+                         engine={"max_model_len": 4096},
+                         candidates=[BASELINE, {"name": "small-base", "speculation": "off", "fleet": "small"}])
+    text += '[fleets.small]\nprofile = "profile.json"\nmax_model_len = 300\n'
+    sc = load_scenario(write_scenario(tmp_path, text))
+    prof = load_profile(sc.profile_path)
+    small = model_length(sc, prof, sc.candidate("small-base"))
+    assert small.tokens == 300 and "fleets.small.max_model_len" in small.source
+    assert model_length(sc, prof, sc.candidate("baseline")).tokens == 4096
