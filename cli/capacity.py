@@ -120,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
         max_seeds=_max_seeds(args.max_seeds),
     )
     from sim.decisions.answer import capacity_answer, device_of
+    from sim.decisions.engine_config import deployability
 
-    answer = capacity_answer(report, device=device_of(profile, scenario))
+    engines = deployability(scenario, profile, [c.candidate for c in report.candidates])
+    answer = capacity_answer(report, device=device_of(profile, scenario), engines=engines)
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)

@@ -63,25 +63,38 @@ def offered(scenario: Any) -> float | None:
     return None if rate is None else float(rate)  # closed-loop clients: no offered rate
 
 
+def engines_of(result: Any) -> dict[str, Any]:
+    """Which candidates of ``result`` the engine its fleet names can run
+    (``engine_config.deployability``); {} for a result without its profiles."""
+    from sim.decisions.engine_config import deployability
+
+    profiles = getattr(result, "profiles", None)
+    return deployability(result.scenario, profiles, result.candidates) if profiles else {}
+
+
 def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budget_note: str = "",
-              sizes: dict[str, int | None] | None = None) -> Answer:
+              sizes: dict[str, int | None] | None = None, engines: dict[str, Any] | None = None) -> Answer:
     """The decision of a finished result, whole run and windows (``sizes``: replicas each
-    candidate needs, from a capacity search or load sweep, said when nothing carries the load)."""
+    candidate needs, from a capacity search or load sweep, said when nothing carries the load;
+    ``engines``: ``engines_of(result)``, computed when not given)."""
     import dataclasses
+
+    from sim.decisions.engine_config import with_engine
 
     sc = result.scenario
     crit = criteria_or_none(sc)
+    dep = engines_of(result) if engines is None else engines
     facts = fleet_facts(result, crit, rate=offered(sc), max_seeds=max_seeds)
     if sizes:
         facts = dataclasses.replace(facts, candidates=tuple(
             dataclasses.replace(c, replicas=sizes.get(c.name)) for c in facts.candidates))
     devices = candidate_devices(sc, getattr(result, "profiles", None))
-    facts = with_devices(dataclasses.replace(facts, device=device), devices)
+    facts = with_engine(with_devices(dataclasses.replace(facts, device=device), devices), dep)
     whole = decide(facts)
     parts = []
     for w in windows(sc):
         f = fleet_facts(result, crit, t0=w.t0, t1=w.t1, window=w.label, rate=w.rate, max_seeds=max_seeds)
-        parts.append(decide(with_devices(dataclasses.replace(f, device=device), devices)))
+        parts.append(decide(with_engine(with_devices(dataclasses.replace(f, device=device), devices), dep)))
     return Answer(whole, tuple(parts), budget_note)
 
 
@@ -135,8 +148,9 @@ def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | 
     res = result if result is not None else run_scenario(scenario, prof, candidates, seeds, progress)
     start = len(res.seeds)
     device = device_of(prof, scenario)
+    engines = engines_of(res)
     while True:
-        ans = answer_of(res, device=device, max_seeds=max(budget, start), sizes=sizes)
+        ans = answer_of(res, device=device, max_seeds=max(budget, start), sizes=sizes, engines=engines)
         if ans.whole.resolved or len(res.seeds) >= budget or len(res.candidates) < 2:
             break
         more = next_seeds(res.seeds, min(len(res.seeds), budget - len(res.seeds)))
@@ -152,12 +166,14 @@ def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | 
     return res, Answer(ans.whole, ans.windows, note)
 
 
-def capacity_answer(report: Any, *, device: str = "replica") -> Answer:
-    """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``)."""
+def capacity_answer(report: Any, *, device: str = "replica", engines: dict[str, Any] | None = None) -> Answer:
+    """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``; ``engines``:
+    ``engine_config.deployability`` of its candidates)."""
+    from sim.decisions.engine_config import with_engine
     from sim.decisions.facts import capacity_facts
 
-    d = decide(capacity_facts(report, max_seeds=report.max_seeds, device=device,
-                              devices=getattr(report, "devices", None)))
+    d = decide(with_engine(capacity_facts(report, max_seeds=report.max_seeds, device=device,
+                                          devices=getattr(report, "devices", None)), engines or {}))
     n = len(d.facts.seeds)
     start = report.start_seeds or n
     if n > start:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from sim.decisions.acceptance_needed_text import need_json
-from sim.decisions.answer_text import Answer, Row, headline, method, numbers
+from sim.decisions.answer_text import Answer, Row, headline, idealised_words, method, numbers
 from sim.decisions.decision import Decision
 
 
@@ -25,6 +25,9 @@ def to_json(answer: Answer) -> dict[str, object]:
                            "device": d.facts.device_of(s.candidate),
                            "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
                            "acceptance": d.facts.candidate(s.candidate).acceptance or None,
+                           "runnable": d.facts.candidate(s.candidate).runnable,
+                           "idealised": idealised_words(d.facts.candidate(s.candidate)) or None,
+                           "deployable_twin": d.facts.candidate(s.candidate).deployable or None,
                            "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
                           for s in d.standings],
             "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from sim.contracts.errors import clip as clip_words
 from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines, point_words, sentence
-from sim.decisions.decision import Decision, cost_at_size
+from sim.decisions.decision import Decision, cost_at_size, status_words
 from sim.decisions.facts import CandidateFacts
 from sim.decisions.paired import mean_interval
+from sim.results.plain_numbers import plain as plain_number
+from sim.results.plain_numbers import rate
 
 METHOD = ("paired-t 95 % intervals on per-seed differences (common random numbers: every candidate "
           "serves the same requests per seed); differences within ±{ind:.0f} % ({what}) or ±{lat:.0f} % "
@@ -122,7 +124,7 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
         else:
             parts.append("no capacity found")
         if c.replicas is not None:
-            rep = d.facts.gpus_text(c.name, c.replicas) + ("" if short else f" for {d.facts.rate:g} req/s")
+            rep = d.facts.gpus_text(c.name, c.replicas) + ("" if short else f" for {rate(d.facts.rate)}")
             if c.replicas_at_risk:
                 rep += " (at risk: covers the mean capacity only)"
             parts.append(rep)
@@ -135,27 +137,38 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
     return ", ".join(parts)
 
 
+def idealised_words(c: CandidateFacts) -> str:
+    """"idealised: vLLM (GPU) cannot run its policy; deployable twin: eagle3-k3" for a candidate
+    the named engine cannot run ("" for one it can): said beside it on every surface."""
+    if c.runnable:
+        return ""
+    return f"idealised: {c.engine or 'the engine'} cannot run its policy; deployable twin: {c.deployable or 'none named'}"
+
+
 def headline(d: Decision, tag: bool = True) -> str:
     """The answer in one sentence (``tag``: name the window when it is not the whole run)."""
-    return (_short_fleet(d) if d.question == "capacity" else "") + _headline(d, tag)
+    text = (_short_fleet(d) if d.question == "capacity" else "") + _headline(d, tag)
+    if d.winner is not None and not d.facts.candidate(d.winner).runnable:
+        text += f" ({idealised_words(d.facts.candidate(d.winner))})"
+    return text
 
 
 def _headline(d: Decision, tag: bool) -> str:
     f = d.facts
     where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
     fleet = f.fleet_text
-    rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    rate_said = rate(f.rate)
     if d.outcome == "winner":
         w = d.winner
         assert w is not None
         decisive = [s for s in d.standings if s.candidate != w]
         last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
         if d.question == "capacity":
-            return _capacity_winner(d, w, rate, where)
-        why = {"load": f"the only candidate that carries {rate} at the SLO on {fleet}",
-               "cost": f"carries {rate} at the SLO on {fleet} at the lowest cost per good answer",
-               "goodput": f"carries {rate} at the SLO on {fleet} with the most good answers",
-               "latency": f"carries {rate} at the SLO on {fleet} at the same cost per good answer as "
+            return _capacity_winner(d, w, rate_said, where)
+        why = {"load": f"the only candidate that carries {rate_said} at the SLO on {fleet}",
+               "cost": f"carries {rate_said} at the SLO on {fleet} at the lowest cost per good answer",
+               "goodput": f"carries {rate_said} at the SLO on {fleet} with the most good answers",
+               "latency": f"carries {rate_said} at the SLO on {fleet} at the same cost per good answer as "
                           f"the others that do (within ±{100 * f.indifference:.0f} %), and answers fastest"}
         return f"{w}{where}: {why.get(last, 'ahead at every step')}"
     if d.outcome == "no winner":
@@ -163,12 +176,12 @@ def _headline(d: Decision, tag: bool) -> str:
             if d.question == "capacity":
                 return f"no winner{where}: no candidate sustains the SLO at any rate probed"
             if d.window != "whole run":
-                return (f"no winner{where}: no candidate carries {rate} at the SLO on {fleet} during "
+                return (f"no winner{where}: no candidate carries {rate_said} at the SLO on {fleet} during "
                         f"this window")
             need = [(c.name, c.replicas) for c in f.candidates if c.replicas is not None]
             tail = ("; each needs: " + ", ".join(f"{n} {r} replica(s)" for n, r in need)) if need else (
-                f"; `specplan capacity --target-rate {f.rate:g}` gives each one's fleet" if f.rate else "")
-            return f"no winner{where}: {fleet} cannot carry {rate} at the SLO with any candidate{tail}"
+                f"; `specplan capacity --target-rate {plain_number(f.rate)}` gives each one's fleet" if f.rate else "")
+            return f"no winner{where}: {fleet} cannot carry {rate_said} at the SLO with any candidate{tail}"
         eq = " and ".join(d.leaders)
         pays = "; speculation does not pay here" if d.baseline in d.leaders else ""
         return f"no winner{where}: {eq} are equivalent (no difference that matters){pays}"
@@ -213,7 +226,7 @@ def _short_fleet(d: Decision) -> str:
     if any(sum(c.capacity) / max(len(c.capacity), 1) * f.replicas >= f.rate for c in f.candidates):
         return ""
     need = ", ".join(f"{c.name} {c.replicas}" for c in f.candidates if c.replicas is not None)
-    return (f"{f.fleet_text} cannot carry {f.rate:g} req/s at the SLO with any "
+    return (f"{f.fleet_text} cannot carry {rate(f.rate)} at the SLO with any "
             f"candidate" + (f"; replicas each needs: {need}" if need else "") + ". ")
 
 
@@ -262,9 +275,12 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         c = d.facts.candidate(s.candidate)
         if s.status in ("cannot carry", "at risk") and not verbose:
             said = f"{s.candidate}: {s.status} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+        elif s.status == "idealised":
+            said = f"{s.candidate}: {idealised_words(c)} — {describe(d, c, short=not verbose)}"
         else:
             why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
-            said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
+            ideal = f" [{idealised_words(c)}]" if not c.runnable else ""
+            said = f"{s.candidate}: {s.status}{ideal} — {describe(d, c, short=not verbose)}{why}"
         # one line each in a terminal; the reasons above say why, --verbose and the JSON say all
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
@@ -323,16 +339,23 @@ def rows(answer: Answer) -> list[Row]:
     """The decision table, derived from the decision (never a second rule set)."""
     d = answer.whole
     f = d.facts
-    load = ("whole run" if f.rate is None else f"{f.rate:g} req/s") + (
+    load = ("whole run" if f.rate is None else rate(f.rate)) + (
         f" on {f.replicas} replica(s)" if d.question == "fleet" else " target")
     out = []
     for s in d.standings:
         c = f.candidate(s.candidate)
         obs = describe(d, c)
-        if s.status == "winner":
+        if s.status == "winner" and not c.runnable:
+            dec = (f"{c.name} leads but is {idealised_words(c)}: deploy the twin and check it carries "
+                   f"the load (simulate it as a candidate)")
+            risk = "the lead rests on a policy the engine cannot run; the deployable twin may not keep it"
+        elif s.status == "winner":
             dec = f"use {c.name}" + ("" if c.baseline else f" instead of {d.baseline}")
             risk = ("acceptance on live traffic must match the profile's; canary it and watch p99 TPOT, "
                     "KV use and preemptions" if not c.baseline else "the simplest option; nothing to canary")
+        elif s.status == "idealised":
+            dec = f"do not plan on {c.name}: {s.why}"
+            risk = "an idealised policy shows what the engine could gain; it is not a deployment"
         elif s.status == "behind":
             lead = d.winner or ", ".join(d.leaders) or "the others"
             dec = (f"replace {c.name} by {lead}" if c.baseline and d.winner else f"drop {c.name}: {s.why}")
@@ -359,13 +382,13 @@ def rows(answer: Answer) -> list[Row]:
         out.append(_window_row(d, w))
     for n in answer.needs:
         if not n.skipped:
-            out.append(Row("acceptance needed", n.candidate, "all", ", ".join(f"{p.rate:g}" for p in n.points) + " req/s",
+            out.append(Row("acceptance needed", n.candidate, "all", ", ".join(plain_number(p.rate) for p in n.points) + " req/s",
                            point_words(n), sentence(n), "acceptance on live traffic below the needed length "
                            "undoes the gain: measure it (vLLM's spec-decode counters) before relying on it",
                            {"mean_acceptance_length": n.assumed, "runs": float(n.runs)}))
     lim = answer.load_limit
     if lim is not None and d.winner is not None:
-        out.append(Row("load limit", d.winner, "all", f"{lim.facts.rate:g} req/s", headline(lim),
+        out.append(Row("load limit", d.winner, "all", rate(lim.facts.rate), headline(lim),
                        limit_words(answer), "load points are coarse: the limit lies between the two "
                        "simulated loads; `specplan capacity` searches it", {"rate": lim.facts.rate or 0.0}))
     return out
@@ -377,7 +400,7 @@ def limit_words(answer: Answer) -> str:
     assert lim is not None and d.winner is not None
     st = lim.standing(d.winner)
     lead = ", ".join(lim.leaders)
-    return (f"{d.winner}'s advantage is gone at {lim.facts.rate:g} req/s: it is {st.status} there "
+    return (f"{d.winner}'s advantage is gone at {rate(lim.facts.rate)}: it is {status_words(st.status)} there "
             f"({plain(st.why)}) and {lead} lead{'s' if len(lim.leaders) == 1 else ''}")
 
 
@@ -389,7 +412,7 @@ def _window_row(whole: Decision, w: Decision) -> Row:
     else:
         st = w.standing(lead)
         dec = (f"{lead} also leads during {w.window}" if w.winner == lead else
-               f"during {w.window} {lead} is {st.status}" + ("" if st.status == "winner" else f" ({st.why})"))
+               f"during {w.window} {lead} is {status_words(st.status)}" + ("" if st.status == "winner" else f" ({st.why})"))
     return Row("window", w.winner or "-", "all", w.window, said, dec,
                "a window holds fewer requests than the whole run: its intervals are wider",
                {"seeds": float(w.n_seeds)})

@@ -24,6 +24,12 @@ Each step compares the best mean with every other candidate on paired per-seed d
 (``sim.decisions.paired``): beyond the indifference amount → the other is out; within it →
 both go on to the next step; neither → undetermined (more seeds would tell). One seed never
 decides.
+
+A candidate the named engine cannot run (``CandidateFacts.runnable``: an idealised in-engine
+policy, ``sim.decisions.engine_config``) never wins over a runnable equal: at any step where it
+is within the indifference amount of a runnable candidate it goes out as "idealised", with its
+deployable twin named. Where it is ahead beyond that amount it may still lead, and every
+surface shows it as idealised with the twin beside it.
 """
 
 from __future__ import annotations
@@ -36,9 +42,21 @@ from typing import Literal
 from sim.decisions.attribution import Cause, causes
 from sim.decisions.facts import CandidateFacts, Facts
 from sim.decisions.paired import Paired, paired
+from sim.results.plain_numbers import rate
 
 Outcome = Literal["winner", "no winner", "undetermined"]
-Status = Literal["winner", "equivalent", "behind", "cannot carry", "at risk", "undetermined"]
+Status = Literal["winner", "equivalent", "behind", "cannot carry", "at risk", "undetermined", "idealised"]
+
+_PREDICATE: dict[str, str] = {
+    "winner": "the winner", "equivalent": "equivalent to the leaders", "behind": "behind",
+    "cannot carry": "unable to carry the load", "at risk": "at risk (carries on some seeds only)",
+    "undetermined": "undetermined", "idealised": "idealised (the engine cannot run it)",
+}
+
+
+def status_words(status: str) -> str:
+    """A standing as the end of "X is …": "unable to carry the load", never "is cannot carry"."""
+    return _PREDICATE.get(status, status)
 
 
 @dataclass(frozen=True)
@@ -123,34 +141,40 @@ class _Run:
             self.pool.remove(name)
 
     def narrow(self, step: str, values: Callable[[CandidateFacts], Sequence[float]], *, higher: bool,
-               rel_delta: float, unit: str, fmt: Callable[[float], str]) -> None:
+               rel_delta: float, unit: str, fmt: Callable[[float], str], _ideal: Sequence[str] = ()) -> None:
         """Keep the best mean and those within the indifference amount of it; drop those
-        clearly behind; stop (undetermined) when any comparison cannot tell yet."""
+        clearly behind; stop (undetermined) when any comparison cannot tell yet. A candidate the
+        engine cannot run that is within the amount of a runnable one goes out first, and the
+        step is judged again without it (``_ideal``: those already out)."""
         if len(self.pool) < 2 or self.undetermined:
             return
         f = self.facts
         means = {n: _means(f.candidate(n), values(f.candidate(n))) for n in self.pool}
         key = (lambda n: means[n]) if higher else (lambda n: -means[n])
         best = max(self.pool, key=lambda n: (key(n), -self.pool.index(n)))
-        behind, equal, open_ = [], [], []
-        for other in list(self.pool):
-            if other == best:
-                continue
-            p = paired(values(f.candidate(best)), values(f.candidate(other)), higher_better=higher,
-                       rel_delta=rel_delta)
+        judged = [(other, paired(values(f.candidate(best)), values(f.candidate(other)), higher_better=higher,
+                                 rel_delta=rel_delta)) for other in self.pool if other != best]
+        equal = [o for o, p in judged if p.verdict == "equivalent"]
+        ideal = self._idealised_out(step, best, equal)
+        if ideal:  # judged again among the rest: who is behind depends on who leads
+            self.narrow(step, values, higher=higher, rel_delta=rel_delta, unit=unit, fmt=fmt,
+                        _ideal=(*_ideal, *ideal))
+            return
+        behind, open_ = [], []
+        for other, p in judged:
             self.comparisons.append(Comparison(step, best, other, p, unit))
             diff = f"{fmt(means[other])} ({_pct(means[other], means[best])})"
             if p.verdict == "better":
                 self.settle(other, "behind", step, f"{step} {diff} vs {best}, beyond ±"
                             f"{100 * rel_delta:.0f} % (paired, {p.n} seeds)")
                 behind.append(f"{other} {diff}")
-            elif p.verdict == "equivalent":
-                equal.append(other)
-            else:
+            elif p.verdict != "equivalent":
                 self.undetermined.append(other)
                 reach = fmt(p.reach) if p.n > 1 else "unknown (one seed)"
                 open_.append(f"{other} (the difference may be up to {reach})")
         said = f"best {best} at {fmt(means[best])}"
+        if _ideal:
+            said += f"; idealised (the engine cannot run it), out for a runnable equal: {', '.join(_ideal)}"
         if equal:
             said += f"; within ±{100 * rel_delta:.0f} % of it: {', '.join(equal)}"
         if behind:
@@ -160,6 +184,22 @@ class _Run:
         self.steps.append((step, said))
         if self.undetermined:  # the best and those equal to it stay in the running with the open ones
             self.undetermined[0:0] = [best, *equal]
+
+    def _idealised_out(self, step: str, best: str, equal: list[str]) -> list[str]:
+        """The candidates of ``best`` and ``equal`` (within the indifference amount of each
+        other) the engine cannot run, settled "idealised" when a runnable one is among them."""
+        f = self.facts
+        kept = [best, *equal]
+        runnable = [n for n in kept if f.candidate(n).runnable]
+        if not runnable:
+            return []
+        out = [n for n in kept if not f.candidate(n).runnable]
+        for n in out:
+            c = f.candidate(n)
+            self.settle(n, "idealised", step, f"within the indifference amount of {runnable[0]} on {step}, "
+                        f"and {c.engine or 'the engine'} cannot run its policy; deployable: "
+                        f"{c.deployable or runnable[0]}")
+        return out
 
 
 def decide(facts: Facts) -> Decision:
@@ -204,7 +244,7 @@ def decide(facts: Facts) -> Decision:
 
 
 def _rate(f: Facts) -> str:
-    return "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    return rate(f.rate)
 
 
 def _fleet_steps(run: _Run) -> None:
@@ -273,7 +313,7 @@ def _capacity_steps(run: _Run) -> None:
         need = ", ".join(f"{n} {f.gpus_text(n, c.replicas)}" for n in run.pool
                          if (c := f.candidate(n)).replicas is not None)
         run.steps.append(("GPUs", f"different kinds of GPU ({', '.join(sorted(devices))}) are "
-                                  "compared by their price, at the cost step" + (f"; for {f.rate:g} req/s: {need}"
+                                  "compared by their price, at the cost step" + (f"; for {rate(f.rate)}: {need}"
                                                                                  if need and f.rate else "")))
     else:
         unit = "req/s per GPU" + ("" if len(devices) == 1 else " (GPUs of different kinds, unpriced)")

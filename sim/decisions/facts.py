@@ -73,6 +73,14 @@ class CandidateFacts:
     """The candidate that is this one with prefix caching off, when the scenario has it."""
     acceptance: str = ""
     """What its acceptance rests on (sim/results/acceptance_basis.py); "" when it does not speculate."""
+    runnable: bool = True
+    """False: the named engine cannot run its policy (an idealised in-engine policy,
+    ``sim.decisions.engine_config.deployability``); it never wins over a runnable equal."""
+    deployable: str = ""
+    """Its deployable twin where it is not runnable: a candidate, a two-route option, or a form
+    in words."""
+    engine: str = ""
+    """The engine it was judged for ("vLLM (GPU)"), where not runnable."""
 
     def cost_per_1k(self, i: int) -> float:
         """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
@@ -128,11 +136,11 @@ class Facts:
 
     def gpus_text(self, name: str, replicas: int) -> str:
         """``replicas`` of ``name``'s fleet in words: "3 replica(s)"; on mixed hardware
-        "3 × 2× H200 = 6 GPUs", so fleets of different shapes read in GPUs."""
+        "3 × (2× H200) = 6 GPUs", so fleets of different shapes read in GPUs."""
         if not self.mixed_fleets:
             return f"{replicas} replica(s)"
         g = self.candidate(name).gpus_per_replica
-        return f"{replicas} × {self.device_of(name)} = {replicas * g} GPU(s)"
+        return f"{fleet_words(replicas, self.device_of(name), always_times=True)} = {replicas * g} GPU(s)"
 
 
 def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: float,
@@ -261,11 +269,14 @@ def device_name(result: Any) -> str:
     return replica_words(getattr(result, "profile_device", None), result.scenario.fleet.gpus_per_replica)
 
 
-def fleet_words(replicas: int, device: str) -> str:
-    """"1 H200", "2 × H200", "2 replicas"."""
+def fleet_words(replicas: int, device: str, always_times: bool = False) -> str:
+    """"1 H200", "2 × H200", "1 × (8× H200)", "2 replicas": a replica of several GPUs is
+    bracketed, so its count never runs into the GPU count ("1 8× H200")."""
     if device == "replica":
         return "1 replica" if replicas == 1 else f"{replicas} replicas"
-    return f"{replicas} {device}" if replicas == 1 else f"{replicas} × {device}"
+    if "×" in device:
+        return f"{replicas} × ({device})"
+    return f"{replicas} {device}" if replicas == 1 and not always_times else f"{replicas} × {device}"
 
 
 def replica_words(device: str | None, gpus: int) -> str:

@@ -1,0 +1,109 @@
+"""A policy the named engine cannot run (sim/decisions/engine_config.py) never wins over a
+runnable equal, and every surface shows it as idealised with its deployable twin."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli.main import main
+from sim.contracts.scenario import load_scenario
+from sim.decisions.answer_export import to_json
+from sim.decisions.answer_text import Answer, headline, lines, rows
+from sim.decisions.decision import decide
+from sim.decisions.engine_config import deployability, with_engine
+from sim.decisions.facts import CandidateFacts, Facts
+from tests.helpers import scenario_toml, segment, write_scenario
+
+
+def _cand(name: str, goodput, latency, *, runnable: bool = True) -> CandidateFacts:
+    n = len(goodput)
+    return CandidateFacts(name=name, baseline=name == "baseline", goodput=tuple(goodput),
+                          attainment=(1.0,) * n, carries=(True,) * n, carry_reason=("",) * n,
+                          latency_ms=tuple(latency), hourly_usd=4.0, runnable=runnable,
+                          deployable="" if runnable else "eagle-fixed", engine="" if runnable else "vLLM (GPU)")
+
+
+def _facts(base, fixed, ideal) -> Facts:
+    return Facts("fleet", (base, fixed, ideal), tuple(range(1, len(base.goodput) + 1)), "baseline", True,
+                 10.0, 1, device="H200")
+
+
+seeds_goodput = st.lists(st.floats(9.0, 11.0), min_size=3, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(g=seeds_goodput, eps=st.floats(0.0, 0.004), faster=st.floats(0.2, 0.6))
+def test_an_idealised_policy_never_wins_over_a_runnable_equal(g, eps, faster):
+    """The idealised candidate serves as many good answers as the runnable fixed-k one (within
+    the indifference amount) and answers much faster: judged as runnable it would win on
+    latency; judged as what the engine can run it goes out, and the runnable one wins."""
+    base = _cand("baseline", [x * 0.8 for x in g], [1000.0] * len(g))
+    fixed = _cand("eagle-fixed", g, [800.0] * len(g))
+    ideal = _cand("eagle-adaptive", [x * (1 + eps) for x in g], [800.0 * (1 - faster)] * len(g), runnable=False)
+    as_if = decide(_facts(base, fixed, dataclasses.replace(ideal, runnable=True)))
+    assert as_if.winner == "eagle-adaptive"  # what the old rule said
+    d = decide(_facts(base, fixed, ideal))
+    assert d.winner == "eagle-fixed" and "eagle-adaptive" not in d.leaders
+    st_ = d.standing("eagle-adaptive")
+    assert st_.status == "idealised" and "eagle-fixed" in st_.why
+
+
+def test_an_idealised_policy_ahead_beyond_the_amount_leads_but_says_so_on_every_surface():
+    g = [10.0, 10.2, 9.9, 10.1]
+    base = _cand("baseline", [x * 0.5 for x in g], [1000.0] * 4)
+    fixed = _cand("eagle-fixed", [x * 0.7 for x in g], [900.0] * 4)
+    ideal = _cand("eagle-adaptive", g, [800.0] * 4, runnable=False)
+    d = decide(_facts(base, fixed, ideal))
+    assert d.winner == "eagle-adaptive"
+    said = "idealised: vLLM (GPU) cannot run its policy; deployable twin: eagle-fixed"
+    assert said in headline(d)
+    assert any(said in line for line in lines(Answer(d), wrap=False))
+    doc = to_json(Answer(d))
+    st_ = next(s for s in doc["standings"] if s["candidate"] == "eagle-adaptive")
+    assert st_["runnable"] is False and st_["deployable_twin"] == "eagle-fixed" and said in st_["idealised"]
+    row = next(r for r in rows(Answer(d)) if r.candidate == "eagle-adaptive")
+    assert "deploy the twin" in row.decision and not row.decision.startswith("use ")
+
+
+def _scenario(folder, engine: str):
+    text = scenario_toml(
+        "ideal", run={"duration_s": 40, "warmup_s": 2, "seeds": [1, 2]},
+        workload={"arrival": "poisson", "rate": 3.0}, segments=[segment(prompt=48, output=12)],
+        slo={"ttft_ms": 800}, fleet={"profile": "profile.json", "price_per_gpu_hour": 2.0},
+        engine={"name": engine},
+        candidates=[{"name": "baseline", "speculation": "off"},
+                    {"name": "ngram-k2", "proposer": "ngram", "k": 2, "assumed_acceptance": [0.7, 0.5]},
+                    {"name": "ngram-kv", "proposer": "ngram", "k": 2, "assumed_acceptance": [0.7, 0.5],
+                     "policy": "kv_fallback", "kv_fallback": {"off_above": 0.9, "on_below": 0.7}}])
+    return write_scenario(folder, text)
+
+
+def test_the_engines_verdict_on_a_scenario_names_the_fixed_k_twin(tmp_path):
+    sc = load_scenario(_scenario(tmp_path, "vllm"))
+    dep = deployability(sc, None)
+    assert dep["ngram-k2"].runnable and not dep["ngram-kv"].runnable
+    assert dep["ngram-kv"].twin == "ngram-k2" and "KV" in dep["ngram-kv"].why
+
+
+def test_simulate_on_a_scenario_never_crowns_the_idealised_equal(tmp_path, capsys):
+    """On a light load the KV fallback never fires: ngram-kv runs exactly as ngram-k2 (the same
+    requests, the same steps), so they are equal and the one the engine can run is named."""
+    path = _scenario(tmp_path, "vllm")
+    assert main(["simulate", str(path), "--json", "--max-seeds", "2"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    ans = doc["decision"]
+    st_ = {s["candidate"]: s for s in ans["standings"]}
+    assert st_["ngram-kv"]["runnable"] is False and st_["ngram-kv"]["deployable_twin"] == "ngram-k2"
+    assert st_["ngram-kv"]["status"] == "idealised", ans["reasons"]
+    assert ans["winner"] != "ngram-kv"
+
+
+def test_with_engine_leaves_facts_alone_without_a_verdict():
+    f = _facts(_cand("baseline", [1.0, 1.0], [1.0, 1.0]), _cand("a", [1.0, 1.0], [1.0, 1.0]),
+               _cand("b", [1.0, 1.0], [1.0, 1.0]))
+    assert with_engine(f, {}) is f
