@@ -45,6 +45,8 @@ from sim.decisions.bottleneck import Bottleneck, attribute_result
 from sim.decisions.bottleneck_text import describe
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
 from sim.results import metric_names as mn
+from sim.results.intervals import interval_text
+from sim.results.plain_numbers import rate as rate_words
 from sim.results.runner import ScenarioResult
 
 Progress = Callable[[int, int, str], None]
@@ -77,6 +79,8 @@ KEY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("slo_attainment", "SLO met"),
     ("mean_acceptance_length", "acceptance length"),
     ("cost_per_good_answer_usd", "$ per 1k good answers"),
+    ("spec_off_step_share", "spec. off (share of decode steps)"),
+    ("spec_off_time_share", "spec. off (share of decode time)"),
 )
 
 
@@ -283,7 +287,7 @@ def view_verdict(scenario: Scenario, result: ScenarioResult, sizing: list[Any],
     out = list(lines(answer, wrap=False)) if answer is not None else ["verdict: one candidate only, nothing to compare"]
     if sizing:
         offered = offered_rate(scenario, result)
-        out.append(f"fleet for {offered:g} req/s, from the load points (upper bounds; `specplan "
+        out.append(f"fleet for {rate_words(offered)}, from the load points (upper bounds; `specplan "
                    f"capacity` searches exactly):")
         out += [f"  {z.describe(offered)}" for z in sizing]
     return tuple(out)
@@ -353,18 +357,17 @@ def format_number(col: str, v: object, ci: object = None) -> str:
     if math.isinf(x):
         return "∞ (no good answers)" if col == mn.COST_PER_GOOD_ANSWER_USD else "∞"
     scale = 1000.0 if col == mn.COST_PER_GOOD_ANSWER_USD else 1.0
-    if col == mn.SLO_ATTAINMENT:
-        fmt = "{:.1%}"
-        text, ci_fmt = fmt.format(x), "{:.1%}"
+    if col in mn.SHARE_COLUMNS:
+        fmt, ci_fmt = "{:.1%}".format, "{:.1%}".format
     elif col == mn.COST_PER_GOOD_ANSWER_USD:
-        text, ci_fmt = f"${x * scale:.3g}", "${:.2g}"
+        fmt, ci_fmt = (lambda y: f"${y * scale:.3g}"), (lambda y: f"${y * scale:.2g}")
     elif "_ms_" in col:
-        text, ci_fmt = (f"{x:,.0f}" if x >= 100 else f"{x:.1f}"), "{:.1f}"
+        fmt, ci_fmt = (lambda y: f"{y:,.0f}" if y >= 100 else f"{y:.1f}"), "{:.1f}".format
     else:
-        text, ci_fmt = f"{x:.3g}", "{:.2g}"
-    if isinstance(ci, float) and math.isfinite(ci) and ci > 0:
-        text += " ± " + ci_fmt.format(ci * scale)
-    return text
+        fmt, ci_fmt = "{:.3g}".format, "{:.2g}".format
+    half = float(ci) if isinstance(ci, (int, float)) else None  # type: ignore[arg-type]
+    # clipped to the metric's range (attainment never above 100 %): sim.results.intervals
+    return fmt(x) + interval_text(x, half, fmt, *mn.metric_range(col), half_fmt=ci_fmt)
 
 
 def report_content(view: View, figs: Mapping[str, Mapping[str, Any]]) -> ReportContent:

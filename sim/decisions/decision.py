@@ -55,7 +55,8 @@ _PREDICATE: dict[str, str] = {
 
 
 def status_words(status: str) -> str:
-    """A standing as the end of "X is …": "unable to carry the load", never "is cannot carry"."""
+    """A standing as the end of "X is …": "unable to carry the load", never the bare status
+    ("cannot carry") after "is"."""
     return _PREDICATE.get(status, status)
 
 

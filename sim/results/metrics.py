@@ -196,6 +196,23 @@ def time_weighted_levels(
     return float(w[0]) / span, float(w[1]) / (span * replicas)
 
 
+def spec_off_shares(steps: pl.DataFrame, t0: float, t1: float) -> tuple[float | None, float | None]:
+    """(share of decoding steps, share of decoding time) within ``[t0, t1]`` run with k = 0:
+    how often the policy turned speculation off. A decoding step has a decode batch above zero
+    (a prefill-only step has nothing to draft for); its time is the part inside the window.
+    (None, None) when no decoding step falls in it."""
+    if steps.height == 0 or "k" not in steps.columns:
+        return None, None
+    dec = steps.filter(pl.col("decode_seqs") > 0).select(
+        (pl.col("k") == 0).alias("off"), _overlap(steps, t0, t1).alias("t"))
+    dec = dec.filter(pl.col("t") > 0)
+    if dec.height == 0:
+        return None, None
+    off, t_off, t_all = dec.select(pl.col("off").sum(), (pl.col("t") * pl.col("off")).sum().alias("t_off"),
+                                   pl.col("t").sum()).row(0)
+    return int(off) / dec.height, (float(t_off) / float(t_all) if t_all > 0 else None)
+
+
 def queue_len_tw(queue_log: Sequence[float] | np.ndarray, t0: float, t1: float) -> float | None:
     """Time average of the fleet's waiting-queue length over ``[t0, t1]``, idle time included.
 
@@ -263,13 +280,15 @@ def summarize(
     cost_total_usd: float | None,
     keys: Mapping[str, object],
     queue_log: Sequence[float] | np.ndarray | None = None,
+    speculates: bool = True,
 ) -> pl.DataFrame:
     """One summary row for ``"all"`` and one per segment, columns as in docs/architecture.md.
 
     ``cost_total_usd`` is the fleet cost over the arrival window (sim.results.cost); fleet-level
     levels and cost repeat on segment rows, cost per good answer is for ``"all"`` only.
     ``queue_log`` (the engine's queue entries and exits) makes ``queue_len_tw`` exact; without
-    it (a real run's frames) it comes from the request records.
+    it (a real run's frames) it comes from the request records. ``speculates``: False for a
+    candidate that never drafts (its speculation-off shares are null, not 100 %).
     """
     t0, t1 = measured_window(requests, warmup_s, duration_s)
     window = t1 - t0
@@ -277,10 +296,13 @@ def summarize(
     q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
             else queue_len_tw_from_requests(requests, t0, t1))
     cols = _Columns(requests, itl, segments, slo_ms)
+    off = spec_off_shares(steps, t0, t1) if speculates else (None, None)
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):
         m, gaps = cols.of(seg)
-        rows.append(_segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd))
+        row = _segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd)
+        row[mn.SPEC_OFF_STEPS], row[mn.SPEC_OFF_TIME] = off  # the fleet's steps: every segment shares them
+        rows.append(row)
     schema: dict[str, pl.DataType] = {}
     for key, value in keys.items():
         schema[key] = pl.Int64() if isinstance(value, int) else pl.String()
