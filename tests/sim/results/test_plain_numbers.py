@@ -63,3 +63,10 @@ def test_no_text_template_says_is_cannot_or_a_six_digit_rate():
                         rel not in ECHO | LATER and re.search(r":g\}\s*req/s", line)):
                     bad.append(f"{rel}:{n}: {line.strip()}")
     assert not bad, "\n".join(bad)
+
+
+def test_the_reports_decision_numbers_have_no_exponent():
+    from dashboard.html_report import format_numbers
+
+    said = format_numbers({"e2el_ms_p50": 12345.6, "goodput_rps": 26 / 3, "replicas": 3.0})
+    assert "e+" not in said and "12,346" in said and "8.67" in said and "replicas 3" in said
