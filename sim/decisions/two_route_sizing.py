@@ -24,7 +24,8 @@ rates are mean rates):
   still carries and both pools still get requests. At most ``max_evals`` evaluations per
   threshold.
 - **The answer.** Of the options that carry on every seed with traffic on both pools: the
-  fewest GPUs, then the cheapest per hour, then the cheapest per good answer. When none routes
+  fewest GPUs, then the cheapest per hour, then the lowest E2EL p50 (all of them carry, so
+  cost per good answer differs only by noise in goodput). When none routes
   to both pools, the option says so in the router's words ("the rate rule never routes to the
   speculative pool at this threshold") and is never called a two-route deployment.
 """
@@ -99,10 +100,10 @@ def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: Sustain
     ok = [i for i, (o, _) in enumerate(found) if o.carried and not o.unused_pool]
     if ok:
         pick = min(ok, key=lambda i: (found[i][0].gpus, _or_inf(found[i][0].hourly_usd),
-                                      _or_inf(found[i][0].cost_per_1k)))
+                                      _or_inf(found[i][0].shown.get("e2el_ms_median"))))
     else:  # none carries with both pools used: the capacity family's, saying why
         pick = next((i for i, (o, _) in enumerate(found) if o.carried), 0)
-    said = [f"threshold {name}: {text}" for (name, _), (_, text) in zip(families, found, strict=True)]
+    said = [f"threshold {name} → {text}" for (name, _), (_, text) in zip(families, found, strict=True)]
     opt = found[pick][0]
     return dataclasses.replace(opt, search=f"{head}; " + "; ".join(said) + (
         f" → threshold {plain(opt.threshold_rps)} req/s" if opt.threshold_rps is not None else "")
@@ -139,7 +140,7 @@ def _size_at(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriter
                 seeds=seeds, rate=mean, rule=cfg.rule)
         return tried[key]
 
-    steps = [f"start S={s}, B={b}"]
+    steps = [f"S={s}, B={b}"]
     opt, pools = ev(s, b)
     while (not opt.carried and opt.unused_pool != "speculative" or follows and opt.unused_pool == "speculative") \
             and evals < max_evals and (fixed_s is None or fixed_b is None):
@@ -161,7 +162,7 @@ def _size_at(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriter
                     break
                 alt, _ = ev(n_s, n_b)
                 if alt.unused_pool == "speculative":
-                    steps.append(f"S={n_s}, B={n_b} routes nothing to the speculative pool")
+                    steps.append(f"S={n_s}, B={n_b} routes nothing to the speculative pool: refused")
                     break
                 steps.append(f"S={n_s}, B={n_b} {'carries' if alt.carried else 'misses'}")
                 if not alt.carried:
@@ -169,7 +170,9 @@ def _size_at(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriter
                 s, b, opt = n_s, n_b, alt
     verdict = ("carries" if opt.carried and not opt.unused_pool else "no two routes" if opt.unused_pool
                else "misses")
-    return opt, ", ".join(steps) + f" → S={s}, B={b} {verdict} ({opt.gpus} GPU(s))"
+    said = f"S={s}, B={b} {verdict} ({opt.gpus} GPU(s), {evals} evaluation(s))"
+    refused = [x for x in steps if "routes nothing" in x or "never routes" in x]
+    return opt, said + (f"; {'; '.join(refused)}" if refused else "")
 
 
 def _worse_pool(pools: Mapping[str, list[Any]]) -> str:
