@@ -196,23 +196,6 @@ def time_weighted_levels(
     return float(w[0]) / span, float(w[1]) / (span * replicas)
 
 
-def spec_off_shares(steps: pl.DataFrame, t0: float, t1: float) -> tuple[float | None, float | None]:
-    """(share of decoding steps, share of decoding time) within ``[t0, t1]`` run with k = 0:
-    how often the policy turned speculation off. A decoding step has a decode batch above zero
-    (a prefill-only step has nothing to draft for); its time is the part inside the window.
-    (None, None) when no decoding step falls in it."""
-    if steps.height == 0 or "k" not in steps.columns:
-        return None, None
-    dec = steps.filter(pl.col("decode_seqs") > 0).select(
-        (pl.col("k") == 0).alias("off"), _overlap(steps, t0, t1).alias("t"))
-    dec = dec.filter(pl.col("t") > 0)
-    if dec.height == 0:
-        return None, None
-    off, t_off, t_all = dec.select(pl.col("off").sum(), (pl.col("t") * pl.col("off")).sum().alias("t_off"),
-                                   pl.col("t").sum()).row(0)
-    return int(off) / dec.height, (float(t_off) / float(t_all) if t_all > 0 else None)
-
-
 def queue_len_tw(queue_log: Sequence[float] | np.ndarray, t0: float, t1: float) -> float | None:
     """Time average of the fleet's waiting-queue length over ``[t0, t1]``, idle time included.
 
@@ -296,6 +279,8 @@ def summarize(
     q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
             else queue_len_tw_from_requests(requests, t0, t1))
     cols = _Columns(requests, itl, segments, slo_ms)
+    from sim.results.spec_off import spec_off_shares
+
     off = spec_off_shares(steps, t0, t1) if speculates else (None, None)
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):

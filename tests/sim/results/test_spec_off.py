@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cli.main import main
 from sim.results import metric_names as mn
-from sim.results.metrics import spec_off_shares
+from sim.results.spec_off import spec_off_shares
 from tests.helpers import scenario_toml, segment, write_scenario
 
 step = st.tuples(st.floats(0.0, 10.0), st.floats(0.0, 0.5), st.integers(0, 4), st.integers(0, 3))
