@@ -239,13 +239,17 @@ def _interval(answer: Any, name: str) -> tuple[float, float | None, str]:
     """Mean capacity, its half-width (seeds' t interval, never narrower than the search
     bracket's) and the words for it."""
     from sim.decisions.paired import mean_interval
+    from sim.results.intervals import clip_interval
 
     c = answer.whole.facts.candidate(name)
     if not c.capacity or not any(x > 0 for x in c.capacity):
         return 0.0, None, "no capacity found"
     m, half, txt = mean_interval(c.capacity)
     if half is not None and half < c.capacity_resolution:
-        return m, c.capacity_resolution, f"± {c.capacity_resolution:.2g} (the search bracket's half-width)"
+        res = c.capacity_resolution
+        low, high, clipped = clip_interval(m, res)  # a capacity is never below 0
+        return m, res, (f"{low:.3g}–{high:.3g} (the search bracket's half-width, clipped at 0)" if clipped
+                        else f"± {res:.2g} (the search bracket's half-width)")
     return m, half, txt
 
 

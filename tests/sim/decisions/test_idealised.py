@@ -107,3 +107,29 @@ def test_with_engine_leaves_facts_alone_without_a_verdict():
     f = _facts(_cand("baseline", [1.0, 1.0], [1.0, 1.0]), _cand("a", [1.0, 1.0], [1.0, 1.0]),
                _cand("b", [1.0, 1.0], [1.0, 1.0]))
     assert with_engine(f, {}) is f
+
+
+@settings(max_examples=40, deadline=None)
+@given(caps=st.lists(st.floats(20.0, 22.0), min_size=3, max_size=6), eps=st.floats(0.0, 0.005))
+def test_the_capacity_question_never_crowns_an_idealised_equal_either(caps, eps):
+    """Equal capacity per replica (within the amount): the runnable one is named, whichever of
+    the two has the larger mean."""
+    def c(name, xs, runnable=True):
+        return CandidateFacts(name=name, baseline=name == "baseline", capacity=tuple(xs), runnable=runnable,
+                              deployable="" if runnable else "fixed", engine="" if runnable else "SGLang")
+    f = Facts("capacity", (c("baseline", [x * 0.5 for x in caps]), c("fixed", caps),
+                           c("by-batch", [x * (1 + eps) for x in caps], runnable=False)),
+              tuple(range(len(caps))), "baseline", True, None, 1)
+    d = decide(f)
+    assert d.winner == "fixed" and d.standing("by-batch").status == "idealised"
+
+
+def test_a_capacity_interval_never_reads_below_zero():
+    """The search bracket's half-width can exceed a small mean: it is shown clipped at 0."""
+    from cli.capacity import _interval
+
+    f = Facts("capacity", (CandidateFacts(name="a", baseline=True, capacity=(0.30, 0.31, 0.30),
+                                          capacity_resolution=0.5),), (1, 2, 3), "a", True, None, 1)
+    d = decide(f)
+    m, half, txt = _interval(Answer(d), "a")
+    assert half == 0.5 and "±" not in txt and txt.startswith("0–0.803"), txt
