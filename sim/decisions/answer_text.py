@@ -273,13 +273,13 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((f"{i}. {step}: {said}", "  ", "       ", False))
     for s in d.standings:
         c = d.facts.candidate(s.candidate)
+        ideal = f" [{idealised_words(c)}]" if not c.runnable else ""
         if s.status in ("cannot carry", "at risk") and not verbose:
-            said = f"{s.candidate}: {s.status} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+            said = f"{s.candidate}: {s.status}{ideal} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
         elif s.status == "idealised":
             said = f"{s.candidate}: {idealised_words(c)} — {describe(d, c, short=not verbose)}"
         else:
             why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
-            ideal = f" [{idealised_words(c)}]" if not c.runnable else ""
             said = f"{s.candidate}: {s.status}{ideal} — {describe(d, c, short=not verbose)}{why}"
         # one line each in a terminal; the reasons above say why, --verbose and the JSON say all
         items.append((said, "  ", "      ", not verbose))

@@ -49,6 +49,10 @@ def test_an_idealised_policy_never_wins_over_a_runnable_equal(g, eps, faster):
     assert d.winner == "eagle-fixed" and "eagle-adaptive" not in d.leaders
     st_ = d.standing("eagle-adaptive")
     assert st_.status == "idealised" and "eagle-fixed" in st_.why
+    said = "eagle-adaptive: idealised: vLLM (GPU) cannot run its policy; deployable twin: eagle-fixed"
+    assert any(line.startswith(said) for line in lines(Answer(d), wrap=False))
+    assert next(r for r in rows(Answer(d)) if r.candidate == "eagle-adaptive").decision.startswith(
+        "do not plan on eagle-adaptive")
 
 
 def test_an_idealised_policy_ahead_beyond_the_amount_leads_but_says_so_on_every_surface():
