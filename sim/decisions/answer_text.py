@@ -64,6 +64,7 @@ NUMBER_LABELS = {
     "tpot_ms_p95": "TPOT p95 (ms)", "e2el_ms_p95": "E2EL p95 (ms)", "pause_ms_p95": "pause p95 (ms)",
     "ttft_ms_p99": "TTFT p99 (ms)", "tpot_ms_p99": "TPOT p99 (ms)", "e2el_ms_median": "E2EL p50 (ms)",
     "mean_acceptance_length": "acceptance length", "seeds": "seeds",
+    "spec_off_time_share": "speculation off (share of decode time)",
 }
 """Words for the figures' keys, where a page shows them."""
 
@@ -134,15 +135,18 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
     acc = c.shown.get("mean_acceptance_length")
     if acc is not None and not c.baseline and not short:
         parts.append(f"acceptance length {acc:.2f}")
+    off = c.shown.get("spec_off_time_share")
+    if off and not c.baseline:  # a policy that turns speculation off says how often (0: a fixed k)
+        parts.append(f"speculation off {100 * off:.0f} % of decode time")
     return ", ".join(parts)
 
 
 def idealised_words(c: CandidateFacts) -> str:
-    """"idealised: vLLM (GPU) cannot run its policy; deployable twin: eagle3-k3" for a candidate
+    """"idealised: vLLM (GPU) cannot run it; deployable twin: eagle3-k3" for a candidate
     the named engine cannot run ("" for one it can): said beside it on every surface."""
     if c.runnable:
         return ""
-    return f"idealised: {c.engine or 'the engine'} cannot run its policy; deployable twin: {c.deployable or 'none named'}"
+    return f"idealised: {c.engine or 'the engine'} cannot run it; deployable twin: {c.deployable or 'none named'}"
 
 
 def headline(d: Decision, tag: bool = True) -> str:

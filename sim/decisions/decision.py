@@ -198,7 +198,7 @@ class _Run:
         for n in out:
             c = f.candidate(n)
             self.settle(n, "idealised", step, f"within the indifference amount of {runnable[0]} on {step}, "
-                        f"and {c.engine or 'the engine'} cannot run its policy; deployable: "
+                        f"and {c.engine or 'the engine'} cannot run it; deployable: "
                         f"{c.deployable or runnable[0]}")
         return out
 

@@ -282,6 +282,9 @@ def deployability(scenario: Any, profiles: Any, names: Sequence[str] | None = No
 
 
 def _twin(scenario: Any, cand: Candidate, emitted: Mapping[str, EmittedConfig | None]) -> str:
+    e = emitted.get(cand.name)
+    if cand.policy == "fixed":  # not the policy: the engine has no method for its proposer
+        return f"none on this engine ({e.notes[0] if e is not None and e.notes else 'no method for its proposer'})"
     route = next((r.name for r in scenario.two_routes if r.idealised == cand.name), None)
     if route is not None:
         return f"two routes {route}"

@@ -200,6 +200,7 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
     """Facts of a fixed-fleet question from a ``ScenarioResult`` (every candidate × seed), over
     the arrivals in ``[t0, t1)`` (default: after warm-up to the end of arrivals)."""
     sc = result.scenario
+    off = _spec_off(result) if t0 is None and t1 is None else {}
     t0 = sc.run.warmup_s if t0 is None else t0
     t1 = sc.run.duration_s if t1 is None else t1
     limits = dict(sc.slo.limits)
@@ -224,6 +225,8 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             if vals:
                 shown[col] = float(np.mean(vals))
         shown["requests"] = float(np.mean([r["requests"] for r in per_seed]))
+        if name in off:
+            shown[mn.SPEC_OFF_TIME] = off[name]
         out.append(CandidateFacts(
             name=name, baseline=cand.is_baseline,
             goodput=tuple(r["good"] / span for r in per_seed),
@@ -239,6 +242,17 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
                  int(sc.fleet.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+
+
+def _spec_off(result: Any) -> dict[str, float]:
+    """Mean over seeds of each speculating candidate's share of decoding time without
+    speculation (the whole run's summary rows; ``sim.results.spec_off``)."""
+    ps = getattr(result, "per_seed", None)
+    if ps is None or mn.SPEC_OFF_TIME not in ps.columns:
+        return {}
+    rows = ps.filter((pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS) & pl.col(mn.SPEC_OFF_TIME).is_not_null())
+    means = rows.group_by(mn.CANDIDATE).agg(pl.col(mn.SPEC_OFF_TIME).mean())
+    return {str(n): float(v) for n, v in means.iter_rows()}
 
 
 def _basis(cand: Any, profile: Any) -> str:

@@ -49,7 +49,7 @@ def test_an_idealised_policy_never_wins_over_a_runnable_equal(g, eps, faster):
     assert d.winner == "eagle-fixed" and "eagle-adaptive" not in d.leaders
     st_ = d.standing("eagle-adaptive")
     assert st_.status == "idealised" and "eagle-fixed" in st_.why
-    said = "eagle-adaptive: idealised: vLLM (GPU) cannot run its policy; deployable twin: eagle-fixed"
+    said = "eagle-adaptive: idealised: vLLM (GPU) cannot run it; deployable twin: eagle-fixed"
     assert any(line.startswith(said) for line in lines(Answer(d), wrap=False))
     assert next(r for r in rows(Answer(d)) if r.candidate == "eagle-adaptive").decision.startswith(
         "do not plan on eagle-adaptive")
@@ -62,7 +62,7 @@ def test_an_idealised_policy_ahead_beyond_the_amount_leads_but_says_so_on_every_
     ideal = _cand("eagle-adaptive", g, [800.0] * 4, runnable=False)
     d = decide(_facts(base, fixed, ideal))
     assert d.winner == "eagle-adaptive"
-    said = "idealised: vLLM (GPU) cannot run its policy; deployable twin: eagle-fixed"
+    said = "idealised: vLLM (GPU) cannot run it; deployable twin: eagle-fixed"
     assert said in headline(d)
     assert any(said in line for line in lines(Answer(d), wrap=False))
     doc = to_json(Answer(d))
@@ -137,3 +137,16 @@ def test_a_capacity_interval_never_reads_below_zero():
     d = decide(f)
     m, half, txt = _interval(Answer(d), "a")
     assert half == 0.5 and "±" not in txt and txt.startswith("0–0.803"), txt
+
+
+def test_a_proposer_the_engine_has_no_method_for_is_idealised_with_no_twin():
+    """The shipped default scenario's self-drafting candidate (a fixed k; vLLM has no method for
+    a self-draft proposer): the engine cannot run it at all, and no fixed k of the same
+    proposer is offered as its twin; the n-gram candidates are runnable."""
+    from pathlib import Path
+
+    sc = load_scenario(Path(__file__).resolve().parents[3] / "scenarios" / "default.toml")
+    dep = deployability(sc, None)
+    assert not dep["selfdraft-l6-k3"].runnable
+    assert dep["selfdraft-l6-k3"].twin.startswith("none on this engine (selfdraft-l6 (self_draft) has no vLLM")
+    assert dep["ngram-k3"].runnable and dep["ngram-k2-cutoff2"].runnable
