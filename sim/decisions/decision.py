@@ -147,6 +147,9 @@ class _Run:
         clearly behind; stop (undetermined) when any comparison cannot tell yet. A candidate the
         engine cannot run that is within the amount of a runnable one goes out first, and the
         step is judged again without it (``_ideal``: those already out)."""
+        if _ideal and len(self.pool) == 1:  # the runnable equal alone remains: say why
+            self.steps.append((step, f"{self.pool[0]}; idealised (the engine cannot run it), out for a "
+                                     f"runnable equal: {', '.join(_ideal)}"))
         if len(self.pool) < 2 or self.undetermined:
             return
         f = self.facts

@@ -107,6 +107,15 @@ def test_simulate_on_a_scenario_never_crowns_the_idealised_equal(tmp_path, capsy
     assert ans["winner"] != "ngram-kv"
 
 
+def test_the_reasons_say_why_the_idealised_equal_went_out_when_one_candidate_remains():
+    g = [10.0, 10.1, 9.9]
+    f = Facts("fleet", (_cand("fixed", g, [900.0] * 3, runnable=True),
+                        _cand("ideal", g, [500.0] * 3, runnable=False)), (1, 2, 3), "baseline", True, 10.0, 1)
+    d = decide(f)
+    assert d.winner == "fixed"
+    assert any("out for a runnable equal: ideal" in said for _, said in d.steps), d.steps
+
+
 def test_with_engine_leaves_facts_alone_without_a_verdict():
     f = _facts(_cand("baseline", [1.0, 1.0], [1.0, 1.0]), _cand("a", [1.0, 1.0], [1.0, 1.0]),
                _cand("b", [1.0, 1.0], [1.0, 1.0]))
