@@ -63,10 +63,18 @@ def offered(scenario: Any) -> float | None:
     return None if rate is None else float(rate)  # closed-loop clients: no offered rate
 
 
+def _size(z: Any) -> tuple[int | None, int | None]:
+    """(replicas, lowest count not yet ruled out) from an int or such a pair."""
+    if isinstance(z, tuple):
+        return z[0], z[1]
+    return z, z
+
+
 def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budget_note: str = "",
-              sizes: dict[str, int | None] | None = None) -> Answer:
+              sizes: dict[str, Any] | None = None) -> Answer:
     """The decision of a finished result, whole run and windows (``sizes``: replicas each
-    candidate needs, from a capacity search or load sweep, said when nothing carries the load)."""
+    candidate needs, an int or (replicas, lowest undetermined count), from the capacity rule
+    (``fleet_sizing.fleet_sizes``): said beside the fixed-fleet answer)."""
     import dataclasses
 
     sc = result.scenario
@@ -74,7 +82,8 @@ def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budge
     facts = fleet_facts(result, crit, rate=offered(sc), max_seeds=max_seeds)
     if sizes:
         facts = dataclasses.replace(facts, candidates=tuple(
-            dataclasses.replace(c, replicas=sizes.get(c.name)) for c in facts.candidates))
+            dataclasses.replace(c, replicas=n, replicas_low=low)
+            for c in facts.candidates for n, low in [_size(sizes.get(c.name))]))
     devices = candidate_devices(sc, getattr(result, "profiles", None))
     facts = with_devices(dataclasses.replace(facts, device=device), devices)
     whole = decide(facts)
@@ -124,7 +133,7 @@ def next_seeds(have: Sequence[int], n: int) -> list[int]:
 def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | None = None,
                     seeds: Sequence[int] | None = None, max_seeds: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    result: Any = None, sizes: dict[str, int | None] | None = None) -> tuple[Any, Answer]:
+                    result: Any = None, sizes: dict[str, Any] | None = None) -> tuple[Any, Answer]:
     """Simulate (or take ``result``), decide, and add seeds while undetermined (module doc)."""
     from sim.results.runner import resolve_profile, run_scenario
 
@@ -167,4 +176,8 @@ def capacity_answer(report: Any, *, device: str = "replica") -> Answer:
         note = f"the budget (run.max_seeds = {report.max_seeds}) allows no more seeds"
     else:
         note = ""
+    open_ = [c for c in report.candidates if getattr(c, "replicas_undetermined", False)]
+    if open_:
+        note = "; ".join([*([note] if note else []), "replica count undetermined at the budget: " + ", ".join(
+            f"{c.candidate} {c.replicas_low} or {c.replicas} ({c.replicas_below})" for c in open_)])
     return Answer(d, (), note)

@@ -104,26 +104,30 @@ def test_copies_under_other_names_stand_equal():
     assert d.standing("eagle").status == d.standing("eagle-copy").status == "equivalent"
 
 
-def test_capacity_replicas_bank_on_the_lower_bound():
+def test_capacity_replicas_are_the_simulated_count_and_an_undetermined_one_says_both():
     from sim.decisions.answer import capacity_answer
     from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
     from sim.decisions.capacity_search import CapacitySearch
     from sim.decisions.sustain import SustainCriteria
 
-    def cc(name, caps, sim_n):
+    def cc(name, caps, sim_n, low=None):
         per = tuple(CapacitySearch(x, x * 0.99, x * 1.01, "bracketed", ()) for x in caps)
-        return CandidateCapacity(name, per, tuple(range(1, len(caps) + 1)), 20.0, sim_n, "ok")
+        return CandidateCapacity(name, per, tuple(range(1, len(caps) + 1)), 20.0, sim_n, "ok",
+                                 replicas_low=low, replicas_below="" if low is None else
+                                 f"{low}: undetermined (TTFT p95 0.90–1.10 × its limit over 2 seeds)")
 
-    rep = CapacityReport("s", SustainCriteria({"ttft": 1000.0}), (cc("baseline", [19.0, 22.4], 1),
+    rep = CapacityReport("s", SustainCriteria({"ttft": 1000.0}), (cc("baseline", [19.0, 22.4], 2, low=1),
                          cc("eagle", [25.2, 26.0], 1)), None, None, (), 0.1, 8, 60.0,
                          replica_hourly={"baseline": 4.0, "eagle": 4.0}, start_seeds=2, max_seeds=2)
-    d = capacity_answer(rep).whole
+    ans = capacity_answer(rep)
+    d = ans.whole
     base, eagle = d.facts.candidate("baseline"), d.facts.candidate("eagle")
-    # baseline 20.7 ± 21.6 req/s: no lower bound above zero → at risk, 1 covers the mean only
-    assert base.replicas_at_risk and base.replicas == 1 and base.replicas_mean == 1
-    # eagle 25.6 ± 5.1: lower bound 20.5 covers 20 req/s with one replica
-    assert not eagle.replicas_at_risk and eagle.replicas == 1
-    assert d.outcome == "undetermined"  # 2 seeds cannot separate them: no "tie"
+    # the banked count is the one simulated to carry the target, never a capacity bound's guess
+    assert base.replicas == 2 and base.replicas_undetermined and base.replicas_low == 1
+    assert eagle.replicas == 1 and not eagle.replicas_undetermined
+    text = "\n".join(lines(ans, wrap=False))
+    assert "1 or 2 replica(s)" in text and "replica count undetermined at the budget: baseline 1 or 2" in text
+    assert d.outcome == "undetermined"  # 2 seeds cannot separate their capacities: no "tie"
     assert to_json(Answer(d))["outcome"] == "undetermined"
 
 
