@@ -169,14 +169,15 @@ def capacity_answer(report: Any, *, device: str = "replica") -> Answer:
                               devices=getattr(report, "devices", None)))
     n = len(d.facts.seeds)
     start = report.start_seeds or n
+    open_ = [c for c in report.candidates if getattr(c, "replicas_undetermined", False)]
     if n > start:
-        note = (f"seeds added until the capacities were resolved: {start} → {n}" if d.resolved else
+        note = (f"seeds added until the capacities and replica counts were resolved: {start} → {n}"
+                if d.resolved and not open_ else
                 f"seeds added up to the budget (run.max_seeds = {report.max_seeds}): {start} → {n}")
     elif not d.resolved:
         note = f"the budget (run.max_seeds = {report.max_seeds}) allows no more seeds"
     else:
         note = ""
-    open_ = [c for c in report.candidates if getattr(c, "replicas_undetermined", False)]
     if open_:
         note = "; ".join([*([note] if note else []), "replica count undetermined at the budget: " + ", ".join(
             f"{c.candidate} {c.replicas_low} or {c.replicas} ({c.replicas_below})" for c in open_)])

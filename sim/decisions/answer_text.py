@@ -374,7 +374,7 @@ def rows(answer: Answer) -> list[Row]:
             risk = "a larger fleet may carry it; size it with `specplan capacity`"
         elif s.status == "at risk":
             dec = f"do not bank on {c.name}: {s.why}"
-            risk = "more seeds (run.max_seeds) tell whether it carries the load"
+            risk = "it sits at the SLO: more seeds narrow its bound, but the answer does not depend on it"
         elif s.status == "undetermined":
             dec = (f"undetermined at {d.n_seeds} seed(s): choose between {', '.join(d.leaders)} only after "
                    f"more seeds (run.max_seeds or --max-seeds)")

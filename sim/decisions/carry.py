@@ -31,6 +31,9 @@ from sim.results.intervals import t_quantile_975
 
 CarryVerdict = Literal["carries", "cannot carry", "undetermined"]
 
+TOO_SHORT = "too_short"
+"""The check a verdict names when no seed held enough requests to judge the percentile."""
+
 CAP = 10.0
 """A check's ratio is clipped here (an unmeasurable or infinite percentile): one such seed
 still moves the mean far, without an infinite spread that no number of seeds could narrow."""
@@ -53,7 +56,9 @@ class Carry:
     def words(self) -> str:
         """"TPOT p95 0.93–1.07 × its SLO over 4 seeds" (the binding check's interval)."""
         if not self.check:
-            return f"passes on {round(self.mean * self.n)} of {self.n} seeds"
+            return "no seeds" if not self.n else f"passes on {round(self.mean * self.n)} of {self.n} seeds"
+        if self.check == TOO_SHORT:
+            return f"too few requests to judge the percentile on any of {self.n} seed(s)"
         name = _label(self.check)
         if self.low is None or self.high is None:
             return f"{name} {self.mean:.2f} × its limit (one seed)"
@@ -72,8 +77,10 @@ def carry_of(per_seed: Sequence[Mapping[str, float] | None]) -> Carry:
     too short to judge, counted as ``CAP`` on every check)."""
     n = len(per_seed)
     checks = list(dict.fromkeys(k for r in per_seed if r for k in r))
-    if n == 0 or not checks:
-        return Carry("undetermined" if n else "cannot carry", "", math.nan, None, None, n)
+    if n == 0:
+        return Carry("cannot carry", "", math.nan, None, None, 0)
+    if not checks:  # no seed long enough to judge: each counts as CAP × the limit
+        return Carry("cannot carry", TOO_SHORT, CAP, CAP if n > 1 else None, CAP if n > 1 else None, n)
     judged: list[tuple[CarryVerdict, str, float, float | None, float | None]] = []
     for k in checks:
         v = np.array([min(float(r.get(k, CAP)) if r else CAP, CAP) for r in per_seed], dtype=float)
