@@ -274,7 +274,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     for s in d.standings:
         c = d.facts.candidate(s.candidate)
         if s.status in ("cannot carry", "at risk") and not verbose:
-            said = f"{s.candidate}: {s.status} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+            why = c.carry.words() if s.status == "at risk" and c.slo_ratios else plain(_fail(c) or s.why)
+            said = f"{s.candidate}: {s.status} — {why}, {describe(d, c, short=True)}"
         else:
             why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
             said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
