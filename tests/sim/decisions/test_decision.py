@@ -214,3 +214,34 @@ def test_a_fleet_below_every_capacity_says_so_with_each_ones_replicas():
 def test_candidates_chosen_without_the_baseline_are_still_decided():
     d = decide(fleet(cand("draft", [8.0, 8.1, 7.9], baseline=False), cand("eagle", [9.5, 9.6, 9.4])))
     assert d.winner == "eagle" and d.facts.baseline == "baseline"
+
+
+def test_a_carry_that_straddles_the_slo_leaves_the_answer_undetermined_only_when_it_matters():
+    import dataclasses
+
+    from sim.decisions.answer_export import to_json
+
+    def ratios(*r):
+        return tuple({"tpot_ms_p95": x} for x in r)
+
+    base = dataclasses.replace(cand("baseline", [8.0, 8.1]), slo_ratios=ratios(0.50, 0.55))
+    # cheaper per good answer if it carries; its TPOT p95 bound (0.90, 1.05 over 2 seeds) straddles the SLO
+    near = dataclasses.replace(cand("eagle", [9.5, 9.6]), slo_ratios=ratios(0.90, 1.05))
+    d = decide(fleet(base, near))
+    assert d.outcome == "undetermined" and set(d.leaders) == {"eagle", "baseline"}
+    assert headline(d).startswith("undetermined at 2 seed(s): whether eagle (TPOT p95 ")
+    assert "the answer depends on it" in headline(d)
+    doc = to_json(Answer(d))
+    carry = {s["candidate"]: s["carries"] for s in doc["standings"]}
+    assert carry["eagle"]["verdict"] == "undetermined" and carry["baseline"]["verdict"] == "carries"
+    assert carry["eagle"]["ci95"][0] < 1.0 < carry["eagle"]["ci95"][1]
+    # the same straddle on a candidate that loses either way (fewer good answers): the answer stands
+    worse = dataclasses.replace(cand("eagle", [5.0, 5.1]), slo_ratios=ratios(0.90, 1.05))
+    d2 = decide(fleet(base, worse))
+    assert d2.outcome == "winner" and d2.winner == "baseline"
+    assert d2.standing("eagle").status == "at risk" and "same either way" in d2.standing("eagle").why
+    # more seeds at the same mean narrow the bound: the straddler is then judged, and wins
+    many = dataclasses.replace(cand("eagle", [9.5, 9.6] * 10), slo_ratios=ratios(0.90, 0.97) * 10)
+    base10 = dataclasses.replace(cand("baseline", [8.0, 8.1] * 10), slo_ratios=ratios(0.50, 0.55) * 10)
+    d3 = decide(fleet(base10, many))
+    assert d3.winner == "eagle"
