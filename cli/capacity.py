@@ -230,6 +230,15 @@ def _at_size(answer: Any, name: str) -> float | None:
     return v if _m.isfinite(v) else None
 
 
+def _gpu_words(answer: Any, name: str, g: int) -> str:
+    """"baseline 4 × 8 = 32 GPUs"; "baseline 9 or 10 × 8 = 72 or 80 GPUs" while 9 is undetermined."""
+    c = answer.whole.facts.candidate(name)
+    n = c.replicas
+    if c.replicas_undetermined:
+        return f"{name} {c.replicas_low} or {n} × {g} = {c.replicas_low * g} or {n * g} GPUs"
+    return f"{name} {n} × {g} = {n * g} GPUs"
+
+
 def _reps(answer: Any, name: str) -> int | None:
     return answer.whole.facts.candidate(name).replicas
 
@@ -317,7 +326,7 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
             lines.append(f"{'':<18} note: {r.replicas_status}")
         elif fc.replicas_undetermined:
             lines.append(f"{'':<18} * {fc.replicas_low} or {n} replicas: {n} carry the target; "
-                         f"{r.replicas_below}, undetermined at {len(r.seeds)} seed(s) (run.max_seeds "
+                         f"{r.replicas_below} at the budget of {len(r.seeds)} seed(s) (run.max_seeds "
                          f"or --max-seeds for more)")
     facts = answer.whole.facts
     if facts.mixed_fleets:
@@ -326,8 +335,8 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
         lines.append("replicas of each candidate's own fleet ([fleet] or its [fleets.NAME]); cost is charged "
                      f"per GPU-hour of its kind: {gpus or 'no candidate reached the target rate'}")
     elif (g := report.gpus_per_replica) > 1:
-        gpus = ", ".join(f"{r.candidate} {_reps(answer, r.candidate)} × {g} = {_reps(answer, r.candidate) * g} GPUs"
-                         for r in report.candidates if _reps(answer, r.candidate) is not None)
+        gpus = ", ".join(_gpu_words(answer, r.candidate, g) for r in report.candidates
+                         if _reps(answer, r.candidate) is not None)
         lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
                      f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
     lines += ["replicas: the fewest that carry the target when simulated, every SLO check's 95 % bound "
