@@ -8,8 +8,9 @@ in the order a planner reasons, and every surface renders the :class:`Decision` 
 The order (each step keeps only the candidates still in the running):
 
 1. **Load** (fixed fleet): does the candidate carry the offered load at the SLO on this fleet,
-   on every seed (``SustainCriteria``, the rule a capacity probe passes)? None does → no winner,
-   with each one's fleet size when a capacity search or load sweep gave it. A candidate that
+   across the seeds (``sim.decisions.carry``: each ``SustainCriteria`` check's 95 % bound, the
+   rule the replica search uses)? None does → no winner, with each one's fleet size when a
+   capacity search or `simulate --sizing` gave it. A candidate that
    serves fewer good answers than the baseline is out even when it meets the percentiles.
    (Capacity question: a capacity above zero on every seed.)
 2. **GPUs**: capacity per replica (capacity question; at a fixed fleet every candidate has the
