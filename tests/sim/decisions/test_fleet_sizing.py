@@ -146,3 +146,19 @@ def test_simulate_sizing_prints_capacitys_replica_counts(tmp_path, capsys):
     with pytest.raises(SystemExit) as gone:  # load factors are gone: argparse's one line, exit 2
         main(["simulate", str(path), "--sizing", "0.5,1"])
     assert gone.value.code == 2
+
+
+@pytest.mark.parametrize("rate", [6.0, 11.0])
+def test_the_replica_count_with_the_scenarios_seeds_is_the_ten_seed_count_or_says_undetermined(rate):
+    from tests.sim.decisions.test_capacity import dd1_profile
+
+    sc, prof = _scenario(rate, 800.0, 2, "least_outstanding"), dd1_profile()
+    few = {c.candidate: c for c in _plan(sc, prof, rate).candidates}  # seeds [1, 2], added up to 6
+    ten = {c.candidate: c for c in _plan(sc.with_overrides({"run.seeds": list(range(1, 11)), "run.max_seeds": 10}),
+                                         prof, rate).candidates}
+    for name, a in few.items():
+        b = ten[name]
+        if not (a.replicas_undetermined or b.replicas_undetermined):
+            assert a.replicas == b.replicas, (name, a.replicas, b.replicas)
+        else:  # an open count names both sides, and the two answers overlap
+            assert a.replicas_low <= b.replicas and b.replicas_low <= a.replicas, (name, a, b)
