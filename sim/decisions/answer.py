@@ -72,11 +72,19 @@ def engines_of(result: Any) -> dict[str, Any]:
     return deployability(result.scenario, profiles, result.candidates) if profiles else {}
 
 
+def _size(z: Any) -> tuple[int | None, int | None]:
+    """(replicas, lowest count not yet ruled out) from an int or such a pair."""
+    if isinstance(z, tuple):
+        return z[0], z[1]
+    return z, z
+
+
 def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budget_note: str = "",
-              sizes: dict[str, int | None] | None = None, engines: dict[str, Any] | None = None) -> Answer:
+              sizes: dict[str, Any] | None = None, engines: dict[str, Any] | None = None) -> Answer:
     """The decision of a finished result, whole run and windows (``sizes``: replicas each
-    candidate needs, from a capacity search or load sweep, said when nothing carries the load;
-    ``engines``: ``engines_of(result)``, computed when not given)."""
+    candidate needs, an int or (replicas, lowest undetermined count), from the capacity rule
+    (``fleet_sizing.fleet_sizes``): said beside the fixed-fleet answer; ``engines``:
+    ``engines_of(result)``, computed when not given)."""
     import dataclasses
 
     from sim.decisions.engine_config import with_engine
@@ -87,7 +95,8 @@ def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budge
     facts = fleet_facts(result, crit, rate=offered(sc), max_seeds=max_seeds)
     if sizes:
         facts = dataclasses.replace(facts, candidates=tuple(
-            dataclasses.replace(c, replicas=sizes.get(c.name)) for c in facts.candidates))
+            dataclasses.replace(c, replicas=n, replicas_low=low)
+            for c in facts.candidates for n, low in [_size(sizes.get(c.name))]))
     devices = candidate_devices(sc, getattr(result, "profiles", None))
     facts = with_engine(with_devices(dataclasses.replace(facts, device=device), devices), dep)
     whole = decide(facts)
@@ -137,7 +146,7 @@ def next_seeds(have: Sequence[int], n: int) -> list[int]:
 def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | None = None,
                     seeds: Sequence[int] | None = None, max_seeds: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    result: Any = None, sizes: dict[str, int | None] | None = None) -> tuple[Any, Answer]:
+                    result: Any = None, sizes: dict[str, Any] | None = None) -> tuple[Any, Answer]:
     """Simulate (or take ``result``), decide, and add seeds while undetermined (module doc)."""
     from sim.results.runner import resolve_profile, run_scenario
 
@@ -176,11 +185,16 @@ def capacity_answer(report: Any, *, device: str = "replica", engines: dict[str, 
                                           devices=getattr(report, "devices", None)), engines or {}))
     n = len(d.facts.seeds)
     start = report.start_seeds or n
+    open_ = [c for c in report.candidates if getattr(c, "replicas_undetermined", False)]
     if n > start:
-        note = (f"seeds added until the capacities were resolved: {start} → {n}" if d.resolved else
+        note = (f"seeds added until the capacities and replica counts were resolved: {start} → {n}"
+                if d.resolved and not open_ else
                 f"seeds added up to the budget (run.max_seeds = {report.max_seeds}): {start} → {n}")
     elif not d.resolved:
         note = f"the budget (run.max_seeds = {report.max_seeds}) allows no more seeds"
     else:
         note = ""
+    if open_:
+        note = "; ".join([*([note] if note else []), "replica count undetermined at the budget: " + ", ".join(
+            f"{c.candidate} {c.replicas_low} or {c.replicas} ({c.replicas_below})" for c in open_)])
     return Answer(d, (), note)

@@ -60,6 +60,7 @@ NUMBER_LABELS = {
     "goodput_rps": "goodput (req/s)", "slo_attainment": "SLO met (share)",
     "usd_per_1k_good": "$ per 1k good answers", "e2el_ms_p50": "E2EL p50 (ms)",
     "capacity_rps_per_replica": "capacity (req/s per replica)", "replicas": "replicas",
+    "replicas_low": "replicas (if the lower count carries)",
     "usd_per_1k_answers_at_size": "$ per 1k answers at that size", "ttft_ms_p95": "TTFT p95 (ms)",
     "tpot_ms_p95": "TPOT p95 (ms)", "e2el_ms_p95": "E2EL p95 (ms)", "pause_ms_p95": "pause p95 (ms)",
     "ttft_ms_p99": "TTFT p99 (ms)", "tpot_ms_p99": "TPOT p99 (ms)", "e2el_ms_median": "E2EL p50 (ms)",
@@ -93,6 +94,8 @@ def numbers(d: Decision, c: CandidateFacts) -> dict[str, float]:
         out["capacity_rps_per_replica"] = _mean(c.capacity)
         if c.replicas is not None:
             out["replicas"] = float(c.replicas)
+            if c.replicas_undetermined and c.replicas_low is not None:
+                out["replicas_low"] = float(c.replicas_low)
             out["gpus"] = float(c.replicas * c.gpus_per_replica)
         cost = cost_at_size(c, d.facts.rate)
         if math.isfinite(cost):
@@ -125,9 +128,9 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
         else:
             parts.append("no capacity found")
         if c.replicas is not None:
-            rep = d.facts.gpus_text(c.name, c.replicas) + ("" if short else f" for {rate(d.facts.rate)}")
-            if c.replicas_at_risk:
-                rep += " (at risk: covers the mean capacity only)"
+            rep = d.facts.gpus_text(c.name, c.replicas, c.replicas_low) + ("" if short else f" for {rate(d.facts.rate)}")
+            if c.replicas_undetermined and not short:
+                rep += f" (undetermined at {d.n_seeds} seeds whether {c.replicas_low} carry it)"
             parts.append(rep)
             cost = cost_at_size(c, d.facts.rate)
             if math.isfinite(cost):
@@ -182,8 +185,9 @@ def _headline(d: Decision, tag: bool) -> str:
             if d.window != "whole run":
                 return (f"no winner{where}: no candidate carries {rate_said} at the SLO on {fleet} during "
                         f"this window")
-            need = [(c.name, c.replicas) for c in f.candidates if c.replicas is not None]
-            tail = ("; each needs: " + ", ".join(f"{n} {r} replica(s)" for n, r in need)) if need else (
+            need = [(c.name, f.gpus_text(c.name, c.replicas, c.replicas_low)) for c in f.candidates
+                    if c.replicas is not None]
+            tail = ("; each needs: " + ", ".join(f"{n} {r}" for n, r in need)) if need else (
                 f"; `specplan capacity --target-rate {plain_number(f.rate)}` gives each one's fleet" if f.rate else "")
             return f"no winner{where}: {fleet} cannot carry {rate_said} at the SLO with any candidate{tail}"
         eq = " and ".join(d.leaders)
@@ -196,9 +200,16 @@ def _headline(d: Decision, tag: bool) -> str:
         spread = "one seed: no interval" if p.n < 2 else f"the difference is within ±{p.reach:.3g} {c.unit}"
         base = f"undetermined at {d.n_seeds} seed(s){where}: {c.leader} vs {c.other} on {c.step}: {spread}"
     else:
-        base = f"undetermined at {d.n_seeds} seed(s){where}: " + (
-            f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
-            else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
+        open_ = [c for c in f.candidates if c.name in d.leaders and c.carry.verdict == "undetermined"]
+        if open_ and d.steps and d.steps[-1][0] == "load":
+            who = ", ".join(f"{c.name} ({c.carry.words()})" for c in open_)
+            verb = "carries" if len(open_) == 1 else "carry"
+            base = (f"undetermined at {d.n_seeds} seed(s){where}: whether {who} {verb} {rate} at the SLO on "
+                    f"{fleet}; the answer depends on it")
+        else:
+            base = f"undetermined at {d.n_seeds} seed(s){where}: " + (
+                f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
+                else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
     return base
 
 
@@ -208,8 +219,9 @@ def _capacity_winner(d: Decision, w: str, rate: str, where: str) -> str:
     decisive = [s for s in d.standings if s.candidate != w]
     last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
     c = f.candidate(w)
-    size = ((f.gpus_text(w, c.replicas) if c.replicas is not None else "? replica(s)") + f" for {rate}"
-            + (" (at risk: covers the mean only)" if c.replicas_at_risk else ""))
+    size = ((f.gpus_text(w, c.replicas, c.replicas_low) if c.replicas is not None else "? replica(s)")
+            + f" for {rate}" + (f" (undetermined at {d.n_seeds} seeds whether {c.replicas_low} carry it)"
+                                if c.replicas_undetermined else ""))
     cap = f"{_mean(c.capacity):.3g} req/s per replica"
     per_gpu = f"{_mean(c.capacity) / c.gpus_per_replica:.3g} req/s per GPU"
     why = {"load": f"the only candidate that sustains the SLO ({cap}); {size}",
@@ -229,7 +241,8 @@ def _short_fleet(d: Decision) -> str:
         return ""
     if any(sum(c.capacity) / max(len(c.capacity), 1) * f.replicas >= f.rate for c in f.candidates):
         return ""
-    need = ", ".join(f"{c.name} {c.replicas}" for c in f.candidates if c.replicas is not None)
+    need = ", ".join(f"{c.name} {c.replicas_low} or {c.replicas}" if c.replicas_undetermined else f"{c.name} {c.replicas}"
+                     for c in f.candidates if c.replicas is not None)
     return (f"{f.fleet_text} cannot carry {rate(f.rate)} at the SLO with any "
             f"candidate" + (f"; replicas each needs: {need}" if need else "") + ". ")
 
@@ -279,7 +292,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         c = d.facts.candidate(s.candidate)
         ideal = f" [{idealised_words(c)}]" if not c.runnable else ""
         if s.status in ("cannot carry", "at risk") and not verbose:
-            said = f"{s.candidate}: {s.status}{ideal} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+            why = c.carry.words() if s.status == "at risk" and c.slo_ratios else plain(_fail(c) or s.why)
+            said = f"{s.candidate}: {s.status}{ideal} — {why}, {describe(d, c, short=True)}"
         elif s.status == "idealised":
             said = f"{s.candidate}: {idealised_words(c)} — {describe(d, c, short=not verbose)}"
         else:
@@ -291,6 +305,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", False))
     for said in acceptance_lines(d, measured_too=verbose):
         items.append((said, "  ", "      ", False))
+    if d.question == "fleet":
+        items.append((f"fleet: {fleet_line(d)}", "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
@@ -308,6 +324,22 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     for text, indent, more, clip in items:
         out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
     return out
+
+
+def fleet_line(d: Decision) -> str:
+    """What fleet a fixed-fleet answer's figures are at, and each candidate's own replica count
+    where it was searched (``fleet_sizing``: `specplan capacity`'s rule), so no surface shows a
+    fleet answer other than capacity's without saying so."""
+    f = d.facts
+    rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    said = f"every figure above is at the scenario's fixed fleet ({f.fleet_text})"
+    own = [(c.name, f.gpus_text(c.name, c.replicas, c.replicas_low)) for c in f.candidates if c.replicas is not None]
+    if own:
+        return said + f"; each one's own replica count for {rate} (capacity's rule): " + ", ".join(
+            f"{n} {r}" for n, r in own)
+    if f.rate is None:
+        return said
+    return said + f"; each one's own replica count: `specplan capacity --target-rate {f.rate:g}` or `simulate --sizing`"
 
 
 def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:
@@ -365,12 +397,12 @@ def rows(answer: Answer) -> list[Row]:
             dec = (f"replace {c.name} by {lead}" if c.baseline and d.winner else f"drop {c.name}: {s.why}")
             risk = "holds for this load and traffic mix; re-check at the expected peak"
         elif s.status == "cannot carry":
-            need = f"; it needs {c.replicas} replica(s)" if c.replicas is not None else ""
+            need = f"; it needs {f.gpus_text(c.name, c.replicas, c.replicas_low)}" if c.replicas is not None else ""
             dec = f"do not run {c.name} at {load}: {s.why}{need}"
             risk = "a larger fleet may carry it; size it with `specplan capacity`"
         elif s.status == "at risk":
             dec = f"do not bank on {c.name}: {s.why}"
-            risk = "more seeds (run.max_seeds) tell whether it carries the load"
+            risk = "it sits at the SLO: more seeds narrow its bound, but the answer does not depend on it"
         elif s.status == "undetermined":
             dec = (f"undetermined at {d.n_seeds} seed(s): choose between {', '.join(d.leaders)} only after "
                    f"more seeds (run.max_seeds or --max-seeds)")

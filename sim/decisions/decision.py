@@ -8,8 +8,9 @@ in the order a planner reasons, and every surface renders the :class:`Decision` 
 The order (each step keeps only the candidates still in the running):
 
 1. **Load** (fixed fleet): does the candidate carry the offered load at the SLO on this fleet,
-   on every seed (``SustainCriteria``, the rule a capacity probe passes)? None does → no winner,
-   with each one's fleet size when a capacity search or load sweep gave it. A candidate that
+   across the seeds (``sim.decisions.carry``: each ``SustainCriteria`` check's 95 % bound, the
+   rule the replica search uses)? None does → no winner, with each one's fleet size when a
+   capacity search or `simulate --sizing` gave it. A candidate that
    serves fewer good answers than the baseline is out even when it meets the percentiles.
    (Capacity question: a capacity above zero on every seed.)
 2. **GPUs**: capacity per replica (capacity question; at a fixed fleet every candidate has the
@@ -207,11 +208,35 @@ class _Run:
 
 
 def decide(facts: Facts) -> Decision:
-    """The decision for ``facts`` (see the module docstring for the order)."""
+    """The decision for ``facts`` (see the module docstring for the order).
+
+    "Carries" is judged across seeds (``sim.decisions.carry``). A candidate whose bound
+    straddles the SLO is undetermined; the decision is taken both ways (it carries / it does
+    not), and only when the two answers differ is the whole answer undetermined on it (more
+    seeds would tell); otherwise it is "at risk" and the answer stands."""
+    open_ = open_carry(facts)
+    if not open_:
+        return _decide(facts, {})
+    without = _decide(facts, dict.fromkeys(open_, False))
+    with_ = _decide(facts, dict.fromkeys(open_, True))
+    if (without.outcome, without.winner, without.leaders) == (with_.outcome, with_.winner, with_.leaders):
+        return without
+    return _decide(facts, {})
+
+
+def open_carry(facts: Facts) -> list[str]:
+    """Candidates of a fixed-fleet question whose "carries" is undetermined at these seeds."""
+    if facts.question != "fleet" or not facts.has_slo or len(facts.seeds) < 2:
+        return []
+    return [c.name for c in facts.candidates if c.carry.verdict == "undetermined"]
+
+
+def _decide(facts: Facts, assume: Mapping[str, bool]) -> Decision:
+    """The decision with each undetermined "carries" in ``assume`` taken as given."""
     names = [c.name for c in facts.candidates]
     run = _Run(facts, list(names))
     if facts.question == "fleet":
-        _fleet_steps(run)
+        _fleet_steps(run, assume)
     else:
         _capacity_steps(run)
     n = len(facts.seeds)
@@ -251,26 +276,31 @@ def _rate(f: Facts) -> str:
     return rate(f.rate)
 
 
-def _fleet_steps(run: _Run) -> None:
+def _fleet_steps(run: _Run, assume: Mapping[str, bool]) -> None:
     f = run.facts
     if f.has_slo:
-        carry, partly, none = [], [], []
+        carry, risky, none, open_ = [], [], [], []
         for c in f.candidates:
-            ok = sum(c.carries)
-            (carry if ok == len(c.carries) and ok else partly if ok else none).append(c)
-        for c in partly:
-            run.settle(c.name, "at risk", "load", f"carries {_rate(f)} on {sum(c.carries)} of "
-                       f"{len(c.carries)} seeds only ({_first_fail(c)})")
+            v = c.carry.verdict
+            if v == "undetermined" and c.name in assume:
+                v = "carries" if assume[c.name] else "at risk"
+            {"carries": carry, "at risk": risky, "cannot carry": none, "undetermined": open_}[v].append(c)
+        for c in risky:
+            run.settle(c.name, "at risk", "load", f"undetermined whether it carries {_rate(f)} ("
+                       f"{c.carry.words()}); the answer is the same either way")
         for c in none:
             run.settle(c.name, "cannot carry", "load", f"cannot carry {_rate(f)} at the SLO on "
-                       f"{_fleet(f)} ({_first_fail(c)})")
-        said = (f"carries {_rate(f)} at the SLO on {_fleet(f)} on every seed: "
-                f"{', '.join(c.name for c in carry) or 'none'}")
-        if partly:
-            said += f"; on some seeds only: {', '.join(c.name for c in partly)}"
+                       f"{_fleet(f)} ({_first_fail(c) or c.carry.words()})")
+        said = (f"carries {_rate(f)} at the SLO on {_fleet(f)} (every check's 95 % bound within "
+                f"the SLO over the seeds): {', '.join(c.name for c in carry) or 'none'}")
+        if risky:
+            said += f"; undetermined, the answer the same either way: {', '.join(c.name for c in risky)}"
+        if open_:
+            said += (f"; undetermined at {len(f.seeds)} seed(s), and the answer depends on it: "
+                     + ", ".join(f"{c.name} ({c.carry.words()})" for c in open_))
         run.steps.append(("load", said))
-        if not carry and partly:
-            run.undetermined += [c.name for c in partly]
+        if open_:
+            run.undetermined += [c.name for c in (*open_, *carry)]
             return
         names = [c.name for c in f.candidates]
         base = f.candidate(f.baseline) if f.baseline in names else None
