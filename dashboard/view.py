@@ -46,7 +46,6 @@ from sim.decisions.bottleneck_text import describe
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
 from sim.results import metric_names as mn
 from sim.results.intervals import interval_text
-from sim.results.plain_numbers import rate as rate_words
 from sim.results.runner import ScenarioResult
 
 Progress = Callable[[int, int, str], None]
