@@ -142,3 +142,19 @@ def test_a_named_fleet_may_serve_a_shorter_context(tmp_path: Path) -> None:
     small = model_length(sc, prof, sc.candidate("small-base"))
     assert small.tokens == 300 and "fleets.small.max_model_len" in small.source
     assert model_length(sc, prof, sc.candidate("baseline")).tokens == 4096
+
+
+def test_too_long_requests_do_not_count_against_the_fleet(tmp_path: Path) -> None:
+    """No fleet size serves a request longer than the model's context, so the carry rule's loss
+    share leaves them out (in the summary row and in the decision's per-window rows alike); the
+    summary and notes still count them."""
+    from sim.decisions.facts import window_rows
+    from sim.decisions.sustain import loss_fraction
+
+    sc, prof = _scenario(tmp_path)
+    res = simulate_once(sc, prof, "baseline", 1)
+    row = res.summary.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS).row(0, named=True)
+    assert row[mn.REJECTED_TOO_LONG] > 0 and loss_fraction(row) == 0.0
+    facts_row = window_rows(res.requests, sc.slo.limits, sc.run.warmup_s, sc.run.duration_s)[("baseline", 1)]
+    assert facts_row[mn.REJECTED_TOO_LONG] == facts_row[mn.REJECTED] > 0 and loss_fraction(facts_row) == 0.0
+    assert loss_fraction({**row, mn.REJECTED_TOO_LONG: 0}) > 0.05  # counted as lost they would sink it
