@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sim.contracts.errors import clip as clip_words
+from sim.decisions.acceptance_doubt import CHANGES, AcceptanceDoubt
 from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines, point_words, sentence
 from sim.decisions.decision import Decision, cost_at_size
@@ -38,6 +39,10 @@ class Answer:
     needs: tuple[AcceptanceNeeded, ...] = ()
     """Per speculative candidate, the acceptance length it needs per load point
     (``sim.decisions.acceptance_needed``; empty unless asked for)."""
+    doubts: tuple[AcceptanceDoubt, ...] = ()
+    """Per speculative candidate on the profile's acceptance, its interval and whether the verdict
+    holds across it (``sim.decisions.acceptance_doubt``; ``whole`` is already undetermined when it
+    does not)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,10 @@ def _headline(d: Decision, tag: bool) -> str:
         eq = " and ".join(d.leaders)
         pays = "; speculation does not pay here" if d.baseline in d.leaders else ""
         return f"no winner{where}: {eq} are equivalent (no difference that matters){pays}"
+    if d.steps and d.steps[-1][0] == "acceptance":  # the profile's acceptance interval decided it
+        said = "; ".join(f"{s.candidate}: {s.why}" for s in d.standings
+                         if s.step == "acceptance" and s.why.startswith(CHANGES))
+        return f"undetermined{where}: {said}"
     comp = [c for c in d.comparisons if c.verdict == "undetermined"]
     if comp:
         c = comp[-1]
@@ -275,6 +284,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
+    for doubt in answer.doubts:
+        items.append((f"acceptance interval: {doubt.words()}", "  ", "      ", False))
     for said in need_lines(answer.needs):
         items.append((said.strip(), "  " if not said.startswith(" ") else "    ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
@@ -344,6 +355,10 @@ def rows(answer: Answer) -> list[Row]:
         elif s.status == "at risk":
             dec = f"do not bank on {c.name}: {s.why}"
             risk = "more seeds (run.max_seeds) tell whether it carries the load"
+        elif s.status == "undetermined" and s.step == "acceptance":
+            dec = f"undetermined: {s.why}"
+            risk = ("the verdict rests on too few measured prompts: measure more "
+                    "(specplan profile --prompts-per-segment) before choosing")
         elif s.status == "undetermined":
             dec = (f"undetermined at {d.n_seeds} seed(s): choose between {', '.join(d.leaders)} only after "
                    f"more seeds (run.max_seeds or --max-seeds)")
