@@ -65,7 +65,7 @@ def more_prompts(prompts: int, half_width: float, settling_half_width: float) ->
     if not settling_half_width > 0:
         return None
     need = prompts * (half_width / settling_half_width) ** 2
-    return max(1, math.ceil(need - prompts))
+    return max(1, math.ceil(need - prompts - 1e-9))  # (float noise must not add a prompt)
 
 
 def segment_uncertainty(segment: dict, rng: np.random.Generator, prompts: int | None = None) -> dict:

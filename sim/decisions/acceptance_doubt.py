@@ -125,7 +125,10 @@ class AcceptanceDoubt:
         if not self.at_low:
             return f"{self.candidate}: {segs}"
         if not self.flips:
-            said = "the verdict is the same at both ends"
+            said = "the answer is the same at both ends" + (
+                "" if not any(x.startswith("undetermined") for x in (self.at_low, self.at_high)) else
+                f" (at the {'low' if self.at_low.startswith('undetermined') else 'high'} end the same leader is "
+                "ahead but the seeds cannot separate it: more seeds, not more prompts, would tell)")
         else:
             end = "low" if self.flips_low else "high"
             said = f"at the {end} end the verdict would be: {self.at_low if self.flips_low else self.at_high}"
@@ -194,6 +197,18 @@ def _key(d: Decision) -> tuple[Any, ...]:
     return d.outcome, d.winner, d.outcome == "no winner" and d.baseline in d.leaders
 
 
+def changed(estimate: Decision, end: Decision) -> bool:
+    """Whether the answer at an interval's end differs from the estimate's. An end the seeds
+    cannot settle, where every open comparison is still led by a leader of the estimate's answer,
+    is not a change: more seeds, not more prompts, would tell (said in the doubt's line)."""
+    if _key(end) == _key(estimate):
+        return False
+    if end.outcome != "undetermined":
+        return True
+    open_ = [c for c in end.comparisons if c.verdict == "undetermined"]
+    return not open_ or any(c.leader not in estimate.leaders for c in open_)
+
+
 def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = "replica",
                       progress: Callable[[int, int, str], None] | None = None,
                       bisect: int = 2) -> tuple[AcceptanceDoubt, ...]:
@@ -211,7 +226,6 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     if not names or not result.seeds or estimate.outcome == "undetermined":
         return ()
     shares = [(s.name, s.share) for s in sc.workload.segments]
-    want = _key(estimate)
     out = []
     done = [0]
     total = 2 * len(names) * len(result.seeds)
@@ -259,14 +273,14 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
         from sim.decisions.answer_text import headline
 
         at_lo, at_hi = verdict(1.0, True), verdict(1.0, False)
-        flips_lo, flips_hi = _key(at_lo) != want, _key(at_hi) != want
+        flips_lo, flips_hi = changed(estimate, at_lo), changed(estimate, at_hi)
         change = None
         if flips_lo or flips_hi:
             below = flips_lo
             same, other = 0.0, 1.0
             for _ in range(bisect):
                 mid = (same + other) / 2
-                if _key(verdict(mid, below)) == want:
+                if not changed(estimate, verdict(mid, below)):
                     same = mid
                 else:
                     other = mid
