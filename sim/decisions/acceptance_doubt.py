@@ -117,11 +117,18 @@ class AcceptanceDoubt:
             return f"{head}; the answer changes at the estimate itself: measure many more"
         return f"{head}; measure about {more} more"
 
-    def words(self) -> str:
-        """One line for the verdict block."""
+    def words(self, verbose: bool = True) -> str:
+        """One line for the verdict block (``verbose``: every segment's estimate and interval;
+        else the fewest prompts behind it)."""
         if self.unknown:
             return f"{self.candidate}: {self.unknown}"
-        segs = "; ".join(s.words() for s in self.segments)
+        if verbose:
+            segs = "; ".join(s.words() for s in self.segments)
+        else:
+            known = [s.prompts for s in self.segments if s.prompts is not None]
+            none = sum(1 for s in self.segments if s.drafts == 0)
+            segs = (f"fewest prompts in a segment {min(known)}" if known else "prompts unknown") + (
+                f"; {none} segment(s) with no draft" if none else "")
         if not self.at_low:
             return f"{self.candidate}: {segs}"
         if not self.flips:

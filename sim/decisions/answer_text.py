@@ -285,7 +285,7 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
     for doubt in answer.doubts:
-        items.append((f"acceptance interval: {doubt.words()}", "  ", "      ", False))
+        items.append((f"acceptance interval: {doubt.words(verbose)}", "  ", "      ", False))
     for said in need_lines(answer.needs):
         items.append((said.strip(), "  " if not said.startswith(" ") else "    ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
