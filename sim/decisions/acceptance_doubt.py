@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from sim.contracts.acceptance_interval import more_prompts
 from sim.decisions.decision import Decision, Standing
 
@@ -139,6 +141,8 @@ class AcceptanceDoubt:
         else:
             end = "low" if self.flips_low else "high"
             said = f"at the {end} end the verdict would be: {self.at_low if self.flips_low else self.at_high}"
+            if self.change is not None:
+                said += f"; it changes between {min(self.change):.2f} and {max(self.change):.2f}"
         level = "95 % interval" if all(s.low is not None for s in self.segments if s.drafts) else (
             "interval (95 % where two or more prompts drafted, else the whole range)")
         return (f"{self.candidate}: acceptance length {self.assumed:.2f}, {level} {self.low:.2f}–"
@@ -223,24 +227,28 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     the profile's (assumed acceptance and replayed traces have no sample to doubt: left out).
     ``estimate``: the decision at the profile's estimate, what each end is compared with;
     ``bisect``: extra evaluations that locate a flip (for M)."""
+    from sim.contracts.trace import read_trace
     from sim.decisions.answer import answer_of
+    from sim.model.k_schedule import resolve_candidate
+    from sim.model.workload import generate_requests
     from sim.results.runner import candidate_profiles
     from sim.results.simulation import acceptance_model, simulate_once
 
     sc = result.scenario
     base = sc.baseline.name
     names = [n for n in result.candidates if n != base and sc.candidate(n).speculates]
-    if not names or not result.seeds or estimate.outcome == "undetermined":
+    if not names or not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
         return ()
     shares = [(s.name, s.share) for s in sc.workload.segments]
+    trace = read_trace(sc.workload.trace) if sc.workload.arrival == "trace" else None
     out = []
     done = [0]
     total = 2 * len(names) * len(result.seeds)
     for name in names:
-        cand = sc.candidate(name)
+        prof = candidate_profiles(sc, getattr(result, "profiles", None) or profile, [sc.candidate(name)])[name]
+        cand = resolve_candidate(sc, prof, sc.candidate(name))  # as run_scenario ran it (schedule = "auto")
         if cand.assumed_acceptance is not None or cand.acceptance_trace is not None:
             continue
-        prof = candidate_profiles(sc, getattr(result, "profiles", None) or profile, [cand])[name]
         model = acceptance_model(sc.for_candidate(cand), prof, cand)
         if model is None or model.traces is not None:
             continue
@@ -267,9 +275,11 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
 
             shift = moved(segs, u, below, k)
             frames = []
-            for seed in result.seeds:
-                run = simulate_once(sc.for_candidate(cand), prof, cand, seed, acceptance_shift=shift,
-                                    keep_itl=False)
+            for seed in result.seeds:  # the requests run_scenario served this seed (common random numbers)
+                specs = (None if sc.workload.arrival == "concurrency" else
+                         generate_requests(sc, rng=np.random.SeedSequence(seed).spawn(2)[0], trace=trace))
+                run = simulate_once(sc.for_candidate(cand), prof, cand, seed, requests=specs,
+                                    acceptance_shift=shift, keep_itl=False)
                 frames.append(pack(run.requests))
                 runs[0] += 1
                 done[0] += 1

@@ -91,3 +91,26 @@ def test_a_segment_with_no_draft_says_so_in_one_line_and_is_not_moved():
     assert "nan" not in segs[0].words() and "inf" not in segs[0].words()
     assert moved(segs, 1.0, True, 3) == {"b": 1.0}
     assert moved(segs, 1.0, False, 3) == {"b": 4.0}
+
+
+def test_a_shift_to_the_estimate_itself_reproduces_the_decisions_own_run(tmp_path):
+    """The ends are simulated on the same requests as the decision's runs: moved by nothing,
+    the run is the same, request by request (so a change at an end is the acceptance's doing)."""
+    from polars.testing import assert_frame_equal
+
+    from sim.results.runner import run_scenario
+    from sim.results.simulation import simulate_once
+
+    sc = load_scenario(write_root(tmp_path, 5))
+    res = run_scenario(sc, None, ["baseline", "spec"], [1])
+    prof = res.profiles["spec"]
+    from sim.results.simulation import acceptance_model
+
+    model = acceptance_model(sc, prof, sc.candidate("spec"))
+    point = 1.0 + float(model.segment("chat").aggregate[:3].sum())
+    same = simulate_once(sc, prof, "spec", 1, acceptance_shift={"chat": point}, keep_itl=False).requests
+    lower = simulate_once(sc, prof, "spec", 1, acceptance_shift={"chat": point - 0.5}, keep_itl=False).requests
+    kept = res.requests.filter(res.requests["candidate"] == "spec")
+    assert_frame_equal(same, kept)
+    assert lower["output_tokens"].to_list() == kept["output_tokens"].to_list()  # same requests
+    assert not lower.equals(kept)  # served differently
