@@ -66,7 +66,8 @@ def test_one_prompt_per_segment_gives_undetermined_with_the_sample_size_reason(t
     assert to_json(ans)["acceptance_interval"][0]["flips"] is True
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompts=st.integers(30, 80))
 def test_many_prompts_keep_a_verdict_that_holds_across_the_interval(tmp_path, prompts):
     ans = answer_for(tmp_path, prompts)
@@ -114,3 +115,17 @@ def test_a_shift_to_the_estimate_itself_reproduces_the_decisions_own_run(tmp_pat
     assert_frame_equal(same, kept)
     assert lower["output_tokens"].to_list() == kept["output_tokens"].to_list()  # same requests
     assert not lower.equals(kept)  # served differently
+
+
+def test_m_is_the_prompts_that_shrink_the_interval_to_the_change_by_root_n():
+    """Half-width 1.0 below the estimate, the answer changes 0.5 below it: the width must halve,
+    so four times the prompts: 4 measured, about 12 more. The segment named is the one that
+    contributes most to that side."""
+    from sim.decisions.acceptance_doubt import AcceptanceDoubt
+
+    segs = (SegmentSample("big", "big:en:0", 0.8, 4, 50, 3.0, 2.0, 3.5),
+            SegmentSample("small", "small:en:0", 0.2, 40, 500, 3.0, 2.9, 3.1))
+    d = AcceptanceDoubt("spec", 3, segs, assumed=3.0, low=2.0, high=3.5, at_low="baseline: …",
+                        at_high="spec: …", flips_low=True, change=(2.6, 2.4))
+    assert d.reason() == "the profile measured 4 prompts for segment big; measure about 12 more"
+    assert AcceptanceDoubt("spec", 3, segs, 3.0, 2.0, 3.5).reason() == ""  # no flip, no reason
