@@ -284,8 +284,14 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
+    unknown: dict[str, list[str]] = {}  # one line per reason, not per candidate
     for doubt in answer.doubts:
-        items.append((f"acceptance interval: {doubt.words(verbose)}", "  ", "      ", False))
+        if doubt.unknown:
+            unknown.setdefault(doubt.unknown, []).append(doubt.candidate)
+        else:
+            items.append((f"acceptance interval: {doubt.words(verbose)}", "  ", "      ", False))
+    for why, names in unknown.items():
+        items.append((f"acceptance interval: {', '.join(names)}: {why}", "  ", "      ", False))
     for said in need_lines(answer.needs):
         items.append((said.strip(), "  " if not said.startswith(" ") else "    ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
