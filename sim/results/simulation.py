@@ -296,6 +296,7 @@ def simulate_once(
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
         queue_log=queue_log,
+        speculates=policy.speculates,
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
