@@ -172,7 +172,19 @@ def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | 
         note = f"the budget (run.max_seeds = {budget}) allows no more seeds"
     else:
         note = ""
-    return res, Answer(ans.whole, ans.windows, note)
+    return res, with_acceptance_doubt(Answer(ans.whole, ans.windows, note), res, prof, device=device,
+                                      progress=progress)
+
+
+def with_acceptance_doubt(answer: Answer, result: Any, profile: Any, **kw: Any) -> Answer:
+    """``answer`` with each speculative candidate's acceptance interval judged, undetermined when
+    the verdict flips inside it (``sim.decisions.acceptance_doubt``)."""
+    import dataclasses
+
+    from sim.decisions.acceptance_doubt import acceptance_doubts, undetermined_by
+
+    doubts = acceptance_doubts(result, profile, answer.whole, **kw)
+    return dataclasses.replace(answer, whole=undetermined_by(answer.whole, doubts), doubts=doubts)
 
 
 def capacity_answer(report: Any, *, device: str = "replica", engines: dict[str, Any] | None = None) -> Answer:

@@ -45,6 +45,13 @@ def to_json(answer: Answer) -> dict[str, object]:
     doc["windows"] = [one(w) for w in answer.windows]
     doc["budget"] = answer.budget_note
     doc["acceptance_needed"] = need_json(answer.needs)
+    doc["acceptance_interval"] = [
+        {"candidate": d.candidate, "k": d.k, "acceptance_length": _num(d.assumed), "low": _num(d.low),
+         "high": _num(d.high), "verdict_at_low": d.at_low or None, "verdict_at_high": d.at_high or None,
+         "flips": d.flips, "change_between": None if d.change is None else list(d.change), "reason": d.reason() or None, "unknown": d.unknown or None, "runs": d.runs,
+         "segments": [{"segment": s.segment, "profile_segment": s.key, "prompts": s.prompts, "drafts": s.drafts,
+                       "acceptance_length": _num(s.point), "low": s.low, "high": s.high} for s in d.segments]}
+        for d in answer.doubts]
     return doc
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sim.contracts.errors import clip as clip_words
+from sim.decisions.acceptance_doubt import CHANGES, AcceptanceDoubt
 from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines, point_words, sentence
 from sim.decisions.decision import Decision, cost_at_size, status_words
@@ -40,6 +41,10 @@ class Answer:
     needs: tuple[AcceptanceNeeded, ...] = ()
     """Per speculative candidate, the acceptance length it needs per load point
     (``sim.decisions.acceptance_needed``; empty unless asked for)."""
+    doubts: tuple[AcceptanceDoubt, ...] = ()
+    """Per speculative candidate on the profile's acceptance, its interval and whether the verdict
+    holds across it (``sim.decisions.acceptance_doubt``; ``whole`` is already undetermined when it
+    does not)."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,10 @@ def _headline(d: Decision, tag: bool) -> str:
         eq = " and ".join(d.leaders)
         pays = "; speculation does not pay here" if d.baseline in d.leaders else ""
         return f"no winner{where}: {eq} are equivalent (no difference that matters){pays}"
+    if d.steps and d.steps[-1][0] == "acceptance":  # the profile's acceptance interval decided it
+        said = "; ".join(f"{s.candidate}: {s.why}" for s in d.standings
+                         if s.step == "acceptance" and s.why.startswith(CHANGES))
+        return f"undetermined{where}: {said}"
     comp = [c for c in d.comparisons if c.verdict == "undetermined"]
     if comp:
         c = comp[-1]
@@ -204,7 +213,7 @@ def _headline(d: Decision, tag: bool) -> str:
         if open_ and d.steps and d.steps[-1][0] == "load":
             who = ", ".join(f"{c.name} ({c.carry.words()})" for c in open_)
             verb = "carries" if len(open_) == 1 else "carry"
-            base = (f"undetermined at {d.n_seeds} seed(s){where}: whether {who} {verb} {rate} at the SLO on "
+            base = (f"undetermined at {d.n_seeds} seed(s){where}: whether {who} {verb} {rate_said} at the SLO on "
                     f"{fleet}; the answer depends on it")
         else:
             base = f"undetermined at {d.n_seeds} seed(s){where}: " + (
@@ -311,6 +320,14 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
+    unknown: dict[str, list[str]] = {}  # one line per reason, not per candidate
+    for doubt in answer.doubts:
+        if doubt.unknown:
+            unknown.setdefault(doubt.unknown, []).append(doubt.candidate)
+        else:
+            items.append((f"acceptance interval: {doubt.words(verbose)}", "  ", "      ", False))
+    for why, names in unknown.items():
+        items.append((f"acceptance interval: {', '.join(names)}: {why}", "  ", "      ", False))
     for said in need_lines(answer.needs):
         items.append((said.strip(), "  " if not said.startswith(" ") else "    ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
@@ -403,6 +420,10 @@ def rows(answer: Answer) -> list[Row]:
         elif s.status == "at risk":
             dec = f"do not bank on {c.name}: {s.why}"
             risk = "it sits at the SLO: more seeds narrow its bound, but the answer does not depend on it"
+        elif s.status == "undetermined" and s.step == "acceptance":
+            dec = f"undetermined: {s.why}"
+            risk = ("the verdict rests on too few measured prompts: measure more "
+                    "(specplan profile --prompts-per-segment) before choosing")
         elif s.status == "undetermined":
             dec = (f"undetermined at {d.n_seeds} seed(s): choose between {', '.join(d.leaders)} only after "
                    f"more seeds (run.max_seeds or --max-seeds)")
