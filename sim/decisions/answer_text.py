@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sim.contracts.errors import clip as clip_words
-from sim.decisions.acceptance_doubt import CHANGES, AcceptanceDoubt
+from sim.decisions.acceptance_doubt import CHANGES, AcceptanceDoubt, settled_words
 from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines, point_words, sentence
 from sim.decisions.decision import Decision, cost_at_size, status_words
@@ -321,10 +321,13 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
     unknown: dict[str, list[str]] = {}  # one line per reason, not per candidate
+    same = [] if verbose else [x for x in answer.doubts if x.settled]
+    if same:
+        items.append((f"acceptance intervals: {settled_words(same)}", "  ", "      ", False))
     for doubt in answer.doubts:
         if doubt.unknown:
             unknown.setdefault(doubt.unknown, []).append(doubt.candidate)
-        else:
+        elif doubt not in same:
             items.append((f"acceptance interval: {doubt.words(verbose)}", "  ", "      ", False))
     for why, names in unknown.items():
         items.append((f"acceptance interval: {', '.join(names)}: {why}", "  ", "      ", False))
@@ -348,15 +351,15 @@ def fleet_line(d: Decision) -> str:
     where it was searched (``fleet_sizing``: `specplan capacity`'s rule), so no surface shows a
     fleet answer other than capacity's without saying so."""
     f = d.facts
-    rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
-    said = f"every figure above is at the scenario's fixed fleet ({f.fleet_text})"
+    rate = "the offered load" if f.rate is None else f"{plain_number(f.rate)} req/s"
+    said = f"figures at the scenario's fixed fleet ({f.fleet_text})"
     own = [(c.name, f.gpus_text(c.name, c.replicas, c.replicas_low)) for c in f.candidates if c.replicas is not None]
     if own:
         return said + f"; each one's own replica count for {rate} (capacity's rule): " + ", ".join(
             f"{n} {r}" for n, r in own)
     if f.rate is None:
         return said
-    return said + f"; each one's own replica count: `specplan capacity --target-rate {f.rate:g}` or `simulate --sizing`"
+    return said + "; own counts: `simulate --sizing`"
 
 
 def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:

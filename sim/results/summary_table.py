@@ -182,12 +182,18 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
         )
     lines.append("")
     lines.append("sources:" if verbose else "sources: (one line per section; --verbose or --json: full provenance)")
-    lines.extend(f"  {s}" for s in (result.sources if verbose else [short_source(s) for s in result.sources]))
+    lines.extend(f"  {s}" for s in (result.sources if verbose else fold_sources([short_source(s) for s in result.sources])))
     notes = list(result.notes) if verbose else fold_extrapolation(condense_notes(result.notes, result.candidates))
+    if not verbose and len(notes) > SHORT_NOTES:  # one screen: the rest are a flag away
+        notes = notes[:SHORT_NOTES - 1] + [f"… {len(notes) - SHORT_NOTES + 1} more note(s): --verbose or --json"]
     if notes:
         lines.append("notes:")
         lines.extend(f"  {n}" for n in notes)
     return "\n".join(lines)
+
+
+SHORT_NOTES = 3
+"""Most note lines the default (non-verbose) table prints, so `make run` fits one screen."""
 
 
 def _latest_end(result: ScenarioResult) -> float:
@@ -238,6 +244,16 @@ def _clip(text: str, width: int = SHORT - 2) -> str:
 def short_source(line: str) -> str:
     """A provenance line without its bracketed notes, clipped to one terminal line."""
     return _clip(line.split(" [", 1)[0])
+
+
+def fold_sources(lines: Sequence[str]) -> list[str]:
+    """Short source lines with the same provenance after their section name folded into one
+    ("timing, memory: measured on …"): the screen's budget; ``--verbose`` keeps one per section."""
+    said: dict[str, list[str]] = {}
+    for line in lines:
+        section, _, rest = line.partition(": ")
+        said.setdefault(rest if rest else line, []).append(section if rest else "")
+    return [_clip(f"{', '.join(secs)}: {rest}") if secs[0] else rest for rest, secs in said.items()]
 
 
 _FOLDED = re.compile(r"^extrapolated (?P<axis>\w+) (?P<side>above|below) (?P<edge>\S+): up to (?P<pct>[\d.]+)% of steps \((?P<who>[^)]+)\)")
