@@ -120,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
         max_seeds=_max_seeds(args.max_seeds),
     )
     from sim.decisions.answer import capacity_answer, device_of
+    from sim.decisions.engine_config import deployability
 
-    answer = capacity_answer(report, device=device_of(profile, scenario))
+    engines = deployability(scenario, profile, [c.candidate for c in report.candidates])
+    answer = capacity_answer(report, device=device_of(profile, scenario), engines=engines)
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)
@@ -193,8 +195,9 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
                           for sd, s in zip(r.seeds, r.per_seed, strict=True)],
              "target_rate": r.target_rate, "replicas": _reps(answer, r.candidate),
              "replicas_covering_mean": answer.whole.facts.candidate(r.candidate).replicas_mean,
-             "replicas_at_risk": answer.whole.facts.candidate(r.candidate).replicas_at_risk,
-             "replicas_sustaining_every_seed": r.replicas, "replicas_status": r.replicas_status,
+             "replicas_low": answer.whole.facts.candidate(r.candidate).replicas_low,
+             "replicas_undetermined": answer.whole.facts.candidate(r.candidate).replicas_undetermined,
+             "replicas_below": r.replicas_below, "replicas_status": r.replicas_status,
              "gpus_per_replica": report.gpus_per_replica,
              "gpus": None if _reps(answer, r.candidate) is None else _reps(answer, r.candidate) * report.gpus_per_replica,
              "operating_point": r.operating_row}
@@ -229,6 +232,15 @@ def _at_size(answer: Any, name: str) -> float | None:
     return v if _m.isfinite(v) else None
 
 
+def _gpu_words(answer: Any, name: str, g: int) -> str:
+    """"baseline 4 × 8 = 32 GPUs"; "baseline 9 or 10 × 8 = 72 or 80 GPUs" while 9 is undetermined."""
+    c = answer.whole.facts.candidate(name)
+    n = c.replicas
+    if c.replicas_undetermined:
+        return f"{name} {c.replicas_low} or {n} × {g} = {c.replicas_low * g} or {n * g} GPUs"
+    return f"{name} {n} × {g} = {n * g} GPUs"
+
+
 def _reps(answer: Any, name: str) -> int | None:
     return answer.whole.facts.candidate(name).replicas
 
@@ -237,13 +249,17 @@ def _interval(answer: Any, name: str) -> tuple[float, float | None, str]:
     """Mean capacity, its half-width (seeds' t interval, never narrower than the search
     bracket's) and the words for it."""
     from sim.decisions.paired import mean_interval
+    from sim.results.intervals import clip_interval
 
     c = answer.whole.facts.candidate(name)
     if not c.capacity or not any(x > 0 for x in c.capacity):
         return 0.0, None, "no capacity found"
     m, half, txt = mean_interval(c.capacity)
     if half is not None and half < c.capacity_resolution:
-        return m, c.capacity_resolution, f"± {c.capacity_resolution:.2g} (the search bracket's half-width)"
+        res = c.capacity_resolution
+        low, high, clipped = clip_interval(m, res)  # a capacity is never below 0
+        return m, res, (f"{low:.3g}–{high:.3g} (the search bracket's half-width, clipped at 0)" if clipped
+                        else f"± {res:.2g} (the search bracket's half-width)")
     return m, half, txt
 
 
@@ -299,7 +315,8 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
     for r in report.candidates:
         per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)
         n = _reps(answer, r.candidate)
-        reps = "-" if n is None else str(n) + ("*" if answer.whole.facts.candidate(r.candidate).replicas_at_risk else "")
+        fc = answer.whole.facts.candidate(r.candidate)
+        reps = "-" if n is None else (f"{fc.replicas_low}-{n}*" if fc.replicas_undetermined else str(n))
         cap = f"{r.mean:.3g}" if r.mean > 0 else "none"
         half = _interval(answer, r.candidate)[1]
         ci = "n/a" if half is None else f"{half:.2g}"
@@ -313,9 +330,10 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
             lines.append(f"{'':<18} note: {r.bounded}")
         if n is None:
             lines.append(f"{'':<18} note: {r.replicas_status}")
-        elif answer.whole.facts.candidate(r.candidate).replicas_at_risk:
-            lines.append(f"{'':<18} * at risk: {n} replica(s) cover the mean capacity only (no lower "
-                         f"95 % bound above zero at {len(r.seeds)} seed(s))")
+        elif fc.replicas_undetermined:
+            lines.append(f"{'':<18} * {fc.replicas_low} or {n} replicas: {n} carry the target; "
+                         f"{r.replicas_below} at the budget of {len(r.seeds)} seed(s) (run.max_seeds "
+                         f"or --max-seeds for more)")
     facts = answer.whole.facts
     if facts.mixed_fleets:
         gpus = ", ".join(f"{r.candidate} {facts.gpus_text(r.candidate, n)}"
@@ -323,12 +341,12 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
         lines.append("replicas of each candidate's own fleet ([fleet] or its [fleets.NAME]); cost is charged "
                      f"per GPU-hour of its kind: {gpus or 'no candidate reached the target rate'}")
     elif (g := report.gpus_per_replica) > 1:
-        gpus = ", ".join(f"{r.candidate} {_reps(answer, r.candidate)} × {g} = {_reps(answer, r.candidate) * g} GPUs"
-                         for r in report.candidates if _reps(answer, r.candidate) is not None)
+        gpus = ", ".join(_gpu_words(answer, r.candidate, g) for r in report.candidates
+                         if _reps(answer, r.candidate) is not None)
         lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
                      f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
-    lines += ["replicas: the fewest whose fleet capacity's lower 95 % bound covers the target (and that "
-              "sustain it on every seed when simulated)", "",
+    lines += ["replicas: the fewest that carry the target when simulated, every SLO check's 95 % bound "
+              "within its limit across the seeds (the rule `simulate` judges a fleet by)", "",
               "decisions (derived from the verdict above):", format_rows(rows(answer))]
     if report.bottlenecks:
         lines += ["", "what limits capacity (judged at each candidate's capacity point, by saturation):",

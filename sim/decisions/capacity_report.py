@@ -32,6 +32,16 @@ class CandidateCapacity:
     times (``timing_spread``): the model's own uncertainty, next to the seeds' interval."""
     operating_seeds: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
     """The summary row of each seed at the target rate on ``replicas`` (same order as seeds)."""
+    replicas_low: int | None = None
+    """``replicas − 1`` when that count's "carries" is still undetermined at these seeds (the
+    answer is then "low or replicas"); else ``replicas``."""
+    replicas_below: str = ""
+    """What ``replicas − 1`` showed, in words ("3: cannot carry (TTFT p95 1.3–1.5 × its limit …)")."""
+
+    @property
+    def replicas_undetermined(self) -> bool:
+        """True when the budget left ``replicas − 1`` undetermined ("3 or 4 replicas")."""
+        return self.replicas is not None and self.replicas_low is not None and self.replicas_low < self.replicas
 
     @property
     def capacities(self) -> list[float]:
