@@ -80,6 +80,7 @@ STAND_INS: dict[str, tuple[object, str]] = {
     "gpu.json": (_copy(GPU_PROFILE, drop_acceptance="eagle3"),
                  "a GPU profile as a fresh measurement leaves it: eagle3's acceptance not yet published"),
     "acc.json": (r"^specplan profile published --rates ", "the acceptance file the command above writes"),
+    "old.json": (_copy("profiles/smollm2-135m-cpu.json"), "a profile written before issue 41 (the shipped CPU one)"),
     "vllm-server.log": (_copy("tests/docs/fixtures/vllm-server.log"), "a vLLM server log with SpecDecoding lines"),
     "metrics.txt": (_copy("tests/docs/fixtures/metrics.txt"), "a /metrics scrape of your server"),
 }
