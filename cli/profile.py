@@ -239,13 +239,10 @@ def _summary(profile: dict[str, Any], out: str) -> None:
     mem = profile["memory"]
     print(f"  weights {mem['target_weight_bytes'] / 2**20:.1f} MiB, KV {mem['target_kv_bytes_per_token']} B/token "
           f"[{mem['provenance']['method']}]")
+    from profiler.acceptance_lengths import headline
+
     for name, entry in (profile.get("acceptance") or {}).items():
-        segs = entry["segments"]
-        drafts = sum(s["num_drafts"] for s in segs)
-        acc = sum(s["num_accepted_tokens"] for s in segs)
-        mal = 1 + acc / drafts if drafts else float("nan")
-        print(f"  acceptance {name}: {len(segs)} segments, mean acceptance length {mal:.2f} "
-              f"[{entry['provenance']['method']}]")
+        print(f"  {headline(name, entry)}")
         from profiler.acceptance import precision_summary
 
         thin = precision_summary(entry)

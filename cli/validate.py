@@ -240,7 +240,7 @@ def _write(out: Path, table: pl.DataFrame, frames: dict[str, list[pl.DataFrame]]
            header: list[str], meta: dict[str, Any]) -> None:
     comparison.write_tables(out, table, frames, header, meta)
     fidelity_figures.write_html(fidelity_figures.figures(table), out / "fidelity.html", "specplan validate",
-                                "\n".join(header + [comparison.format_bar(table)]))
+                                "\n".join(header + [comparison.format_bar(table), *comparison.tail_warnings(table)]))
 
 
 def _print(args: argparse.Namespace, table: pl.DataFrame, header: list[str], out: Path) -> None:
@@ -251,4 +251,6 @@ def _print(args: argparse.Namespace, table: pl.DataFrame, header: list[str], out
     print(comparison.format_table(table))
     print()
     print(comparison.format_bar(table))
+    for line in comparison.tail_warnings(table):
+        print(line)
     print(f"\nwritten: {out}/fidelity.parquet, fidelity.csv, fidelity.json, fidelity.html")
