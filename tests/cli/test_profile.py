@@ -269,3 +269,19 @@ def test_interval_action_adds_prompts_and_interval_from_the_stored_rows(tmp_path
     assert code == 0 and "interval for 0 segment(s)" in stdout
     code, _, err = run_cli(["profile", "interval", "-o", str(tmp_path / "d.json")], capsys)
     assert_one_line_error(code, err, "--profile BASE.json is required")
+
+
+def test_merge_of_a_published_library_entry_checks_its_target_by_name(tmp_path: Path, capsys):
+    """Library files name their target as a string (profiles/acceptance/*.json); merging one
+    onto the same model works, onto another is refused in one line (it crashed on both)."""
+    repo = Path(__file__).resolve().parents[2]
+    lib = repo / "profiles" / "acceptance" / "vllm-ci-llama-3.1-8b-eagle3.json"
+    out = tmp_path / "merged.json"
+    assert main(["profile", "merge", "--timing", str(repo / "profiles" / "llama-3.1-8b-h100-vllm.json"),
+                 "--acceptance", str(lib), "-o", str(out)]) == 0
+    assert "vllm-ci-llama-3.1-8b-eagle3" in load_profile(out).acceptance
+    capsys.readouterr()
+    assert main(["profile", "merge", "--timing", str(repo / "profiles" / "smollm2-135m-cpu.json"),
+                 "--acceptance", str(lib), "-o", str(tmp_path / "other.json")]) == 2
+    err = capsys.readouterr().err
+    assert "measured on other models" in err and "internal error" not in err and len(err.strip().splitlines()) == 1
