@@ -246,3 +246,10 @@ def test_merge_across_models_is_refused_unless_the_reason_is_given(tmp_path: Pat
     code, _, err = run_cli(["profile", "merge", "--timing", str(repo / "profiles" / "smollm2-135m-cpu-xeon.json"),
                             "--acceptance", str(acc), "--acceptance-proposer", "ngram", "-o", str(same)], capsys)
     assert code == 0, err
+
+
+def test_a_bad_reserve_is_refused_before_any_model_is_loaded(tmp_path: Path, capsys):
+    code, _, err = run_cli(["profile", "--target", "config:tiny-llama", "--reserve-gb", "-2", "--device", "cpu",
+                            "--no-progress", "-o", str(tmp_path / "p.json")], capsys)
+    assert_one_line_error(code, err, "--reserve-gb -2.0: must be a number of GiB >= 0")
+    assert not (tmp_path / "p.json").exists()
