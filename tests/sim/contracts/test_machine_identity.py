@@ -7,7 +7,13 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.contracts.machine_identity import Machine, both_machines, machine_line, profile_machine, this_machine
+from sim.contracts.machine_identity import (
+    Machine,
+    both_machines,
+    machine_line,
+    profile_machine,
+    this_machine,
+)
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict
 
