@@ -97,7 +97,8 @@ def kv_capacity(
             f"{_gib(need)} more memory needed for one block of {block_size} tokens "
             f"(usable {_gib(usable)} of device_memory_bytes{reserved}, weights+activations {_gib(usable - budget)} "
             f"from target_weight_bytes + activation_peak_bytes{drafts}, {per_token} bytes per token "
-            f"from target_kv_bytes_per_token{drafts}); raise memory_utilization or use a smaller model",
+            f"from target_kv_bytes_per_token{drafts}); raise memory_utilization"
+            f"{', reserve less' if mem.reserve_bytes else ''} or use a smaller model",
         )
     return KvCapacity(
         kv_tokens=blocks * block_size,
