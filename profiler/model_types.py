@@ -42,6 +42,9 @@ class LoadedModel:
     """What the user typed; used in messages and provenance."""
     notes: tuple[str, ...] = field(default=())
     """Facts about how the weights were produced (e.g. 'GGUF Q4_1 dequantised to float32')."""
+    load_s: float | None = None
+    """Seconds to read the tokenizer and weights and place them on the device (hashing for the
+    identity excluded): the load part of a cold start (profiler/cold_start.py)."""
 
     @property
     def config(self) -> Any:

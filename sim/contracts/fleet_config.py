@@ -102,8 +102,10 @@ class RestartConfig:
 
     at_s: float
     """Simulated time of the restart (seconds, within the run)."""
-    cold_start_s: float
-    """Seconds the replica serves nothing while it loads weights and warms up (≥ 0)."""
+    cold_start_s: float | None = None
+    """Seconds the replica serves nothing while it loads weights and warms up (≥ 0); omitted:
+    the profile's measured cold start, else a default that says it is assumed
+    (sim/model/cold_start.py)."""
     replica: int = 0
     """Index of the restarting replica (0-based, < fleet.replicas)."""
     on_restart: OnRestart = "reroute"
@@ -115,7 +117,7 @@ class RestartConfig:
     def __post_init__(self) -> None:
         if self.at_s < 0:
             raise FieldError("at_s", f"must be ≥ 0 seconds, got {self.at_s}")
-        if self.cold_start_s < 0:
+        if self.cold_start_s is not None and self.cold_start_s < 0:
             raise FieldError("cold_start_s", f"must be ≥ 0 seconds, got {self.cold_start_s}")
         if self.replica < 0:
             raise FieldError("replica", f"must be ≥ 0, got {self.replica}")

@@ -22,6 +22,7 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.model import serving_engine
 from sim.model.acceptance import AcceptanceModel
+from sim.model.cold_start import resolved as resolved_restart
 from sim.model.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits, model_length
 from sim.model.kv_capacity import check_replica_shape, kv_capacity
@@ -247,7 +248,7 @@ def simulate_once(
         model = shifted(model, acceptance_shift, cand.max_k)
     rates_ss, draw_ss = accept_ss.spawn(2)
     caching = prefix_caching(scenario, cand)
-    restart = scenario.fleet.restart
+    restart = resolved_restart(scenario.fleet.restart, profile)  # seconds: the scenario's, the profile's, assumed
     spec = FleetSpec(
         scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching, engine.full_width_drafts,
                                    length.tokens),
