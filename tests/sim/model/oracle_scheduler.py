@@ -54,7 +54,7 @@ class OracleScheduler:
         self.waiting: deque[Request] = deque()
         self.queue_log = array("d")
         """(time, +1 | -1) pairs, flat: every entry to and exit from ``waiting``, so the queue
-        length's time average over any window is exact (sim.results.metrics.queue_len_tw)."""
+        length's time average over any window is exact (sim.results.time_weighted.queue_len_tw)."""
         self.running: list[Request] = []
         self.free_blocks = config.kv_blocks
         self.cache = OraclePrefixCache(config.block_size, config.prefix_caching)
