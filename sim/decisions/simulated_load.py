@@ -99,7 +99,7 @@ class SimulatedLoad:
     def _spend(self, sc: Any, runs: int) -> None:
         """The search's simulated request-steps so far stay under the work limit (one line
         naming the scenario and the total when they would not), so no search runs for hours."""
-        from sim.contracts.input_limits import hashed_block_size, max_request_steps, workload_size
+        from sim.contracts.work_limits import hashed_block_size, max_request_steps, workload_size
 
         n, steps = workload_size(sc.workload, sc.run, None, hashed_block_size(sc))
         self.work += n * steps * runs

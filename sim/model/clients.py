@@ -32,8 +32,8 @@ import numpy as np
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.fleet_config import RequestOverhead
-from sim.contracts.input_limits import workload_size
 from sim.contracts.scenario import Scenario
+from sim.contracts.work_limits import workload_size
 from sim.contracts.workload_config import WorkloadConfig
 from sim.model import kernel_state as ks
 from sim.model import price_kernels as pk

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
-from sim.contracts.input_limits import check_work, workload_size
 from sim.contracts.scenario import RunConfig, Scenario
 from sim.contracts.trace import Trace, read_trace
+from sim.contracts.work_limits import check_work, workload_size
 from sim.contracts.workload_config import PiecewiseConfig, WorkloadConfig
 from sim.model import conversations
 

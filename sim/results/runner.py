@@ -19,12 +19,12 @@ import polars as pl
 
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
-from sim.contracts.input_limits import check_work, hashed_block_size, workload_size
 from sim.contracts.machine_identity import machine_line
 from sim.contracts.memory_limits import check_memory
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
+from sim.contracts.work_limits import check_work, hashed_block_size, workload_size
 from sim.model.cold_start import source_line as cold_start_source
 from sim.model.engine import StepTimer
 from sim.model.k_schedule import resolve_candidate, straddle_notes

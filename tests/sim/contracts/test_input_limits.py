@@ -15,9 +15,9 @@ from sim.contracts.input_limits import (
     check_nesting,
     check_path,
     check_tree,
-    check_work,
     read_text_limited,
 )
+from sim.contracts.work_limits import check_work
 
 
 @pytest.mark.parametrize(("text", "toml", "line"), [
@@ -120,8 +120,8 @@ def test_work_limit_gives_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_shared_prompt_blocks_count_as_work_only_with_prefix_caching(turns: int, user: int, block: int) -> None:
     """A conversation's mean prompt (first + (turns - 1) / 2 × (answer + user turn)) in blocks is
     added to each request's steps when prompts are hashed, and nothing without caching."""
-    from sim.contracts.input_limits import workload_size
     from sim.contracts.scenario import Scenario
+    from sim.contracts.work_limits import workload_size
 
     w = {"arrival": "poisson", "rate": 1.0, "segments": [{
         "name": "c", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 40},
