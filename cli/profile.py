@@ -259,7 +259,7 @@ def _summary(profile: dict[str, Any], out: str) -> None:
 
     for name, entry in (profile.get("acceptance") or {}).items():
         print(f"  {headline(name, entry)}")
-        from profiler.acceptance import precision_summary
+        from profiler.acceptance_report import precision_summary
 
         thin = precision_summary(entry)
         if thin:
@@ -313,7 +313,7 @@ def _run_padded_batch(args: argparse.Namespace) -> int:
 
 
 def _run_interval(args: argparse.Namespace) -> int:
-    from profiler.acceptance import add_intervals
+    from profiler.acceptance_report import add_intervals
     from profiler.profile_io import check_writable, read_profile_dict, write_profile
 
     if not args.profile:

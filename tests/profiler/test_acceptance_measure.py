@@ -10,13 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from profiler.acceptance import (  # noqa: E402
-    check_entry,
-    describe,
-    mean_acceptance_length,
-    measure_acceptance,
-    precision_summary,
-)
+from profiler.acceptance import check_entry, measure_acceptance  # noqa: E402
+from profiler.acceptance_report import describe, mean_acceptance_length, precision_summary  # noqa: E402
 from profiler.prompt_sets import Prompt, builtin_prompts  # noqa: E402
 from profiler.proposers import DraftModelProposer, NgramProposer  # noqa: E402
 from sim.contracts.errors import SpecplanError  # noqa: E402

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.acceptance import check_entry, mean_acceptance_length
+from profiler.acceptance import check_entry
+from profiler.acceptance_report import mean_acceptance_length
 from profiler.published import published_entry, survival_rates
 from sim.contracts.errors import SpecplanError
 
