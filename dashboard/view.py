@@ -32,6 +32,7 @@ from dashboard.colors import candidate_colors
 from dashboard.figure_style import Figure
 from dashboard.html_report import ReportContent
 from dashboard.labels import profile_words
+from dashboard.level_figures import kv_queue_over_time
 from dashboard.run_cache import PointRunner, RunCache
 from dashboard.state import DEFAULT_LOAD_FACTORS
 from sim.contracts.errors import SpecplanError
@@ -292,7 +293,7 @@ def view_figures(view: View) -> dict[str, Figure]:
     out["acc-needed"] = acceptance_needed_chart(need_frame(view.answer.needs if view.answer else ()), colors)
     out["breakeven"] = fg.breakeven_chart(view.breakeven, colors,
                                           title=f"Break-even of speculation vs k ({view.breakeven_label})")
-    out["levels"] = fg.kv_queue_over_time(
+    out["levels"] = kv_queue_over_time(
         levels_over_time(steps, bin_s), colors,
         title=f"KV use and queue length over time (seed {first}, {bin_s:g} s bins)")
     return out

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
-from dashboard import figure_style, figures
+from dashboard import figure_style, figures, level_figures
 from dashboard.chart_frames import levels_over_time
 from dashboard.colors import BASELINE_COLOR, PALETTE, SLO_COLOR, candidate_colors
 
@@ -199,7 +199,7 @@ def test_levels_over_time_is_time_weighted_and_fleet_wide():
     # replica 0: queue (4*.1 + 0*.3)/.4 = 1.0, kv (10*.1+30*.3)/.4 = 25; replica 1: queue 2, kv 50
     assert row["queue_len"] == pytest.approx(3.0)
     assert row["kv_use"] == pytest.approx(75 / 200)
-    fig = go.Figure(figures.kv_queue_over_time(lv, COLORS))
+    fig = go.Figure(level_figures.kv_queue_over_time(lv, COLORS))
     assert len(fig.data) == 2 and fig.data[0].line.color == BASELINE_COLOR
     assert "fraction" in fig.layout.yaxis.title.text and "(s)" in fig.layout.xaxis2.title.text
     assert not math.isnan(fig.data[1].y[0])
