@@ -41,11 +41,11 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.fidelity import comparison, live_load
 from sim.fidelity import drift as drift_check
+from sim.model.assembly import scheduler_config
 from sim.model.engine_defaults import engine_limits
 from sim.model.kv_capacity import kv_capacity
 from sim.model.machine_speed import speed_timeline
 from sim.model.speculation import policy_from_candidate
-from sim.results.simulation import scheduler_config
 
 
 @dataclass(frozen=True)

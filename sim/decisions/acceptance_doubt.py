@@ -244,10 +244,11 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     ``bisect``: extra evaluations that locate a flip (for M)."""
     from sim.contracts.trace import read_trace
     from sim.decisions.answer import answer_of
+    from sim.model.assembly import acceptance_model
     from sim.model.k_schedule import resolve_candidate
     from sim.model.workload import generate_requests
     from sim.results.runner import candidate_profiles
-    from sim.results.simulation import acceptance_model, simulate_once
+    from sim.results.simulation import simulate_once
 
     sc = result.scenario
     base = sc.baseline.name

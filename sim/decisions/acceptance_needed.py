@@ -285,8 +285,8 @@ class _Search:
 
     def candidate(self, name: str) -> AcceptanceNeeded:
         from sim.decisions.answer import criteria_or_none
+        from sim.model.assembly import acceptance_model
         from sim.results.runner import candidate_profiles
-        from sim.results.simulation import acceptance_model
 
         sc0 = self.pts[0][1].scenario
         cand = sc0.candidate(name)

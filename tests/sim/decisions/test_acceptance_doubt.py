@@ -105,7 +105,7 @@ def test_a_shift_to_the_estimate_itself_reproduces_the_decisions_own_run(tmp_pat
     sc = load_scenario(write_root(tmp_path, 5))
     res = run_scenario(sc, None, ["baseline", "spec"], [1])
     prof = res.profiles["spec"]
-    from sim.results.simulation import acceptance_model
+    from sim.model.assembly import acceptance_model
 
     model = acceptance_model(sc, prof, sc.candidate("spec"))
     point = 1.0 + float(model.segment("chat").aggregate[:3].sum())

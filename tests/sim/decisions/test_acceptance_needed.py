@@ -27,8 +27,9 @@ from sim.decisions.acceptance_needed import (
 )
 from sim.decisions.acceptance_needed_text import need_frame, point_words, sentence
 from sim.model.acceptance import AcceptanceModel
+from sim.model.assembly import acceptance_model
 from sim.results.runner import run_scenario
-from sim.results.simulation import acceptance_model, simulate_once
+from sim.results.simulation import simulate_once
 from tests.helpers import scenario_toml
 
 LATENCY_INDIFFERENCE = 0.05
