@@ -179,7 +179,8 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
         "sustains": {"percentile": c.percentile, "limits_ms": dict(c.limits_ms),
                      "max_loss_fraction": c.max_loss_fraction},
         "search": {"rel_tol": report.rel_tol, "max_evals": report.max_evals,
-                   "duration_s": report.duration_s},
+                   "duration_s": report.duration_s,
+                   "replicas_rule": getattr(report, "replicas_rule", "capacity")},
         "candidates": [
             {"candidate": r.candidate, "capacity_rps_mean": r.mean,
              "capacity_rps_ci95": _interval(answer, r.candidate)[1],
@@ -264,6 +265,16 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path, answer: Any) -> N
         write_parquet_atomic(bf, out / "bottlenecks.parquet")
 
 
+def _replicas_rule(report: Any) -> str:
+    """How the replica column was found (the report's ``replicas_rule``), in one line."""
+    if getattr(report, "replicas_rule", "capacity") == "simulated":
+        return ("replicas: the fewest on which the trace, replayed at the target rate (its one slice, "
+                "gaps divided alike), is carried on every seed when simulated; a trace's bursts do not "
+                "split across replicas as its rate does, so the count is simulated, not divided out")
+    return ("replicas: the fewest whose fleet capacity's lower 95 % bound covers the target (and that "
+            "sustain it on every seed when simulated)")
+
+
 def _money(v: Any) -> str:
     """Dollars per 1,000 good answers: the one cost unit of every surface."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -327,8 +338,7 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
                          for r in report.candidates if _reps(answer, r.candidate) is not None)
         lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
                      f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
-    lines += ["replicas: the fewest whose fleet capacity's lower 95 % bound covers the target (and that "
-              "sustain it on every seed when simulated)", "",
+    lines += [_replicas_rule(report), "",
               "decisions (derived from the verdict above):", format_rows(rows(answer))]
     if report.bottlenecks:
         lines += ["", "what limits capacity (judged at each candidate's capacity point, by saturation):",

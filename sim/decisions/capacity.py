@@ -33,7 +33,7 @@ from sim.contracts.errors import SpecplanError
 from sim.decisions.answer import candidate_devices
 from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
 from sim.decisions.capacity_search import CapacitySearch, find_capacity
-from sim.decisions.load_scaling import arrival_rate
+from sim.decisions.load_scaling import arrival_rate, trace_probe_note
 from sim.decisions.simulated_load import SimulatedLoad
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
 
@@ -94,7 +94,12 @@ def plan_capacity(
     if pw is not None:
         load.notes.add(f"rates are mean arrival rates over the run; the piecewise profile peaks at "
                        f"{pw.max_rate() / base_rate:.2g}× its mean")
+    trace = scenario.workload.arrival == "trace"
+    if trace:
+        load.notes.add(trace_probe_note(scenario, target))
     fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
+    if trace:
+        fleet = _trace_fleet(load, scenario, chosen, target, seeds, criteria, max_replicas, say)
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
 
     budget = max(len(seeds), int(max_seeds if max_seeds is not None else scenario.run.max_seeds))
@@ -116,7 +121,9 @@ def plan_capacity(
         per_seed = per_cand[name]
         cap = float(np.mean([s.rate for s in per_seed])) / fleet
         say(f"{name}: replicas for {target:g} req/s")
-        n, status, row, seed_rows = _fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas)
+        # a trace's groups of requests may need a fleet where one replica carries no rate at all
+        guess = cap if cap > 0 or not trace else target
+        n, status, row, seed_rows = _fewest_replicas(load, name, target, guess, seeds, criteria, max_replicas)
         if row is not None:
             op_rows.append({**row, "replicas": n, "rate": target})
         band = search.profile_band(name, cap) if profile_band else None
@@ -140,7 +147,27 @@ def plan_capacity(
         start_seeds=len(tuple(s for s in (seeds_asked if seeds_asked is not None else scenario.run.seeds))),
         max_seeds=budget,
         acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
+        replicas_rule="simulated" if trace else "capacity",
     )
+
+
+def _trace_fleet(load: SimulatedLoad, scenario: Any, chosen: Sequence[str], target: float,
+                 seeds: Sequence[int], criteria: SustainCriteria, max_replicas: int,
+                 say: Callable[[str], None]) -> int:
+    """The fleet a trace's capacity is searched on: the scenario's, or more when the trace at the
+    target needs more (the baseline's fewest replicas, else the first candidate's). Why: a
+    trace's groups of requests land on one replica whatever the rate, so a fleet too small for
+    them carries no rate at all and its capacity would say nothing."""
+    fleet = int(scenario.fleet.replicas)
+    lead = scenario.baseline.name if scenario.baseline.name in chosen else chosen[0]
+    say(f"{lead}: replicas the trace needs at {target:g} req/s (where capacity is searched)")
+    n = _fewest_replicas(load, lead, target, target / fleet, seeds, criteria, max_replicas)[0]
+    if n is None or n <= fleet:
+        return fleet
+    load.notes.add(f"capacity searched on {n} replicas, the fewest on which {lead} carries the trace at "
+                   f"{target:g} req/s (the scenario's fleet.replicas = {fleet} carries it at no rate); "
+                   "capacity shown per replica")
+    return n
 
 
 def _chosen(scenario: Any, candidates: Sequence[str] | None) -> list[str]:

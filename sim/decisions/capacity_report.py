@@ -108,4 +108,9 @@ class CapacityReport:
     """The replication budget (run.max_seeds or --max-seeds)."""
     acceptance: Mapping[str, str] | None = None
     """What each candidate's acceptance rests on (sim/results/acceptance_basis.py)."""
+    replicas_rule: str = "capacity"
+    """How replica counts were found: ``"capacity"`` (the fewest whose fleet capacity's lower
+    95 % bound covers the target, then checked by simulation) or ``"simulated"`` (a recorded
+    trace: the fewest whose simulation of the trace at the target carries it on every seed,
+    since requests arriving in groups do not split across replicas as their rate does)."""
 

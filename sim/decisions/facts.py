@@ -296,7 +296,9 @@ def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
         sim_n = c.replicas
         at_risk = n_low is None and n_mean is not None
         reps = None
-        if n_low is not None:
+        if getattr(report, "replicas_rule", "capacity") == "simulated":
+            reps, at_risk = sim_n, False  # a trace's fleet is simulated, not divided out of a rate
+        elif n_low is not None:
             reps = max(n_low, sim_n or 0)
         elif sim_n is not None or n_mean is not None:
             reps = max(sim_n or 0, n_mean or 0) or None

@@ -12,23 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.contracts.scenario import Scenario, load_scenario
-from sim.contracts.synthetic_trace import bursty_rows, write_jsonl
+from sim.contracts.synthetic_trace import bursty_rows
 from sim.decisions.load_scaling import arrival_rate, at_load
 from sim.model.workload import generate_requests
-from tests.helpers import BASELINE, scenario_toml, write_scenario
+from tests.helpers import trace_scenario_path
 
 
-def trace_scenario(folder: Path, rows: list[dict[str, object]], *, duration_s: float, warmup_s: float = 0.0,
-                   trace: dict[str, object] | None = None, replicas: int = 1) -> Scenario:
-    """A one-candidate scenario replaying ``rows`` (Mooncake JSONL) on a synthetic profile."""
-    write_jsonl(rows, folder / "bursty.jsonl")
-    text = scenario_toml(
-        "bursty", run={"duration_s": duration_s, "warmup_s": warmup_s, "seeds": [1]},
-        workload={"arrival": "trace", "trace": {"path": "bursty.jsonl", **(trace or {})}},
-        segments=[{"name": "chat", "share": 1.0, "acceptance": {"task": "chat", "language": "en"}}],
-        slo={"ttft_ms": 2000, "percentile": 95},
-        fleet={"profile": "profile.json", "replicas": replicas}, candidates=[BASELINE])
-    return load_scenario(write_scenario(folder, text))
+def trace_scenario(folder: Path, rows: list[dict[str, object]], **kw: object) -> Scenario:
+    return load_scenario(trace_scenario_path(folder, rows, **kw))
 
 
 def replayed(sc: Scenario) -> tuple[np.ndarray, list[tuple[int, int]], int]:
