@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seeds", metavar="N", help="replication budget: while the capacities "
                         "cannot be told apart, seeds are added until they can or N ran (default: "
                         "the scenario's run.max_seeds, 10)")
+    parser.add_argument("--per-window", metavar="S", help="also size each S-second window of a "
+                        "recorded trace on its own: replicas per window, peak and mean GPUs (what an "
+                        "autoscaler would follow), beside the whole trace's fleet")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
@@ -99,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
     duration = _num("--duration", args.duration)
     if duration is not None:
         scenario = with_duration(scenario, duration)
+    if (per_window := _num("--per-window", args.per_window)) is not None:
+        from sim.decisions.trace_sizing import check_windows
+
+        check_windows(scenario, per_window)  # before the search, not after it
     profile = resolve_profile(scenario, args.profile)
     cands = [c.strip() for c in args.candidates.split(",")] if args.candidates else None
     rel_tol = _num("--rel-tol", args.rel_tol)
@@ -125,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)
+    windows = _per_window(scenario, profile, report, answer, args.per_window, quiet)
     doc = to_json(report, advice, answer, routes, deploy)
+    if windows is not None:
+        doc["per_window"] = windows.to_json()
     if args.out:
         write_outputs(report, doc, Path(args.out), answer)
     if args.json:
@@ -133,7 +143,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(format_report(report, advice, answer, verbose=args.verbose, routes=routes,
                                        deploy=deploy)))
+        if windows is not None:
+            print("\n".join(["", *windows.lines()]))
     return 0
+
+
+def _per_window(scenario: Any, profile: Any, report: Any, answer: Any, raw: str | None, quiet: bool) -> Any:
+    """``--per-window S``: the trace's windows sized on their own (None without the flag)."""
+    from sim.decisions.trace_sizing import windows_of_plan
+
+    window_s = _num("--per-window", raw)
+    if window_s is None:
+        return None
+    return windows_of_plan(scenario, profile, report, answer, window_s,
+                           progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)))
 
 
 def _deploy(scenario: Any, profile: Any, answer: Any) -> Any:

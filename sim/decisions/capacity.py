@@ -17,7 +17,8 @@ Searches run with ``run.drain = true`` so an overloaded run's backlog is measure
 and (stationary arrivals) long enough for ``min_requests`` measured requests.
 
 The parts: ``load_scaling`` (a scenario at a rate), ``simulated_load`` (a probe by
-simulation), ``capacity_search`` (the root finder), ``capacity_report`` (what was found).
+simulation), ``capacity_search`` (the root finder), ``capacity_report`` (what was found),
+``trace_sizing`` (a recorded trace: its fleet is simulated, not divided out of a rate).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from sim.decisions.capacity_search import CapacitySearch, find_capacity
 from sim.decisions.load_scaling import arrival_rate, trace_probe_note
 from sim.decisions.simulated_load import SimulatedLoad
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
+from sim.decisions.trace_sizing import trace_fleet
 
 
 def plan_capacity(
@@ -99,7 +101,7 @@ def plan_capacity(
         load.notes.add(trace_probe_note(scenario, target))
     fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
     if trace:
-        fleet = _trace_fleet(load, scenario, chosen, target, seeds, criteria, max_replicas, say)
+        fleet = trace_fleet(load, scenario, chosen, target, seeds, criteria, max_replicas, say)
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
 
     budget = max(len(seeds), int(max_seeds if max_seeds is not None else scenario.run.max_seeds))
@@ -149,25 +151,6 @@ def plan_capacity(
         acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
         replicas_rule="simulated" if trace else "capacity",
     )
-
-
-def _trace_fleet(load: SimulatedLoad, scenario: Any, chosen: Sequence[str], target: float,
-                 seeds: Sequence[int], criteria: SustainCriteria, max_replicas: int,
-                 say: Callable[[str], None]) -> int:
-    """The fleet a trace's capacity is searched on: the scenario's, or more when the trace at the
-    target needs more (the baseline's fewest replicas, else the first candidate's). Why: a
-    trace's groups of requests land on one replica whatever the rate, so a fleet too small for
-    them carries no rate at all and its capacity would say nothing."""
-    fleet = int(scenario.fleet.replicas)
-    lead = scenario.baseline.name if scenario.baseline.name in chosen else chosen[0]
-    say(f"{lead}: replicas the trace needs at {target:g} req/s (where capacity is searched)")
-    n = _fewest_replicas(load, lead, target, target / fleet, seeds, criteria, max_replicas)[0]
-    if n is None or n <= fleet:
-        return fleet
-    load.notes.add(f"capacity searched on {n} replicas, the fewest on which {lead} carries the trace at "
-                   f"{target:g} req/s (the scenario's fleet.replicas = {fleet} carries it at no rate); "
-                   "capacity shown per replica")
-    return n
 
 
 def _chosen(scenario: Any, candidates: Sequence[str] | None) -> list[str]:

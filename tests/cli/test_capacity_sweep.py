@@ -79,6 +79,8 @@ def test_capacity_table(scenario_path: Path, capsys: pytest.CaptureFixture[str])
         (["--candidates", "eagle"], "unknown candidate 'eagle'"),
         (["--target-rate", "fast"], "--target-rate: expected a number"),
         (["--duration", "-5"], "--duration: must be > 0"),
+        (["--per-window", "300"], "--per-window: sizes the windows of a recorded trace"),
+        (["--per-window", "soon"], "--per-window: expected a number"),
     ],
 )
 def test_capacity_bad_input_is_one_line_exit_2(scenario_path: Path, capsys: pytest.CaptureFixture[str],
