@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", metavar="A,B,…", help="only these candidates")
     parser.add_argument("--profile", metavar="PATH", help="profile instead of the scenario's fleet.profile")
     parser.add_argument("--duration", metavar="S", help="simulated seconds per probe (default: the "
-                        "scenario's run.duration_s; shorter is faster and noisier)")
+                        "scenario's run.duration_s; shorter is faster and noisier); a trace: the "
+                        "slice replayed, which probes at other rates compress or stretch")
     parser.add_argument("--rel-tol", metavar="F", default="0.1", help="stop when the bracket is "
                         "within this relative width (default 0.1)")
     parser.add_argument("--max-evals", metavar="N", default="8", help="probes per seed and "

@@ -85,3 +85,20 @@ def test_windows_partition_the_replay_at_the_target_rate(seed: int, ticks: int, 
     want = [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in whole]
     assert [g[1:] for g in got] == [w[1:] for w in want]  # every request in exactly one window, in order
     np.testing.assert_allclose([g[0] for g in got], [w[0] for w in want], rtol=1e-9, atol=1e-9)
+
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="../shared/traces/azure_llm_2023_conv.csv is absent "
+                                                 "(the public Azure trace is not part of the project)")
+def test_windows_of_the_azure_conversation_hour_hold_every_request_once(tmp_path: Path) -> None:
+    rows = bursty_rows(np.random.default_rng(0), 2)  # only to write a scenario; its trace is replaced
+    sc = load_scenario(trace_scenario_path(tmp_path, rows, duration_s=3500, warmup_s=60))
+    sc = sc.with_overrides({"workload.trace.path": str(SHARED)})
+    total = round(sc.workload.mean_rate(3500) * 3500)
+    rate = 20.0  # 3.6× the recorded 5.5 req/s: the hour compressed to about 16 minutes
+    parts = window_scenarios(sc, rate, 60.0)
+    counts = [round(p.workload.mean_rate(t1 - t0) * (t1 - t0)) for t0, t1, p in parts]
+    assert total > 19_000 and sum(counts) == total
+    assert parts[-1][1] == pytest.approx(total / rate, rel=1e-9)
