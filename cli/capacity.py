@@ -329,7 +329,9 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
     lines[0:0] = [*verdict_lines(answer), ""]
     fleets = {r.fleet_replicas for r in report.candidates}
     if fleets != {1}:
-        lines.insert(2, f"searched on the scenario's fleet of {', '.join(map(str, sorted(fleets)))} "
+        whose = ("a fleet of" if getattr(report, "replicas_rule", "capacity") == "simulated"
+                 else "the scenario's fleet of")  # a trace: where it is carried (notes say why)
+        lines.insert(2, f"searched on {whose} {', '.join(map(str, sorted(fleets)))} "
                         f"replicas; capacity shown per replica (fleet ÷ replicas)")
     for r in report.candidates:
         per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)

@@ -77,7 +77,7 @@ def trace_probe_note(scenario: Any, rate: float) -> str:
     n = round(arrival_rate(sc) * run.duration_s)
     return (f"trace {t.resolved_path.name}: every probe replays the same {n} requests (trace seconds "
             f"{t.start_s:g}–{t.start_s + t.window_s:g}) with every gap divided alike, so its bursts "
-            f"stay bursts; at {rate:.4g} req/s that is workload.trace = {{start_s = {t.start_s:g}, "
-            f"window_s = {t.window_s:g}, rate_scale = {t.rate_scale:.6g}}}, run.duration_s = "
-            f"{run.duration_s:.6g}, run.warmup_s = {run.warmup_s:.6g} (the same run `specplan "
+            f"stay bursts; at {rate:.4g} req/s that is workload.trace = {{start_s = {t.start_s:.12g}, "
+            f"window_s = {t.window_s:.12g}, rate_scale = {t.rate_scale:.12g}}}, run.duration_s = "
+            f"{run.duration_s:.12g}, run.warmup_s = {run.warmup_s:.12g} (the same run `specplan "
             f"simulate` confirms the fleet with)")

@@ -161,8 +161,8 @@ def trace_fleet(load: Any, scenario: Any, chosen: Sequence[str], target: float,
     if n is None or n <= fleet:
         return fleet
     load.notes.add(f"capacity searched on {n} replicas, the fewest on which {lead} carries the trace at "
-                   f"{target:g} req/s (the scenario's fleet.replicas = {fleet} carries it at no rate); "
-                   "capacity shown per replica")
+                   f"{target:g} req/s (the scenario's fleet.replicas = {fleet} does not); capacity shown "
+                   "per replica of that fleet")
     return n
 
 
