@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if (per_window := _num("--per-window", args.per_window)) is not None:
         from sim.decisions.trace_sizing import check_windows
 
-        check_windows(scenario, per_window)  # before the search, not after it
+        check_windows(scenario, per_window, _num("--target-rate", args.target_rate))  # before the search
     profile = resolve_profile(scenario, args.profile)
     cands = [c.strip() for c in args.candidates.split(",")] if args.candidates else None
     rel_tol = _num("--rel-tol", args.rel_tol)

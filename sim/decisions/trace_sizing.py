@@ -166,8 +166,9 @@ def trace_fleet(load: Any, scenario: Any, chosen: Sequence[str], target: float,
     return n
 
 
-def check_windows(scenario: Any, window_s: float) -> None:
-    """Refuse, in one line, what cannot be sized per window (before any simulation runs)."""
+def check_windows(scenario: Any, window_s: float, target_rate: float | None = None) -> float:
+    """Refuse, in one line, what cannot be sized per window (before any simulation runs);
+    returns the replayed trace's length in seconds at ``target_rate`` (default its own rate)."""
     w = scenario.workload
     if w.arrival != "trace" or w.trace is None:
         raise SpecplanError(f"--per-window: sizes the windows of a recorded trace; this scenario's "
@@ -177,17 +178,23 @@ def check_windows(scenario: Any, window_s: float) -> None:
                             "restart; remove the restart to size windows")
     if not (math.isfinite(window_s) and window_s > 0):
         raise SpecplanError(f"--per-window: must be a number of seconds > 0, got {window_s:g}")
+    rate = arrival_rate(scenario)
+    target = rate if target_rate is None else target_rate
+    if not (math.isfinite(target) and target > 0):
+        raise SpecplanError(f"--target-rate: must be > 0 req/s, got {target}")
+    end = float(scenario.with_load_scale(target / rate).run.duration_s)
+    if window_s > end:
+        raise SpecplanError(f"--per-window: {window_s:g} s is longer than the replayed trace ({end:.6g} s at "
+                            f"{target:.6g} req/s); give ≤ {end:.6g}")
+    return end
 
 
 def window_scenarios(scenario: Any, target_rate: float, window_s: float) -> list[tuple[float, float, Any]]:
     """(t0, t1, scenario replaying only that window's requests) for each window of the trace at
     ``target_rate``; every request of the replay falls in exactly one window."""
-    check_windows(scenario, window_s)
+    check_windows(scenario, window_s, target_rate)
     sc = scenario.with_load_scale(target_rate / arrival_rate(scenario))
     t, end = sc.workload.trace, float(sc.run.duration_s)
-    if window_s > end:
-        raise SpecplanError(f"--per-window: {window_s:g} s is longer than the replayed trace ({end:.6g} s at "
-                            f"{target_rate:g} req/s); give ≤ {end:.6g}")
     out = []
     k = 0
     while k * window_s < end:

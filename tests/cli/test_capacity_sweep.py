@@ -161,3 +161,7 @@ def test_capacity_per_window_on_a_trace_in_the_table_and_json(tmp_path: Path, ca
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "replicas needed per 45 s window" in text and "peak GPUs" in text and "mean GPUs" in text
+    # a window longer than the replay is refused before any search, naming the longest valid one
+    assert main(["capacity", str(path), "--target-rate", "9", "--per-window", "91"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--per-window: 91 s is longer than the replayed trace" in err and len(err.splitlines()) == 1
