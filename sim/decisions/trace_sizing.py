@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from sim.contracts.errors import SpecplanError
 from sim.decisions.load_scaling import arrival_rate
 from sim.decisions.sustain import SustainCriteria
@@ -190,20 +192,39 @@ def check_windows(scenario: Any, window_s: float, target_rate: float | None = No
 
 
 def window_scenarios(scenario: Any, target_rate: float, window_s: float) -> list[tuple[float, float, Any]]:
-    """(t0, t1, scenario replaying only that window's requests) for each window of the trace at
-    ``target_rate``; every request of the replay falls in exactly one window."""
+    """(t0, t1, scenario replaying only that window's requests, or None for a window without
+    any) for each window of the trace at ``target_rate``; every request of the replay falls in
+    exactly one window.
+
+    A boundary between two windows is moved to halfway between the trace rows on either side of
+    it (never more than half a gap): a row that sat on it could otherwise fall in both windows
+    or in neither, by rounding, and a group of requests on one millisecond is never split."""
+    from sim.contracts.trace import read_trace
+
     check_windows(scenario, window_s, target_rate)
     sc = scenario.with_load_scale(target_rate / arrival_rate(scenario))
     t, end = sc.workload.trace, float(sc.run.duration_s)
-    out = []
-    k = 0
-    while k * window_s < end:
+    off = read_trace(t).offsets_s
+    first, last = t.start_s, t.start_s + t.window_s  # the slice, in trace seconds
+    n_win = max(1, math.ceil(end / window_s - 1e-9))
+    cuts = [first]
+    for k in range(1, n_win):
+        cut = first + k * window_s * t.rate_scale
+        i = int(np.searchsorted(off, cut, side="left"))
+        if 0 < i < len(off) and off[i] < last:
+            cut = 0.5 * (off[i - 1] + off[i])
+        cuts.append(min(max(cut, cuts[-1]), last))
+    cuts.append(last)
+    out: list[tuple[float, float, Any]] = []
+    for k in range(n_win):
         t0, t1 = k * window_s, min((k + 1) * window_s, end)
-        part = sc.with_overrides({"workload.trace.start_s": t.start_s + t0 * t.rate_scale,
-                                  "workload.trace.window_s": (t1 - t0) * t.rate_scale,
-                                  "run.duration_s": t1 - t0, "run.warmup_s": 0.0})
+        a, b = cuts[k], cuts[k + 1]
+        part = None if not b > a else sc.with_overrides(
+            {"workload.trace.start_s": a, "workload.trace.window_s": b - a,
+             "run.duration_s": (b - a) / t.rate_scale, "run.warmup_s": 0.0})
+        if part is not None and not (part.workload.mean_rate(part.run.duration_s) or 0.0) > 0:
+            part = None  # no row lies in it
         out.append((t0, t1, part))
-        k += 1
     return out
 
 
@@ -224,8 +245,10 @@ def size_windows(scenario: Any, profile: Any, window_s: float, *, target_rate: f
     named = profiles if scenario.has_named_fleets else None
     needs = []
     for t0, t1, part in window_scenarios(scenario, target_rate, window_s):
-        n_req = round((part.workload.mean_rate(t1 - t0) or 0.0) * (t1 - t0))  # rows replayed in it
-        trace_t0 = part.workload.trace.start_s
+        span = float(part.run.duration_s) if part is not None else t1 - t0  # boundaries between rows
+        n_req = 0 if part is None else round((part.workload.mean_rate(span) or 0.0) * span)
+        tr = scenario.workload.trace if part is None else part.workload.trace
+        trace_t0, trace_t1 = (tr.start_s, tr.start_s) if part is None else (tr.start_s, tr.start_s + tr.window_s)
         reps: dict[str, int | None] = {}
         status: dict[str, str] = {}
         for name in candidates:
@@ -235,14 +258,14 @@ def size_windows(scenario: Any, profile: Any, window_s: float, *, target_rate: f
                                 f"{criteria.min_measured}; a longer --per-window)")
                 continue
             say(f"{name}: replicas for the window {t0:g}–{t1:g} s ({n_req} requests)")
-            rate = n_req / (t1 - t0)
+            rate = n_req / span  # the window's own rate: its requests as they arrive
             whole = static_replicas.get(name) or 1
             guess = max(1, math.ceil(whole * rate / target_rate - 1e-9))
             load = SimulatedLoad(part, lead, criteria, 0, None, profiles=named)
             n, why, _, _ = _fewest_replicas(load, name, rate, rate / guess, seeds, criteria, max_replicas)
             reps[name] = n
             status[name] = "carried on every seed" if n is not None else why
-        needs.append(WindowNeed(t0, t1, trace_t0, trace_t0 + part.workload.trace.window_s, n_req, reps, status))
+        needs.append(WindowNeed(t0, t1, trace_t0, trace_t1, n_req, reps, status))
     gpus = {n: scenario.fleet_for(n).gpus_per_replica for n in candidates}
     return WindowSizing(float(window_s), float(target_rate), tuple(candidates), tuple(needs), gpus,
                         dict(static_replicas), tuple(int(s) for s in seeds))
