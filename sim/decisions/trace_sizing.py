@@ -254,11 +254,11 @@ def size_windows(scenario: Any, profile: Any, window_s: float, *, target_rate: f
         for name in candidates:
             if n_req < criteria.min_measured:
                 reps[name] = None
-                status[name] = (f"too few requests to judge (p{criteria.percentile:g} needs ≥ "
+                status[name] = (f"too few requests to judge ({n_req}; p{criteria.percentile:g} needs ≥ "
                                 f"{criteria.min_measured}; a longer --per-window)")
                 continue
             say(f"{name}: replicas for the window {t0:g}–{t1:g} s ({n_req} requests)")
-            rate = n_req / span  # the window's own rate: its requests as they arrive
+            rate = arrival_rate(part)  # the window's own rate: its requests as they arrive
             whole = static_replicas.get(name) or 1
             guess = max(1, math.ceil(whole * rate / target_rate - 1e-9))
             load = SimulatedLoad(part, lead, criteria, 0, None, profiles=named)
