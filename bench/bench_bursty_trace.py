@@ -120,6 +120,7 @@ def main() -> int:
     print(f"specplan capacity {scen.name} --json --no-profile-band {' '.join(extra)}  ({wall:.0f} s wall)")
     fleets = {c["candidate"]: c["replicas"] for c in doc["candidates"]}
     print(f"  verdict: {doc['decision']['headline']}")
+    print(f"  seeds: {doc['decision']['seeds']} (the scenario's [1, 2], more added while undetermined)")
     for name, n in fleets.items():
         print(f"  {name}: capacity says {n} replica(s)")
     for n in sorted({m for m in fleets.values() if m} | {m - 1 for m in fleets.values() if m and m > 1}):
