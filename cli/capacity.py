@@ -128,8 +128,10 @@ def run(args: argparse.Namespace) -> int:
         max_seeds=_max_seeds(args.max_seeds),
     )
     from sim.decisions.answer import capacity_answer, device_of
+    from sim.decisions.engine_config import deployability
 
-    answer = capacity_answer(report, device=device_of(profile, scenario))
+    engines = deployability(scenario, profile, [c.candidate for c in report.candidates])
+    answer = capacity_answer(report, device=device_of(profile, scenario), engines=engines)
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)
@@ -203,8 +205,7 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
         "sustains": {"percentile": c.percentile, "limits_ms": dict(c.limits_ms),
                      "max_loss_fraction": c.max_loss_fraction},
         "search": {"rel_tol": report.rel_tol, "max_evals": report.max_evals,
-                   "duration_s": report.duration_s,
-                   "replicas_rule": getattr(report, "replicas_rule", "capacity")},
+                   "duration_s": report.duration_s},
         "candidates": [
             {"candidate": r.candidate, "capacity_rps_mean": r.mean,
              "capacity_rps_ci95": _interval(answer, r.candidate)[1],
@@ -218,8 +219,9 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
                           for sd, s in zip(r.seeds, r.per_seed, strict=True)],
              "target_rate": r.target_rate, "replicas": _reps(answer, r.candidate),
              "replicas_covering_mean": answer.whole.facts.candidate(r.candidate).replicas_mean,
-             "replicas_at_risk": answer.whole.facts.candidate(r.candidate).replicas_at_risk,
-             "replicas_sustaining_every_seed": r.replicas, "replicas_status": r.replicas_status,
+             "replicas_low": answer.whole.facts.candidate(r.candidate).replicas_low,
+             "replicas_undetermined": answer.whole.facts.candidate(r.candidate).replicas_undetermined,
+             "replicas_below": r.replicas_below, "replicas_status": r.replicas_status,
              "gpus_per_replica": report.gpus_per_replica,
              "gpus": None if _reps(answer, r.candidate) is None else _reps(answer, r.candidate) * report.gpus_per_replica,
              "operating_point": r.operating_row}
@@ -254,6 +256,15 @@ def _at_size(answer: Any, name: str) -> float | None:
     return v if _m.isfinite(v) else None
 
 
+def _gpu_words(answer: Any, name: str, g: int) -> str:
+    """"baseline 4 × 8 = 32 GPUs"; "baseline 9 or 10 × 8 = 72 or 80 GPUs" while 9 is undetermined."""
+    c = answer.whole.facts.candidate(name)
+    n = c.replicas
+    if c.replicas_undetermined:
+        return f"{name} {c.replicas_low} or {n} × {g} = {c.replicas_low * g} or {n * g} GPUs"
+    return f"{name} {n} × {g} = {n * g} GPUs"
+
+
 def _reps(answer: Any, name: str) -> int | None:
     return answer.whole.facts.candidate(name).replicas
 
@@ -262,13 +273,17 @@ def _interval(answer: Any, name: str) -> tuple[float, float | None, str]:
     """Mean capacity, its half-width (seeds' t interval, never narrower than the search
     bracket's) and the words for it."""
     from sim.decisions.paired import mean_interval
+    from sim.results.intervals import clip_interval
 
     c = answer.whole.facts.candidate(name)
     if not c.capacity or not any(x > 0 for x in c.capacity):
         return 0.0, None, "no capacity found"
     m, half, txt = mean_interval(c.capacity)
     if half is not None and half < c.capacity_resolution:
-        return m, c.capacity_resolution, f"± {c.capacity_resolution:.2g} (the search bracket's half-width)"
+        res = c.capacity_resolution
+        low, high, clipped = clip_interval(m, res)  # a capacity is never below 0
+        return m, res, (f"{low:.3g}–{high:.3g} (the search bracket's half-width, clipped at 0)" if clipped
+                        else f"± {res:.2g} (the search bracket's half-width)")
     return m, half, txt
 
 
@@ -287,16 +302,6 @@ def write_outputs(report: Any, doc: dict[str, Any], out: Path, answer: Any) -> N
     bf = bottlenecks_frame(list(report.bottlenecks))
     if bf.height:
         write_parquet_atomic(bf, out / "bottlenecks.parquet")
-
-
-def _replicas_rule(report: Any) -> str:
-    """How the replica column was found (the report's ``replicas_rule``), in one line."""
-    if getattr(report, "replicas_rule", "capacity") == "simulated":
-        return ("replicas: the fewest on which the trace, replayed at the target rate (its one slice, "
-                "gaps divided alike), is carried on every seed when simulated; a trace's bursts do not "
-                "split across replicas as its rate does, so the count is simulated, not divided out")
-    return ("replicas: the fewest whose fleet capacity's lower 95 % bound covers the target (and that "
-            "sustain it on every seed when simulated)")
 
 
 def _money(v: Any) -> str:
@@ -329,14 +334,14 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
     lines[0:0] = [*verdict_lines(answer), ""]
     fleets = {r.fleet_replicas for r in report.candidates}
     if fleets != {1}:
-        whose = ("a fleet of" if getattr(report, "replicas_rule", "capacity") == "simulated"
-                 else "the scenario's fleet of")  # a trace: where it is carried (notes say why)
-        lines.insert(2, f"searched on {whose} {', '.join(map(str, sorted(fleets)))} "
+        whose = getattr(report, "searched_fleet", "the scenario's")  # a trace: where it is carried (notes)
+        lines.insert(2, f"searched on {whose} fleet of {', '.join(map(str, sorted(fleets)))} "
                         f"replicas; capacity shown per replica (fleet ÷ replicas)")
     for r in report.candidates:
         per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)
         n = _reps(answer, r.candidate)
-        reps = "-" if n is None else str(n) + ("*" if answer.whole.facts.candidate(r.candidate).replicas_at_risk else "")
+        fc = answer.whole.facts.candidate(r.candidate)
+        reps = "-" if n is None else (f"{fc.replicas_low}-{n}*" if fc.replicas_undetermined else str(n))
         cap = f"{r.mean:.3g}" if r.mean > 0 else "none"
         half = _interval(answer, r.candidate)[1]
         ci = "n/a" if half is None else f"{half:.2g}"
@@ -350,9 +355,10 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
             lines.append(f"{'':<18} note: {r.bounded}")
         if n is None:
             lines.append(f"{'':<18} note: {r.replicas_status}")
-        elif answer.whole.facts.candidate(r.candidate).replicas_at_risk:
-            lines.append(f"{'':<18} * at risk: {n} replica(s) cover the mean capacity only (no lower "
-                         f"95 % bound above zero at {len(r.seeds)} seed(s))")
+        elif fc.replicas_undetermined:
+            lines.append(f"{'':<18} * {fc.replicas_low} or {n} replicas: {n} carry the target; "
+                         f"{r.replicas_below} at the budget of {len(r.seeds)} seed(s) (run.max_seeds "
+                         f"or --max-seeds for more)")
     facts = answer.whole.facts
     if facts.mixed_fleets:
         gpus = ", ".join(f"{r.candidate} {facts.gpus_text(r.candidate, n)}"
@@ -360,11 +366,12 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
         lines.append("replicas of each candidate's own fleet ([fleet] or its [fleets.NAME]); cost is charged "
                      f"per GPU-hour of its kind: {gpus or 'no candidate reached the target rate'}")
     elif (g := report.gpus_per_replica) > 1:
-        gpus = ", ".join(f"{r.candidate} {_reps(answer, r.candidate)} × {g} = {_reps(answer, r.candidate) * g} GPUs"
-                         for r in report.candidates if _reps(answer, r.candidate) is not None)
+        gpus = ", ".join(_gpu_words(answer, r.candidate, g) for r in report.candidates
+                         if _reps(answer, r.candidate) is not None)
         lines.append(f"replicas of {g} GPUs each (fleet.tensor_parallel_size {g}); cost is charged per "
                      f"GPU-hour: {gpus or 'no candidate reached the target rate'}")
-    lines += [_replicas_rule(report), "",
+    lines += ["replicas: the fewest that carry the target when simulated, every SLO check's 95 % bound "
+              "within its limit across the seeds (the rule `simulate` judges a fleet by)", "",
               "decisions (derived from the verdict above):", format_rows(rows(answer))]
     if report.bottlenecks:
         lines += ["", "what limits capacity (judged at each candidate's capacity point, by saturation):",

@@ -8,6 +8,8 @@
 - ``published``   acceptance typed in from a paper or blog, with its citation;
 - ``import-aiconfigurator`` GPU timing and memory from NVIDIA's kernel database (optional extra
   ``specplan[gpu-data]``; cli/profile_import_aiconfigurator.py);
+- ``interval``    add each measured segment's sample size and bootstrap interval (from its stored
+  per-prompt rows) to a copy of ``--profile BASE`` written before they were recorded;
 - ``padded-batch`` add ``timing.padded_batch`` (a padded engine's batch join/leave cost),
   measured now, to a copy of ``--profile BASE``.
 
@@ -22,7 +24,8 @@ from typing import Any
 
 from sim.contracts.errors import SpecplanError
 
-ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch", "import-aiconfigurator")
+ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch", "import-aiconfigurator",
+           "interval")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_merge(args)
     if action == "padded-batch":
         return _run_padded_batch(args)
+    if action == "interval":
+        return _run_interval(args)
     from cli.profile_acceptance import run_acceptance_source
 
     return run_acceptance_source(args, command_of(args))
@@ -291,6 +296,19 @@ def _run_padded_batch(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {args.profile} + timing.padded_batch measured on {target.device} "
           f"(join at batch {join['axes']['batch'][0]}, context {join['axes']['context'][0]}: "
           f"{(join['median'][0][0] or float('nan')) * 1e3:.2f} ms)")
+    return 0
+
+
+def _run_interval(args: argparse.Namespace) -> int:
+    from profiler.acceptance import add_intervals
+    from profiler.profile_io import check_writable, read_profile_dict, write_profile
+
+    if not args.profile:
+        raise SpecplanError("profile interval: --profile BASE.json is required")
+    check_writable(args.out)
+    out, added = add_intervals(read_profile_dict(args.profile), seed=args.seed)
+    write_profile(args.out, out)
+    print(f"wrote {args.out}: {args.profile} + sample size and 95 % bootstrap interval for {added} segment(s)")
     return 0
 
 

@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seeds", metavar="N", type=int, default=None,
                         help="replication budget: while the answer is undetermined, seeds are added "
                              "until it is resolved or N ran (default: the scenario's run.max_seeds, 10)")
-    parser.add_argument("--sizing", metavar="F,F,…",
-                        help="also run these load factors (e.g. 0.5,1,1.5,2) and print the replicas each "
-                             "candidate needs for the scenario's rate and the cost at that size")
+    parser.add_argument("--sizing", action="store_true",
+                        help="also find the replicas each candidate needs for the scenario's rate, by the "
+                             "rule `specplan capacity` uses (simulated at each count, judged across seeds)")
     parser.add_argument("--acceptance-needed", metavar="N", type=int, nargs="?", const=DEFAULT_BUDGET, default=None,
                         help="also find the acceptance length each speculative candidate needs to pay at "
                              "the scenario's load: bisection with at most N evaluations (one run per seed "
@@ -83,11 +83,12 @@ def run(args: argparse.Namespace) -> int:
     sizing: list[str] = []
     sizes = None
     if args.sizing:
-        from sim.decisions.fleet_sizing import sizing_lines
+        from sim.decisions.fleet_sizing import fleet_sizes, sizing_lines
+        from sim.decisions.load_scaling import arrival_rate
 
-        sizing, found = sizing_lines(scenario, _factors(args.sizing), profile=args.profile, candidates=cands,
-                                     seeds=seeds)
-        sizes = {z.candidate: z.replicas for z in found}
+        found, used = fleet_sizes(scenario, args.profile, candidates=cands, seeds=seeds, max_seeds=args.max_seeds)
+        sizing = sizing_lines(arrival_rate(scenario), found, used)
+        sizes = {name: (z.n, z.low) for name, z in found.items()}
     try:
         result, answer = answer_scenario(scenario, args.profile, candidates=cands, seeds=seeds,
                                          max_seeds=args.max_seeds, progress=progress, sizes=sizes)
@@ -124,9 +125,3 @@ def run(args: argparse.Namespace) -> int:
         print(text)
     return 0
 
-
-def _factors(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise SpecplanError(f"--sizing: expected comma-separated load factors like 0.5,1,2, got {echo(text, 80)}") from None

@@ -35,6 +35,8 @@ from dashboard.figure_style import (
     title_text,
     vline,
 )
+from sim.results import metric_names as mn
+from sim.results.intervals import clip_interval
 
 
 def crossover_rates(sweep: pl.DataFrame, column: str, baseline: str = "baseline") -> dict[str, float | None]:
@@ -321,8 +323,11 @@ def acceptance_by_segment(summary: pl.DataFrame, colors: Mapping[str, str]) -> F
             "hovertemplate": f"{cand} · %{{x}}: %{{y:.2f}} tokens per pass<extra></extra>"}
         if f"{col}_ci95" in r.columns:
             ci = r.get_column(f"{col}_ci95").fill_null(0.0).fill_nan(0.0).to_list()
-            if any(ci):
-                bar["error_y"] = {"type": "data", "array": ci, "visible": True}
+            if any(ci):  # clipped to the metric's range (an acceptance length is at least 1)
+                ends = [clip_interval(m, h, *mn.metric_range(col)) for m, h in zip(r[col].to_list(), ci, strict=True)]
+                bar["error_y"] = {"type": "data", "symmetric": False, "visible": True,
+                                  "array": [hi - m for (_, hi, _), m in zip(ends, r[col].to_list(), strict=True)],
+                                  "arrayminus": [m - lo for (lo, _, _), m in zip(ends, r[col].to_list(), strict=True)]}
         fig["data"].append(bar)
     fig["layout"]["barmode"] = "group"
     if not fig["data"]:

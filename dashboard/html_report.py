@@ -70,6 +70,7 @@ def format_numbers(numbers: Any) -> str:
     if not isinstance(numbers, Mapping):
         return ""
     from sim.decisions.answer_text import NUMBER_LABELS
+    from sim.results.plain_numbers import plain
 
     parts = []
     for key, v in numbers.items():
@@ -77,7 +78,7 @@ def format_numbers(numbers: Any) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             parts.append(f"{k} –")
         elif isinstance(v, float):
-            parts.append(f"{k} {v:.3g}")
+            parts.append(f"{k} {plain(v)}")  # three significant digits, never 1.23e+03
         else:
             parts.append(f"{k} {v}")
     return " · ".join(parts)

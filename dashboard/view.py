@@ -45,6 +45,7 @@ from sim.decisions.bottleneck import Bottleneck, attribute_result
 from sim.decisions.bottleneck_text import describe
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
 from sim.results import metric_names as mn
+from sim.results.intervals import interval_text
 from sim.results.runner import ScenarioResult
 
 Progress = Callable[[int, int, str], None]
@@ -77,6 +78,8 @@ KEY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("slo_attainment", "SLO met"),
     ("mean_acceptance_length", "acceptance length"),
     ("cost_per_good_answer_usd", "$ per 1k good answers"),
+    ("spec_off_step_share", "spec. off (share of decode steps)"),
+    ("spec_off_time_share", "spec. off (share of decode time)"),
 )
 
 
@@ -109,8 +112,7 @@ class View:
     """What limits each candidate near its capacity (``sim.decisions.bottleneck``)."""
     verdict: tuple[str, ...] = ()
     """The answer first (the decision's lines at the scenario's load, the same ``specplan
-    simulate`` prints, then the replicas each candidate needs from the sweep,
-    ``sim.decisions.fleet_sizing``): the page and the report lead with it."""
+    simulate`` prints, labelled as at the scenario's fixed fleet): the page and the report lead with it."""
     answer: Answer | None = None
     """The decision itself (``decisions`` and ``verdict`` render it)."""
 
@@ -160,12 +162,10 @@ def compute_view(
     points.expect(points.uncached(order, names) + allowance)
     results = {f: points.run(f, names) for f in order}
     base_s, base = results[1.0]
-    sizing = _sizing(base_s, base, results)
     answer: Answer | None = None
     if len(base.candidates) > 1:
         before = len(base.seeds)
-        base, answer = answer_scenario(base_s, profile, result=base,
-                                       sizes={z.candidate: z.replicas for z in sizing})
+        base, answer = answer_scenario(base_s, profile, result=base)
         results[1.0] = (base_s, base)
         answer = with_load_limit(answer, [(offered_rate(s, r), r) for f, (s, r) in results.items() if f > 1.0],
                                  device=device_of(profile, base_s))
@@ -208,7 +208,7 @@ def compute_view(
     if any(len(results[f][1].seeds) == 1 for f in factors):
         notes.append("one seed per load point: no confidence intervals (raise 'seeds' for them)")
     return View(
-        verdict=view_verdict(base_s, base, sizing, answer), answer=answer,
+        verdict=view_verdict(answer), answer=answer,
         scenario=base_s, profile=profile, result=base, sweep=sweep,
         acceptance=acceptance_frame(base_s, profile), breakeven=be, breakeven_label=be_label,
         decisions=decisions, sources=tuple(base.sources), notes=tuple(dict.fromkeys(profile_words(n) for n in notes)),
@@ -259,34 +259,10 @@ def _bottlenecks(runs: Sequence[tuple[float, Scenario, ScenarioResult]],
     return tuple(out)
 
 
-def _sizing(scenario: Scenario, base: ScenarioResult, results: Mapping[float, tuple[Scenario, ScenarioResult]]) -> list[Any]:
-    """Replicas each candidate needs for the offered rate, from the load points
-    (``sim.decisions.fleet_sizing``); none without an SLO."""
-    from sim.decisions.fleet_sizing import size_from_sweep
-    from sim.decisions.sustain import criteria_from_scenario
-
-    try:
-        criteria = criteria_from_scenario(scenario)
-    except SpecplanError:
-        return []
-    parts = []
-    for _f, (s, r) in sorted(results.items()):
-        parts.append(r.summary.with_columns(pl.lit(offered_rate(s, r) / s.fleet.replicas).alias("rate")))
-    frame = pl.concat(parts, how="vertical_relaxed")
-    return size_from_sweep(frame, offered_rate(scenario, base), criteria, scenario.candidate_names)
-
-
-def view_verdict(scenario: Scenario, result: ScenarioResult, sizing: list[Any],
-                 answer: Answer | None) -> tuple[str, ...]:
-    """The decision's lines at the scenario's load (what the terminal prints) and the fleet each
-    candidate needs from the load points."""
-    out = list(lines(answer, wrap=False)) if answer is not None else ["verdict: one candidate only, nothing to compare"]
-    if sizing:
-        offered = offered_rate(scenario, result)
-        out.append(f"fleet for {offered:g} req/s, from the load points (upper bounds; `specplan "
-                   f"capacity` searches exactly):")
-        out += [f"  {z.describe(offered)}" for z in sizing]
-    return tuple(out)
+def view_verdict(answer: Answer | None) -> tuple[str, ...]:
+    """The decision's lines at the scenario's load (what the terminal prints, its fixed-fleet
+    label included: the load points are the scenario's fleet, never a fleet size of their own)."""
+    return tuple(lines(answer, wrap=False)) if answer is not None else ("verdict: one candidate only, nothing to compare",)
 
 
 def view_figures(view: View) -> dict[str, Figure]:
@@ -353,18 +329,17 @@ def format_number(col: str, v: object, ci: object = None) -> str:
     if math.isinf(x):
         return "∞ (no good answers)" if col == mn.COST_PER_GOOD_ANSWER_USD else "∞"
     scale = 1000.0 if col == mn.COST_PER_GOOD_ANSWER_USD else 1.0
-    if col == mn.SLO_ATTAINMENT:
-        fmt = "{:.1%}"
-        text, ci_fmt = fmt.format(x), "{:.1%}"
+    if col in mn.SHARE_COLUMNS:
+        fmt, ci_fmt = "{:.1%}".format, "{:.1%}".format
     elif col == mn.COST_PER_GOOD_ANSWER_USD:
-        text, ci_fmt = f"${x * scale:.3g}", "${:.2g}"
+        fmt, ci_fmt = (lambda y: f"${y * scale:.3g}"), (lambda y: f"${y * scale:.2g}")
     elif "_ms_" in col:
-        text, ci_fmt = (f"{x:,.0f}" if x >= 100 else f"{x:.1f}"), "{:.1f}"
+        fmt, ci_fmt = (lambda y: f"{y:,.0f}" if y >= 100 else f"{y:.1f}"), "{:.1f}".format
     else:
-        text, ci_fmt = f"{x:.3g}", "{:.2g}"
-    if isinstance(ci, float) and math.isfinite(ci) and ci > 0:
-        text += " ± " + ci_fmt.format(ci * scale)
-    return text
+        fmt, ci_fmt = "{:.3g}".format, "{:.2g}".format
+    half = float(ci) if isinstance(ci, (int, float)) else None  # type: ignore[arg-type]
+    # clipped to the metric's range (attainment never above 100 %): sim.results.intervals
+    return fmt(x) + interval_text(x, half, fmt, *mn.metric_range(col), half_fmt=ci_fmt)
 
 
 def report_content(view: View, figs: Mapping[str, Mapping[str, Any]]) -> ReportContent:

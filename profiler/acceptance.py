@@ -24,6 +24,7 @@ import torch
 from profiler.prompt_sets import Prompt, by_segment, encode_prompt
 from profiler.proposers import Proposer
 from profiler.speculative import SpecResult, speculative_generate
+from sim.contracts.acceptance_interval import segment_uncertainty
 from sim.contracts.errors import SpecplanError
 from sim.model.acceptance import FEW_REQUESTS, mean_length_interval
 
@@ -96,8 +97,12 @@ def _proposer_label(proposer: Proposer) -> str:
     return f"{model.get('id')} sha256:{sha}" if sha else str(model.get("id"))
 
 
-def segment_row(results: Sequence[SpecResult], key: dict[str, Any], k_max: int) -> dict[str, Any]:
+def segment_row(results: Sequence[SpecResult], key: dict[str, Any], k_max: int,
+                rng: np.random.Generator | None = None) -> dict[str, Any]:
     """Aggregate the requests of one segment into the profile's segment object.
+
+    With ``rng`` it also carries ``uncertainty``: the prompts measured and a bootstrap interval
+    over them, per position (``sim.contracts.acceptance_interval``).
 
     Counting is vLLM's (``v1/spec_decode/metrics.py``): ``num_drafts`` counts only steps with a
     proposal; ``num_steps`` counts every verification step, so ``num_drafts / num_steps`` is the
@@ -116,7 +121,7 @@ def segment_row(results: Sequence[SpecResult], key: dict[str, Any], k_max: int) 
     ]
     per_pos = [sum(row["accepted_per_pos"][i] for row in per_request) for i in range(k_max)]
     drafts = sum(row["num_drafts"] for row in per_request)
-    return {
+    row = {
         "segment": key,
         "num_drafts": drafts,
         "num_steps": sum(row["num_steps"] for row in per_request),
@@ -125,6 +130,9 @@ def segment_row(results: Sequence[SpecResult], key: dict[str, Any], k_max: int) 
         "accepted_per_pos": per_pos,
         "per_request": per_request,
     }
+    if rng is not None and results:
+        row["uncertainty"] = segment_uncertainty(row, rng, prompts=len(results))
+    return row
 
 
 def mean_acceptance_length(segment: dict[str, Any]) -> float:
@@ -134,18 +142,29 @@ def mean_acceptance_length(segment: dict[str, Any]) -> float:
 
 
 def describe(entry: dict[str, Any]) -> list[str]:
-    """One line per segment: key, drafts, mean acceptance length (± its 95 % half-width across
-    requests, so a thin segment shows as one), survival rates, requests."""
+    """One line per segment: key, drafts, mean acceptance length (with its bootstrap interval
+    over prompts when there is one, else its 95 % half-width across requests), survival rates,
+    prompts. A segment where no prompt drafted anything says so, not ``nan ± inf``."""
     lines = []
     for seg in entry["segments"]:
         key = seg["segment"]
         d = seg["num_drafts"]
-        rates = ", ".join(f"{a / d:.2f}" for a in seg["accepted_per_pos"]) if d else "-"
-        interval = _segment_interval(seg)
-        half = "" if interval is None else f" ± {interval[1]:.2f}"
+        unc = seg.get("uncertainty") or {}
+        prompts = unc.get("prompts", len(seg.get("per_request", [])))
+        if not d:
+            lines.append(f"{_label(key)}: no draft in {prompts} prompt(s) ({seg.get('num_steps', 0)} steps "
+                         "without a proposal): acceptance unknown, simulated without speculation")
+            continue
+        rates = ", ".join(f"{a / d:.2f}" for a in seg["accepted_per_pos"])
+        if unc.get("length_low") is not None:
+            half = f" (95 % {unc['length_low'][-1]:.2f}–{unc['length_high'][-1]:.2f}, bootstrap over prompts)"
+        else:
+            interval = _segment_interval(seg)
+            half = ("" if interval is None else f" ± {interval[1]:.2f}" if math.isfinite(interval[1])
+                    else " (one prompt: no interval)")
         lines.append(
             f"{_label(key)}: {d} drafts, mean acceptance length {mean_acceptance_length(seg):.2f}{half}, "
-            f"survival [{rates}], {len(seg.get('per_request', []))} requests"
+            f"survival [{rates}], {prompts} prompts"
         )
     return lines
 
@@ -166,24 +185,57 @@ def _segment_interval(seg: dict[str, Any]) -> tuple[float, float, int] | None:
 
 
 def precision_summary(entry: dict[str, Any]) -> str | None:
-    """One line on how much data is behind the entry: fewest requests in a segment and the
-    segment whose mean acceptance length (at k_max) is least certain; None without rows."""
+    """One line on how much data is behind the entry: fewest prompts in a segment, the segment
+    whose mean acceptance length (at k_max) is least certain, and how many segments had no
+    draft at all; None without rows."""
     worst: tuple[float, str] | None = None
     fewest: int | None = None
+    no_draft = 0
     for seg in entry["segments"]:
         interval = _segment_interval(seg)
         if interval is None:
             continue
         _, h, n = interval
         fewest = n if fewest is None else min(fewest, n)
-        if worst is None or h > worst[0]:
+        if not seg["num_drafts"]:
+            no_draft += 1
+        elif worst is None or h > worst[0]:
             worst = (h, _label(seg["segment"]))
-    if worst is None:
+    if fewest is None:
         return None
-    thin = "" if fewest is None or fewest >= FEW_REQUESTS else (
-        f" (under {FEW_REQUESTS}: raise --prompts-per-segment)")
-    return (f"fewest requests in a segment {fewest}{thin}; least certain mean acceptance length "
-            f"± {worst[0]:.2f} (95%, {worst[1]})")
+    thin = "" if fewest >= FEW_REQUESTS else f" (under {FEW_REQUESTS}: raise --prompts-per-segment)"
+    out = f"fewest requests in a segment {fewest}{thin}"
+    if worst is not None:
+        out += ("; one prompt in some segment: no interval, verdicts that depend on its acceptance "
+                "are undetermined" if not math.isfinite(worst[0]) else
+                f"; least certain mean acceptance length ± {worst[0]:.2f} (95%, {worst[1]})")
+    if no_draft:
+        out += f"; {no_draft} of {len(entry['segments'])} segments had no draft at all"
+    return out
+
+
+def add_intervals(doc: dict[str, Any], seed: int = 0) -> tuple[dict[str, Any], int]:
+    """A copy of profile ``doc`` whose measured segments carry ``uncertainty`` computed from their
+    own ``per_request`` rows (one row per prompt), for profiles written before issue 41; segments
+    that have it, or have no rows (imported, published), are left as they are. Returns the copy
+    and how many segments gained one."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    added = 0
+    for entry in (out.get("acceptance") or {}).values():
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 41]).spawn(1)[0])
+        n = 0
+        for seg in entry.get("segments", []):
+            if seg.get("uncertainty") is None and seg.get("per_request"):
+                seg["uncertainty"] = segment_uncertainty(seg, rng)
+                n += 1
+        if n:
+            entry["provenance"] = _with_notes(entry["provenance"], (
+                f"uncertainty: bootstrap over the stored per_request rows (one per prompt) added "
+                f"afterwards by specplan profile interval (seed {seed}) to {n} segment(s)"))
+        added += n
+    return out, added
 
 
 def check_entry(entry: dict[str, Any], source: str = "acceptance") -> None:
@@ -262,6 +314,8 @@ def measure_acceptance(
     encoded = _encoded(groups, tokenizer, getattr(model.config, "max_position_embeddings", None),
                        max_new_tokens, k_max)
     eos = _eos_ids(tokenizer, model)
+    # the bootstrap's own stream: spawned from the seed, so the interval repeats with the profile
+    boot_rng = np.random.default_rng(np.random.SeedSequence([seed, 41]).spawn(1)[0])
     total = len(temps) * sum(len(ps) for ps in groups.values())
     done = 0
     segments: list[dict[str, Any]] = []
@@ -288,7 +342,7 @@ def measure_acceptance(
                 if progress is not None:
                     progress(done, total, f"{proposer.name} {task}/{language} T={temp:g} {p.id}")
             key = {"task": task, "language": language, "temperature": temp}
-            segments.append(segment_row(results, key, k_max))
+            segments.append(segment_row(results, key, k_max, boot_rng))
     entry = {
         "provenance": _with_notes(
             provenance if provenance is not None else default_provenance(target, proposer),

@@ -47,6 +47,28 @@ class RequestAcceptance:
 
 
 @dataclass(frozen=True)
+class AcceptanceUncertainty:
+    """How sure the segment's acceptance is: how many prompts were measured and, when two or
+    more drafted anything, a bootstrap interval over them (``sim.model.acceptance_interval``)."""
+
+    prompts: int
+    """Prompts measured for this segment (the bootstrap's unit)."""
+    level: float = 0.95
+    resamples: int = 0
+    survival_low: tuple[float, ...] | None = None
+    """Per position: the interval's low end of the aggregate survival rate (None: no interval,
+    fewer than two prompts drafted anything)."""
+    survival_high: tuple[float, ...] | None = None
+    length_low: tuple[float, ...] | None = None
+    """Per k = 1..k_max: the low end of the mean acceptance length (1 + Σ_{i≤k} s_i)."""
+    length_high: tuple[float, ...] | None = None
+
+    @property
+    def has_interval(self) -> bool:
+        return self.length_low is not None
+
+
+@dataclass(frozen=True)
 class AcceptanceSegment:
     """vLLM-style counters of one segment; ``accepted_per_pos[i] / num_drafts`` is survival."""
 
@@ -59,6 +81,9 @@ class AcceptanceSegment:
     num_steps: int | None = None
     """Verification steps, with or without a proposal; ``num_drafts`` then counts only steps
     with one (vLLM's counting). None: every step had a proposal."""
+    uncertainty: AcceptanceUncertainty | None = None
+    """Sample size and interval; None in profiles written before issue 41 and in imported or
+    published entries (sample size unknown)."""
 
     @property
     def proposal_rate(self) -> float:
@@ -131,7 +156,7 @@ class AcceptanceReader(IdentityReader):
             v,
             path,
             ("segment", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "accepted_per_pos"),
-            ("per_request", "num_steps"),
+            ("per_request", "num_steps", "uncertainty"),
         )
         kp = join_path(path, "segment")
         key = self.obj(v["segment"], kp, ("task", "language", "temperature"))
@@ -171,7 +196,44 @@ class AcceptanceReader(IdentityReader):
                 raise self.fail(join_path(p, "num_steps"), f"must be >= num_drafts ({n}), got {rs}")
             ap = self.per_pos(row["accepted_per_pos"], join_path(p, "accepted_per_pos"), k_max, n)
             rows.append(RequestAcceptance(n, ap, rs))
-        return AcceptanceSegment(akey, drafts, draft_tokens, accepted, per_pos, tuple(rows), steps)
+        unc = None
+        if v.get("uncertainty") is not None:
+            unc = self.uncertainty(v["uncertainty"], join_path(path, "uncertainty"), k_max)
+        return AcceptanceSegment(akey, drafts, draft_tokens, accepted, per_pos, tuple(rows), steps, unc)
+
+    def uncertainty(self, v: Any, path: str, k_max: int) -> AcceptanceUncertainty:
+        """The optional ``uncertainty`` object: prompts, and the interval ends (all four or none)."""
+        ends = ("survival_low", "survival_high", "length_low", "length_high")
+        v = self.obj(v, path, ("prompts",), ("method", "level", "resamples", *ends))
+        prompts = self.int_(v["prompts"], join_path(path, "prompts"), minimum=1)
+        level = 0.95 if v.get("level") is None else self.num(v["level"], join_path(path, "level"), minimum=0.0)
+        if not 0.0 < level < 1.0:
+            raise self.fail(join_path(path, "level"), f"must be in (0, 1), got {level}")
+        resamples = 0 if v.get("resamples") is None else self.int_(v["resamples"], join_path(path, "resamples"))
+        given = [e for e in ends if v.get(e) is not None]
+        if not given:
+            return AcceptanceUncertainty(prompts, level, resamples)
+        if len(given) != len(ends):
+            missing = ", ".join(e for e in ends if e not in given)
+            raise self.fail(path, f"give all of {', '.join(ends)} or none; missing {missing}")
+        vals = {}
+        for e in ends:
+            p = join_path(path, e)
+            raw = v[e]
+            if not isinstance(raw, list) or len(raw) != k_max:
+                got = f"length {len(raw)}" if isinstance(raw, list) else json_type(raw)
+                raise self.fail(p, f"expected a list of k_max = {k_max} numbers, got {got}")
+            top = 1.0 if e.startswith("survival") else None
+            vals[e] = tuple(self.num(x, f"{p}[{i}]", minimum=0.0 if top else 1.0) for i, x in enumerate(raw))
+            if top is not None and any(x > top for x in vals[e]):
+                raise self.fail(p, f"survival rates must be <= 1, got {list(vals[e])}")
+        for lo, hi in (("survival_low", "survival_high"), ("length_low", "length_high")):
+            bad = next((i for i, (a, b) in enumerate(zip(vals[lo], vals[hi], strict=True)) if a > b), None)
+            if bad is not None:
+                raise self.fail(f"{join_path(path, lo)}[{bad}]", f"must be <= {hi}[{bad}] "
+                                f"({vals[hi][bad]}), got {vals[lo][bad]}")
+        return AcceptanceUncertainty(prompts, level, resamples, vals["survival_low"], vals["survival_high"],
+                                     vals["length_low"], vals["length_high"])
 
     def _num_steps(self, v: Mapping[str, Any], path: str) -> int | None:
         """Optional ``num_steps`` (steps with or without a proposal); None when absent."""

@@ -41,8 +41,9 @@ class TwoRouteConfig:
     window_s: float = 10.0
     """The router's counting window (seconds)."""
     threshold_rps: float | None = None
-    """The router's threshold (req/s); unset: the speculative pool's capacity at the SLO
-    (its replicas × the speculative candidate's capacity per replica)."""
+    """The router's threshold (req/s); unset: searched with the pools' replicas (the speculative
+    pool's capacity at the SLO, its replicas × the candidate's capacity per replica, and
+    quartiles of the load the router sees; ``sim.decisions.two_route_sizing``)."""
     speculative_replicas: int | None = None
     """Replicas of the speculative pool; unset: sized (see docs/decisions.md)."""
     baseline_replicas: int | None = None

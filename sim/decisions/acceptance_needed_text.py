@@ -10,10 +10,11 @@ from typing import Any
 import polars as pl
 
 from sim.decisions.acceptance_needed import AcceptanceNeeded
+from sim.results.plain_numbers import rate
 
 
 def _rate(r: float) -> str:
-    return f"{r:g} req/s"
+    return rate(r)
 
 
 def assumed_words(n: AcceptanceNeeded) -> str:

@@ -63,25 +63,47 @@ def offered(scenario: Any) -> float | None:
     return None if rate is None else float(rate)  # closed-loop clients: no offered rate
 
 
+def engines_of(result: Any) -> dict[str, Any]:
+    """Which candidates of ``result`` the engine its fleet names can run
+    (``engine_config.deployability``); {} for a result without its profiles."""
+    from sim.decisions.engine_config import deployability
+
+    profiles = getattr(result, "profiles", None)
+    return deployability(result.scenario, profiles, result.candidates) if profiles else {}
+
+
+def _size(z: Any) -> tuple[int | None, int | None]:
+    """(replicas, lowest count not yet ruled out) from an int or such a pair."""
+    if isinstance(z, tuple):
+        return z[0], z[1]
+    return z, z
+
+
 def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budget_note: str = "",
-              sizes: dict[str, int | None] | None = None) -> Answer:
+              sizes: dict[str, Any] | None = None, engines: dict[str, Any] | None = None) -> Answer:
     """The decision of a finished result, whole run and windows (``sizes``: replicas each
-    candidate needs, from a capacity search or load sweep, said when nothing carries the load)."""
+    candidate needs, an int or (replicas, lowest undetermined count), from the capacity rule
+    (``fleet_sizing.fleet_sizes``): said beside the fixed-fleet answer; ``engines``:
+    ``engines_of(result)``, computed when not given)."""
     import dataclasses
+
+    from sim.decisions.engine_config import with_engine
 
     sc = result.scenario
     crit = criteria_or_none(sc)
+    dep = engines_of(result) if engines is None else engines
     facts = fleet_facts(result, crit, rate=offered(sc), max_seeds=max_seeds)
     if sizes:
         facts = dataclasses.replace(facts, candidates=tuple(
-            dataclasses.replace(c, replicas=sizes.get(c.name)) for c in facts.candidates))
+            dataclasses.replace(c, replicas=n, replicas_low=low)
+            for c in facts.candidates for n, low in [_size(sizes.get(c.name))]))
     devices = candidate_devices(sc, getattr(result, "profiles", None))
-    facts = with_devices(dataclasses.replace(facts, device=device), devices)
+    facts = with_engine(with_devices(dataclasses.replace(facts, device=device), devices), dep)
     whole = decide(facts)
     parts = []
     for w in windows(sc):
         f = fleet_facts(result, crit, t0=w.t0, t1=w.t1, window=w.label, rate=w.rate, max_seeds=max_seeds)
-        parts.append(decide(with_devices(dataclasses.replace(f, device=device), devices)))
+        parts.append(decide(with_engine(with_devices(dataclasses.replace(f, device=device), devices), dep)))
     return Answer(whole, tuple(parts), budget_note)
 
 
@@ -124,7 +146,7 @@ def next_seeds(have: Sequence[int], n: int) -> list[int]:
 def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | None = None,
                     seeds: Sequence[int] | None = None, max_seeds: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    result: Any = None, sizes: dict[str, int | None] | None = None) -> tuple[Any, Answer]:
+                    result: Any = None, sizes: dict[str, Any] | None = None) -> tuple[Any, Answer]:
     """Simulate (or take ``result``), decide, and add seeds while undetermined (module doc)."""
     from sim.results.runner import resolve_profile, run_scenario
 
@@ -135,8 +157,9 @@ def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | 
     res = result if result is not None else run_scenario(scenario, prof, candidates, seeds, progress)
     start = len(res.seeds)
     device = device_of(prof, scenario)
+    engines = engines_of(res)
     while True:
-        ans = answer_of(res, device=device, max_seeds=max(budget, start), sizes=sizes)
+        ans = answer_of(res, device=device, max_seeds=max(budget, start), sizes=sizes, engines=engines)
         if ans.whole.resolved or len(res.seeds) >= budget or len(res.candidates) < 2:
             break
         more = next_seeds(res.seeds, min(len(res.seeds), budget - len(res.seeds)))
@@ -149,22 +172,41 @@ def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | 
         note = f"the budget (run.max_seeds = {budget}) allows no more seeds"
     else:
         note = ""
-    return res, Answer(ans.whole, ans.windows, note)
+    return res, with_acceptance_doubt(Answer(ans.whole, ans.windows, note), res, prof, device=device,
+                                      progress=progress)
 
 
-def capacity_answer(report: Any, *, device: str = "replica") -> Answer:
-    """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``)."""
+def with_acceptance_doubt(answer: Answer, result: Any, profile: Any, **kw: Any) -> Answer:
+    """``answer`` with each speculative candidate's acceptance interval judged, undetermined when
+    the verdict flips inside it (``sim.decisions.acceptance_doubt``)."""
+    import dataclasses
+
+    from sim.decisions.acceptance_doubt import acceptance_doubts, undetermined_by
+
+    doubts = acceptance_doubts(result, profile, answer.whole, **kw)
+    return dataclasses.replace(answer, whole=undetermined_by(answer.whole, doubts), doubts=doubts)
+
+
+def capacity_answer(report: Any, *, device: str = "replica", engines: dict[str, Any] | None = None) -> Answer:
+    """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``; ``engines``:
+    ``engine_config.deployability`` of its candidates)."""
+    from sim.decisions.engine_config import with_engine
     from sim.decisions.facts import capacity_facts
 
-    d = decide(capacity_facts(report, max_seeds=report.max_seeds, device=device,
-                              devices=getattr(report, "devices", None)))
+    d = decide(with_engine(capacity_facts(report, max_seeds=report.max_seeds, device=device,
+                                          devices=getattr(report, "devices", None)), engines or {}))
     n = len(d.facts.seeds)
     start = report.start_seeds or n
+    open_ = [c for c in report.candidates if getattr(c, "replicas_undetermined", False)]
     if n > start:
-        note = (f"seeds added until the capacities were resolved: {start} → {n}" if d.resolved else
+        note = (f"seeds added until the capacities and replica counts were resolved: {start} → {n}"
+                if d.resolved and not open_ else
                 f"seeds added up to the budget (run.max_seeds = {report.max_seeds}): {start} → {n}")
     elif not d.resolved:
         note = f"the budget (run.max_seeds = {report.max_seeds}) allows no more seeds"
     else:
         note = ""
+    if open_:
+        note = "; ".join([*([note] if note else []), "replica count undetermined at the budget: " + ", ".join(
+            f"{c.candidate} {c.replicas_low} or {c.replicas} ({c.replicas_below})" for c in open_)])
     return Answer(d, (), note)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from sim.decisions.acceptance_needed_text import need_json
-from sim.decisions.answer_text import Answer, Row, headline, method, numbers
+from sim.decisions.answer_text import Answer, Row, headline, idealised_words, method, numbers
 from sim.decisions.decision import Decision
 
 
@@ -25,7 +25,11 @@ def to_json(answer: Answer) -> dict[str, object]:
                            "device": d.facts.device_of(s.candidate),
                            "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
                            "acceptance": d.facts.candidate(s.candidate).acceptance or None,
-                           "figures": _clean(numbers(d, d.facts.candidate(s.candidate)))}
+                           "runnable": d.facts.candidate(s.candidate).runnable,
+                           "idealised": idealised_words(d.facts.candidate(s.candidate)) or None,
+                           "deployable_twin": d.facts.candidate(s.candidate).deployable or None,
+                           "figures": _clean(numbers(d, d.facts.candidate(s.candidate))),
+                           "carries": _carry(d, s.candidate)}
                           for s in d.standings],
             "comparisons": [{"step": c.step, "leader": c.leader, "other": c.other, "unit": c.unit,
                              "n_seeds": c.result.n, "mean_difference": _num(c.result.diff),
@@ -41,7 +45,25 @@ def to_json(answer: Answer) -> dict[str, object]:
     doc["windows"] = [one(w) for w in answer.windows]
     doc["budget"] = answer.budget_note
     doc["acceptance_needed"] = need_json(answer.needs)
+    doc["acceptance_interval"] = [
+        {"candidate": d.candidate, "k": d.k, "acceptance_length": _num(d.assumed), "low": _num(d.low),
+         "high": _num(d.high), "verdict_at_low": d.at_low or None, "verdict_at_high": d.at_high or None,
+         "flips": d.flips, "change_between": None if d.change is None else list(d.change), "reason": d.reason() or None, "unknown": d.unknown or None, "runs": d.runs,
+         "segments": [{"segment": s.segment, "profile_segment": s.key, "prompts": s.prompts, "drafts": s.drafts,
+                       "acceptance_length": _num(s.point), "low": s.low, "high": s.high} for s in d.segments]}
+        for d in answer.doubts]
     return doc
+
+
+def _carry(d: Decision, name: str) -> dict[str, object] | None:
+    """Whether it carries the load, across seeds (``sim.decisions.carry``): fixed-fleet questions
+    with an SLO only (None otherwise)."""
+    if d.question != "fleet" or not d.facts.has_slo:
+        return None
+    c = d.facts.candidate(name).carry
+    return {"verdict": c.verdict, "check": c.check or None, "mean_ratio": _num(c.mean),
+            "ci95": [_num(c.low), _num(c.high)] if c.low is not None else None, "seeds": c.n,
+            "words": c.words()}
 
 
 def _num(v: float | None) -> float | None:

@@ -13,11 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sim.contracts.errors import clip as clip_words
+from sim.decisions.acceptance_doubt import CHANGES, AcceptanceDoubt
 from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines, point_words, sentence
-from sim.decisions.decision import Decision, cost_at_size
+from sim.decisions.decision import Decision, cost_at_size, status_words
 from sim.decisions.facts import CandidateFacts
 from sim.decisions.paired import mean_interval
+from sim.results.plain_numbers import plain as plain_number
+from sim.results.plain_numbers import rate
 
 METHOD = ("paired-t 95 % intervals on per-seed differences (common random numbers: every candidate "
           "serves the same requests per seed); differences within ±{ind:.0f} % ({what}) or ±{lat:.0f} % "
@@ -38,6 +41,10 @@ class Answer:
     needs: tuple[AcceptanceNeeded, ...] = ()
     """Per speculative candidate, the acceptance length it needs per load point
     (``sim.decisions.acceptance_needed``; empty unless asked for)."""
+    doubts: tuple[AcceptanceDoubt, ...] = ()
+    """Per speculative candidate on the profile's acceptance, its interval and whether the verdict
+    holds across it (``sim.decisions.acceptance_doubt``; ``whole`` is already undetermined when it
+    does not)."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,12 @@ NUMBER_LABELS = {
     "goodput_rps": "goodput (req/s)", "slo_attainment": "SLO met (share)",
     "usd_per_1k_good": "$ per 1k good answers", "e2el_ms_p50": "E2EL p50 (ms)",
     "capacity_rps_per_replica": "capacity (req/s per replica)", "replicas": "replicas",
+    "replicas_low": "replicas (if the lower count carries)",
     "usd_per_1k_answers_at_size": "$ per 1k answers at that size", "ttft_ms_p95": "TTFT p95 (ms)",
     "tpot_ms_p95": "TPOT p95 (ms)", "e2el_ms_p95": "E2EL p95 (ms)", "pause_ms_p95": "pause p95 (ms)",
     "ttft_ms_p99": "TTFT p99 (ms)", "tpot_ms_p99": "TPOT p99 (ms)", "e2el_ms_median": "E2EL p50 (ms)",
     "mean_acceptance_length": "acceptance length", "seeds": "seeds",
+    "spec_off_time_share": "speculation off (share of decode time)",
 }
 """Words for the figures' keys, where a page shows them."""
 
@@ -90,6 +99,8 @@ def numbers(d: Decision, c: CandidateFacts) -> dict[str, float]:
         out["capacity_rps_per_replica"] = _mean(c.capacity)
         if c.replicas is not None:
             out["replicas"] = float(c.replicas)
+            if c.replicas_undetermined and c.replicas_low is not None:
+                out["replicas_low"] = float(c.replicas_low)
             out["gpus"] = float(c.replicas * c.gpus_per_replica)
         cost = cost_at_size(c, d.facts.rate)
         if math.isfinite(cost):
@@ -122,9 +133,9 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
         else:
             parts.append("no capacity found")
         if c.replicas is not None:
-            rep = d.facts.gpus_text(c.name, c.replicas) + ("" if short else f" for {d.facts.rate:g} req/s")
-            if c.replicas_at_risk:
-                rep += " (at risk: covers the mean capacity only)"
+            rep = d.facts.gpus_text(c.name, c.replicas, c.replicas_low) + ("" if short else f" for {rate(d.facts.rate)}")
+            if c.replicas_undetermined and not short:
+                rep += f" (undetermined at {d.n_seeds} seeds whether {c.replicas_low} carry it)"
             parts.append(rep)
             cost = cost_at_size(c, d.facts.rate)
             if math.isfinite(cost):
@@ -132,30 +143,44 @@ def describe(d: Decision, c: CandidateFacts, short: bool = False) -> str:
     acc = c.shown.get("mean_acceptance_length")
     if acc is not None and not c.baseline and not short:
         parts.append(f"acceptance length {acc:.2f}")
+    off = c.shown.get("spec_off_time_share")
+    if off and not c.baseline:  # a policy that turns speculation off says how often (0: a fixed k)
+        parts.append(f"speculation off {100 * off:.0f} % of decode time")
     return ", ".join(parts)
+
+
+def idealised_words(c: CandidateFacts) -> str:
+    """"idealised: vLLM (GPU) cannot run it; deployable twin: eagle3-k3" for a candidate
+    the named engine cannot run ("" for one it can): said beside it on every surface."""
+    if c.runnable:
+        return ""
+    return f"idealised: {c.engine or 'the engine'} cannot run it; deployable twin: {c.deployable or 'none named'}"
 
 
 def headline(d: Decision, tag: bool = True) -> str:
     """The answer in one sentence (``tag``: name the window when it is not the whole run)."""
-    return (_short_fleet(d) if d.question == "capacity" else "") + _headline(d, tag)
+    text = (_short_fleet(d) if d.question == "capacity" else "") + _headline(d, tag)
+    if d.winner is not None and not d.facts.candidate(d.winner).runnable:
+        text += f" ({idealised_words(d.facts.candidate(d.winner))})"
+    return text
 
 
 def _headline(d: Decision, tag: bool) -> str:
     f = d.facts
     where = "" if d.window == "whole run" or not tag else f" [{d.window}]"
     fleet = f.fleet_text
-    rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    rate_said = rate(f.rate)
     if d.outcome == "winner":
         w = d.winner
         assert w is not None
         decisive = [s for s in d.standings if s.candidate != w]
         last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
         if d.question == "capacity":
-            return _capacity_winner(d, w, rate, where)
-        why = {"load": f"the only candidate that carries {rate} at the SLO on {fleet}",
-               "cost": f"carries {rate} at the SLO on {fleet} at the lowest cost per good answer",
-               "goodput": f"carries {rate} at the SLO on {fleet} with the most good answers",
-               "latency": f"carries {rate} at the SLO on {fleet} at the same cost per good answer as "
+            return _capacity_winner(d, w, rate_said, where)
+        why = {"load": f"the only candidate that carries {rate_said} at the SLO on {fleet}",
+               "cost": f"carries {rate_said} at the SLO on {fleet} at the lowest cost per good answer",
+               "goodput": f"carries {rate_said} at the SLO on {fleet} with the most good answers",
+               "latency": f"carries {rate_said} at the SLO on {fleet} at the same cost per good answer as "
                           f"the others that do (within ±{100 * f.indifference:.0f} %), and answers fastest"}
         return f"{w}{where}: {why.get(last, 'ahead at every step')}"
     if d.outcome == "no winner":
@@ -163,15 +188,20 @@ def _headline(d: Decision, tag: bool) -> str:
             if d.question == "capacity":
                 return f"no winner{where}: no candidate sustains the SLO at any rate probed"
             if d.window != "whole run":
-                return (f"no winner{where}: no candidate carries {rate} at the SLO on {fleet} during "
+                return (f"no winner{where}: no candidate carries {rate_said} at the SLO on {fleet} during "
                         f"this window")
-            need = [(c.name, c.replicas) for c in f.candidates if c.replicas is not None]
-            tail = ("; each needs: " + ", ".join(f"{n} {r} replica(s)" for n, r in need)) if need else (
-                f"; `specplan capacity --target-rate {f.rate:g}` gives each one's fleet" if f.rate else "")
-            return f"no winner{where}: {fleet} cannot carry {rate} at the SLO with any candidate{tail}"
+            need = [(c.name, f.gpus_text(c.name, c.replicas, c.replicas_low)) for c in f.candidates
+                    if c.replicas is not None]
+            tail = ("; each needs: " + ", ".join(f"{n} {r}" for n, r in need)) if need else (
+                f"; `specplan capacity --target-rate {plain_number(f.rate)}` gives each one's fleet" if f.rate else "")
+            return f"no winner{where}: {fleet} cannot carry {rate_said} at the SLO with any candidate{tail}"
         eq = " and ".join(d.leaders)
         pays = "; speculation does not pay here" if d.baseline in d.leaders else ""
         return f"no winner{where}: {eq} are equivalent (no difference that matters){pays}"
+    if d.steps and d.steps[-1][0] == "acceptance":  # the profile's acceptance interval decided it
+        said = "; ".join(f"{s.candidate}: {s.why}" for s in d.standings
+                         if s.step == "acceptance" and s.why.startswith(CHANGES))
+        return f"undetermined{where}: {said}"
     comp = [c for c in d.comparisons if c.verdict == "undetermined"]
     if comp:
         c = comp[-1]
@@ -179,9 +209,16 @@ def _headline(d: Decision, tag: bool) -> str:
         spread = "one seed: no interval" if p.n < 2 else f"the difference is within ±{p.reach:.3g} {c.unit}"
         base = f"undetermined at {d.n_seeds} seed(s){where}: {c.leader} vs {c.other} on {c.step}: {spread}"
     else:
-        base = f"undetermined at {d.n_seeds} seed(s){where}: " + (
-            f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
-            else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
+        open_ = [c for c in f.candidates if c.name in d.leaders and c.carry.verdict == "undetermined"]
+        if open_ and d.steps and d.steps[-1][0] == "load":
+            who = ", ".join(f"{c.name} ({c.carry.words()})" for c in open_)
+            verb = "carries" if len(open_) == 1 else "carry"
+            base = (f"undetermined at {d.n_seeds} seed(s){where}: whether {who} {verb} {rate_said} at the SLO on "
+                    f"{fleet}; the answer depends on it")
+        else:
+            base = f"undetermined at {d.n_seeds} seed(s){where}: " + (
+                f"{', '.join(d.leaders)} carry the load on some seeds only" if d.steps and d.steps[-1][0] != "seeds"
+                else f"one seed cannot decide ({', '.join(d.leaders)} lead)")
     return base
 
 
@@ -191,8 +228,9 @@ def _capacity_winner(d: Decision, w: str, rate: str, where: str) -> str:
     decisive = [s for s in d.standings if s.candidate != w]
     last = max((s.step for s in decisive), key=_STEP_ORDER.get, default="load")
     c = f.candidate(w)
-    size = ((f.gpus_text(w, c.replicas) if c.replicas is not None else "? replica(s)") + f" for {rate}"
-            + (" (at risk: covers the mean only)" if c.replicas_at_risk else ""))
+    size = ((f.gpus_text(w, c.replicas, c.replicas_low) if c.replicas is not None else "? replica(s)")
+            + f" for {rate}" + (f" (undetermined at {d.n_seeds} seeds whether {c.replicas_low} carry it)"
+                                if c.replicas_undetermined else ""))
     cap = f"{_mean(c.capacity):.3g} req/s per replica"
     per_gpu = f"{_mean(c.capacity) / c.gpus_per_replica:.3g} req/s per GPU"
     why = {"load": f"the only candidate that sustains the SLO ({cap}); {size}",
@@ -212,8 +250,9 @@ def _short_fleet(d: Decision) -> str:
         return ""
     if any(sum(c.capacity) / max(len(c.capacity), 1) * f.replicas >= f.rate for c in f.candidates):
         return ""
-    need = ", ".join(f"{c.name} {c.replicas}" for c in f.candidates if c.replicas is not None)
-    return (f"{f.fleet_text} cannot carry {f.rate:g} req/s at the SLO with any "
+    need = ", ".join(f"{c.name} {c.replicas_low} or {c.replicas}" if c.replicas_undetermined else f"{c.name} {c.replicas}"
+                     for c in f.candidates if c.replicas is not None)
+    return (f"{f.fleet_text} cannot carry {rate(f.rate)} at the SLO with any "
             f"candidate" + (f"; replicas each needs: {need}" if need else "") + ". ")
 
 
@@ -260,21 +299,35 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((f"{i}. {step}: {said}", "  ", "       ", False))
     for s in d.standings:
         c = d.facts.candidate(s.candidate)
+        ideal = f" [{idealised_words(c)}]" if not c.runnable else ""
         if s.status in ("cannot carry", "at risk") and not verbose:
-            said = f"{s.candidate}: {s.status} — {plain(_fail(c) or s.why)}, {describe(d, c, short=True)}"
+            why = c.carry.words() if s.status == "at risk" and c.slo_ratios else plain(_fail(c) or s.why)
+            said = f"{s.candidate}: {s.status}{ideal} — {why}, {describe(d, c, short=True)}"
+        elif s.status == "idealised":
+            said = f"{s.candidate}: {idealised_words(c)} — {describe(d, c, short=not verbose)}"
         else:
             why = f" ({plain(s.why)})" if s.status in ("cannot carry", "at risk") else ""
-            said = f"{s.candidate}: {s.status} — {describe(d, c, short=not verbose)}{why}"
+            said = f"{s.candidate}: {s.status}{ideal} — {describe(d, c, short=not verbose)}{why}"
         # one line each in a terminal; the reasons above say why, --verbose and the JSON say all
         items.append((said, "  ", "      ", not verbose))
     for said in cause_lines(d):
         items.append((said, "  ", "      ", False))
     for said in acceptance_lines(d, measured_too=verbose):
         items.append((said, "  ", "      ", False))
+    if d.question == "fleet":
+        items.append((f"fleet: {fleet_line(d)}", "  ", "      ", False))
     for w in answer.windows:
         items.append((f"{w.window}: {headline(w, tag=False)}", "  ", "      ", False))
     if answer.load_limit is not None:
         items.append((f"load limit: {limit_words(answer)}", "  ", "      ", False))
+    unknown: dict[str, list[str]] = {}  # one line per reason, not per candidate
+    for doubt in answer.doubts:
+        if doubt.unknown:
+            unknown.setdefault(doubt.unknown, []).append(doubt.candidate)
+        else:
+            items.append((f"acceptance interval: {doubt.words(verbose)}", "  ", "      ", False))
+    for why, names in unknown.items():
+        items.append((f"acceptance interval: {', '.join(names)}: {why}", "  ", "      ", False))
     for said in need_lines(answer.needs):
         items.append((said.strip(), "  " if not said.startswith(" ") else "    ", "      ", False))
     how = method(d) if verbose else (f"paired-t 95 % on per-seed differences; within ±{100 * d.facts.indifference:.0f} % "
@@ -288,6 +341,22 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
     for text, indent, more, clip in items:
         out += [_clip(indent + text)] if clip else _wrap(text, indent, more)
     return out
+
+
+def fleet_line(d: Decision) -> str:
+    """What fleet a fixed-fleet answer's figures are at, and each candidate's own replica count
+    where it was searched (``fleet_sizing``: `specplan capacity`'s rule), so no surface shows a
+    fleet answer other than capacity's without saying so."""
+    f = d.facts
+    rate = "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    said = f"every figure above is at the scenario's fixed fleet ({f.fleet_text})"
+    own = [(c.name, f.gpus_text(c.name, c.replicas, c.replicas_low)) for c in f.candidates if c.replicas is not None]
+    if own:
+        return said + f"; each one's own replica count for {rate} (capacity's rule): " + ", ".join(
+            f"{n} {r}" for n, r in own)
+    if f.rate is None:
+        return said
+    return said + f"; each one's own replica count: `specplan capacity --target-rate {f.rate:g}` or `simulate --sizing`"
 
 
 def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:
@@ -323,27 +392,38 @@ def rows(answer: Answer) -> list[Row]:
     """The decision table, derived from the decision (never a second rule set)."""
     d = answer.whole
     f = d.facts
-    load = ("whole run" if f.rate is None else f"{f.rate:g} req/s") + (
+    load = ("whole run" if f.rate is None else rate(f.rate)) + (
         f" on {f.replicas} replica(s)" if d.question == "fleet" else " target")
     out = []
     for s in d.standings:
         c = f.candidate(s.candidate)
         obs = describe(d, c)
-        if s.status == "winner":
+        if s.status == "winner" and not c.runnable:
+            dec = (f"{c.name} leads but is {idealised_words(c)}: deploy the twin and check it carries "
+                   f"the load (simulate it as a candidate)")
+            risk = "the lead rests on a policy the engine cannot run; the deployable twin may not keep it"
+        elif s.status == "winner":
             dec = f"use {c.name}" + ("" if c.baseline else f" instead of {d.baseline}")
             risk = ("acceptance on live traffic must match the profile's; canary it and watch p99 TPOT, "
                     "KV use and preemptions" if not c.baseline else "the simplest option; nothing to canary")
+        elif s.status == "idealised":
+            dec = f"do not plan on {c.name}: {s.why}"
+            risk = "an idealised policy shows what the engine could gain; it is not a deployment"
         elif s.status == "behind":
             lead = d.winner or ", ".join(d.leaders) or "the others"
             dec = (f"replace {c.name} by {lead}" if c.baseline and d.winner else f"drop {c.name}: {s.why}")
             risk = "holds for this load and traffic mix; re-check at the expected peak"
         elif s.status == "cannot carry":
-            need = f"; it needs {c.replicas} replica(s)" if c.replicas is not None else ""
+            need = f"; it needs {f.gpus_text(c.name, c.replicas, c.replicas_low)}" if c.replicas is not None else ""
             dec = f"do not run {c.name} at {load}: {s.why}{need}"
             risk = "a larger fleet may carry it; size it with `specplan capacity`"
         elif s.status == "at risk":
             dec = f"do not bank on {c.name}: {s.why}"
-            risk = "more seeds (run.max_seeds) tell whether it carries the load"
+            risk = "it sits at the SLO: more seeds narrow its bound, but the answer does not depend on it"
+        elif s.status == "undetermined" and s.step == "acceptance":
+            dec = f"undetermined: {s.why}"
+            risk = ("the verdict rests on too few measured prompts: measure more "
+                    "(specplan profile --prompts-per-segment) before choosing")
         elif s.status == "undetermined":
             dec = (f"undetermined at {d.n_seeds} seed(s): choose between {', '.join(d.leaders)} only after "
                    f"more seeds (run.max_seeds or --max-seeds)")
@@ -359,13 +439,13 @@ def rows(answer: Answer) -> list[Row]:
         out.append(_window_row(d, w))
     for n in answer.needs:
         if not n.skipped:
-            out.append(Row("acceptance needed", n.candidate, "all", ", ".join(f"{p.rate:g}" for p in n.points) + " req/s",
+            out.append(Row("acceptance needed", n.candidate, "all", ", ".join(plain_number(p.rate) for p in n.points) + " req/s",
                            point_words(n), sentence(n), "acceptance on live traffic below the needed length "
                            "undoes the gain: measure it (vLLM's spec-decode counters) before relying on it",
                            {"mean_acceptance_length": n.assumed, "runs": float(n.runs)}))
     lim = answer.load_limit
     if lim is not None and d.winner is not None:
-        out.append(Row("load limit", d.winner, "all", f"{lim.facts.rate:g} req/s", headline(lim),
+        out.append(Row("load limit", d.winner, "all", rate(lim.facts.rate), headline(lim),
                        limit_words(answer), "load points are coarse: the limit lies between the two "
                        "simulated loads; `specplan capacity` searches it", {"rate": lim.facts.rate or 0.0}))
     return out
@@ -377,7 +457,7 @@ def limit_words(answer: Answer) -> str:
     assert lim is not None and d.winner is not None
     st = lim.standing(d.winner)
     lead = ", ".join(lim.leaders)
-    return (f"{d.winner}'s advantage is gone at {lim.facts.rate:g} req/s: it is {st.status} there "
+    return (f"{d.winner}'s advantage is gone at {rate(lim.facts.rate)}: it is {status_words(st.status)} there "
             f"({plain(st.why)}) and {lead} lead{'s' if len(lim.leaders) == 1 else ''}")
 
 
@@ -389,7 +469,7 @@ def _window_row(whole: Decision, w: Decision) -> Row:
     else:
         st = w.standing(lead)
         dec = (f"{lead} also leads during {w.window}" if w.winner == lead else
-               f"during {w.window} {lead} is {st.status}" + ("" if st.status == "winner" else f" ({st.why})"))
+               f"during {w.window} {lead} is {status_words(st.status)}" + ("" if st.status == "winner" else f" ({st.why})"))
     return Row("window", w.winner or "-", "all", w.window, said, dec,
                "a window holds fewer requests than the whole run: its intervals are wider",
                {"seeds": float(w.n_seeds)})

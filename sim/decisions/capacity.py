@@ -18,12 +18,12 @@ and (stationary arrivals) long enough for ``min_requests`` measured requests.
 
 The parts: ``load_scaling`` (a scenario at a rate), ``simulated_load`` (a probe by
 simulation), ``capacity_search`` (the root finder), ``capacity_report`` (what was found),
-``trace_sizing`` (a recorded trace: its fleet is simulated, not divided out of a rate).
+``trace_sizing`` (a recorded trace: capacity searched where it is carried, windows sized).
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +34,10 @@ from sim.contracts.errors import SpecplanError
 from sim.decisions.answer import candidate_devices
 from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
 from sim.decisions.capacity_search import CapacitySearch, find_capacity
+from sim.decisions.fleet_sizing import fewest_replicas
 from sim.decisions.load_scaling import arrival_rate, trace_probe_note
 from sim.decisions.simulated_load import SimulatedLoad
-from sim.decisions.sustain import SustainCriteria, criteria_from_scenario
+from sim.decisions.sustain import criteria_from_scenario
 from sim.decisions.trace_sizing import trace_fleet
 
 
@@ -63,8 +64,10 @@ def plan_capacity(
     """Capacity of every candidate of ``scenario`` (see module docstring for "sustains").
 
     Per seed: ``find_capacity`` starting at the scenario's rate. Then the fewest replicas that
-    sustain ``target_rate`` (default: the scenario's rate) on every seed, starting from
-    ``ceil(target / mean capacity)`` and walking up/down by one. Finally every candidate is
+    carry ``target_rate`` (default: the scenario's rate) across the seeds (``sim.decisions.carry``:
+    every check's 95 % bound within the SLO, the rule ``simulate`` judges a fixed fleet by),
+    starting from ``ceil(target / mean capacity)``. Seeds are added (up to ``max_seeds``) while
+    the decision or any replica count is undetermined (n − 1 straddles the SLO). Finally every candidate is
     simulated at ``load_fractions`` × the baseline's mean capacity so decisions can compare
     candidates at equal load. Searches and load levels use the scenario's replica count (a
     restart scenario needs its second replica to reroute to); capacity is reported per replica
@@ -100,8 +103,9 @@ def plan_capacity(
     if trace:
         load.notes.add(trace_probe_note(scenario, target))
     fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
-    if trace:
-        fleet = trace_fleet(load, scenario, chosen, target, seeds, criteria, max_replicas, say)
+    memo: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}  # (candidate, replicas, seed) probes
+    if trace:  # a burst lands on one replica whatever the rate: search where the trace is carried
+        fleet = trace_fleet(load, scenario, chosen, target, seeds, criteria, max_replicas, say, memo)
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
 
     budget = max(len(seeds), int(max_seeds if max_seeds is not None else scenario.run.max_seeds))
@@ -109,48 +113,65 @@ def plan_capacity(
     gpus = {n: scenario.fleet_for(n).gpus_per_replica for n in chosen} if named else None
     per_cand = {name: search.per_seed(name, seeds, base_rate) for name in chosen}
     unit = _capacity_unit(scenario, gpus, devices)
-    while len(seeds) < budget and not _capacity_resolved(per_cand, scenario.baseline.name, seeds, fleet, rel_tol,
-                                                         unit):
+    start_seeds = len(tuple(seeds_asked if seeds_asked is not None else scenario.run.seeds))
+
+    def report_at(results: Sequence[CandidateCapacity], load_summary: Any = None, bottlenecks: Sequence[Any] = (),
+                  operating: Any = None) -> CapacityReport:
+        return CapacityReport(
+            scenario_name=scenario.name, criteria=criteria, candidates=tuple(results),
+            load_summary=pl.DataFrame() if load_summary is None else load_summary,
+            operating_summary=pl.DataFrame() if operating is None else operating,
+            sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
+            duration_s=float(scenario.run.duration_s), bottlenecks=tuple(bottlenecks),
+            notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
+            price_source=_price_source(scenario, chosen), gpus_per_replica=scenario.fleet.gpus_per_replica,
+            replica_hourly=_replica_hourly(scenario), devices=devices, candidate_gpus=gpus,
+            start_seeds=start_seeds, max_seeds=budget,
+            acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
+            searched_fleet="a" if fleet != int(scenario.fleet.replicas) else "the scenario's")
+
+    while True:
+        # one sequential rule: the winner, every replica count and whether it carries are
+        # settled on the same seeds; seeds are added while any of them is undetermined
+        results: list[CandidateCapacity] = []
+        for name in chosen:
+            cap = float(np.mean([s.rate for s in per_cand[name]])) / fleet
+            say(f"{name}: replicas for {target:g} req/s, {len(seeds)} seed(s)")
+            guess = cap if cap > 0 or not trace else target  # a trace: no rate on one replica ≠ no fleet
+            size = fewest_replicas(load, name, target, guess, seeds, criteria, max_replicas, memo)
+            results.append(CandidateCapacity(name, per_cand[name], seeds, target, size.n, size.status, size.row,
+                                             fleet_replicas=fleet, operating_seeds=tuple(size.seed_rows),
+                                             replicas_low=size.low, replicas_below=size.below))
+        open_ = [r.candidate for r in results if r.replicas_undetermined]
+        resolved = (len(chosen) < 2 or _capacity_resolved(per_cand, scenario.baseline.name, seeds, fleet, rel_tol, unit)
+                    and _decided(report_at(results), devices))
+        if (resolved and not open_) or len(seeds) >= budget:
+            break
         more = tuple(range(max(seeds) + 1, max(seeds) + 1 + min(len(seeds), budget - len(seeds))))
-        say(f"capacities undetermined at {len(seeds)} seeds: adding seeds {', '.join(map(str, more))}")
+        why = ", ".join(f"{n}'s replica count" for n in open_) or "the comparison"
+        say(f"undetermined at {len(seeds)} seeds ({why}): adding seeds {', '.join(map(str, more))}")
         for name in chosen:
             per_cand[name] = (*per_cand[name], *search.per_seed(name, more, base_rate, per_cand[name]))
         seeds = (*seeds, *more)
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
-    results: list[CandidateCapacity] = []
-    op_rows: list[dict[str, Any]] = []
-    for name in chosen:
-        per_seed = per_cand[name]
-        cap = float(np.mean([s.rate for s in per_seed])) / fleet
-        say(f"{name}: replicas for {target:g} req/s")
-        # a trace's groups of requests may need a fleet where one replica carries no rate at all
-        guess = cap if cap > 0 or not trace else target
-        n, status, row, seed_rows = _fewest_replicas(load, name, target, guess, seeds, criteria, max_replicas)
-        if row is not None:
-            op_rows.append({**row, "replicas": n, "rate": target})
-        band = search.profile_band(name, cap) if profile_band else None
-        results.append(CandidateCapacity(name, per_seed, seeds, target, n, status, row,
-                                         fleet_replicas=fleet, profile_band=band,
-                                         operating_seeds=tuple(seed_rows)))
+    op_rows = [{**r.operating_row, "replicas": r.replicas, "rate": target} for r in results
+               if r.operating_row is not None]
+    if profile_band:
+        results = [dataclasses.replace(r, profile_band=search.profile_band(r.candidate, r.mean)) for r in results]
 
     load_summary, bottlenecks = _load_levels(load, results, chosen, base_rate, load_fractions, say,
                                               search, workers)
     operating = pl.from_dicts(op_rows, infer_schema_length=None) if op_rows else pl.DataFrame()
-    return CapacityReport(
-        scenario_name=scenario.name, criteria=criteria, candidates=tuple(results),
-        load_summary=load_summary, operating_summary=operating,
-        sources=tuple(sorted(load.sources)), rel_tol=rel_tol, max_evals=max_evals,
-        duration_s=float(scenario.run.duration_s), bottlenecks=tuple(bottlenecks),
-        notes=tuple(sorted(load.notes)), baseline=scenario.baseline.name,
-        price_source=_price_source(scenario, chosen),
-        gpus_per_replica=scenario.fleet.gpus_per_replica,
-        replica_hourly=_replica_hourly(scenario),
-        devices=devices, candidate_gpus=gpus,
-        start_seeds=len(tuple(s for s in (seeds_asked if seeds_asked is not None else scenario.run.seeds))),
-        max_seeds=budget,
-        acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
-        replicas_rule="simulated" if trace else "capacity",
-    )
+    return report_at(results, load_summary, bottlenecks, operating)
+
+
+def _decided(report: CapacityReport, devices: Mapping[str, str] | None) -> bool:
+    """Whether the capacity decision (capacities, GPUs, cost at each one's replica count,
+    latency there) is resolved at the report's seeds."""
+    from sim.decisions.decision import decide
+    from sim.decisions.facts import capacity_facts
+
+    return decide(capacity_facts(report, devices=devices)).resolved
 
 
 def _chosen(scenario: Any, candidates: Sequence[str] | None) -> list[str]:
@@ -338,69 +359,3 @@ def _price_source(scenario: Any, chosen: Sequence[str] = ()) -> str:
         lines.append(f"{where}.price_per_gpu_hour = {fleet.price_per_gpu_hour} $/h {per}, "
                      f"draft_price_per_hour = {fleet.draft_price_per_hour} $/h per replica")
     return f"cost: scenario {'; '.join(lines)} (prices as the scenario states them)"
-
-
-def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Mean over seeds of numeric columns (others from the first row); adds ``n_seeds``."""
-    out: dict[str, Any] = dict(rows[0])
-    for k, v in rows[0].items():
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            vals = [float(r[k]) for r in rows if r.get(k) is not None]
-            out[k] = float(np.mean(vals)) if vals else None
-    out["n_seeds"] = len(rows)
-    out.pop("seed", None)
-    return out
-
-
-def _fewest_replicas(load: SimulatedLoad, name: str, target: float, cap: float,
-                     seeds: Sequence[int], criteria: SustainCriteria,
-                     max_replicas: int) -> tuple[int | None, str, dict[str, Any] | None, list[dict[str, Any]]]:
-    """Smallest n whose fleet sustains ``target`` on every seed, its mean row and its per-seed
-    rows; (None, why, None, []) if > max.
-
-    Starts at ``ceil(target / capacity per replica)``, gallops (1, 2, 4, … away) to a count
-    that passes and one that fails, then bisects: more replicas never serve a rate worse, so
-    this is the same monotone search as the rate's, on integers."""
-
-    def ok(n: int) -> tuple[bool, dict[str, Any], list[dict[str, Any]]]:
-        start = len(load.rows)
-        probes = [load.probe(name, target, sd, n) for sd in seeds]
-        return all(p.sustained for p in probes), mean_row(load.rows[start:]), list(load.rows[start:])
-
-    if not cap > 0:
-        return None, "no capacity found: more replicas cannot help a per-request SLO", None, []
-    n = min(max(1, math.ceil(target / cap)), max_replicas)
-    cache: dict[int, tuple[bool, dict[str, Any], list[dict[str, Any]]]] = {}
-
-    def check(m: int) -> bool:
-        if m not in cache:
-            cache[m] = ok(m)
-        return cache[m][0]
-
-    # gallop to a passing count, then bisect between the last failing and the first passing
-    if check(n):
-        good, bad = n, 0
-        step = 1
-        while good - step >= 1 and check(good - step):
-            good, step = good - step, step * 2
-        bad = max(bad, good - step) if good - step >= 1 else 0
-    else:
-        bad, step = n, 1
-        good = 0
-        while bad + step <= max_replicas:
-            if check(bad + step):
-                good = bad + step
-                break
-            bad, step = bad + step, step * 2
-        if not good:
-            if bad < max_replicas and check(max_replicas):
-                good = max_replicas
-            else:
-                return None, f"not sustained with {max_replicas} replicas", None, []
-    while good - bad > 1:
-        mid = (good + bad) // 2
-        if check(mid):
-            good = mid
-        else:
-            bad = mid
-    return good, "sustained on every seed", cache[good][1], cache[good][2]

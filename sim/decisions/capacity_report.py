@@ -32,6 +32,16 @@ class CandidateCapacity:
     times (``timing_spread``): the model's own uncertainty, next to the seeds' interval."""
     operating_seeds: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
     """The summary row of each seed at the target rate on ``replicas`` (same order as seeds)."""
+    replicas_low: int | None = None
+    """``replicas − 1`` when that count's "carries" is still undetermined at these seeds (the
+    answer is then "low or replicas"); else ``replicas``."""
+    replicas_below: str = ""
+    """What ``replicas − 1`` showed, in words ("3: cannot carry (TTFT p95 1.3–1.5 × its limit …)")."""
+
+    @property
+    def replicas_undetermined(self) -> bool:
+        """True when the budget left ``replicas − 1`` undetermined ("3 or 4 replicas")."""
+        return self.replicas is not None and self.replicas_low is not None and self.replicas_low < self.replicas
 
     @property
     def capacities(self) -> list[float]:
@@ -108,9 +118,7 @@ class CapacityReport:
     """The replication budget (run.max_seeds or --max-seeds)."""
     acceptance: Mapping[str, str] | None = None
     """What each candidate's acceptance rests on (sim/results/acceptance_basis.py)."""
-    replicas_rule: str = "capacity"
-    """How replica counts were found: ``"capacity"`` (the fewest whose fleet capacity's lower
-    95 % bound covers the target, then checked by simulation) or ``"simulated"`` (a recorded
-    trace: the fewest whose simulation of the trace at the target carries it on every seed,
-    since requests arriving in groups do not split across replicas as their rate does)."""
+    searched_fleet: str = "the scenario's"
+    """Whose fleet the capacities were searched on, in words: "the scenario's", or "a" when a
+    recorded trace needed more replicas than the scenario states (sim/decisions/trace_sizing.py)."""
 

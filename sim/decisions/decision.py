@@ -8,8 +8,9 @@ in the order a planner reasons, and every surface renders the :class:`Decision` 
 The order (each step keeps only the candidates still in the running):
 
 1. **Load** (fixed fleet): does the candidate carry the offered load at the SLO on this fleet,
-   on every seed (``SustainCriteria``, the rule a capacity probe passes)? None does → no winner,
-   with each one's fleet size when a capacity search or load sweep gave it. A candidate that
+   across the seeds (``sim.decisions.carry``: each ``SustainCriteria`` check's 95 % bound, the
+   rule the replica search uses)? None does → no winner, with each one's fleet size when a
+   capacity search or `simulate --sizing` gave it. A candidate that
    serves fewer good answers than the baseline is out even when it meets the percentiles.
    (Capacity question: a capacity above zero on every seed.)
 2. **GPUs**: capacity per replica (capacity question; at a fixed fleet every candidate has the
@@ -24,6 +25,12 @@ Each step compares the best mean with every other candidate on paired per-seed d
 (``sim.decisions.paired``): beyond the indifference amount → the other is out; within it →
 both go on to the next step; neither → undetermined (more seeds would tell). One seed never
 decides.
+
+A candidate the named engine cannot run (``CandidateFacts.runnable``: an idealised in-engine
+policy, ``sim.decisions.engine_config``) never wins over a runnable equal: at any step where it
+is within the indifference amount of a runnable candidate it goes out as "idealised", with its
+deployable twin named. Where it is ahead beyond that amount it may still lead, and every
+surface shows it as idealised with the twin beside it.
 """
 
 from __future__ import annotations
@@ -36,9 +43,22 @@ from typing import Literal
 from sim.decisions.attribution import Cause, causes
 from sim.decisions.facts import CandidateFacts, Facts
 from sim.decisions.paired import Paired, paired
+from sim.results.plain_numbers import rate
 
 Outcome = Literal["winner", "no winner", "undetermined"]
-Status = Literal["winner", "equivalent", "behind", "cannot carry", "at risk", "undetermined"]
+Status = Literal["winner", "equivalent", "behind", "cannot carry", "at risk", "undetermined", "idealised"]
+
+_PREDICATE: dict[str, str] = {
+    "winner": "the winner", "equivalent": "equivalent to the leaders", "behind": "behind",
+    "cannot carry": "unable to carry the load", "at risk": "at risk (carries on some seeds only)",
+    "undetermined": "undetermined", "idealised": "idealised (the engine cannot run it)",
+}
+
+
+def status_words(status: str) -> str:
+    """A standing as the end of "X is …": "unable to carry the load", never the bare status
+    ("cannot carry") after "is"."""
+    return _PREDICATE.get(status, status)
 
 
 @dataclass(frozen=True)
@@ -123,34 +143,43 @@ class _Run:
             self.pool.remove(name)
 
     def narrow(self, step: str, values: Callable[[CandidateFacts], Sequence[float]], *, higher: bool,
-               rel_delta: float, unit: str, fmt: Callable[[float], str]) -> None:
+               rel_delta: float, unit: str, fmt: Callable[[float], str], _ideal: Sequence[str] = ()) -> None:
         """Keep the best mean and those within the indifference amount of it; drop those
-        clearly behind; stop (undetermined) when any comparison cannot tell yet."""
+        clearly behind; stop (undetermined) when any comparison cannot tell yet. A candidate the
+        engine cannot run that is within the amount of a runnable one goes out first, and the
+        step is judged again without it (``_ideal``: those already out)."""
+        if _ideal and len(self.pool) == 1:  # the runnable equal alone remains: say why
+            self.steps.append((step, f"{self.pool[0]}; idealised (the engine cannot run it), out for a "
+                                     f"runnable equal: {', '.join(_ideal)}"))
         if len(self.pool) < 2 or self.undetermined:
             return
         f = self.facts
         means = {n: _means(f.candidate(n), values(f.candidate(n))) for n in self.pool}
         key = (lambda n: means[n]) if higher else (lambda n: -means[n])
         best = max(self.pool, key=lambda n: (key(n), -self.pool.index(n)))
-        behind, equal, open_ = [], [], []
-        for other in list(self.pool):
-            if other == best:
-                continue
-            p = paired(values(f.candidate(best)), values(f.candidate(other)), higher_better=higher,
-                       rel_delta=rel_delta)
+        judged = [(other, paired(values(f.candidate(best)), values(f.candidate(other)), higher_better=higher,
+                                 rel_delta=rel_delta)) for other in self.pool if other != best]
+        equal = [o for o, p in judged if p.verdict == "equivalent"]
+        ideal = self._idealised_out(step, best, equal)
+        if ideal:  # judged again among the rest: who is behind depends on who leads
+            self.narrow(step, values, higher=higher, rel_delta=rel_delta, unit=unit, fmt=fmt,
+                        _ideal=(*_ideal, *ideal))
+            return
+        behind, open_ = [], []
+        for other, p in judged:
             self.comparisons.append(Comparison(step, best, other, p, unit))
             diff = f"{fmt(means[other])} ({_pct(means[other], means[best])})"
             if p.verdict == "better":
                 self.settle(other, "behind", step, f"{step} {diff} vs {best}, beyond ±"
                             f"{100 * rel_delta:.0f} % (paired, {p.n} seeds)")
                 behind.append(f"{other} {diff}")
-            elif p.verdict == "equivalent":
-                equal.append(other)
-            else:
+            elif p.verdict != "equivalent":
                 self.undetermined.append(other)
                 reach = fmt(p.reach) if p.n > 1 else "unknown (one seed)"
                 open_.append(f"{other} (the difference may be up to {reach})")
         said = f"best {best} at {fmt(means[best])}"
+        if _ideal:
+            said += f"; idealised (the engine cannot run it), out for a runnable equal: {', '.join(_ideal)}"
         if equal:
             said += f"; within ±{100 * rel_delta:.0f} % of it: {', '.join(equal)}"
         if behind:
@@ -161,13 +190,53 @@ class _Run:
         if self.undetermined:  # the best and those equal to it stay in the running with the open ones
             self.undetermined[0:0] = [best, *equal]
 
+    def _idealised_out(self, step: str, best: str, equal: list[str]) -> list[str]:
+        """The candidates of ``best`` and ``equal`` (within the indifference amount of each
+        other) the engine cannot run, settled "idealised" when a runnable one is among them."""
+        f = self.facts
+        kept = [best, *equal]
+        runnable = [n for n in kept if f.candidate(n).runnable]
+        if not runnable:
+            return []
+        out = [n for n in kept if not f.candidate(n).runnable]
+        for n in out:
+            c = f.candidate(n)
+            self.settle(n, "idealised", step, f"within the indifference amount of {runnable[0]} on {step}, "
+                        f"and {c.engine or 'the engine'} cannot run it; deployable: "
+                        f"{c.deployable or runnable[0]}")
+        return out
+
 
 def decide(facts: Facts) -> Decision:
-    """The decision for ``facts`` (see the module docstring for the order)."""
+    """The decision for ``facts`` (see the module docstring for the order).
+
+    "Carries" is judged across seeds (``sim.decisions.carry``). A candidate whose bound
+    straddles the SLO is undetermined; the decision is taken both ways (it carries / it does
+    not), and only when the two answers differ is the whole answer undetermined on it (more
+    seeds would tell); otherwise it is "at risk" and the answer stands."""
+    open_ = open_carry(facts)
+    if not open_:
+        return _decide(facts, {})
+    without = _decide(facts, dict.fromkeys(open_, False))
+    with_ = _decide(facts, dict.fromkeys(open_, True))
+    if (without.outcome, without.winner, without.leaders) == (with_.outcome, with_.winner, with_.leaders):
+        return without
+    return _decide(facts, {})
+
+
+def open_carry(facts: Facts) -> list[str]:
+    """Candidates of a fixed-fleet question whose "carries" is undetermined at these seeds."""
+    if facts.question != "fleet" or not facts.has_slo or len(facts.seeds) < 2:
+        return []
+    return [c.name for c in facts.candidates if c.carry.verdict == "undetermined"]
+
+
+def _decide(facts: Facts, assume: Mapping[str, bool]) -> Decision:
+    """The decision with each undetermined "carries" in ``assume`` taken as given."""
     names = [c.name for c in facts.candidates]
     run = _Run(facts, list(names))
     if facts.question == "fleet":
-        _fleet_steps(run)
+        _fleet_steps(run, assume)
     else:
         _capacity_steps(run)
     n = len(facts.seeds)
@@ -204,29 +273,34 @@ def decide(facts: Facts) -> Decision:
 
 
 def _rate(f: Facts) -> str:
-    return "the offered load" if f.rate is None else f"{f.rate:g} req/s"
+    return rate(f.rate)
 
 
-def _fleet_steps(run: _Run) -> None:
+def _fleet_steps(run: _Run, assume: Mapping[str, bool]) -> None:
     f = run.facts
     if f.has_slo:
-        carry, partly, none = [], [], []
+        carry, risky, none, open_ = [], [], [], []
         for c in f.candidates:
-            ok = sum(c.carries)
-            (carry if ok == len(c.carries) and ok else partly if ok else none).append(c)
-        for c in partly:
-            run.settle(c.name, "at risk", "load", f"carries {_rate(f)} on {sum(c.carries)} of "
-                       f"{len(c.carries)} seeds only ({_first_fail(c)})")
+            v = c.carry.verdict
+            if v == "undetermined" and c.name in assume:
+                v = "carries" if assume[c.name] else "at risk"
+            {"carries": carry, "at risk": risky, "cannot carry": none, "undetermined": open_}[v].append(c)
+        for c in risky:
+            run.settle(c.name, "at risk", "load", f"undetermined whether it carries {_rate(f)} ("
+                       f"{c.carry.words()}); the answer is the same either way")
         for c in none:
             run.settle(c.name, "cannot carry", "load", f"cannot carry {_rate(f)} at the SLO on "
-                       f"{_fleet(f)} ({_first_fail(c)})")
-        said = (f"carries {_rate(f)} at the SLO on {_fleet(f)} on every seed: "
-                f"{', '.join(c.name for c in carry) or 'none'}")
-        if partly:
-            said += f"; on some seeds only: {', '.join(c.name for c in partly)}"
+                       f"{_fleet(f)} ({_first_fail(c) or c.carry.words()})")
+        said = (f"carries {_rate(f)} at the SLO on {_fleet(f)} (every check's 95 % bound within "
+                f"the SLO over the seeds): {', '.join(c.name for c in carry) or 'none'}")
+        if risky:
+            said += f"; undetermined, the answer the same either way: {', '.join(c.name for c in risky)}"
+        if open_:
+            said += (f"; undetermined at {len(f.seeds)} seed(s), and the answer depends on it: "
+                     + ", ".join(f"{c.name} ({c.carry.words()})" for c in open_))
         run.steps.append(("load", said))
-        if not carry and partly:
-            run.undetermined += [c.name for c in partly]
+        if open_:
+            run.undetermined += [c.name for c in (*open_, *carry)]
             return
         names = [c.name for c in f.candidates]
         base = f.candidate(f.baseline) if f.baseline in names else None
@@ -273,7 +347,7 @@ def _capacity_steps(run: _Run) -> None:
         need = ", ".join(f"{n} {f.gpus_text(n, c.replicas)}" for n in run.pool
                          if (c := f.candidate(n)).replicas is not None)
         run.steps.append(("GPUs", f"different kinds of GPU ({', '.join(sorted(devices))}) are "
-                                  "compared by their price, at the cost step" + (f"; for {f.rate:g} req/s: {need}"
+                                  "compared by their price, at the cost step" + (f"; for {rate(f.rate)}: {need}"
                                                                                  if need and f.rate else "")))
     else:
         unit = "req/s per GPU" + ("" if len(devices) == 1 else " (GPUs of different kinds, unpriced)")

@@ -24,7 +24,7 @@ A schedule is ``[(start, end, k), ...]``: inclusive decode-batch ranges from 1 t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,3 +236,74 @@ def verdict_config(scenario: Any, profile: Any, answer: Any) -> EmittedConfig | 
     verdict names none, or names one that does not speculate."""
     winner = answer.whole.winner
     return None if winner is None else candidate_config(scenario, profile, winner)
+
+
+@dataclass(frozen=True)
+class Deployability:
+    """Whether the named engine runs a candidate as the simulator ran it, and what runs instead."""
+
+    candidate: str
+    engine: str
+    runnable: bool
+    twin: str = ""
+    """Its deployable twin where it is not runnable: the [[two_routes]] that names it
+    ``idealised``, else a runnable fixed-k candidate with its proposer and fleet, else the
+    deployable form in words."""
+    why: str = ""
+    """Why the engine cannot run it (the emitted config's first note)."""
+
+
+def deployability(scenario: Any, profiles: Any, names: Sequence[str] | None = None) -> dict[str, Deployability]:
+    """Each speculative candidate of ``names`` (default: all) judged by ``emit`` for the engine
+    its fleet names (``profiles``: the candidates' profiles by name, or one profile): the one
+    rule the decision reads, so an idealised policy never wins over a runnable equal."""
+    from sim.results.runner import candidate_profiles
+
+    cands = [c for c in scenario.candidates if c.speculates and (names is None or c.name in names)]
+    if not cands:
+        return {}
+    fixed = [c for c in scenario.candidates if c.speculates and c.policy == "fixed" and c not in cands
+             and any(c.proposer == x.proposer and c.fleet == x.fleet for x in cands)]
+    if isinstance(profiles, Mapping):  # the run's profiles; a twin not run is emitted on its fleet's
+        fixed = [c for c in fixed if c.name in profiles or c.fleet is None]
+        base = profiles.get(next((c.name for c in cands if c.fleet is None), ""))
+        profiles = {**({c.name: base for c in fixed if c.fleet is None} if base else {}), **profiles}
+    profs = candidate_profiles(scenario, profiles, [*cands, *fixed])
+    emitted = {c.name: candidate_config(scenario, profs[c.name], c.name) for c in [*cands, *fixed]}
+    out = {}
+    for c in cands:
+        e = emitted[c.name]
+        if e is None or e.runnable or e.k == 0:  # k = 0 everywhere: it deploys as no speculation
+            out[c.name] = Deployability(c.name, e.engine if e else "", True)
+            continue
+        out[c.name] = Deployability(c.name, e.engine, False, _twin(scenario, c, emitted),
+                                    e.notes[0] if e.notes else "")
+    return out
+
+
+def _twin(scenario: Any, cand: Candidate, emitted: Mapping[str, EmittedConfig | None]) -> str:
+    e = emitted.get(cand.name)
+    if cand.policy == "fixed":  # not the policy: the engine has no method for its proposer
+        return f"none on this engine ({e.notes[0] if e is not None and e.notes else 'no method for its proposer'})"
+    route = next((r.name for r in scenario.two_routes if r.idealised == cand.name), None)
+    if route is not None:
+        return f"two routes {route}"
+    same = [c for c in scenario.candidates if c.name != cand.name and c.speculates and c.policy == "fixed"
+            and c.proposer == cand.proposer and c.fleet == cand.fleet
+            and (e := emitted.get(c.name)) is not None and e.runnable]
+    if same:
+        best = min(same, key=lambda c: (abs((c.k or 0) - cand.max_k), c.name))
+        return best.name
+    return (f"a fixed k of {cand.proposer} (e.g. k = {cand.max_k}), or two routes "
+            "([[two_routes]], docs/scenario-format.md)")
+
+
+def with_engine(facts: Any, dep: dict[str, Deployability]) -> Any:
+    """``facts`` with each candidate's runnability on its engine (unchanged without ``dep``)."""
+    import dataclasses
+
+    if not dep:
+        return facts
+    return dataclasses.replace(facts, candidates=tuple(
+        dataclasses.replace(c, runnable=d.runnable, deployable=d.twin, engine=d.engine)
+        if (d := dep.get(c.name)) is not None else c for c in facts.candidates))

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from sim.decisions.carry import Carry, carry_of, carry_of_flags
 from sim.decisions.sustain import SustainCriteria
 from sim.results import metric_names as mn
 from sim.results.metrics import good_array, latency_arrays, linear_percentiles
@@ -44,6 +45,9 @@ class CandidateFacts:
     (``SustainCriteria``, the same rule a capacity probe passes)."""
     carry_reason: tuple[str, ...] = ()
     """Per seed: the binding check (``ttft_ms_p95=1210ms vs 1000``)."""
+    slo_ratios: tuple[Mapping[str, float] | None, ...] = ()
+    """Per seed: each sustain check as observed ÷ limit (``SustainCriteria.ratios``; None: too
+    few requests to judge). Read across seeds by ``carry``; empty: judged by ``carries``."""
     latency_ms: tuple[float, ...] = ()
     """Per seed: E2EL p50 (ms), the latency a user feels, compared last."""
     shown: Mapping[str, float] = field(default_factory=dict)
@@ -56,11 +60,17 @@ class CandidateFacts:
     """Half the search bracket's mean width (req/s per replica): seeds that agree within it
     still leave this much uncertainty, so the interval is never narrower."""
     replicas: int | None = None
-    """Fewest replicas for the target whose fleet capacity's lower 95 % bound covers it."""
+    """Fewest replicas that carry the target when simulated, across the seeds
+    (``sim.decisions.carry``: the rule a fixed fleet is judged by)."""
     replicas_mean: int | None = None
-    """Fewest replicas that cover the target at the mean capacity."""
-    replicas_at_risk: bool = False
-    """True when ``replicas`` covers the mean only (no lower bound above zero)."""
+    """Fewest replicas that cover the target at the mean capacity (shown, not banked)."""
+    replicas_low: int | None = None
+    """``replicas − 1`` when that count is still undetermined at these seeds ("3 or 4 replicas");
+    else ``replicas``."""
+
+    @property
+    def replicas_undetermined(self) -> bool:
+        return self.replicas is not None and self.replicas_low is not None and self.replicas_low < self.replicas
     replicas_per_hour_usd: float | None = None
     """Price of one replica per hour (GPUs and draft hardware)."""
     gpus_per_replica: int = 1
@@ -73,6 +83,21 @@ class CandidateFacts:
     """The candidate that is this one with prefix caching off, when the scenario has it."""
     acceptance: str = ""
     """What its acceptance rests on (sim/results/acceptance_basis.py); "" when it does not speculate."""
+    runnable: bool = True
+    """False: the named engine cannot run its policy (an idealised in-engine policy,
+    ``sim.decisions.engine_config.deployability``); it never wins over a runnable equal."""
+    deployable: str = ""
+    """Its deployable twin where it is not runnable: a candidate, a two-route option, or a form
+    in words."""
+    engine: str = ""
+    """The engine it was judged for ("vLLM (GPU)"), where not runnable."""
+
+    @property
+    def carry(self) -> Carry:
+        """Whether it carries the load at the SLO, judged across seeds (``sim.decisions.carry``)."""
+        if self.slo_ratios:
+            return carry_of(self.slo_ratios)
+        return carry_of_flags(self.carries)
 
     def cost_per_1k(self, i: int) -> float:
         """$ per 1,000 SLO-conformant answers on seed ``i`` (inf: no good answers)."""
@@ -126,13 +151,19 @@ class Facts:
         kinds = " | ".join(dict.fromkeys(self.device_of(c.name) for c in self.candidates))
         return f"{self.replicas} replica(s) of each one's own fleet ({kinds})"
 
-    def gpus_text(self, name: str, replicas: int) -> str:
+    def gpus_text(self, name: str, replicas: int, low: int | None = None) -> str:
         """``replicas`` of ``name``'s fleet in words: "3 replica(s)"; on mixed hardware
-        "3 × 2× H200 = 6 GPUs", so fleets of different shapes read in GPUs."""
+        "3 × (2× H200) = 6 GPUs", so fleets of different shapes read in GPUs; with ``low`` below
+        it (the count under it still undetermined): "3 or 4 replica(s)"."""
+        g = self.candidate(name).gpus_per_replica
+        if low is not None and low < replicas:
+            if not self.mixed_fleets:
+                return f"{low} or {replicas} replica(s)"
+            return (f"{low} or {fleet_words(replicas, self.device_of(name), always_times=True)} = "
+                    f"{low * g} or {replicas * g} GPU(s)")
         if not self.mixed_fleets:
             return f"{replicas} replica(s)"
-        g = self.candidate(name).gpus_per_replica
-        return f"{replicas} × {self.device_of(name)} = {replicas * g} GPU(s)"
+        return f"{fleet_words(replicas, self.device_of(name), always_times=True)} = {replicas * g} GPU(s)"
 
 
 def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: float,
@@ -192,6 +223,7 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
     """Facts of a fixed-fleet question from a ``ScenarioResult`` (every candidate × seed), over
     the arrivals in ``[t0, t1)`` (default: after warm-up to the end of arrivals)."""
     sc = result.scenario
+    off = _spec_off(result) if t0 is None and t1 is None else {}
     t0 = sc.run.warmup_s if t0 is None else t0
     t1 = sc.run.duration_s if t1 is None else t1
     limits = dict(sc.slo.limits)
@@ -216,12 +248,15 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             if vals:
                 shown[col] = float(np.mean(vals))
         shown["requests"] = float(np.mean([r["requests"] for r in per_seed]))
+        if name in off:
+            shown[mn.SPEC_OFF_TIME] = off[name]
         out.append(CandidateFacts(
             name=name, baseline=cand.is_baseline,
             goodput=tuple(r["good"] / span for r in per_seed),
             attainment=tuple(r["good"] / r["requests"] if r["requests"] else 0.0 for r in per_seed),
             carries=tuple(bool(j is not None and j.sustained) for j in judged),
             carry_reason=tuple(j.reason if j is not None else "" for j in judged),
+            slo_ratios=tuple(_ratios(criteria, r) for r in per_seed) if criteria is not None else (),
             latency_ms=tuple(float(r["e2el_ms_median"]) if r.get("e2el_ms_median") is not None else math.inf
                              for r in per_seed),
             shown=shown, hourly_usd=hourly, gpus_per_replica=fl.gpus_per_replica,
@@ -231,6 +266,22 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
                  int(sc.fleet.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
+
+
+def _spec_off(result: Any) -> dict[str, float]:
+    """Mean over seeds of each speculating candidate's share of decoding time without
+    speculation (the whole run's summary rows; ``sim.results.spec_off``)."""
+    ps = getattr(result, "per_seed", None)
+    if ps is None or mn.SPEC_OFF_TIME not in ps.columns:
+        return {}
+    rows = ps.filter((pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS) & pl.col(mn.SPEC_OFF_TIME).is_not_null())
+    means = rows.group_by(mn.CANDIDATE).agg(pl.col(mn.SPEC_OFF_TIME).mean())
+    return {str(n): float(v) for n, v in means.iter_rows()}
+
+
+def _ratios(criteria: SustainCriteria, row: Mapping[str, Any]) -> Mapping[str, float] | None:
+    """One seed's sustain checks as observed ÷ limit; None when too few requests to judge."""
+    return None if criteria.measured(row) < criteria.min_measured else criteria.ratios(row)
 
 
 def _basis(cand: Any, profile: Any) -> str:
@@ -261,11 +312,14 @@ def device_name(result: Any) -> str:
     return replica_words(getattr(result, "profile_device", None), result.scenario.fleet.gpus_per_replica)
 
 
-def fleet_words(replicas: int, device: str) -> str:
-    """"1 H200", "2 × H200", "2 replicas"."""
+def fleet_words(replicas: int, device: str, always_times: bool = False) -> str:
+    """"1 H200", "2 × H200", "1 × (8× H200)", "2 replicas": a replica of several GPUs is
+    bracketed, so its count never runs into the GPU count ("1 8× H200")."""
     if device == "replica":
         return "1 replica" if replicas == 1 else f"{replicas} replicas"
-    return f"{replicas} {device}" if replicas == 1 else f"{replicas} × {device}"
+    if "×" in device:
+        return f"{replicas} × ({device})"
+    return f"{replicas} {device}" if replicas == 1 and not always_times else f"{replicas} × {device}"
 
 
 def replica_words(device: str | None, gpus: int) -> str:
@@ -278,9 +332,7 @@ def replica_words(device: str | None, gpus: int) -> str:
 def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
                    device: str = "replica", devices: Mapping[str, str] | None = None) -> Facts:
     """Facts of a capacity question from a ``CapacityReport``: capacity per replica per seed
-    (the same seeds for every candidate: paired), replicas for the target by the lower bound."""
-    from sim.decisions.paired import mean_interval
-
+    (the same seeds for every candidate: paired), replicas for the target as simulated."""
     out = []
     seeds = report.candidates[0].seeds if report.candidates else ()
     for c in report.candidates:
@@ -288,23 +340,12 @@ def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
         widths = [(s.upper - s.lower) / 2.0 / c.fleet_replicas for s in c.per_seed
                   if s.status == "bracketed" and math.isfinite(s.upper)]
         res = float(np.mean(widths)) if widths else 0.0
-        mean, half, _ = mean_interval(caps) if caps else (0.0, None, "")
-        low = None if half is None else mean - max(half, res)
-        target = c.target_rate
-        n_mean = math.ceil(target / mean - 1e-9) if mean > 0 else None
-        n_low = math.ceil(target / low - 1e-9) if low is not None and low > 0 else None
-        sim_n = c.replicas
-        at_risk = n_low is None and n_mean is not None
-        reps = None
-        if getattr(report, "replicas_rule", "capacity") == "simulated":
-            reps, at_risk = sim_n, False  # a trace's fleet is simulated, not divided out of a rate
-        elif n_low is not None:
-            reps = max(n_low, sim_n or 0)
-        elif sim_n is not None or n_mean is not None:
-            reps = max(sim_n or 0, n_mean or 0) or None
+        mean = float(np.mean(caps)) if caps else 0.0
+        n_mean = math.ceil(c.target_rate / mean - 1e-9) if mean > 0 else None
         out.append(CandidateFacts(
             name=c.candidate, baseline=c.candidate == report.baseline, capacity=caps,
-            capacity_resolution=res, replicas=reps, replicas_mean=n_mean, replicas_at_risk=at_risk,
+            capacity_resolution=res, replicas=c.replicas, replicas_mean=n_mean,
+            replicas_low=getattr(c, "replicas_low", None) or c.replicas,
             replicas_per_hour_usd=report.replica_hourly.get(c.candidate) if report.replica_hourly else None,
             shown=_operating(c), latency_ms=_operating_latency(c),
             gpus_per_replica=(report.candidate_gpus or {}).get(c.candidate, report.gpus_per_replica),

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from sim.results.intervals import t_quantile_975
+from sim.results.intervals import clip_interval, t_quantile_975
 
 Verdict = Literal["better", "worse", "equivalent", "undetermined"]
 
@@ -88,6 +88,7 @@ def mean_interval(values: Sequence[float], lo: float = 0.0, hi: float = math.inf
     half = float(t_quantile_975(v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     if half == 0.0:
         return mean, 0.0, f"± 0 (all {v.size} seeds agree)"
-    if mean - half < lo or mean + half > hi:
-        return mean, half, f"95 % interval clipped to the metric's range: {max(mean - half, lo):.3g}–{min(mean + half, hi):.3g}"
+    low, high, clipped = clip_interval(mean, half, lo, hi)
+    if clipped:
+        return mean, half, f"95 % interval clipped to the metric's range: {low:.3g}–{high:.3g}"
     return mean, half, f"± {half:.2g}"

@@ -12,6 +12,8 @@ from sim.contracts.errors import SpecplanError
 from sim.decisions.capacity_search import Probe
 
 SLO_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2el", "pause")
+LOST = "lost"
+"""The losses check's name among a row's ``ratios``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,26 +51,46 @@ class SustainCriteria:
             return "pause_ms_p95"  # the summary has no median pause; p95 is the stricter bound
         return f"{metric}_ms_{suffix}"
 
+    def measured(self, row: Mapping[str, Any]) -> float:
+        """Requests a row measured (completed, rejected, timed out or unfinished)."""
+        return sum(float(row.get(c) or 0) for c in ("completed", "rejected", "timed_out", "unfinished"))
+
+    def ratios(self, row: Mapping[str, Any]) -> dict[str, float]:
+        """Each check of one row as observed ÷ limit (≤ 1 passes): every SLO'd metric's
+        percentile column, and ``lost`` (share lost ÷ ``max_loss_fraction``). The one home of
+        what is checked: ``judge`` (one seed) and ``sim.decisions.carry`` (across seeds) read it."""
+        out: dict[str, float] = {}
+        for m, limit in self.limits_ms.items():
+            v = row.get(self.column(m))
+            obs = math.inf if v is None or not math.isfinite(float(v)) else float(v)
+            out[self.column(m)] = obs / limit
+        loss = loss_fraction(row)
+        if self.max_loss_fraction > 0:
+            out[LOST] = loss / self.max_loss_fraction
+        elif loss > 0:
+            out[LOST] = math.inf
+        return out
+
+    def words(self, check: str, ratio: float) -> str:
+        """One check as the sustain rule says it: ``ttft_ms_p95=1210ms vs 1000``, ``lost=2.0% vs 1.0%``."""
+        if check == LOST:
+            return f"lost={ratio * self.max_loss_fraction:.1%} vs {self.max_loss_fraction:.1%}"
+        limit = self.limits_ms[check.split("_ms_")[0]]
+        return f"{check}={ratio * limit:.0f}ms vs {limit:g}"
+
     def judge(self, row: Mapping[str, Any], rate: float) -> Probe:
         """Pass/fail and margin of one summary row (one candidate, segment ``all``)."""
-        measured = sum(float(row.get(c) or 0) for c in ("completed", "rejected", "timed_out", "unfinished"))
+        measured = self.measured(row)
         if measured < self.min_measured:
             return Probe(rate, False, None, f"only {measured:.0f} measured requests; p{self.percentile:g} "
                                            f"needs ≥ {self.min_measured} (lengthen the run)",
                          conclusive=False)
-        ratios: list[tuple[float, str]] = []
-        for m, limit in self.limits_ms.items():
-            col = self.column(m)
-            v = row.get(col)
-            obs = math.inf if v is None or not math.isfinite(float(v)) else float(v)
-            ratios.append((obs / limit, f"{col}={obs:.0f}ms vs {limit:g}"))
-        loss = loss_fraction(row)
-        if self.max_loss_fraction > 0:
-            ratios.append((loss / self.max_loss_fraction,
-                           f"lost={loss:.1%} vs {self.max_loss_fraction:.1%}"))
-        elif loss > 0:
-            ratios.append((math.inf, f"lost={loss:.1%} vs 0"))
-        margin, why = max(ratios, key=lambda t: t[0])
+        ratios = self.ratios(row)
+        check = max(ratios, key=lambda k: ratios[k])
+        margin = ratios[check]
+        why = self.words(check, margin) if math.isfinite(margin) or check != LOST else "lost>0% vs 0"
+        if check == LOST and self.max_loss_fraction == 0:
+            why = f"lost={loss_fraction(row):.1%} vs 0"
         return Probe(rate=rate, sustained=margin <= 1.0, margin=margin, reason=why)
 
 

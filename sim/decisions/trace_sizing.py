@@ -10,8 +10,8 @@ per-replica capacity (a trace's bursts do not split that way; sim/decisions/capa
 The rule: the trace is replayed at the target rate (its one slice, every gap divided alike:
 ``Scenario.with_load_scale``) and cut into windows of ``window_s`` replayed seconds; each
 window's requests are simulated alone, from an empty fleet, and it needs the fewest replicas
-that carry them on every seed (the same integer search and the same "sustains" rule as the
-whole trace's count). Not modelled: the time a new replica takes to start, and the backlog one
+that carry them across the seeds (the same integer search and carry rule as the whole trace's
+count, ``fleet_sizing.fewest_replicas``). Not modelled: the time a new replica takes to start, and the backlog one
 window hands the next. A window with fewer requests than the SLO percentile needs is not judged.
 """
 
@@ -29,8 +29,8 @@ from sim.decisions.load_scaling import arrival_rate
 from sim.decisions.sustain import SustainCriteria
 
 SOURCE = ("simulated: each window's requests alone from an empty fleet, the fewest replicas that carry "
-          "them at the SLO on every seed; replica start-up time and backlog carried between windows "
-          "not modelled")
+          "them at the SLO across the seeds (the whole trace's rule); replica start-up time and backlog "
+          "carried between windows not modelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class WindowNeed:
     replicas: Mapping[str, int | None]
     """Per candidate: the fewest replicas that carry the window (None: not judged or not carried)."""
     status: Mapping[str, str]
-    """Per candidate: why ``replicas`` is what it is ("carried on every seed", "too few requests …")."""
+    """Per candidate: why ``replicas`` is what it is (the integer search's words, "too few requests …")."""
 
     @property
     def rate(self) -> float:
@@ -149,17 +149,18 @@ def _num(v: float | None) -> str:
 
 def trace_fleet(load: Any, scenario: Any, chosen: Sequence[str], target: float,
                  seeds: Sequence[int], criteria: SustainCriteria, max_replicas: int,
-                 say: Callable[[str], None]) -> int:
+                 say: Callable[[str], None], memo: dict[Any, Any] | None = None) -> int:
     """The fleet a trace's capacity is searched on: the scenario's, or more when the trace at the
     target needs more (the baseline's fewest replicas, else the first candidate's). Why: a
     trace's groups of requests land on one replica whatever the rate, so a fleet too small for
-    them carries no rate at all and its capacity would say nothing."""
-    from sim.decisions.capacity import _fewest_replicas  # the integer search, one home
+    them carries no rate at all and its capacity would say nothing. ``memo``: the plan's probes at
+    the target, so the lead candidate's count later costs nothing more."""
+    from sim.decisions.fleet_sizing import fewest_replicas  # the integer search, one home
 
     fleet = int(scenario.fleet.replicas)
     lead = scenario.baseline.name if scenario.baseline.name in chosen else chosen[0]
     say(f"{lead}: replicas the trace needs at {target:g} req/s (where capacity is searched)")
-    n = _fewest_replicas(load, lead, target, target / fleet, seeds, criteria, max_replicas)[0]
+    n = fewest_replicas(load, lead, target, target / fleet, seeds, criteria, max_replicas, memo).n
     if n is None or n <= fleet:
         return fleet
     load.notes.add(f"capacity searched on {n} replicas, the fewest on which {lead} carries the trace at "
@@ -233,7 +234,7 @@ def size_windows(scenario: Any, profile: Any, window_s: float, *, target_rate: f
                  static_replicas: Mapping[str, int | None], max_replicas: int = 256,
                  progress: Callable[[str], None] | None = None) -> WindowSizing:
     """Replicas each candidate needs per window (module docstring: the rule)."""
-    from sim.decisions.capacity import _fewest_replicas  # the whole trace's integer search, reused
+    from sim.decisions.fleet_sizing import fewest_replicas  # the integer search, reused
     from sim.decisions.simulated_load import SimulatedLoad
     from sim.results.runner import candidate_profiles
 
@@ -262,9 +263,9 @@ def size_windows(scenario: Any, profile: Any, window_s: float, *, target_rate: f
             whole = static_replicas.get(name) or 1
             guess = max(1, math.ceil(whole * rate / target_rate - 1e-9))
             load = SimulatedLoad(part, lead, criteria, 0, None, profiles=named)
-            n, why, _, _ = _fewest_replicas(load, name, rate, rate / guess, seeds, criteria, max_replicas)
-            reps[name] = n
-            status[name] = "carried on every seed" if n is not None else why
+            size = fewest_replicas(load, name, rate, rate / guess, seeds, criteria, max_replicas)
+            reps[name] = size.n
+            status[name] = size.status
         needs.append(WindowNeed(t0, t1, trace_t0, trace_t1, n_req, reps, status))
     gpus = {n: scenario.fleet_for(n).gpus_per_replica for n in candidates}
     return WindowSizing(float(window_s), float(target_rate), tuple(candidates), tuple(needs), gpus,

@@ -16,21 +16,11 @@ baseline pool. Rule ``overflow``: the same, counting only the requests it sent t
 speculative pool, so that pool is kept full up to the threshold and the rest spills over. Left out: router overhead, a load signal better than the arrival count (in-flight
 requests per pool), and moving a request between pools once routed.
 
-Sizing (``size_two_route``): from the capacity report's mean capacity per replica of each
-candidate, expressed at the traffic's peak (capacity × peak ÷ mean rate for a piecewise
-profile, since the report's rates are mean rates), the speculative pool gets
-``S = ceil(lowest rate / its capacity)`` replicas, the threshold is ``S × that capacity``, and
-the baseline pool ``B = ceil((peak − threshold) / its capacity)`` (``overflow``) or
-``ceil(peak / its capacity)`` (``rate``: above the threshold all traffic goes to it). That guess is simulated on
-every seed and judged by the capacity search's rule (``SustainCriteria``) over all requests;
-while it fails, one replica goes to the pool whose own requests miss the SLO more; once it
-carries, each pool in turn loses a replica while it still carries. At most ``max_evals``
-evaluations.
+Sizing (the pools' replicas and the router's threshold) is ``sim.decisions.two_route_sizing``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +32,7 @@ import polars as pl
 from sim.decisions.facts import window_rows
 from sim.decisions.sustain import SustainCriteria
 from sim.results import metric_names as mn
+from sim.results.plain_numbers import plain
 
 
 def route_by_rate(arrival_s: np.ndarray, threshold_rps: float, window_s: float) -> np.ndarray:
@@ -111,6 +102,30 @@ class RouteOption:
         return bool(self.carries) and all(self.carries)
 
     @property
+    def unused_pool(self) -> str | None:
+        """The pool the router sends no request to on any seed ("speculative", "baseline"), when
+        both pools have replicas: then this is no two-route deployment, only the other pool with
+        idle GPUs beside it, and no surface may call it one."""
+        if not (self.speculative and self.speculative_replicas and self.baseline and self.baseline_replicas):
+            return None
+        if not self.speculative_share:
+            return None
+        if max(self.speculative_share) == 0.0:
+            return "speculative"
+        if min(self.speculative_share) == 1.0:
+            return "baseline"
+        return None
+
+    def unused_words(self) -> str:
+        """Why the option is no two-route deployment, in the router's terms."""
+        thr = "" if self.threshold_rps is None else f" ({plain(self.threshold_rps)} req/s)"
+        if self.unused_pool == "speculative":
+            return (f"the {self.rule} rule never routes to the speculative pool at this threshold{thr}: "
+                    f"{self.speculative_replicas} replica(s) of {self.speculative} would stand idle")
+        return (f"the {self.rule} rule routes every request to the speculative pool at this threshold{thr}: "
+                f"{self.baseline_replicas} replica(s) of {self.baseline} would stand idle")
+
+    @property
     def cost_per_1k(self) -> float:
         """$ per 1,000 SLO-conformant answers, mean goodput over seeds (nan: no price)."""
         g = float(np.mean(self.goodput)) if self.goodput else 0.0
@@ -121,12 +136,14 @@ class RouteOption:
     def line(self) -> str:
         if not self.seeds:
             return f"{self.name}: not sized"
+        if self.unused_pool:
+            return f"{self.label}: not a two-route deployment: {self.unused_words()}"
         cost = self.cost_per_1k
         money = "n/a" if math.isnan(cost) else ("∞" if math.isinf(cost) else f"${cost:.3g}")
         verdict = "carries the load" if self.carried else "misses: " + next(
             (r for r, ok in zip(self.carry_reason, self.carries, strict=True) if not ok), "")
         what = "all arrivals" if self.rule == "rate" else "requests sent to the speculative pool"
-        route = (f"; router ({self.rule}): {what} over {self.window_s:g} s ≤ {self.threshold_rps:.3g} req/s → speculative "
+        route = (f"; router ({self.rule}): {what} over {self.window_s:g} s ≤ {plain(self.threshold_rps)} req/s → speculative "
                  f"({np.mean(self.speculative_share):.0%} of requests)" if self.threshold_rps is not None else "")
         lat = ", ".join(f"{k} {self.shown[c] / 1000:.2g} s" if c.startswith("e2el") else f"{k} {self.shown[c]:.0f} ms"
                         for k, c in (("E2EL p50", "e2el_ms_median"), ("TPOT p95", "tpot_ms_p95"))
@@ -142,7 +159,8 @@ class RouteOption:
                 "rule": self.rule, "window_s": self.window_s, "gpus": self.gpus, "hourly_usd": self.hourly_usd,
                 "usd_per_1k_good_answers": cost if math.isfinite(cost) else None,
                 "slo_attainment": float(np.mean(self.attainment)) if self.attainment else None,
-                "carries": self.carried, "per_seed": [
+                "carries": self.carried and not self.unused_pool, "unused_pool": self.unused_pool,
+                "unused": self.unused_words() if self.unused_pool else None, "per_seed": [
                     {"seed": s, "goodput_rps": g, "slo_attainment": a, "carries": c, "reason": r,
                      "speculative_share": p}
                     for s, g, a, c, r, p in zip(self.seeds, self.goodput, self.attainment, self.carries,
@@ -248,81 +266,6 @@ def evaluate(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriter
     return opt, judged_pools
 
 
-def load_range(scenario: Any) -> tuple[float, float, float]:
-    """(lowest, highest, mean) arrival rate over the run: a piecewise profile's trough and peak,
-    a stationary stream's mean for all three."""
-    from sim.decisions.load_scaling import arrival_rate
-
-    mean = arrival_rate(scenario)
-    pw = scenario.workload.piecewise
-    if pw is None:
-        return mean, mean, mean
-    r = pw.rate_at(np.linspace(0.0, scenario.run.duration_s, 4001, endpoint=False))
-    return float(np.min(r)), float(np.max(r)), mean
-
-
-def size_two_route(scenario: Any, profiles: Mapping[str, Any], criteria: SustainCriteria, cfg: Any,
-                   capacity: Mapping[str, float], seeds: Sequence[int], *, max_evals: int = 8) -> RouteOption:
-    """The fewest replicas of both pools of ``cfg`` (a ``TwoRouteConfig``) that carry the
-    scenario on every seed, from ``capacity`` (mean capacity per replica, req/s in the report's
-    mean-rate terms, by candidate); see the module docstring for the search."""
-    low, peak, mean = load_range(scenario)
-    c_s = capacity.get(cfg.speculative, 0.0) * peak / mean
-    c_b = capacity.get(cfg.baseline, 0.0) * peak / mean
-    fixed_s, fixed_b = cfg.speculative_replicas, cfg.baseline_replicas
-    s = fixed_s if fixed_s is not None else max(1, math.ceil(low / c_s - 1e-9)) if c_s > 0 else 1
-
-    def thr(n: int) -> float:
-        """The router's threshold: given, or the speculative pool's capacity at the SLO."""
-        return cfg.threshold_rps if cfg.threshold_rps is not None else max(n, 1) * c_s
-
-    rest = peak - thr(s) if cfg.rule == "overflow" else peak  # "rate" sends all of a busy spell away
-    b = fixed_b if fixed_b is not None else (max(0, math.ceil(rest / c_b - 1e-9)) if c_b > 0 else 1)
-    if s == 0 and fixed_b is None:
-        b = max(b, 1)  # no speculative pool: the baseline pool serves every request
-    tried: dict[tuple[int, int], tuple[RouteOption, dict[str, list[Any]]]] = {}
-
-    def ev(n_s: int, n_b: int) -> tuple[RouteOption, dict[str, list[Any]]]:
-        if (n_s, n_b) not in tried:
-            tried[(n_s, n_b)] = evaluate(
-                scenario, profiles, criteria, name=cfg.name, speculative=cfg.speculative, s=n_s,
-                baseline=cfg.baseline, b=n_b, threshold_rps=thr(n_s), window_s=cfg.window_s,
-                seeds=seeds, rate=mean, rule=cfg.rule)
-        return tried[(n_s, n_b)]
-
-    steps = [f"start S={s}, B={b} (capacity at peak: {cfg.speculative} {c_s:.3g}, {cfg.baseline} "
-             f"{c_b:.3g} req/s per replica; load {low:.3g}–{peak:.3g} req/s)"]
-    opt, pools = ev(s, b)
-    while not opt.carried and len(tried) < max_evals and (fixed_s is None or fixed_b is None):
-        worse = _worse_pool(pools)
-        if (worse == "baseline" or fixed_s is not None) and fixed_b is None:
-            b += 1
-        else:
-            s += 1
-        steps.append(f"S={s}, B={b}")
-        opt, pools = ev(s, b)
-    if opt.carried:  # then fewer, one pool at a time, while it still carries
-        for pool in ("baseline", "speculative"):
-            while len(tried) < max_evals:
-                n_s, n_b = (s, b - 1) if pool == "baseline" else (s - 1, b)
-                if (pool == "baseline" and (fixed_b is not None or b <= (1 if s == 0 else 0))) or (
-                        pool == "speculative" and (fixed_s is not None or s <= 1)):
-                    break
-                alt, _ = ev(n_s, n_b)
-                steps.append(f"S={n_s}, B={n_b} {'carries' if alt.carried else 'misses'}")
-                if not alt.carried:
-                    break
-                s, b, opt = n_s, n_b, alt
-    return dataclasses.replace(opt, search="; ".join(steps) + f" → S={s}, B={b} ({len(tried)} evaluations)")
-
-
-def _worse_pool(pools: Mapping[str, list[Any]]) -> str:
-    """The pool whose own requests miss the SLO by more (largest margin over seeds)."""
-    def worst(js: list[Any]) -> float:
-        return max((j.margin if j is not None and j.margin is not None else 0.0 for j in js), default=0.0)
-    return "baseline" if worst(pools["baseline"]) > worst(pools["speculative"]) else "speculative"
-
-
 @dataclass(frozen=True)
 class TwoRoutePlan:
     """A sized two-route option and, on the same seeds' requests, each candidate it is built
@@ -353,6 +296,7 @@ def plan_two_routes(scenario: Any, profile: Any, report: Any, replicas: Mapping[
     """Every [[two_routes]] of ``scenario``, sized from the capacity ``report`` (mean capacity per
     replica) and compared with its candidates alone at ``replicas`` (the decision's fleet size
     per candidate) on the report's seeds."""
+    from sim.decisions.two_route_sizing import load_range, size_two_route
     from sim.results.runner import candidate_profiles
 
     if not scenario.two_routes:
@@ -374,7 +318,9 @@ def plan_two_routes(scenario: Any, profile: Any, report: Any, replicas: Mapping[
         criteria = report.criteria
         opt = size_two_route(scenario, profs, criteria, cfg, caps, seeds, max_evals=max_evals)
         beside = []
-        notes = []
+        notes = [opt.unused_words()] if opt.unused_pool else []
+        if opt.seeds and not opt.unused_pool and not (opt.speculative_replicas and opt.baseline_replicas):
+            notes.append(f"{opt.label} alone carries the load with the fewest GPUs found: no router needed")
         for n in dict.fromkeys(names):
             reps = replicas.get(n)
             if not reps:

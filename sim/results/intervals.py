@@ -1,13 +1,17 @@
-"""The 95 % Student t interval of a mean over replications: one table, one formula.
+"""The 95 % Student t interval of a mean over replications: one table, one formula, one way
+to show it.
 
 Used for the summary's ``± CI`` over seeds (``mean_ci95``) and for capacity's spread over
-seeds (``ci95_halfwidth``). With few seeds the interval is wide, as it should be.
+seeds (``ci95_halfwidth``). With few seeds the interval is wide, as it should be, and can pass
+the metric's own range (SLO met 14.8 % ± 44.1 %); ``clip_interval`` is the one rule every
+surface (terminal table, verdict, report, dashboard) shows it by: the ends clipped to
+``metric_names.metric_range``, written as ``[low–high]`` when clipped, ``± half`` otherwise.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -54,3 +58,24 @@ def ci95_halfwidth(values: Sequence[float]) -> float:
     if v.size < 2:
         return 0.0
     return float(t_quantile_975(v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def clip_interval(mean: float, half: float, lo: float = 0.0, hi: float = math.inf) -> tuple[float, float, bool]:
+    """The interval ``mean ± half`` with its ends clipped to ``[lo, hi]`` (the metric's range),
+    and whether either end was clipped. A mean outside the range (it cannot be one, but a
+    rounding can put it there) is clipped too, so ``lo <= low <= high <= hi`` always holds."""
+    m = min(max(float(mean), lo), hi)
+    h = abs(float(half))
+    low, high = max(m - h, lo), min(m + h, hi)
+    return low, high, (float(mean) - h < lo) or (float(mean) + h > hi)
+
+
+def interval_text(mean: float, half: float | None, fmt: Callable[[float], str], lo: float = 0.0,
+                  hi: float = math.inf, half_fmt: Callable[[float], str] | None = None) -> str:
+    """The interval as a surface shows it after the mean: `` ± 0.3`` inside the range
+    (``half_fmt``, default ``fmt``), `` [0.0–31.2]`` when clipped to it (never a ``±`` wider
+    than the range allows), ``""`` without an interval (one seed, a zero or infinite width)."""
+    if half is None or not math.isfinite(half) or half == 0 or not math.isfinite(mean):
+        return ""
+    low, high, clipped = clip_interval(mean, half, lo, hi)
+    return f" [{fmt(low)}–{fmt(high)}]" if clipped else f" ± {(half_fmt or fmt)(abs(half))}"

@@ -51,6 +51,12 @@ PREFIX_HIT_RATE = "prefix_cache_hit_rate"
 admission; 0 with caching off). vLLM's ``prefix_cache_hits / prefix_cache_queries``."""
 PREFILL_SAVED = "prefill_tokens_saved"
 """Prompt tokens not prefilled thanks to the prefix cache (first admissions)."""
+SPEC_OFF_STEPS = "spec_off_step_share"
+"""Share of decoding steps (a decode batch above zero) run with k = 0: how often the policy
+turned speculation off (fixed k: 0; the baseline: null, it never speculates)."""
+SPEC_OFF_TIME = "spec_off_time_share"
+"""The same share weighted by each step's duration: the share of decoding time without
+speculation."""
 
 CI_SUFFIX = "_ci95"
 
@@ -90,7 +96,24 @@ RATE_COLUMNS: tuple[str, ...] = (
     COST_PER_GOOD_ANSWER_USD,
     PREFIX_HIT_RATE,
     PREFILL_SAVED,
+    SPEC_OFF_STEPS,
+    SPEC_OFF_TIME,
 )
 
 METRIC_COLUMNS: tuple[str, ...] = LATENCY_COLUMNS + COUNT_COLUMNS + RATE_COLUMNS
 """Every numeric metric of a summary row, in column order."""
+
+SHARE_COLUMNS: tuple[str, ...] = (SLO_ATTAINMENT, KV_USE_TW, PREFIX_HIT_RATE, SPEC_OFF_STEPS, SPEC_OFF_TIME)
+"""Metrics that are shares of a whole: their range is [0, 1]."""
+
+
+def metric_range(col: str) -> tuple[float, float]:
+    """The values ``col`` can take: shares [0, 1]; acceptance lengths at least 1 (a pass commits
+    its verified token); everything else at least 0. An interval is clipped to it
+    (``sim.results.intervals.clip_interval``)."""
+    base = col[: -len(CI_SUFFIX)] if col.endswith(CI_SUFFIX) else col
+    if base in SHARE_COLUMNS:
+        return 0.0, 1.0
+    if base in (MEAN_ACCEPTANCE_LENGTH, TOKENS_PER_STEP):
+        return 1.0, float("inf")
+    return 0.0, float("inf")

@@ -263,13 +263,15 @@ def summarize(
     cost_total_usd: float | None,
     keys: Mapping[str, object],
     queue_log: Sequence[float] | np.ndarray | None = None,
+    speculates: bool = True,
 ) -> pl.DataFrame:
     """One summary row for ``"all"`` and one per segment, columns as in docs/architecture.md.
 
     ``cost_total_usd`` is the fleet cost over the arrival window (sim.results.cost); fleet-level
     levels and cost repeat on segment rows, cost per good answer is for ``"all"`` only.
     ``queue_log`` (the engine's queue entries and exits) makes ``queue_len_tw`` exact; without
-    it (a real run's frames) it comes from the request records.
+    it (a real run's frames) it comes from the request records. ``speculates``: False for a
+    candidate that never drafts (its speculation-off shares are null, not 100 %).
     """
     t0, t1 = measured_window(requests, warmup_s, duration_s)
     window = t1 - t0
@@ -277,10 +279,15 @@ def summarize(
     q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
             else queue_len_tw_from_requests(requests, t0, t1))
     cols = _Columns(requests, itl, segments, slo_ms)
+    from sim.results.spec_off import spec_off_shares
+
+    off = spec_off_shares(steps, t0, t1) if speculates else (None, None)
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):
         m, gaps = cols.of(seg)
-        rows.append(_segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd))
+        row = _segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd)
+        row[mn.SPEC_OFF_STEPS], row[mn.SPEC_OFF_TIME] = off  # the fleet's steps: every segment shares them
+        rows.append(row)
     schema: dict[str, pl.DataType] = {}
     for key, value in keys.items():
         schema[key] = pl.Int64() if isinstance(value, int) else pl.String()

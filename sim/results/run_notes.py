@@ -100,13 +100,17 @@ def acceptance_notes(
             "understated)"
         )
     thin: list[str] = []
+    no_draft: list[str] = []
     off: dict[str, list[str]] = {"shorter": [], "longer": []}
     for name in segments:
         if name in unknown:
             continue
         mal, half, n = model.precision(name, k)
-        if 0 < n < FEW_REQUESTS:
-            thin.append(f"{name} ({n} requests: {mal:.2f} ± {half:.2f})")
+        if not math.isfinite(mal):  # no prompt drafted anything: no acceptance to give a width to
+            no_draft.append(f"{name} ({n} prompt{'s' if n != 1 else ''})")
+        elif 0 < n < FEW_REQUESTS:
+            width = f"± {half:.2f}" if math.isfinite(half) else "no interval from one request"
+            thin.append(f"{name} ({n} requests: {mal:.2f} {width})")
         want = (output_medians or {}).get(name, math.nan)
         had = model.measured_output_tokens(name)
         if want > 0 and had > 0 and max(want / had, had / want) > OUTPUT_LENGTH_RATIO:
@@ -117,6 +121,12 @@ def acceptance_notes(
             f"{who}: acceptance rests on few measured requests for segment(s) {', '.join(thin)} "
             f"(mean acceptance length at k={k} ± the 95% interval of the mean); measure more "
             "prompts per segment (specplan profile --prompts-per-segment)"
+        )
+    if no_draft:
+        notes.append(
+            f"{who}: no draft was proposed in the measured prompts of segment(s) {', '.join(no_draft)}: "
+            "those requests are simulated without speculation, and how often another prompt would "
+            "get one is unknown"
         )
     for side, names in off.items():
         if names:

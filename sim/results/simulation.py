@@ -9,7 +9,7 @@ once at admission, and every step's accepted count).
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,12 +197,15 @@ def simulate_once(
     *,
     requests: Sequence[RequestSpec] | None = None,
     acceptance_power: float = 1.0,
+    acceptance_shift: Mapping[str, float] | None = None,
     keep_itl: bool = True,
 ) -> RunResult:
     """Simulate ``candidate`` on ``seed``'s workload; ``requests`` may be passed pre-generated
     (they must be ``generate_requests(scenario, rng=SeedSequence(seed).spawn(2)[0])``);
     ``acceptance_power``: survival rates raised to it (``AcceptanceModel.powered``), what the
-    break-even acceptance search varies. ``keep_itl`` false: the result's ``itl`` is empty (the
+    break-even acceptance search varies; ``acceptance_shift``: segment → mean acceptance length
+    at the candidate's k (``acceptance_shift.shifted``), what the acceptance interval's ends
+    are simulated at (``sim.decisions.acceptance_doubt``). ``keep_itl`` false: the result's ``itl`` is empty (the
     summary read the samples; a scenario run keeps none, and building the frame's constant
     columns cost memory)."""
     cand = _candidate(scenario, candidate)
@@ -236,6 +239,10 @@ def simulate_once(
     model = acceptance_model(scenario, profile, cand) if policy.speculates else None
     if model is not None and acceptance_power != 1.0:
         model = model.powered(acceptance_power)
+    if model is not None and acceptance_shift:
+        from sim.model.acceptance_shift import shifted
+
+        model = shifted(model, acceptance_shift, cand.max_k)
     rates_ss, draw_ss = accept_ss.spawn(2)
     caching = prefix_caching(scenario, cand)
     restart = scenario.fleet.restart
@@ -289,6 +296,7 @@ def simulate_once(
         cost_total_usd=cost,
         keys={mn.CANDIDATE: cand.name, mn.SEED: seed},
         queue_log=queue_log,
+        speculates=policy.speculates,
     )
     extrap, timer_steps = extrapolations(timer)
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,

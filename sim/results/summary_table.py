@@ -17,6 +17,7 @@ import polars as pl
 
 from sim.contracts.errors import clip
 from sim.results import metric_names as mn
+from sim.results.intervals import interval_text
 from sim.results.runner import ScenarioResult
 from sim.results.step_view import why_lines
 
@@ -28,6 +29,8 @@ class Row:
     decimals: int = 1
     scale: float = 1.0
     better: str = "lower"  # "lower" | "higher" | "none"
+    pair: str | None = None
+    """A second column shown in the same cell after " | " (two views of one thing, one line)."""
 
 
 ROWS: tuple[Row, ...] = (
@@ -47,8 +50,7 @@ ROWS: tuple[Row, ...] = (
     Row("goodput (req/s)", mn.REQUEST_GOODPUT, 3, better="higher"),
     Row("SLO attainment (%)", mn.SLO_ATTAINMENT, 1, 100.0, better="higher"),
     Row("completed", mn.COMPLETED, 1, better="higher"),
-    Row("rejected", mn.REJECTED, 1),
-    Row("timed out", mn.TIMED_OUT, 1),
+    Row("rejected | timed out", mn.REJECTED, 1, pair=mn.TIMED_OUT),
     Row("acc. length per draft", mn.MEAN_ACCEPTANCE_LENGTH, 2, better="higher"),
     Row("acc. length per step", mn.TOKENS_PER_STEP, 2, better="higher"),
     Row("preemptions", mn.PREEMPTIONS, 1),
@@ -56,12 +58,9 @@ ROWS: tuple[Row, ...] = (
     Row("KV use (time-wt, %)", mn.KV_USE_TW, 1, 100.0),
     Row("prefix cache hits (%)", mn.PREFIX_HIT_RATE, 1, 100.0, better="higher"),
     Row("prefill tokens saved", mn.PREFILL_SAVED, 0, better="higher"),
+    Row("spec. off (% steps | % time)", mn.SPEC_OFF_STEPS, 1, 100.0, better="none", pair=mn.SPEC_OFF_TIME),
     Row("$ per 1,000 good answers", mn.COST_PER_GOOD_ANSWER_USD, 3, 1000.0),
 )
-
-
-BOUNDED = (mn.SLO_ATTAINMENT, mn.KV_USE_TW, mn.PREFIX_HIT_RATE)
-"""Shares: their intervals are clipped to [0, 1] (every other metric is clipped at 0)."""
 
 
 def _fmt(value: float | None, decimals: int, scale: float) -> str:
@@ -73,17 +72,16 @@ def _fmt(value: float | None, decimals: int, scale: float) -> str:
 
 
 def _cell(row: dict, spec: Row, base: dict | None, with_ci: bool = True) -> str:
+    if spec.pair is not None:
+        one = Row(spec.label, spec.column, spec.decimals, spec.scale, spec.better)
+        two = Row(spec.label, spec.pair, spec.decimals, spec.scale, spec.better)
+        return f"{_cell(row, one, None, with_ci)} | {_cell(row, two, None, with_ci)}"
     v = row.get(spec.column)
     ci = row.get(mn.ci_col(spec.column))
     text = _fmt(v, spec.decimals, spec.scale)
     if with_ci and ci is not None and v is not None and not math.isinf(v) and not math.isnan(ci):
-        top = 1.0 if spec.column in BOUNDED else math.inf
-        if v - ci < 0.0 or v + ci > top:
-            # a t interval from few seeds can pass the metric's own range (SLO met 14.8 % ± 44.1 %):
-            # show the interval clipped to it instead of a ± wider than the value
-            text += f" [{_fmt(max(v - ci, 0.0), spec.decimals, spec.scale)}–{_fmt(min(v + ci, top), spec.decimals, spec.scale)}]"
-        else:
-            text += " ± " + _fmt(ci, spec.decimals, spec.scale)
+        # clipped to the metric's range (SLO met 14.8 % ± 44.1 % reads [0.0–58.9]): the one rule
+        text += interval_text(v, ci, lambda x: _fmt(x, spec.decimals, spec.scale), *mn.metric_range(spec.column))
     if base is not None:
         b = base.get(spec.column)
         if v is not None and b is not None and not math.isinf(v) and not math.isinf(b) and b != 0:
@@ -105,9 +103,10 @@ def table(result: ScenarioResult, segment: str = mn.ALL_SEGMENTS, with_ci: bool 
     header = ["metric", *names]
     body = []
     for spec in ROWS:
-        if all(rows[c].get(spec.column) is None for c in names):
+        cols = [spec.column] + ([spec.pair] if spec.pair else [])
+        if all(rows[c].get(col) is None for c in names for col in cols):
             continue
-        if not with_ci and all(rows[c].get(spec.column) in (None, 0.0) for c in names):
+        if not with_ci and all(rows[c].get(col) in (None, 0.0) for c in names for col in cols):
             continue
         body.append(
             [spec.label]

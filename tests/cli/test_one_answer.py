@@ -148,8 +148,8 @@ def test_every_surface_renders_the_same_decision(tmp_path_factory, capsys, rate,
     if d.winner is not None:
         w, base = f.candidate(d.winner), f.candidate(f.baseline)
         assert sum(w.goodput) >= sum(base.goodput) * (1 - f.indifference) - 1e-9
-        assert all(w.carries)
-    if not any(all(c.carries) for c in f.candidates):
+        assert w.carry.verdict == "carries"  # judged across seeds (sim/decisions/carry.py)
+    if not any(c.carry.verdict == "carries" for c in f.candidates):
         assert d.winner is None and "no winner" in headline(d) or d.outcome == "undetermined"
 
 
@@ -185,17 +185,6 @@ def test_the_dominant_candidate_wins_everywhere(tmp_path, capsys):
     _, ans = answer_scenario(one, load_profile(tmp_path / "profiles" / "dd1.json"))
     assert ans.whole.winner == "spec-k2"
     assert headline(ans.whole).startswith("spec-k2: the only candidate that carries 5 req/s at the SLO")
-
-
-def test_simulate_sizing_gives_the_replicas_each_candidate_needs(tmp_path, capsys):
-    path = make_root(tmp_path, scenario_text(5.0, 1, 1000.0, 1.0, seeds=(1,), max_seeds=1))
-    assert main(["simulate", str(path), "--quiet", "--sizing", "0.5,1"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    i = out.index("fleet for 5 req/s from load points ×0.5, 1 (upper bounds; `specplan capacity` searches exactly):")
-    assert out[i + 1].startswith("  baseline: ≤ 2 replica(s) for 5 req/s")
-    assert out[i + 2].startswith("  spec-k2: ≤ 1 replica(s) for 5 req/s")
-    assert any(line.startswith("  statistics") for line in out[i - 3:i])  # right under the verdict
-    assert main(["simulate", str(path), "--sizing", "0,x"]) == 2
 
 
 def test_a_winners_load_limit_is_said_only_where_a_load_point_shows_it(tmp_path):

@@ -246,3 +246,26 @@ def test_merge_across_models_is_refused_unless_the_reason_is_given(tmp_path: Pat
     code, _, err = run_cli(["profile", "merge", "--timing", str(repo / "profiles" / "smollm2-135m-cpu-xeon.json"),
                             "--acceptance", str(acc), "--acceptance-proposer", "ngram", "-o", str(same)], capsys)
     assert code == 0, err
+
+
+def test_interval_action_adds_prompts_and_interval_from_the_stored_rows(tmp_path: Path, capsys):
+    """`specplan profile interval`: a profile written before issue 41 gains each segment's sample
+    size and bootstrap interval from its per-prompt rows; the same seed gives the same file; the
+    result says where they came from; a profile that has them gains nothing."""
+    from sim.contracts.synthetic import synthetic_profile_dict
+
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(synthetic_profile_dict(acceptance_rates=(0.7, 0.5), per_request_rows=7)))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for out in (a, b):
+        code, stdout, err = run_cli(["profile", "interval", "--profile", str(old), "-o", str(out)], capsys)
+        assert code == 0, err
+        assert "interval for 1 segment(s)" in stdout
+    assert a.read_bytes() == b.read_bytes()
+    seg = load_profile(a).acceptance["ngram"].segments[0]
+    assert seg.uncertainty.prompts == 7 and seg.uncertainty.has_interval
+    assert "bootstrap over the stored per_request rows" in load_profile(a).acceptance["ngram"].provenance.notes
+    code, stdout, _ = run_cli(["profile", "interval", "--profile", str(a), "-o", str(tmp_path / "c.json")], capsys)
+    assert code == 0 and "interval for 0 segment(s)" in stdout
+    code, _, err = run_cli(["profile", "interval", "-o", str(tmp_path / "d.json")], capsys)
+    assert_one_line_error(code, err, "--profile BASE.json is required")

@@ -131,8 +131,9 @@ def test_identical_draft_is_accepted_everywhere(target):
         assert mean_acceptance_length(seg) == 5.0
         # 15 tokens in steps of 5 per prompt, two prompts (fewer if EOS comes early)
         assert 2 <= seg["num_drafts"] <= 2 * 3
-    # every request accepts everything: no spread, so the interval of the mean is zero wide
-    assert "mean acceptance length 5.00 ± 0.00" in describe(entry)[0]
+    # every request accepts everything: no spread, so the bootstrap interval is zero wide
+    assert "mean acceptance length 5.00 (95 % 5.00–5.00, bootstrap over prompts)" in describe(entry)[0]
+    assert all(seg["uncertainty"]["prompts"] == 2 for seg in entry["segments"])
 
 
 def test_progress_is_reported(target):

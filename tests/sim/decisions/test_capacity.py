@@ -217,7 +217,7 @@ def test_capacity_spread_over_seeds_and_bad_input() -> None:
 
 
 def test_fewest_replicas_gallops_and_bisects() -> None:
-    from sim.decisions.capacity import _fewest_replicas
+    from sim.decisions.fleet_sizing import fewest_replicas
 
     class FakeLoad:
         """A fleet of n replicas sustains the target iff n ≥ 37 (each probe recorded)."""
@@ -234,11 +234,12 @@ def test_fewest_replicas_gallops_and_bisects() -> None:
     crit = SustainCriteria({"ttft": 1.0})
     for cap in (10.0 / 37, 10.0 / 5, 10.0 / 60):  # first guess right, far too low, too high
         fake = FakeLoad()
-        n, status, row, _ = _fewest_replicas(fake, "c", 10.0, cap, [1], crit, 256)  # type: ignore[arg-type]
-        assert n == 37 and row["replicas"] == 37 and "every seed" in status
+        size = fewest_replicas(fake, "c", 10.0, cap, [1], crit, 256)  # type: ignore[arg-type]
+        assert size.n == 37 and size.row["replicas"] == 37 and "carries" in size.status
+        assert size.low == 37 and size.below.startswith("36: cannot carry")
         assert len(set(fake.asked)) <= 12  # not a walk over every count
-    none, why, _, _ = _fewest_replicas(FakeLoad(), "c", 10.0, 0.0, [1], crit, 256)  # type: ignore[arg-type]
-    assert none is None and "no capacity" in why
+    none = fewest_replicas(FakeLoad(), "c", 10.0, 0.0, [1], crit, 256)  # type: ignore[arg-type]
+    assert none.n is None and "no capacity" in none.status
 
 
 def test_a_short_probe_that_passes_while_its_queue_diverges_is_rejected() -> None:

@@ -104,26 +104,30 @@ def test_copies_under_other_names_stand_equal():
     assert d.standing("eagle").status == d.standing("eagle-copy").status == "equivalent"
 
 
-def test_capacity_replicas_bank_on_the_lower_bound():
+def test_capacity_replicas_are_the_simulated_count_and_an_undetermined_one_says_both():
     from sim.decisions.answer import capacity_answer
     from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
     from sim.decisions.capacity_search import CapacitySearch
     from sim.decisions.sustain import SustainCriteria
 
-    def cc(name, caps, sim_n):
+    def cc(name, caps, sim_n, low=None):
         per = tuple(CapacitySearch(x, x * 0.99, x * 1.01, "bracketed", ()) for x in caps)
-        return CandidateCapacity(name, per, tuple(range(1, len(caps) + 1)), 20.0, sim_n, "ok")
+        return CandidateCapacity(name, per, tuple(range(1, len(caps) + 1)), 20.0, sim_n, "ok",
+                                 replicas_low=low, replicas_below="" if low is None else
+                                 f"{low}: undetermined (TTFT p95 0.90–1.10 × its limit over 2 seeds)")
 
-    rep = CapacityReport("s", SustainCriteria({"ttft": 1000.0}), (cc("baseline", [19.0, 22.4], 1),
+    rep = CapacityReport("s", SustainCriteria({"ttft": 1000.0}), (cc("baseline", [19.0, 22.4], 2, low=1),
                          cc("eagle", [25.2, 26.0], 1)), None, None, (), 0.1, 8, 60.0,
                          replica_hourly={"baseline": 4.0, "eagle": 4.0}, start_seeds=2, max_seeds=2)
-    d = capacity_answer(rep).whole
+    ans = capacity_answer(rep)
+    d = ans.whole
     base, eagle = d.facts.candidate("baseline"), d.facts.candidate("eagle")
-    # baseline 20.7 ± 21.6 req/s: no lower bound above zero → at risk, 1 covers the mean only
-    assert base.replicas_at_risk and base.replicas == 1 and base.replicas_mean == 1
-    # eagle 25.6 ± 5.1: lower bound 20.5 covers 20 req/s with one replica
-    assert not eagle.replicas_at_risk and eagle.replicas == 1
-    assert d.outcome == "undetermined"  # 2 seeds cannot separate them: no "tie"
+    # the banked count is the one simulated to carry the target, never a capacity bound's guess
+    assert base.replicas == 2 and base.replicas_undetermined and base.replicas_low == 1
+    assert eagle.replicas == 1 and not eagle.replicas_undetermined
+    text = "\n".join(lines(ans, wrap=False))
+    assert "1 or 2 replica(s)" in text and "replica count undetermined at the budget: baseline 1 or 2" in text
+    assert d.outcome == "undetermined"  # 2 seeds cannot separate their capacities: no "tie"
     assert to_json(Answer(d))["outcome"] == "undetermined"
 
 
@@ -210,3 +214,34 @@ def test_a_fleet_below_every_capacity_says_so_with_each_ones_replicas():
 def test_candidates_chosen_without_the_baseline_are_still_decided():
     d = decide(fleet(cand("draft", [8.0, 8.1, 7.9], baseline=False), cand("eagle", [9.5, 9.6, 9.4])))
     assert d.winner == "eagle" and d.facts.baseline == "baseline"
+
+
+def test_a_carry_that_straddles_the_slo_leaves_the_answer_undetermined_only_when_it_matters():
+    import dataclasses
+
+    from sim.decisions.answer_export import to_json
+
+    def ratios(*r):
+        return tuple({"tpot_ms_p95": x} for x in r)
+
+    base = dataclasses.replace(cand("baseline", [8.0, 8.1]), slo_ratios=ratios(0.50, 0.55))
+    # cheaper per good answer if it carries; its TPOT p95 bound (0.90, 1.05 over 2 seeds) straddles the SLO
+    near = dataclasses.replace(cand("eagle", [9.5, 9.6]), slo_ratios=ratios(0.90, 1.05))
+    d = decide(fleet(base, near))
+    assert d.outcome == "undetermined" and set(d.leaders) == {"eagle", "baseline"}
+    assert headline(d).startswith("undetermined at 2 seed(s): whether eagle (TPOT p95 ")
+    assert "the answer depends on it" in headline(d)
+    doc = to_json(Answer(d))
+    carry = {s["candidate"]: s["carries"] for s in doc["standings"]}
+    assert carry["eagle"]["verdict"] == "undetermined" and carry["baseline"]["verdict"] == "carries"
+    assert carry["eagle"]["ci95"][0] < 1.0 < carry["eagle"]["ci95"][1]
+    # the same straddle on a candidate that loses either way (fewer good answers): the answer stands
+    worse = dataclasses.replace(cand("eagle", [5.0, 5.1]), slo_ratios=ratios(0.90, 1.05))
+    d2 = decide(fleet(base, worse))
+    assert d2.outcome == "winner" and d2.winner == "baseline"
+    assert d2.standing("eagle").status == "at risk" and "same either way" in d2.standing("eagle").why
+    # more seeds at the same mean narrow the bound: the straddler is then judged, and wins
+    many = dataclasses.replace(cand("eagle", [9.5, 9.6] * 10), slo_ratios=ratios(0.90, 0.97) * 10)
+    base10 = dataclasses.replace(cand("baseline", [8.0, 8.1] * 10), slo_ratios=ratios(0.50, 0.55) * 10)
+    d3 = decide(fleet(base10, many))
+    assert d3.winner == "eagle"

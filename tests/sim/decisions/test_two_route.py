@@ -19,13 +19,12 @@ from sim.decisions.two_route import (
     _seed_requests,
     evaluate,
     hourly_of,
-    load_range,
     pool_records,
     route_by_overflow,
     route_by_rate,
     route_records,
-    size_two_route,
 )
+from sim.decisions.two_route_sizing import load_range, size_two_route
 from sim.results import metric_names as mn
 from sim.results.runner import candidate_profiles
 from tests.helpers import scenario_toml, segment, write_scenario
@@ -147,8 +146,9 @@ PEAK = {"arrival": "piecewise", "piecewise": {"shape": "step", "points": [[0, 3.
 
 
 def test_sized_two_routes_carry_and_one_replica_fewer_in_either_pool_does_not(tmp_path):
-    """The search's answer carries on every seed and is locally fewest: take one replica from
-    either pool (the threshold following S) and it misses."""
+    """The search's answer carries on every seed with requests on both pools and is locally
+    fewest at its threshold: take one replica from either pool (the threshold following S
+    where it is the capacity one) and it misses, or routes nothing to one pool."""
     text = scenario_toml(
         "trp", run={"duration_s": 36, "warmup_s": 2, "seeds": [1, 2]}, workload=PEAK,
         segments=[segment(prompt=256, output=24)], slo={"ttft_ms": 400, "tpot_ms": 30},
@@ -161,15 +161,17 @@ def test_sized_two_routes_carry_and_one_replica_fewer_in_either_pool_does_not(tm
     cfg = sc.two_routes[0]
     opt = size_two_route(sc, profs, crit, cfg, {"spec": 2.0, "baseline": 2.5}, [1, 2], max_evals=30)
     assert opt.carried and "evaluations" in opt.search, opt.search
+    assert not opt.unused_pool and 0 < np.mean(opt.speculative_share), opt.search
     s, b = opt.speculative_replicas, opt.baseline_replicas
     _, peak, mean = load_range(sc)
-    assert opt.threshold_rps is None or opt.threshold_rps == pytest.approx(s * 2.0 * peak / mean)
+    follows = opt.threshold_rps is not None and opt.threshold_rps == pytest.approx(s * 2.0 * peak / mean)
     for n_s, n_b in ((s - 1, b), (s, b - 1)):
         if n_s < 1 or n_b < 0:
             continue
+        thr = n_s * 2.0 * peak / mean if follows else opt.threshold_rps
         fewer, _ = evaluate(sc, profs, crit, name="two", speculative="spec", s=n_s, baseline="baseline", b=n_b,
-                            threshold_rps=n_s * 2.0 * peak / mean, window_s=4.0, seeds=[1, 2], rate=mean)
-        assert not fewer.carried, (s, b, n_s, n_b, opt.search)
+                            threshold_rps=thr, window_s=4.0, seeds=[1, 2], rate=mean)
+        assert not fewer.carried or fewer.unused_pool, (s, b, n_s, n_b, opt.search)
 
 
 def test_capacity_prints_two_routes_beside_its_candidates(tmp_path, capsys):
@@ -206,3 +208,47 @@ def test_no_speculative_pool_leaves_the_baseline_pool_at_least_one_replica(tmp_p
     opt = size_two_route(sc, profs, criteria_from_scenario(sc), sc.two_routes[0], {"spec": 50.0, "baseline": 50.0},
                          [1], max_evals=6)
     assert opt.speculative_replicas == 0 and opt.baseline_replicas >= 1, opt.search
+
+
+def _steady(folder: Path, threshold: str = "") -> Path:
+    text = scenario_toml(
+        "trs", run={"duration_s": 36, "warmup_s": 2, "seeds": [1, 2]}, workload={"arrival": "poisson", "rate": 9.0},
+        segments=[segment(prompt=256, output=24)], slo={"ttft_ms": 400, "tpot_ms": 30},
+        fleet={"profile": "profile.json", "price_per_gpu_hour": 2.0}, engine={"max_num_seqs": 4},
+        candidates=[{"name": "baseline", "speculation": "off"}, SPEC],
+    ) + '\n[[two_routes]]\nname = "two"\nspeculative = "spec"\nwindow_s = 4\n' + threshold
+    return write_scenario(folder, text)
+
+
+def test_sizing_never_reports_a_pool_that_receives_no_traffic_and_searches_the_threshold(tmp_path):
+    """9 req/s steady, the speculative pool's capacity given as 3 req/s per replica: with the
+    threshold tied to S, shrinking S lowers the threshold below every arrival's load, and the
+    old search reported S=1, B=2 "carries the load" with 0 % of requests on the speculative
+    pool. Now such a step is refused, the router's threshold is searched as well, and the
+    answer carries with requests on every pool it has (here: fewer GPUs than before)."""
+    sc = load_scenario(_steady(tmp_path))
+    profs = candidate_profiles(sc, None, list(sc.candidates))
+    opt = size_two_route(sc, profs, criteria_from_scenario(sc), sc.two_routes[0],
+                         {"spec": 3.0, "baseline": 9.0}, [1, 2], max_evals=30)
+    assert opt.carried and opt.unused_pool is None, opt.search
+    if opt.speculative_replicas and opt.baseline_replicas:
+        assert 0 < min(opt.speculative_share) and max(opt.speculative_share) < 1, opt.search
+    elif opt.speculative_replicas:
+        assert min(opt.speculative_share) == 1.0
+    assert "routes nothing to the speculative pool" in opt.search  # the step the old search took
+    assert "a quantile of the load the router sees" in opt.search  # thresholds searched too
+    assert opt.gpus <= 3  # no more than the old answer's 1 + 2, which wasted one
+
+
+def test_a_threshold_below_every_load_is_said_in_the_routers_words_and_never_carries(tmp_path):
+    sc = load_scenario(_steady(tmp_path, "threshold_rps = 0.1\n"))
+    profs = candidate_profiles(sc, None, list(sc.candidates))
+    crit = criteria_from_scenario(sc)
+    opt, _ = evaluate(sc, profs, crit, name="two", speculative="spec", s=1, baseline="baseline", b=2,
+                      threshold_rps=0.1, window_s=4.0, seeds=[1], rate=9.0)
+    assert opt.unused_pool == "speculative"
+    said = "the rate rule never routes to the speculative pool at this threshold (0.1 req/s)"
+    assert said in opt.line() and "carries the load" not in opt.line()
+    assert opt.to_json()["carries"] is False and said in opt.to_json()["unused"]
+    sized = size_two_route(sc, profs, crit, sc.two_routes[0], {"spec": 3.0, "baseline": 9.0}, [1], max_evals=4)
+    assert sized.unused_pool == "speculative" and said in sized.line(), sized.search

@@ -77,3 +77,26 @@ def test_condensed_notes_fit_a_line_and_keep_whole_words(notes: list[str]) -> No
 def test_the_no_shared_prefix_note_keeps_its_point_when_condensed() -> None:
     note = no_shared_prefix_note("cache, cache+eagle3-k3", trace=True)
     assert "prefix caching is on, but 0 % hits by construction" in condense_notes([note], [])[0]
+
+
+def test_a_segment_whose_prompts_never_drafted_is_one_line_not_nan_plus_minus_inf() -> None:
+    """A quick profile's n-gram segment with no match in its one prompt (issue 41): said in one
+    line, and a one-prompt segment that drafted says it has no interval."""
+    import numpy as np
+
+    from sim.model.acceptance import AcceptanceModel, SegmentAcceptance
+    from sim.results.run_notes import acceptance_notes
+
+    def seg(name: str, drafts: int, rates: list[float]) -> SegmentAcceptance:
+        rows = np.array([rates])
+        return SegmentAcceptance(name, None, np.array(rates), rows, drafts, np.array([float(drafts)]),
+                                 0.0 if drafts == 0 else 1.0, np.array([0.0 if drafts == 0 else 1.0]))
+
+    model = AcceptanceModel("ngram", 3, {"a": seg("a", 0, [0.0, 0.0, 0.0]), "b": seg("b", 8, [0.5, 0.25, 0.0])}, "src")
+    notes = acceptance_notes(model, ["a", "b"], "ngram-k3", 3)
+    text = "\n".join(notes)
+    assert "nan" not in text and "± inf" not in text
+    assert [n for n in notes if "no draft was proposed" in n] == [
+        "ngram-k3: no draft was proposed in the measured prompts of segment(s) a (1 prompt): those requests "
+        "are simulated without speculation, and how often another prompt would get one is unknown"]
+    assert "b (1 requests: 1.75 no interval from one request)" in text
