@@ -11,7 +11,7 @@ from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic_trace import bursty_rows
 from sim.decisions.answer import answer_scenario, capacity_answer
 from sim.decisions.capacity import plan_capacity
-from tests.helpers import trace_scenario_path
+from tests.helpers import BASELINE, trace_scenario_path
 
 SLO = {"ttft_ms": 1000, "percentile": 95}
 
@@ -24,9 +24,10 @@ def bursty(folder: Path, replicas: int = 1, seed: int = 7):
                                              slo=SLO, seeds=(1, 2)))
 
 
-def simulate_carries(sc, replicas: int) -> bool:
+def simulate_carries(sc, replicas: int, candidate: str = "baseline") -> bool:
     """What `specplan simulate` says of the scenario at ``replicas``: it carries (across seeds)."""
-    _, ans = answer_scenario(sc.with_overrides({"fleet.replicas": replicas}), None, max_seeds=2)
+    _, ans = answer_scenario(sc.with_overrides({"fleet.replicas": replicas}), None, candidates=[candidate],
+                             max_seeds=2)
     (c,) = ans.whole.facts.candidates
     return c.carry.verdict == "carries"
 
@@ -66,3 +67,17 @@ def test_a_trace_probe_is_its_slice_run_once_even_when_its_queue_grows(tmp_path:
     monkeypatch.setattr(load, "simulate", lambda s, c, seeds: runs.append(s.run.duration_s) or real(s, c, seeds))
     load.probe("baseline", 10.0, 1, 8)
     assert len(runs) == 1 and runs[0] == sc.with_load_scale(10.0 / sc.workload.mean_rate(120)).run.duration_s
+
+
+def test_a_candidate_with_no_capacity_on_the_searched_fleet_is_still_sized(tmp_path: Path) -> None:
+    # a slow candidate carries no rate on the baseline's fleet, yet a larger fleet splits the bursts
+    rows = bursty_rows(np.random.default_rng(7), 40, per_tick=10, grid_ms=3000, prompt_median=1500,
+                       output_median=60)
+    sc = load_scenario(trace_scenario_path(
+        tmp_path, rows, duration_s=120, warmup_s=6, slo=SLO, seeds=(1, 2),
+        candidates=[BASELINE, {"name": "slow-k4", "proposer": "ngram", "k": 4}],
+        acceptance_rates=(0.02, 0.01, 0.01, 0.01, 0.01), draft_base_s=0.03, draft_per_token_s=0.001))
+    report = plan_capacity(sc, None, max_evals=4, load_fractions=(), profile_band=False, max_seeds=2)
+    slow = next(c for c in report.candidates if c.candidate == "slow-k4")
+    assert slow.mean == 0.0 and slow.replicas is not None
+    assert simulate_carries(sc, slow.replicas, "slow-k4") and not simulate_carries(sc, slow.replicas - 1, "slow-k4")
