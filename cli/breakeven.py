@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.machine_identity import machine_line
 from sim.contracts.profile import load_profile
 from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.decisions.best_k import best_k_table, format_best_k
@@ -51,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.proposer:
             raise SpecplanError("--proposer: required with --profile (a key of the profile's proposers)")
         profile = load_profile(args.profile)
+        if (line := machine_line(profile)) is not None:
+            print(line, file=sys.stderr)
         if args.best_k and args.segment is None:  # the best k of every segment, without one segment's table
             return _print_best_k(args, _best_k(args, profile))
         result = breakeven_from_profile(

@@ -289,7 +289,7 @@ def _interval(answer: Any, name: str) -> tuple[float, float | None, str]:
 
 def write_outputs(report: Any, doc: dict[str, Any], out: Path, answer: Any) -> None:
     from sim.decisions.answer_export import rows_frame
-    from sim.decisions.answer_text import rows
+    from sim.decisions.answer_rows import rows
     from sim.decisions.bottleneck import bottlenecks_frame
 
     ensure_dir(out)  # every file below is written whole or not at all (sim/results/atomic_io.py)
@@ -314,8 +314,8 @@ def _money(v: Any) -> str:
 def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = False,
                   routes: list[Any] | None = None, deploy: Any = None) -> list[str]:
     from sim.decisions.answer_export import format_rows
+    from sim.decisions.answer_rows import rows
     from sim.decisions.answer_text import lines as verdict_lines
-    from sim.decisions.answer_text import rows
     from sim.decisions.bottleneck_text import format_bottlenecks
     from sim.results.summary_table import condense_notes, short_source
 

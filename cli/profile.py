@@ -60,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="measure the whole timing grid this many times, spread over the run, and keep per cell "
                         "the median of the rounds (default 1; 3 on a shared machine whose speed drifts)")
     m.add_argument("--no-acceptance", action="store_true", help="timing and memory only")
+    m.add_argument("--reserve-gb", type=float, metavar="GIB",
+                   help="memory kept for other applications (GiB): taken out of every KV capacity, recorded "
+                        "in the profile's memory.reserve and subtracted by the simulator too")
+    m.add_argument("--reserve-fraction", type=float, metavar="F",
+                   help="or this share of the device's memory (0 <= F < 1), instead of --reserve-gb")
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     e = parser.add_argument_group("estimate")
@@ -222,6 +227,8 @@ def _run_measure(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         progress=not args.no_progress,
         rounds=args.rounds,
+        reserve_gb=args.reserve_gb,
+        reserve_fraction=args.reserve_fraction,
     )
     profile = run_profile(req)
     _summary(profile, args.out)
@@ -237,15 +244,21 @@ def _summary(profile: dict[str, Any], out: str) -> None:
         print(f"  decode step T(batch=1, context={ctx}) = {t1 * 1e3:.2f} ms "
               f"[{profile['timing']['provenance']['method']}]")
     mem = profile["memory"]
-    print(f"  weights {mem['target_weight_bytes'] / 2**20:.1f} MiB, KV {mem['target_kv_bytes_per_token']} B/token "
-          f"[{mem['provenance']['method']}]")
+    peak = (mem.get("process_peak") or {}).get("rss_bytes")
+    print(f"  weights {mem['target_weight_bytes'] / 2**20:.1f} MiB, KV {mem['target_kv_bytes_per_token']} B/token"
+          + (f", process peak RSS {peak / 2**20:.0f} MiB" if peak else "") + f" [{mem['provenance']['method']}]")
+    if mem.get("reserve"):
+        print(f"  reserved for other applications: {mem['reserve']['bytes'] / 2**30:.2f} GiB "
+              f"({mem['reserve']['rule']}), taken out of every KV capacity")
+    cold = profile.get("cold_start")
+    if cold:
+        first, warm = cold["first_request"], cold["warm_request"]
+        print(f"  cold start {cold['cold_start_s']:.1f} s: load {cold['load_s']:.1f} s, first request TTFT "
+              f"{first['ttft_s'] * 1e3:.0f} ms (warm {warm['ttft_s'] * 1e3:.0f} ms) [{cold['provenance']['method']}]")
+    from profiler.acceptance_lengths import headline
+
     for name, entry in (profile.get("acceptance") or {}).items():
-        segs = entry["segments"]
-        drafts = sum(s["num_drafts"] for s in segs)
-        acc = sum(s["num_accepted_tokens"] for s in segs)
-        mal = 1 + acc / drafts if drafts else float("nan")
-        print(f"  acceptance {name}: {len(segs)} segments, mean acceptance length {mal:.2f} "
-              f"[{entry['provenance']['method']}]")
+        print(f"  {headline(name, entry)}")
         from profiler.acceptance import precision_summary
 
         thin = precision_summary(entry)

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
     from sim.decisions.answer import answer_scenario
     from sim.decisions.answer_export import rows_json, to_json
-    from sim.decisions.answer_text import lines, rows
+    from sim.decisions.answer_rows import rows
+    from sim.decisions.answer_text import lines
 
     if args.max_seeds is not None and not 1 <= args.max_seeds <= 1000:
         raise SpecplanError(f"--max-seeds: must be in 1..1000, got {args.max_seeds}")

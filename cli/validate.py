@@ -25,6 +25,7 @@ import polars as pl
 
 from dashboard import fidelity_figures
 from sim.contracts.errors import SpecplanError, echo
+from sim.contracts.machine_identity import both_machines
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario, load_scenario
 from sim.fidelity import comparison, live_load, vllm_compare
@@ -158,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     scenario, layout_note = live_load.live_scenario(load_scenario(scenario_path))
     profile = _profile(args, scenario)
+    machines = both_machines(profile)  # the profile's machine and this one, named both
+    _say(machines)
     loads = _loads(args.loads)
     cands = _candidates(args, scenario)
     n_req = _int("--requests", args.requests)
@@ -182,7 +185,7 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     v = LiveValidation(scenario_path, scenario, profile, tuple(loads), tuple(cands), caps, basis, requests=n_req,
                        seed=seed, sim_reps=sim_reps, real_reps=real_reps, model=args.model, device=args.device,
                        threads=threads, max_wall_s=max_wall, command=command,
-                       notes=(layout_note,) if layout_note else (), drift_correct=args.drift_correct,
+                       notes=(machines, *([layout_note] if layout_note else [])), drift_correct=args.drift_correct,
                        idle_probes=not args.no_idle_probes, checkpoints=out / "checkpoints",
                        resume=args.resume)
     try:
@@ -240,7 +243,7 @@ def _write(out: Path, table: pl.DataFrame, frames: dict[str, list[pl.DataFrame]]
            header: list[str], meta: dict[str, Any]) -> None:
     comparison.write_tables(out, table, frames, header, meta)
     fidelity_figures.write_html(fidelity_figures.figures(table), out / "fidelity.html", "specplan validate",
-                                "\n".join(header + [comparison.format_bar(table)]))
+                                "\n".join(header + [comparison.format_bar(table), *comparison.tail_warnings(table)]))
 
 
 def _print(args: argparse.Namespace, table: pl.DataFrame, header: list[str], out: Path) -> None:
@@ -251,4 +254,6 @@ def _print(args: argparse.Namespace, table: pl.DataFrame, header: list[str], out
     print(comparison.format_table(table))
     print()
     print(comparison.format_bar(table))
+    for line in comparison.tail_warnings(table):
+        print(line)
     print(f"\nwritten: {out}/fidelity.parquet, fidelity.csv, fidelity.json, fidelity.html")

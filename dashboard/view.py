@@ -40,7 +40,8 @@ from sim.contracts.scenario import Scenario
 from sim.decisions.acceptance_needed_text import need_frame
 from sim.decisions.answer import answer_scenario, device_of, with_acceptance_needed, with_load_limit
 from sim.decisions.answer_export import rows_frame
-from sim.decisions.answer_text import Answer, lines, rows
+from sim.decisions.answer_rows import rows
+from sim.decisions.answer_text import Answer, lines
 from sim.decisions.bottleneck import Bottleneck, attribute_result
 from sim.decisions.bottleneck_text import describe
 from sim.decisions.sustain import SustainCriteria, criteria_from_scenario

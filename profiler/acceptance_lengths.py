@@ -69,3 +69,37 @@ def round_trip_error(lengths: Mapping[int, float], rates: Sequence[float]) -> fl
     """The largest ``|AL(k) from the rates − AL(k) in the table|`` over the table's k."""
     back = lengths_from_rates(rates)
     return max(abs(back[k - 1] - float(al)) for k, al in lengths.items())
+
+
+def entry_lengths(entry: Mapping) -> tuple[float, float, float]:
+    """An acceptance entry's ``(tokens per verification step, mean acceptance length per draft,
+    share of steps with a proposal)`` over its segments: ``1 + accepted / steps``,
+    ``1 + accepted / drafts`` (vLLM's), ``drafts / steps``. A segment without ``num_steps`` had a
+    proposal on every step. NaN where nothing was drafted or stepped.
+
+    Why both: vLLM's mean acceptance length counts only steps with a proposal, so an n-gram
+    entry whose lookups rarely match says 4.19 where a step commits about 1.25 tokens; the step
+    is what the time is paid for."""
+    segs = list(entry.get("segments") or [])
+    drafts = sum(int(s["num_drafts"]) for s in segs)
+    steps = sum(int(s.get("num_steps") or s["num_drafts"]) for s in segs)
+    accepted = sum(int(s["num_accepted_tokens"]) for s in segs)
+    per_draft = 1.0 + accepted / drafts if drafts else math.nan
+    per_step = 1.0 + accepted / steps if steps else math.nan
+    return per_step, per_draft, (drafts / steps if steps else math.nan)
+
+
+def headline(name: str, entry: Mapping) -> str:
+    """The profile summary's line for one proposer: acceptance length per step first, per draft
+    (labelled as vLLM's) beside it when some steps had no proposal."""
+    per_step, per_draft, share = entry_lengths(entry)
+    n = len(entry.get("segments") or [])
+    method = (entry.get("provenance") or {}).get("method", "unknown")
+    if math.isnan(per_step):
+        return f"acceptance {name}: {n} segments, nothing drafted [{method}]"
+    if share >= 1.0:
+        return (f"acceptance {name}: {n} segments, acceptance length {per_step:.2f} tokens per step "
+                f"(a proposal on every step) [{method}]")
+    return (f"acceptance {name}: {n} segments, acceptance length {per_step:.2f} tokens per step; "
+            f"{per_draft:.2f} per draft (vLLM's mean acceptance length, counting only the "
+            f"{100 * share:.0f}% of steps with a proposal) [{method}]")

@@ -298,8 +298,9 @@ def _assumed(note: str, req: ImportRequest) -> dict[str, Any]:
 
 def _identity(mid: str, cfg: dict) -> dict[str, Any]:
     """A config-only identity; MoE and MLA blocks as profiler/hf_config.py reads them."""
-    arch, _mp, _n = parse_architecture(cfg, mid)
-    return {"id": mid, "source": "config-only", "sha256": None, "architecture": arch}
+    arch, mp, _n = parse_architecture(cfg, mid)
+    return {"id": mid, "source": "config-only", "sha256": None, "architecture": arch,
+            **({"max_model_len": mp} if mp and mp >= 2 else {})}
 
 
 def _name(req: ImportRequest) -> str:

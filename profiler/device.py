@@ -7,13 +7,13 @@ driver and library versions travel with every measured section (docs/profile-for
 from __future__ import annotations
 
 import os
-import platform
 from importlib import metadata
 from typing import Any
 
 import torch
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.machine_identity import COMPARED_LIBRARIES, cpu_name
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
@@ -41,17 +41,6 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued kernels so the host clock reads finished work."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def system_memory_bytes() -> int:
@@ -135,10 +124,11 @@ def device_facts(device: torch.device) -> dict[str, Any]:
             "memory_bytes": int(facts.get("memory_bytes") or props.total_memory),
             "driver": facts.get("driver"),
             "count": 1,
+            "host_cpu": cpu_name(),
         }
     return {
         "kind": "cpu",
-        "name": _cpu_name(),
+        "name": cpu_name(),
         "memory_bytes": system_memory_bytes(),
         "driver": None,
         "count": 1,
@@ -155,7 +145,7 @@ def device_notes(device: torch.device) -> str:
 def library_versions() -> dict[str, str]:
     """Versions of the libraries whose behaviour the numbers depend on."""
     out: dict[str, str] = {"torch": torch.__version__}
-    for dist in ("transformers", "specplan"):
+    for dist in ("transformers", *(lib for lib in COMPARED_LIBRARIES if lib != "torch")):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -73,7 +73,8 @@ def read_config(spec: str, flag: str = "--target") -> ConfigArchitecture:
     model_id = str(data.get("_specplan_id") or default_id)
     # a machine path (/home/...) would not mean anything on another machine: the id names it
     rel = None if Path(shown).is_absolute() else shown
-    identity = {"id": model_id, "source": "config-only", "path": rel, "sha256": None, "architecture": arch}
+    identity = {"id": model_id, "source": "config-only", "path": rel, "sha256": None, "architecture": arch,
+                **({"max_model_len": mp} if mp and mp >= 2 else {})}
     return ConfigArchitecture(identity, mp, nextn)
 
 

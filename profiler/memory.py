@@ -21,6 +21,8 @@ from transformers import DynamicCache
 
 from profiler.device import device_memory_bytes
 from profiler.model_types import LoadedModel, architecture, count_parameters, dtype_bytes
+from profiler.process_peak import ProcessPeak
+from sim.contracts.errors import SpecplanError
 
 UTILIZATIONS = (0.8, 0.9)
 
@@ -94,13 +96,15 @@ class _RssSampler:
 
 
 def activation_peak_bytes(model: torch.nn.Module, device: torch.device, vocab: int,
-                          batch: int, tokens: int) -> tuple[int, str]:
+                          batch: int, tokens: int, peaks: ProcessPeak | None = None) -> tuple[int, str]:
     """Peak transient memory of one forward of ``batch × tokens`` new tokens, and how measured."""
     ids = torch.randint(0, vocab, (batch, tokens), generator=torch.Generator().manual_seed(1)).to(device)
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+            if peaks is not None:
+                peaks.sample()  # the run's peak so far, before this pass resets the counter
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
             model(input_ids=ids, cache=cache, use_cache=True).logits.argmax(-1)
@@ -133,14 +137,15 @@ class ProposerMemoryInput:
 
 def kv_capacity_rows(device_bytes: int, target_w: int, target_act: int, target_kv: int,
                      proposers: dict[str, dict[str, int]],
-                     utilizations: Sequence[float] = UTILIZATIONS) -> list[dict[str, Any]]:
-    """KV tokens left at each utilisation, target alone and with each draft resident
-    (the same formula the simulator uses, so the two can be checked against each other)."""
+                     utilizations: Sequence[float] = UTILIZATIONS, reserve: int = 0) -> list[dict[str, Any]]:
+    """KV tokens left at each utilisation, target alone and with each draft resident, after
+    ``reserve`` bytes kept for other applications (the same formula the simulator uses,
+    sim/model/kv_capacity.py, so the two can be checked against each other)."""
     rows = []
     for u in utilizations:
         for name in [None, *proposers]:
             p = proposers.get(name, {}) if name else {}
-            free = u * device_bytes - target_w - target_act - p.get("weight_bytes", 0) - p.get("activation_peak_bytes", 0)
+            free = int(u * device_bytes) - reserve - target_w - target_act - p.get("weight_bytes", 0) - p.get("activation_peak_bytes", 0)
             per = target_kv + p.get("kv_bytes_per_token", 0)
             rows.append({"memory_utilization": u, "proposer": name, "kv_tokens": max(0, math.floor(free / per))})
     return rows
@@ -148,7 +153,8 @@ def kv_capacity_rows(device_bytes: int, target_w: int, target_act: int, target_k
 
 def measure_memory(target: LoadedModel, proposers: Sequence[ProposerMemoryInput], *,
                    act_batch: int, act_tokens: int,
-                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[str]]:
+                   progress: Callable[[str], None] | None = None,
+                   peaks: ProcessPeak | None = None) -> tuple[dict[str, Any], list[str]]:
     """The ``memory`` section (without provenance) and notes saying how each number was got."""
     arch = target.identity["architecture"]
     dev = target.device
@@ -157,9 +163,9 @@ def measure_memory(target: LoadedModel, proposers: Sequence[ProposerMemoryInput]
     tw = weight_bytes(target.model)
     kv = kv_bytes_per_token(arch, target.dtype)
     kv_meas = measured_kv_bytes_per_token(target.model, dev, vocab)
-    act, how = activation_peak_bytes(target.model, dev, vocab, 1, act_tokens)
+    act, how = activation_peak_bytes(target.model, dev, vocab, 1, act_tokens, peaks)
     if act_batch > 1:
-        act_b, _ = activation_peak_bytes(target.model, dev, vocab, act_batch, 1)
+        act_b, _ = activation_peak_bytes(target.model, dev, vocab, act_batch, 1, peaks)
         act = max(act, act_b)
     notes.append(f"activation peak: {how}")
     pm: dict[str, dict[str, int]] = {}
@@ -178,7 +184,7 @@ def measure_memory(target: LoadedModel, proposers: Sequence[ProposerMemoryInput]
             pw = weight_bytes(p.model)
             parch = architecture(p.model.config, count_parameters(p.model))
             pkv = kv_bytes_per_token(parch, next(p.model.parameters()).dtype)
-        pact, _ = activation_peak_bytes(p.model, dev, vocab, act_batch, 1)
+        pact, _ = activation_peak_bytes(p.model, dev, vocab, act_batch, 1, peaks)
         pm[p.name] = {"weight_bytes": pw, "kv_bytes_per_token": pkv, "activation_peak_bytes": pact}
     total = device_memory_bytes(dev)
     section = {
@@ -194,3 +200,39 @@ def measure_memory(target: LoadedModel, proposers: Sequence[ProposerMemoryInput]
         },
     }
     return section, notes
+
+
+def with_reserve(section: dict[str, Any], reserve: tuple[int, str] | None) -> dict[str, Any]:
+    """The memory section with ``reserve`` (bytes, rule) kept for other applications: recorded,
+    and taken out of every ``kv_capacity`` row (the simulator subtracts it too)."""
+    if reserve is None:
+        return section
+    n, rule = reserve
+    total = int(section["device_memory_bytes"])
+    if not 0 <= n < total:
+        raise SpecplanError(f"{rule}: reserves {n / 2**30:.2f} GiB of a device with {total / 2**30:.2f} GiB; "
+                            "valid: less than the device's memory")
+    rows = kv_capacity_rows(total, section["target_weight_bytes"], section["activation_peak_bytes"],
+                            section["target_kv_bytes_per_token"], section.get("proposers") or {}, reserve=n)
+    return {**section, "kv_capacity": rows, "reserve": {"bytes": int(n), "rule": rule}}
+
+
+def check_reserve(gb: float | None, fraction: float | None) -> None:
+    """The flags' own rules, checked before any model is loaded."""
+    if gb is not None and fraction is not None:
+        raise SpecplanError("--reserve-gb and --reserve-fraction: give one, not both")
+    if gb is not None and not (math.isfinite(gb) and gb >= 0):
+        raise SpecplanError(f"--reserve-gb {gb}: must be a number of GiB >= 0")
+    if fraction is not None and not (math.isfinite(fraction) and 0 <= fraction < 1):
+        raise SpecplanError(f"--reserve-fraction {fraction}: must be in [0, 1)")
+
+
+def reserve_of(gb: float | None, fraction: float | None, device_bytes: int) -> tuple[int, str] | None:
+    """``--reserve-gb`` / ``--reserve-fraction`` as (bytes, rule); None when neither is given."""
+    check_reserve(gb, fraction)
+    if gb is not None:
+        return int(gb * 2**30), f"--reserve-gb {gb:g} (GiB kept for other applications)"
+    if fraction is not None:
+        return (int(fraction * device_bytes),
+                f"--reserve-fraction {fraction:g} of {device_bytes / 2**30:.2f} GiB (kept for other applications)")
+    return None

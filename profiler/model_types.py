@@ -42,6 +42,9 @@ class LoadedModel:
     """What the user typed; used in messages and provenance."""
     notes: tuple[str, ...] = field(default=())
     """Facts about how the weights were produced (e.g. 'GGUF Q4_1 dequantised to float32')."""
+    load_s: float | None = None
+    """Seconds to read the tokenizer and weights and place them on the device (hashing for the
+    identity excluded): the load part of a cold start (profiler/cold_start.py)."""
 
     @property
     def config(self) -> Any:
@@ -156,3 +159,10 @@ def max_positions(config: Any) -> int | None:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     value = getattr(text, "max_position_embeddings", None)
     return int(value) if value else None
+
+
+def context_length(config: Any) -> dict[str, int]:
+    """The identity's ``max_model_len`` (the simulator rejects longer requests as vLLM does), or
+    nothing when the config declares no context window."""
+    n = max_positions(config)
+    return {"max_model_len": n} if n and n >= 2 else {}

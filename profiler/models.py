@@ -17,18 +17,20 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from profiler.device import resolve_device
+from profiler.device import resolve_device, synchronize
 from profiler.model_types import (
     LoadedModel,
     ModelConfig,
     _dir_weights_sha256,
     architecture,
     cache_dir,
+    context_length,
     count_parameters,
     dtype_name,
     file_sha256,
@@ -117,6 +119,7 @@ def load_config(spec: str) -> ModelConfig:
         "path": path_shown,
         "sha256": sha,
         "architecture": architecture(config, count_parameters(meta_model)),
+        **context_length(config),
     }
     return ModelConfig(config=config, identity=identity, spec=spec)
 
@@ -256,6 +259,7 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "auto") -> Loade
         identity = {
             "id": model_id, "source": "config-only", "path": shown, "sha256": None,
             "architecture": architecture(config, count_parameters(model)),
+            **context_length(config),
         }
         notes.append("random weights (config-only): timing and memory only")
         return LoadedModel(model, None, identity, dev, torch_dtype, spec, tuple(notes))
@@ -266,6 +270,7 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "auto") -> Loade
         notes.append(f"GGUF {Path(resolved['path']).name} dequantised, run as {dtype_name(torch_dtype)}")
     else:
         folder = resolved["folder"]
+    t_load = time.perf_counter()  # the cold start's load: weights read and placed, no hashing
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except Exception as exc:
@@ -279,11 +284,14 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "auto") -> Loade
     except Exception as exc:
         raise SpecplanError(f"{resolved['path']}: model could not be loaded ({_first_line(exc)})") from None
     model = _place(model, dev, resolved["path"])
+    synchronize(dev)
+    load_s = time.perf_counter() - t_load
     identity = {
         "id": resolved["id"], "source": resolved["source"], "path": resolved["path"],
         "sha256": resolved["sha256"], "architecture": architecture(model.config, count_parameters(model)),
+        **context_length(model.config),
     }
-    return LoadedModel(model, tokenizer, identity, dev, torch_dtype, spec, tuple(notes))
+    return LoadedModel(model, tokenizer, identity, dev, torch_dtype, spec, tuple(notes), load_s)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -149,11 +149,14 @@ def _norm_id(mid: str) -> str:
     return base
 
 
-def identity_mismatch(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str | None:
+def identity_mismatch(a: dict[str, Any] | str | None, b: dict[str, Any] | str | None) -> str | None:
     """How two model identities differ (id, family, shape, vocabulary), or None when they agree
     or one is unknown. The vocabulary stands in for the tokenizer, which profiles do not record."""
     if not a or not b:
         return None
+    if isinstance(a, str) or isinstance(b, str):  # a published library entry names its model only
+        ia, ib = (x if isinstance(x, str) else x["id"] for x in (a, b))
+        return None if _norm_id(ia) == _norm_id(ib) else f"model {ib!r} vs {ia!r}"
     diffs = []
     if _norm_id(a["id"]) != _norm_id(b["id"]):
         diffs.append(f"model {b['id']!r} vs {a['id']!r}")
@@ -209,7 +212,7 @@ def merge(timing_profile: dict[str, Any], acceptance_profile: dict[str, Any], *,
         entry = copy.deepcopy(src_acc[pname])
         notes = entry["provenance"].get("notes") or ""
         origin_note = f"merged from {os.path.basename(acceptance_origin)}" + (
-            f" (target {tgt_b['id']})" if tgt_b is not None else ""
+            f" (target {tgt_b if isinstance(tgt_b, str) else tgt_b['id']})" if tgt_b is not None else ""
         )
         if found:
             origin_note += f"; identity mismatch accepted ({'; '.join(found)}): {accept_mismatch}"

@@ -67,12 +67,19 @@ class ProfileRequest:
     progress: bool = True
     rounds: int = 1
     """Passes over the whole timing grid; a cell's value is the median of its rounds' medians."""
+    reserve_gb: float | None = None
+    """GiB kept for other applications: out of every KV capacity (profiler/memory.py)."""
+    reserve_fraction: float | None = None
+    """Or that share of the device's memory (one of the two)."""
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise SpecplanError(f"--rounds {self.rounds}: must be at least 1")
         if self.k_max < 1:
             raise SpecplanError(f"--k-max {self.k_max}: must be at least 1")
+        from profiler.memory import check_reserve
+
+        check_reserve(self.reserve_gb, self.reserve_fraction)
         if not self.temperatures or any(t < 0 for t in self.temperatures):
             raise SpecplanError(f"--temperatures {list(self.temperatures)}: need values >= 0")
         names = [p.text for p in self.proposers]

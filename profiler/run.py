@@ -19,11 +19,13 @@ from typing import Any
 import torch
 
 from profiler import device as devmod
-from profiler.memory import measure_memory
+from profiler.cold_start import measure_cold_start
+from profiler.memory import measure_memory, reserve_of, with_reserve
 from profiler.model_types import LoadedModel, dtype_name
 from profiler.models import load_model
 from profiler.padded_batch import NOTE as PADDED_NOTE
 from profiler.padded_batch import measure_padded_batch
+from profiler.process_peak import ProcessPeak
 from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
 from profiler.profile_request import ProfiledProposer, ProfileRequest, build_proposers
 from profiler.timing import plan_tasks
@@ -121,6 +123,10 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
     prompts = _load_prompts(req)  # bad prompt files fail before any model is loaded
     target = load_model(req.target, dtype=req.dtype, device=req.device)
     proposers = build_proposers(target, req.proposers, dtype=req.dtype, device=req.device)
+    reserve = reserve_of(req.reserve_gb, req.reserve_fraction, devmod.device_memory_bytes(target.device))
+    peaks = ProcessPeak(target.device)
+    cold = None if target.random_weights else measure_cold_start(  # before any other pass: the first request
+        target, [p.draft for p in proposers if p.draft is not None], seed=req.seed)
     grids = req.grids or default_grids(target, quick=req.quick, k_max=req.k_max)
     if grids.k_max != req.k_max:
         raise SpecplanError(f"timing grids k_max={grids.k_max} differs from --k-max {req.k_max}")
@@ -158,7 +164,7 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
         act_tokens = max(grids.prefill_tokens)
         if "memory" not in ckpt:
             mem, mem_notes = measure_memory(target, [p.memory_input() for p in proposers],
-                                            act_batch=max(grids.batch), act_tokens=act_tokens)
+                                            act_batch=max(grids.batch), act_tokens=act_tokens, peaks=peaks)
             ckpt.add("memory", {"section": mem, "notes": mem_notes})
             measured_now += 1
             if on_point is not None:
@@ -176,8 +182,14 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
     acceptance, acc_s = _acceptance(req, target, proposers, prompts, ckpt, on_point, measured_now)
     phase_s["acceptance"] = acc_s
     wall = time.perf_counter() - t_start
-    profile = _assemble(req, target, proposers, grids, measured, ckpt.records["memory"], acceptance,
+    mem = ckpt.records["memory"]
+    mem = {**mem, "section": {**with_reserve(mem["section"], reserve),
+                              "process_peak": peaks.section(resumed=ckpt.reused > 0)}}
+    profile = _assemble(req, target, proposers, grids, measured, mem, acceptance,
                         wall, phase_s, ckpt.reused, load, ckpt.records["padded_batch"])
+    if cold is not None:
+        profile["cold_start"] = {"provenance": _provenance("measured", req, target, proposers, cold["notes"]),
+                                 **cold["section"]}
     write_profile(out, profile)
     ckpt.remove()
     return profile

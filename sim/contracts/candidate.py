@@ -8,7 +8,7 @@ from typing import Literal
 from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
-from sim.contracts.scenario_fields import NAME_RE
+from sim.contracts.scenario_fields import NAME_RE, check_max_model_len
 from sim.contracts.scenario_paths import path_field
 
 Speculation = Literal["on", "off"]
@@ -119,6 +119,10 @@ class Candidate:
     prefix_caching: bool | None = None
     """Prefix caching for this candidate (docs/prefix-caching.md); none: the fleet engine's
     ``prefix_caching``. Lets "cache on, speculation off" be a candidate of its own."""
+    max_model_len: int | None = None
+    """The model's context length for this candidate (vLLM ``--max-model-len``), in tokens;
+    none: ``fleet.max_model_len``, else the profile's (the model's config). A request whose
+    prompt + output exceeds it is rejected as vLLM rejects it (HTTP 400)."""
     computed: str | None = internal_field()
     """Set with ``k_by_batch`` when ``schedule = "auto"`` was computed: what it was computed from."""
 
@@ -128,6 +132,7 @@ class Candidate:
         if self.acceptance_trace is not None:  # its form, as fleet.profile's (the OS would refuse it unnamed)
             if why := (path_problem(self.acceptance_trace) if self.acceptance_trace else "path is empty"):
                 raise FieldError("acceptance_trace", f"{why}; give a JSON Lines acceptance trace file")
+        check_max_model_len(self.max_model_len)
         all_params = ("proposer", "k", "max_batch", "k_by_batch", "schedule", "adaptive", "kv_fallback",
                       "assumed_acceptance")
         if self.speculation == "off":

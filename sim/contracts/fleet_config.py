@@ -11,7 +11,7 @@ from typing import Literal
 from sim.contracts.dataclass_mapping import internal_field
 from sim.contracts.errors import FieldError, echo
 from sim.contracts.input_limits import path_problem
-from sim.contracts.scenario_fields import resolve_path
+from sim.contracts.scenario_fields import check_max_model_len, resolve_path
 from sim.contracts.scenario_paths import path_field
 
 RoutingName = Literal["round_robin", "least_outstanding"]
@@ -59,6 +59,9 @@ class EngineConfig:
     version: str | None = None
     """The engine's release (e.g. ``"0.12.0"``), said beside every result and emitted config;
     none: its current release."""
+    max_model_len: int | None = None
+    """vLLM's ``--max-model-len`` where engine arguments live; the same setting as
+    ``fleet.max_model_len`` (give it in one of the two)."""
 
     def __post_init__(self) -> None:
         if self.runner is not None and self.name != "vllm":
@@ -74,6 +77,7 @@ class EngineConfig:
             raise FieldError(
                 "memory_utilization", f"must be in (0, 1], got {self.memory_utilization}"
             )
+        check_max_model_len(self.max_model_len)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +102,10 @@ class RestartConfig:
 
     at_s: float
     """Simulated time of the restart (seconds, within the run)."""
-    cold_start_s: float
-    """Seconds the replica serves nothing while it loads weights and warms up (≥ 0)."""
+    cold_start_s: float | None = None
+    """Seconds the replica serves nothing while it loads weights and warms up (≥ 0); omitted:
+    the profile's measured cold start, else a default that says it is assumed
+    (sim/model/cold_start.py)."""
     replica: int = 0
     """Index of the restarting replica (0-based, < fleet.replicas)."""
     on_restart: OnRestart = "reroute"
@@ -111,7 +117,7 @@ class RestartConfig:
     def __post_init__(self) -> None:
         if self.at_s < 0:
             raise FieldError("at_s", f"must be ≥ 0 seconds, got {self.at_s}")
-        if self.cold_start_s < 0:
+        if self.cold_start_s is not None and self.cold_start_s < 0:
             raise FieldError("cold_start_s", f"must be ≥ 0 seconds, got {self.cold_start_s}")
         if self.replica < 0:
             raise FieldError("replica", f"must be ≥ 0, got {self.replica}")
@@ -184,6 +190,10 @@ class FleetConfig:
     request_overhead: RequestOverhead | None = None
     """Per-request time outside the engine, added to TTFT and E2E; none: zero (the frames then
     have no ``overhead_s`` column)."""
+    max_model_len: int | None = None
+    """The model's context length (vLLM ``--max-model-len``), in tokens; none: the profile's
+    (``target.max_model_len``, from the model's config). A request whose prompt + output exceeds
+    it is rejected on arrival as vLLM rejects it (HTTP 400), counted in ``rejected_too_long``."""
     base_dir: str | None = internal_field()
     """Folder of the scenario file (set by the loader) for resolving ``profile``."""
 
@@ -194,6 +204,9 @@ class FleetConfig:
             raise FieldError("profile", why)
         if self.replicas < 1:
             raise FieldError("replicas", f"must be ≥ 1, got {self.replicas}")
+        check_max_model_len(self.max_model_len)
+        if self.max_model_len is not None and self.engine.max_model_len is not None:
+            raise FieldError("max_model_len", "given twice (also as fleet.engine.max_model_len): set it in one place")
         if self.tensor_parallel_size < 1:
             raise FieldError(
                 "tensor_parallel_size", f"must be ≥ 1 GPUs per replica, got {self.tensor_parallel_size}"
@@ -218,6 +231,13 @@ class FleetConfig:
             )
 
     @property
+    def context_length(self) -> tuple[int | None, str]:
+        """The scenario's ``max_model_len`` (None: the profile's) and the key that gave it."""
+        if self.engine.max_model_len is not None:
+            return self.engine.max_model_len, "fleet.engine.max_model_len"
+        return self.max_model_len, "fleet.max_model_len"
+
+    @property
     def gpus_per_replica(self) -> int:
         """GPUs one replica occupies (tensor × pipeline parallel size): what price_per_gpu_hour
         is multiplied by."""
@@ -233,9 +253,11 @@ class FleetConfig:
 class NamedFleet:
     """A ``[fleets.NAME]`` table: the hardware a candidate may run on instead of [fleet]'s.
 
-    Why only these four fields: a comparison of hardware must differ in hardware only, so
-    replicas, engine limits, admission, routing, a restart and the request overhead stay
-    [fleet]'s for every candidate (the same traffic meets the same engine settings)."""
+    Why only these fields: a comparison of hardware must differ in hardware only, so replicas,
+    engine limits, admission, routing, a restart and the request overhead stay [fleet]'s for
+    every candidate (the same traffic meets the same engine settings). The one exception is the
+    context length: a device with less memory may have to serve a shorter ``max_model_len``
+    (vLLM refuses to start when one sequence of that length does not fit its KV cache)."""
 
     profile: str = path_field("profile")
     """Calibration profile JSON of this hardware (relative to the scenario's folder, then the cwd)."""
@@ -246,10 +268,13 @@ class NamedFleet:
     has none), so either every candidate is priced or none is."""
     draft_price_per_hour: float = 0.0
     """$ per hour of separate draft hardware per replica, if any."""
+    max_model_len: int | None = None
+    """The context length on this hardware; none: [fleet]'s (else the profile's)."""
     base_dir: str | None = internal_field()
     """Folder of the scenario file (set by the loader) for resolving ``profile``."""
 
     def __post_init__(self) -> None:
+        check_max_model_len(self.max_model_len)
         if not self.profile:
             raise FieldError("profile", "must name a profile JSON file")
         if why := path_problem(self.profile):
@@ -267,8 +292,12 @@ class NamedFleet:
         """[fleet] with this hardware: profile, replica shape and prices replaced, the rest kept."""
         import dataclasses
 
+        length = {}
+        if self.max_model_len is not None:  # this hardware's length replaces [fleet]'s, wherever given
+            length = {"max_model_len": self.max_model_len,
+                      "engine": dataclasses.replace(fleet.engine, max_model_len=None)}
         return dataclasses.replace(
             fleet, profile=self.profile, tensor_parallel_size=self.tensor_parallel_size,
             price_per_gpu_hour=self.price_per_gpu_hour, draft_price_per_hour=self.draft_price_per_hour,
-            base_dir=self.base_dir,
+            base_dir=self.base_dir, **length,
         )

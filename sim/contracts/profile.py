@@ -21,6 +21,7 @@ from sim.contracts.errors import SpecplanError, echo, join_path, read_text, wher
 from sim.contracts.input_limits import check_nesting, check_tree
 from sim.contracts.json_reader import decode_failure
 from sim.contracts.profile_acceptance import AcceptanceEntry, AcceptanceReader
+from sim.contracts.profile_cold_start import ColdStart, ColdStartReader
 from sim.contracts.profile_identity import PROFILE_NAME_RE, ModelIdentity, ProposerIdentity
 from sim.contracts.profile_memory import Memory, MemoryReader
 from sim.contracts.profile_timing import Timing, TimingReader
@@ -60,6 +61,8 @@ class Profile:
     """Top-level ``x-*`` keys, kept and ignored."""
     replica: ReplicaShape = field(default_factory=ReplicaShape)
     """Replica shape the timing and memory were built for (optional key; default one GPU)."""
+    cold_start: ColdStart | None = None
+    """Load and first request after it, measured (optional key; absent: not measured)."""
 
     @classmethod
     def from_dict(cls, d: Any, origin: str) -> Profile:
@@ -122,7 +125,7 @@ def parse_profile_text(text: str, origin: str) -> Profile:
     return Profile.from_dict(data, origin)
 
 
-class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader):
+class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader, ColdStartReader):
     """The whole document: schema, identity, then each section."""
 
     def profile(self, d: Any) -> Profile:
@@ -130,7 +133,7 @@ class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader):
             d,
             "",
             ("schema", "schema_version", "name", "description", "target", "proposers", "timing", "memory"),
-            ("acceptance", "replica"),
+            ("acceptance", "replica", "cold_start"),
         )
         if d["schema"] != SCHEMA:
             raise self.fail("schema", f"expected {echo(SCHEMA, 60)}, got {echo(d['schema'], 60)}")
@@ -149,6 +152,7 @@ class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader):
         acceptance = self.acceptance(d.get("acceptance", {}), "acceptance", proposers, target)
         extras = {k: v for k, v in d.items() if k.startswith("x-")}
         replica = self.replica(d.get("replica"), "replica")
+        cold = self.cold_start(d.get("cold_start"), "cold_start")
         return Profile(
             origin=self.origin,
             name=name,
@@ -160,6 +164,7 @@ class _ProfileReader(TimingReader, MemoryReader, AcceptanceReader):
             acceptance=acceptance,
             extras=extras,
             replica=replica,
+            cold_start=cold,
         )
 
     def replica(self, v: Any, path: str) -> ReplicaShape:

@@ -49,6 +49,9 @@ class Device:
     """One device's memory bandwidth in bytes/s (``memory_bandwidth_bytes_per_s``, datasheet
     peak), when the writer knew it: the step-time bandwidth floor needs it
     (sim/contracts/timing_sanity.py)."""
+    host_cpu: str | None = None
+    """The host's CPU model beside a GPU (a CPU device names it in ``name``): host-side
+    work (the n-gram lookup, the scheduler) runs on it (sim/contracts/machine_identity.py)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,9 @@ class ModelIdentity:
     path: str | None
     sha256: str | None
     architecture: Architecture
+    max_model_len: int | None = None
+    """The model's context length in tokens (its config's ``max_position_embeddings``, what vLLM
+    derives ``max_model_len`` from); None: the profile does not say (older profiles)."""
 
     @property
     def config_only(self) -> bool:
@@ -173,7 +179,7 @@ class IdentityReader(JsonReader):
     """Reads models, proposers and provenance blocks (every section has a provenance)."""
 
     def model(self, v: Any, path: str) -> ModelIdentity:
-        v = self.obj(v, path, ("id", "source", "sha256", "architecture"), ("path",))
+        v = self.obj(v, path, ("id", "source", "sha256", "architecture"), ("path", "max_model_len"))
         source = self.choice(v["source"], join_path(path, "source"), MODEL_SOURCES)
         sha = self.str_(v["sha256"], join_path(path, "sha256"), nullable=True, pattern=SHA256_RE)
         if source == "config-only" and sha is not None:
@@ -187,6 +193,8 @@ class IdentityReader(JsonReader):
             path=mpath,
             sha256=sha,
             architecture=self.architecture(v["architecture"], join_path(path, "architecture")),
+            max_model_len=self.int_(v.get("max_model_len"), join_path(path, "max_model_len"), minimum=2,
+                                    nullable=True),
         )
 
     def architecture(self, v: Any, path: str) -> Architecture:
@@ -291,7 +299,7 @@ class IdentityReader(JsonReader):
         if v.get("device") is not None:
             dp = join_path(path, "device")
             dv = self.obj(v["device"], dp, ("kind", "name"),
-                          ("memory_bytes", "driver", "count", "memory_bandwidth_bytes_per_s"))
+                          ("memory_bytes", "driver", "count", "memory_bandwidth_bytes_per_s", "host_cpu"))
             device = Device(
                 kind=self.str_(dv["kind"], join_path(dp, "kind")),
                 name=self.str_(dv["name"], join_path(dp, "name")),
@@ -300,6 +308,7 @@ class IdentityReader(JsonReader):
                 count=self.int_(dv.get("count", 1), join_path(dp, "count"), minimum=1),
                 memory_bandwidth=(None if dv.get("memory_bandwidth_bytes_per_s") is None else self.num(
                     dv["memory_bandwidth_bytes_per_s"], join_path(dp, "memory_bandwidth_bytes_per_s"), minimum=1.0)),
+                host_cpu=self.str_(dv.get("host_cpu"), join_path(dp, "host_cpu"), nullable=True),
             )
         date = self.str_(v.get("date"), join_path(path, "date"), nullable=True)
         if date is not None:

@@ -1,4 +1,5 @@
-"""A profile's ``memory`` section: weights, KV bytes per token, activations, KV capacities."""
+"""A profile's ``memory`` section: weights, KV bytes per token, activations, KV capacities, the
+profiler process's measured peak and the memory reserved for other applications."""
 
 from __future__ import annotations
 
@@ -34,6 +35,32 @@ class KvCheck:
 
 
 @dataclass(frozen=True)
+class ProcessPeak:
+    """The profiling process's peak memory, measured (what the box had to hold beside weights
+    and KV while it served: Python, torch, allocator slack, the largest pass's activations)."""
+
+    rss_bytes: int | None
+    """Peak resident set size of the whole process (``getrusage`` ``ru_maxrss``); None: unknown."""
+    cuda_max_allocated_bytes: int | None = None
+    """``torch.cuda.max_memory_allocated`` over the run (GPU runs only)."""
+    nvml_process_bytes: int | None = None
+    """GPU memory NVML counted for the process at the end (allocator reserve and CUDA context
+    included); None without NVML or on a CPU."""
+    how: str = ""
+    """How each number was read, and what was unavailable."""
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """Memory held back for other applications: the KV cache never takes it."""
+
+    bytes: int
+    """Bytes subtracted from the KV budget, the replica's total."""
+    rule: str
+    """How it was chosen (``--reserve-gb 2``, ``--reserve-fraction 0.25 of 16.0 GiB``)."""
+
+
+@dataclass(frozen=True)
 class Memory:
     """Memory numbers that decide KV capacity (sizes in bytes)."""
 
@@ -45,6 +72,15 @@ class Memory:
     proposers: Mapping[str, ProposerMemory] = field(default_factory=dict)
     kv_capacity: tuple[KvCapacityRow, ...] = ()
     kv_check: KvCheck | None = None
+    process_peak: ProcessPeak | None = None
+    """Absent in profiles written before it was recorded (and in estimates: nothing ran)."""
+    reserve: Reserve | None = None
+    """None: nothing reserved (the KV budget is ``u · device_memory_bytes`` less weights and
+    activations)."""
+
+    @property
+    def reserve_bytes(self) -> int:
+        return 0 if self.reserve is None else self.reserve.bytes
 
 
 class MemoryReader(IdentityReader):
@@ -55,7 +91,7 @@ class MemoryReader(IdentityReader):
             v,
             path,
             ("provenance", "device_memory_bytes", "target_weight_bytes", "target_kv_bytes_per_token", "activation_peak_bytes"),
-            ("proposers", "kv_capacity", "kv_check"),
+            ("proposers", "kv_capacity", "kv_check", "process_peak", "reserve"),
         )
         prov = self.provenance(v["provenance"], join_path(path, "provenance"))
         pm: dict[str, ProposerMemory] = {}
@@ -86,6 +122,8 @@ class MemoryReader(IdentityReader):
                 self.num(c.get("relative_error"), join_path(cp, "relative_error"), nullable=True),
             )
         device = self.int_(v["device_memory_bytes"], join_path(path, "device_memory_bytes"), minimum=1)
+        peak = self._process_peak(v.get("process_peak"), join_path(path, "process_peak"))
+        reserve = self._reserve(v.get("reserve"), join_path(path, "reserve"), device)
         return Memory(
             provenance=prov,
             device_memory_bytes=device,
@@ -95,4 +133,23 @@ class MemoryReader(IdentityReader):
             proposers=pm,
             kv_capacity=tuple(rows),
             kv_check=check,
+            process_peak=peak,
+            reserve=reserve,
         )
+
+    def _process_peak(self, v: Any, path: str) -> ProcessPeak | None:
+        if v is None:
+            return None
+        keys = ("rss_bytes", "cuda_max_allocated_bytes", "nvml_process_bytes")
+        v = self.obj(v, path, (), (*keys, "how"))
+        nums = {k: self.int_(v.get(k), join_path(path, k), minimum=0, nullable=True) for k in keys}
+        return ProcessPeak(**nums, how=self.str_(v.get("how", ""), join_path(path, "how")))
+
+    def _reserve(self, v: Any, path: str, device: int) -> Reserve | None:
+        if v is None:
+            return None
+        v = self.obj(v, path, ("bytes", "rule"))
+        n = self.int_(v["bytes"], join_path(path, "bytes"), minimum=0)
+        if n >= device:
+            raise self.fail(join_path(path, "bytes"), f"must be < device_memory_bytes ({device}), got {n}")
+        return Reserve(n, self.str_(v["rule"], join_path(path, "rule")))

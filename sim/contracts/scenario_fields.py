@@ -1,9 +1,12 @@
-"""What several scenario tables share: the name pattern and how relative paths resolve."""
+"""What several scenario tables share: the name pattern, how relative paths resolve, the
+context-length bound."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from sim.contracts.errors import FieldError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 """Segment and candidate names: they appear in file names, URLs and result columns."""
@@ -43,3 +46,15 @@ def not_a_file(p: Path) -> str:
     if p.exists():
         return "is not a regular file"
     return "file not found"
+
+
+MAX_MODEL_LEN = 100_000_000
+"""Largest context length a scenario may name (tokens; no model comes near it)."""
+
+
+def check_max_model_len(value: int | None) -> None:
+    """``max_model_len`` of [fleet] or a candidate: whole tokens, at least 2 (a prompt token and
+    an output token)."""
+    if value is not None and not 2 <= value <= MAX_MODEL_LEN:
+        raise FieldError("max_model_len", f"must be in 2..{MAX_MODEL_LEN:,} tokens (the model's context "
+                         f"length, vLLM --max-model-len), got {value}")

@@ -88,6 +88,7 @@ def synthetic_profile_dict(
     batch_axis: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
     context_axis: Sequence[int] = (0, 512, 2048, 8192),
     prefill_tokens_axis: Sequence[int] = (1, 64, 512, 2048),
+    max_model_len: int | None = None,
 ) -> dict[str, Any]:
     """The JSON dict of a synthetic profile (write it to a file to test ``load_profile``).
 
@@ -145,6 +146,7 @@ def synthetic_profile_dict(
             "path": None,
             "sha256": None,
             "architecture": _architecture(16, 8, 64),
+            **({"max_model_len": max_model_len} if max_model_len is not None else {}),
         },
         "proposers": {proposer: {"kind": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}},
         "timing": {

@@ -119,6 +119,13 @@ class AcceptanceDoubt:
             return f"{head}; the answer changes at the estimate itself: measure many more"
         return f"{head}; measure about {more} more"
 
+    @property
+    def settled(self) -> bool:
+        """Judged, and the same answer at both ends with nothing left to the seeds."""
+        return (not self.unknown and bool(self.at_low) and not self.flips
+                and not any(x.startswith("undetermined") for x in (self.at_low, self.at_high))
+                and all(s.low is not None for s in self.segments if s.drafts))
+
     def words(self, verbose: bool = True) -> str:
         """One line for the verdict block (``verbose``: every segment's estimate and interval;
         else the fewest prompts behind it)."""
@@ -147,6 +154,14 @@ class AcceptanceDoubt:
             "interval (95 % where two or more prompts drafted, else the whole range)")
         return (f"{self.candidate}: acceptance length {self.assumed:.2f}, {level} {self.low:.2f}–"
                 f"{self.high:.2f}: {said} ({segs})")
+
+
+def settled_words(doubts: Sequence[AcceptanceDoubt]) -> str:
+    """One line for every settled interval (the terminal's short form; --verbose: one each)."""
+    known = [s.prompts for d in doubts for s in d.segments if s.prompts is not None]
+    fewest = f" (≥ {min(known)} prompts a segment)" if known else ""
+    each = ", ".join(f"{d.candidate} {d.low:.2f}–{d.high:.2f}" for d in doubts)
+    return f"(95 %) the answer is the same at both ends: {each}{fewest}"
 
 
 def samples(model: Any, profile_segments: Callable[[str], Any], shares: Sequence[tuple[str, float]],

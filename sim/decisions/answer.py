@@ -57,6 +57,12 @@ def with_devices(facts: Any, devices: dict[str, str] | None) -> Any:
         dataclasses.replace(c, device=devices.get(c.name)) for c in facts.candidates))
 
 
+def fleet_profile(result: Any) -> Any | None:
+    """The profile of the candidates on [fleet] (the fleet a restart belongs to), if any ran."""
+    sc, profiles = result.scenario, getattr(result, "profiles", None) or {}
+    return next((p for name, p in profiles.items() if sc.candidate(name).fleet is None), None)
+
+
 def offered(scenario: Any) -> float | None:
     w = scenario.workload
     rate = None if w.arrival == "trace" else w.mean_rate(scenario.run.duration_s)
@@ -101,7 +107,7 @@ def answer_of(result: Any, *, device: str = "replica", max_seeds: int = 0, budge
     facts = with_engine(with_devices(dataclasses.replace(facts, device=device), devices), dep)
     whole = decide(facts)
     parts = []
-    for w in windows(sc):
+    for w in windows(sc, fleet_profile(result)):
         f = fleet_facts(result, crit, t0=w.t0, t1=w.t1, window=w.label, rate=w.rate, max_seeds=max_seeds)
         parts.append(decide(with_engine(with_devices(dataclasses.replace(f, device=device), devices), dep)))
     return Answer(whole, tuple(parts), budget_note)

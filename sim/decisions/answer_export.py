@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from sim.decisions.acceptance_needed_text import need_json
-from sim.decisions.answer_text import Answer, Row, headline, idealised_words, method, numbers
+from sim.decisions.answer_rows import Row
+from sim.decisions.answer_text import Answer, headline, idealised_words, method, numbers
 from sim.decisions.decision import Decision
 
 

@@ -5,10 +5,12 @@ Why: whether speculation pays, and with how many draft tokens, changes with the 
 verification pass is almost free at batch 1 and costs nearly k+1 decodes when the engine is
 compute-bound) and with the segment's acceptance. One cycle at batch ``b`` drafting ``k``:
 
-- proposal rate ``p`` (n-gram: the share of steps with a match; 1 for model drafters): on
-  average ``b·p`` rows draft ``k`` tokens, the rest feed one token (vLLM schedules them so);
-- step time: the simulator's own step timer with ``b·p`` drafting rows (a fractional count
-  priced as the mix of its two neighbours);
+- proposal rate ``p`` (n-gram: the share of steps with a match; 1 for model drafters): each
+  row drafts ``k`` tokens with probability ``p`` on a step, the rest feed one token (vLLM's V1
+  runner schedules them so; an engine that verifies full width feeds ``k + 1`` anyway);
+- step time: the simulator's own step timer averaged over Binomial(b, p) drafting rows, as the
+  simulator draws them (``k_schedule.drafting_mix``), on the engine a scenario naming none
+  would get (vLLM, its runner by the profile's device);
 - tokens committed per row ``1 + p·(s_1 + … + s_k)``;
 - time per committed token = step time / (b · tokens per row); k = 0 is the plain decode.
 
@@ -24,9 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.fleet_config import EngineConfig
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceSegment
-from sim.model.k_schedule import batch_cost, best_of, speedup_of
+from sim.model import serving_engine
+from sim.model.k_schedule import batch_cost, best_of, speedup_of, verifies_full_width
 from sim.model.step_time import ProfileStepTimer
 
 
@@ -69,12 +73,13 @@ def best_k_table(
 
     timer = ProfileStepTimer(profile)
     timer.check_proposer(proposer, top)
+    full = verifies_full_width(serving_engine.resolve(EngineConfig(), profile), profile, proposer)
     out = []
     for seg in segments if segments is not None else entry.segments:
         p = seg.proposal_rate
         rates = [p * x for x in seg.survival[:top]]
         for b in batches:
-            cell = batch_cost(timer, proposer, int(b), context, rates, p)  # the rule's one home
+            cell = batch_cost(timer, proposer, int(b), context, rates, p, full_width=full)  # the rule's one home
             out.append(BestK(str(seg.key), int(b), p, cell.per_k_s))
     return out
 

@@ -5,7 +5,14 @@ One speculative cycle drafts ``k`` tokens (D(k)), verifies them in one target pa
 ``M(k) = 1 + s_1 + ... + s_k`` tokens (``s_i`` the unconditional survival rate of position i;
 ``s_i = α^i`` for a constant per-token acceptance α). Plain decoding commits one token per
 target step of T seconds, so speculation pays off when ``D + V + H < M·T``, and the speedup in
-time per committed token is ``M·T / (D + V + H)``. This ignores queueing and batching effects
+time per committed token is ``M·T / (D + V + H)``.
+
+From a profile the cycle is the simulator's own step, priced by its step timer over the mix of
+steps it runs (``sim.model.k_schedule.batch_cost``, the rule's one home): an n-gram proposer
+without a match leaves a row a plain decode on that step (or, on an engine that verifies full
+width, a ``k + 1``-token pass that accepts nothing), so D, V, H and M(k) are averages over
+verification and plain steps. A single-user ``simulate`` of the same profile and segment agrees
+(tests/sim/decisions/test_breakeven_vs_simulate.py). This ignores queueing and batching effects
 across requests; the simulator is what answers those.
 """
 
@@ -16,10 +23,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.fleet_config import EngineConfig
 from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
+from sim.model import serving_engine
 from sim.model.acceptance_match import match_segment
+from sim.model.k_schedule import batch_cost, verifies_full_width
+from sim.model.serving_engine import ServingEngine
+from sim.model.step_time import ProfileStepTimer
 
 
 def acceptance_length_alpha(alpha: float, k: int) -> float:
@@ -38,11 +50,15 @@ def acceptance_length_rates(rates: Sequence[float], k: int) -> float:
     return 1.0 + float(sum(rates[:k]))
 
 
-def alpha_needed(cycle_s: float, baseline_s: float, k: int) -> float | None:
-    """Smallest per-token acceptance α with ``M(k)·T >= cycle`` (None: unreachable even at α=1)."""
+def alpha_needed(cycle_s: float, baseline_s: float, k: int, proposal_rate: float = 1.0) -> float | None:
+    """Smallest per-token acceptance α with ``(1 + p·(M_α(k) − 1))·T >= cycle`` for proposal
+    rate ``p`` (None: unreachable even at α=1)."""
     target = cycle_s / baseline_s
     if target <= 1.0:
         return 0.0
+    if proposal_rate <= 0.0:
+        return None
+    target = 1.0 + (target - 1.0) / proposal_rate  # M_α(k) a verification step must reach
     if target > k + 1:
         return None
     lo, hi = 0.0, 1.0
@@ -70,6 +86,8 @@ class BreakevenRow:
     """M(k): expected tokens committed per cycle."""
     baseline_s: float
     """T: one plain decode step (one token)."""
+    proposal_rate: float = 1.0
+    """Share of cycles with a proposal (n-gram: a match); ``alpha_needed`` scales by it."""
 
     @property
     def cycle_s(self) -> float:
@@ -92,7 +110,7 @@ class BreakevenRow:
     @property
     def alpha_needed(self) -> float | None:
         """Per-token acceptance at which this k breaks even (None: never)."""
-        return alpha_needed(self.cycle_s, self.baseline_s, self.k)
+        return alpha_needed(self.cycle_s, self.baseline_s, self.k, self.proposal_rate)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -186,12 +204,15 @@ def breakeven_from_profile(
     batch: int = 1,
     context: float = 512.0,
     k_max: int | None = None,
+    engine: ServingEngine | None = None,
 ) -> BreakevenResult:
     """Break-even at one batch size and context from a profile's grids and acceptance.
 
     Acceptance comes from the proposer's entry (``segment`` picks one; required when there are
     several), or from ``alpha`` (then labelled assumed). k runs from 1 to ``k_max`` (default:
-    the acceptance entry's k_max, or the largest measured draft k with ``alpha``).
+    the acceptance entry's k_max, or the largest measured draft k with ``alpha``). Every step is
+    priced by the simulator's step timer over the simulator's mix of steps (``batch_cost``) on
+    ``engine`` (default: vLLM, its runner by the profile's device, as a scenario that names none).
     """
     if batch < 1:
         raise SpecplanError(f"--batch: must be >= 1, got {batch}")
@@ -209,33 +230,28 @@ def breakeven_from_profile(
         raise SpecplanError(f"--k-max: must be >= 1, got {top}")
     if rates is not None and top > len(rates):
         raise SpecplanError(f"--k-max: acceptance is only known up to k_max={len(rates)}, got {top}")
-
-    def interp(grid: Any) -> GridInterpolator:
-        return GridInterpolator(grid.axes, grid.median, name=grid.quantity, axis_names=grid.axis_names)
-
-    fwd = interp(profile.timing.target_forward)
-    draft = interp(ptiming.draft)
-    over = interp(ptiming.overhead)
-    baseline = fwd(batch, 1, context)
+    survival = [alpha**i for i in range(1, top + 1)] if rates is None else list(rates[:top])
+    eng = engine if engine is not None else serving_engine.resolve(EngineConfig(), profile)
+    full = verifies_full_width(eng, profile, proposer)
+    sources.append(eng.source_line)
+    timer = ProfileStepTimer(profile)
+    timer.check_proposer(proposer, top)
+    cell = batch_cost(timer, proposer, batch, context, [prop * x for x in survival], prop, full_width=full)
     rows = []
-    # issue 21: with a proposal on a share p of steps, b·p rows draft and the rest feed one
-    # token (sim/decisions/best_k.py has the same composition)
-    rows_d = batch * prop
-    share = 1.0 if rows_d >= 1 else rows_d
-    rows_d = max(rows_d, 1.0)
     for k in range(1, top + 1):
-        m = acceptance_length_alpha(alpha, k) if rates is None else acceptance_length_rates(rates, k)
+        d, h = _drafting_parts(timer, proposer, cell.mix, k, context)
         rows.append(
             BreakevenRow(
                 k=k,
-                draft_s=share * draft(rows_d, k, context) if prop > 0 else 0.0,
-                verify_s=fwd(batch, 1 + k * prop, context),
-                overhead_s=share * over(rows_d, k) if prop > 0 else 0.0,
-                acceptance_length=1.0 + prop * (m - 1.0),
-                baseline_s=baseline,
+                draft_s=d,
+                verify_s=cell.step_s[k] - d - h,
+                overhead_s=h,
+                acceptance_length=1.0 + prop * (acceptance_length_rates(survival, k) - 1.0),
+                baseline_s=cell.step_s[0],
+                proposal_rate=prop,
             )
         )
-    notes = _notes(prop, (fwd, draft, over))
+    notes = _notes(prop, full, timer.grids())
     inputs = (
         ("mode", "profile"),
         ("profile", profile.name),
@@ -245,7 +261,17 @@ def breakeven_from_profile(
         ("batch", batch),
         ("context", context),
     )
-    return BreakevenResult(tuple(rows), baseline, tuple(sources), tuple(notes), inputs)
+    return BreakevenResult(tuple(rows), cell.step_s[0], tuple(sources), tuple(notes), inputs)
+
+
+def _drafting_parts(timer: ProfileStepTimer, proposer: str, mix: Sequence[tuple[int, float]], k: int,
+                    context: float) -> tuple[float, float]:
+    """The drafter's D and host H parts of ``batch_cost``'s average step (what the timer adds for
+    ``n`` drafting rows, nothing when none drafts): shown apart, summed into the same price."""
+    draft, over = timer._draft[proposer], timer._overhead[proposer]
+    d = sum(w * draft(n, k, context) for n, w in mix if n > 0)
+    h = sum(w * over(n, k) for n, w in mix if n > 0)
+    return d, h
 
 
 def _acceptance_of(profile: Profile, proposer: str, ptiming: Any, segment: AcceptanceKey | None,
@@ -285,12 +311,13 @@ def _acceptance_of(profile: Profile, proposer: str, ptiming: Any, segment: Accep
     return kmax_avail, rates, prop, seg_label
 
 
-def _notes(prop: float, grids: tuple[GridInterpolator, ...]) -> list[str]:
+def _notes(prop: float, full: bool, grids: Sequence[GridInterpolator]) -> list[str]:
     """What the result's numbers rest on beyond the profile: partial proposals, extrapolation."""
     notes = []
     if prop < 1.0:
-        notes.append(f"proposal on {100 * prop:.1f}% of steps (n-gram without a match feeds one token): "
-                     "M(k) and the cycle are per verification step")
+        step = ("a full-width pass that accepts nothing" if full else "a plain one-token decode")
+        notes.append(f"proposal on {100 * prop:.1f}% of steps (an n-gram lookup without a match leaves {step}): "
+                     "D, V, H and M(k) are averages over verification and plain steps, as the simulator runs them")
     for g in grids:
         for what, n in g.extrapolations().items():
             notes.append(f"extrapolated: {g.name.removeprefix('timing.')}.{what} in {n} of {g.calls} lookups")

@@ -178,12 +178,15 @@ def window_rows(requests: pl.DataFrame, limits_ms: Mapping[str, float], t0: floa
          "max_pause_s": sel["max_pause_s"].cast(pl.Float64).fill_null(np.nan).to_numpy()}
     good = good_array(done, a, limits_ms) if limits_ms else np.zeros(len(done), bool)
     counts = {c: sel[c].fill_null(0).to_numpy() for c in ("num_drafts", "accepted_tokens")}
+    too_long = (sel[mn.TOO_LONG].fill_null(False).to_numpy() if mn.TOO_LONG in sel.columns
+                else np.zeros(sel.height, bool))
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for key, ix in _groups(sel):
         d = done[ix]
         row: dict[str, Any] = {
             mn.COMPLETED: int(d.sum()), mn.REJECTED: int((outcome[ix] == mn.REJECTED).sum()),
             mn.TIMED_OUT: int((outcome[ix] == mn.TIMED_OUT).sum()),
+            mn.REJECTED_TOO_LONG: int(too_long[ix].sum()),
             "unfinished": int((outcome[ix] == mn.UNFINISHED).sum()),
             "good": int(good[ix].sum()), "requests": len(ix),
         }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.contracts.errors import SpecplanError
+from sim.model.cold_start import DEFAULT_COLD_START_S
 
 
 def arrival_rate(scenario: Any) -> float:
@@ -38,8 +39,10 @@ def with_duration(scenario: Any, duration_s: float) -> Any:
         if duration_s < last:
             raise SpecplanError(f"--duration: {duration_s:g} s would cut the piecewise arrival "
                                 f"profile (last point at {last:g} s); give ≥ {last:g} s")
-    if f.restart is not None and duration_s <= f.restart.at_s + f.restart.cold_start_s:
-        end = f.restart.at_s + f.restart.cold_start_s
+    cold = None if f.restart is None else (  # unset: the default (the profile's own is read at run time)
+        DEFAULT_COLD_START_S if f.restart.cold_start_s is None else f.restart.cold_start_s)
+    if f.restart is not None and cold is not None and duration_s <= f.restart.at_s + cold:
+        end = f.restart.at_s + cold
         raise SpecplanError(f"--duration: {duration_s:g} s would cut the restart (at {f.restart.at_s:g} s, "
                             f"serving again at {end:g} s); give > {end:g} s")
     run = scenario.run

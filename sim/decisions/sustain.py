@@ -95,9 +95,13 @@ class SustainCriteria:
 
 
 def loss_fraction(row: Mapping[str, Any]) -> float:
-    """Share of measured requests rejected or timed out (0 when none were measured)."""
+    """Share of measured requests rejected or timed out (0 when none were measured). Requests
+    rejected for their length (prompt + output over ``max_model_len``: ``rejected_too_long``)
+    are left out of both counts: no fleet size serves them, so they say nothing about whether
+    this one carries the load; the run's notes and the summary count them."""
     done = float(row.get("completed") or 0)
     lost = sum(float(row.get(c) or 0) for c in ("rejected", "timed_out", "unfinished"))
+    lost -= float(row.get("rejected_too_long") or 0)
     total = done + lost
     return lost / total if total > 0 else 1.0
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from sim.model.cold_start import cold_start_of
+
 
 @dataclass(frozen=True, slots=True)
 class Window:
@@ -27,9 +29,10 @@ PEAK_SHARE = 0.9
 MIN_WINDOW_S = 30.0
 
 
-def windows(scenario: Any) -> list[Window]:
+def windows(scenario: Any, profile: Any | None = None) -> list[Window]:
     """The scenario's peak (a piecewise rate whose maximum is well above its mean), its
-    restart (the cold start) and, with ``fallback = "baseline"``, the rest of the run after it."""
+    restart (the cold start: the scenario's, else ``profile``'s measured one, else assumed; its
+    label says which) and, with ``fallback = "baseline"``, the rest of the run after it."""
     run = scenario.run
     w0, end = float(run.warmup_s), float(run.duration_s)
     out: list[Window] = []
@@ -51,10 +54,12 @@ def windows(scenario: Any) -> list[Window]:
     rs = scenario.fleet.restart
     rate = scenario.workload.mean_rate(end)
     if rs is not None and rs.at_s < end:
+        cold = cold_start_of(rs, profile)
         a = max(float(rs.at_s), w0)
-        b = min(end, a + max(float(rs.cold_start_s), MIN_WINDOW_S))
+        b = min(end, a + max(cold.seconds, MIN_WINDOW_S))
         if b > a:
-            out.append(Window(f"restart {a:g}–{b:g} s (replica {rs.replica} down)", a, b, rate))
+            out.append(Window(f"restart {a:g}–{b:g} s (replica {rs.replica} down; cold start {cold.seconds:.3g} s "
+                              f"{cold.words})", a, b, rate))
         if rs.fallback == "baseline" and end - b >= MIN_WINDOW_S:
             out.append(Window(f"after the restart {b:g}–{end:g} s (replica {rs.replica} back without "
                               f"speculation)", b, end, rate))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,16 @@ TABLE_SCHEMA: dict[str, pl.DataType] = {
     "real_runs": pl.Int64(),
     "abs_error": pl.Float64(),
     "rel_error": pl.Float64(),
+    "measured_requests": pl.Int64(),
 }
+
+MEASURED_REQUESTS = "measured_requests"
+"""Key of a values dict (and column of the table): the completed requests a measurement's
+percentiles were taken over (the fewest of its real runs)."""
+
+MIN_TAIL_REQUESTS = 2
+"""A percentile with fewer measured requests above it than this is one request's value: p95 over
+12 requests has 0.6 above it (``tail_warnings`` says so beside the bar)."""
 
 
 def pause_median_ms(requests: pl.DataFrame) -> float | None:
@@ -97,6 +107,8 @@ def values_from_run(summary: pl.DataFrame, requests: pl.DataFrame) -> dict[str, 
         else:
             v = r.get(col)
             out[col] = None if v is None else float(v)
+    done = requests.filter(pl.col("in_window") & (pl.col("outcome") == mn.COMPLETED))
+    out[MEASURED_REQUESTS] = float(done.height)
     return out
 
 
@@ -109,14 +121,20 @@ def _finite(runs: Sequence[Mapping[str, float | None]], col: str) -> list[float]
     return [float(v) for r in runs if (v := r.get(col)) is not None and math.isfinite(float(v))]
 
 
+def _fewest(runs: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    return {MEASURED_REQUESTS: min(v)} if (v := _finite(runs, MEASURED_REQUESTS)) else {}
+
+
 def mean_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
     """Mean of each compared number over replications (None where every replication had none)."""
-    return {col: float(np.mean(v)) if (v := _finite(runs, col)) else None for _, col in COMPARED}
+    return {**{col: float(np.mean(v)) if (v := _finite(runs, col)) else None for _, col in COMPARED},
+            **_fewest(runs)}
 
 
 def median_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
     """Median of each compared number over repeated real runs: robust to one disturbed run."""
-    return {col: float(np.median(v)) if (v := _finite(runs, col)) else None for _, col in COMPARED}
+    return {**{col: float(np.median(v)) if (v := _finite(runs, col)) else None for _, col in COMPARED},
+            **_fewest(runs)}
 
 
 def spread_values(runs: Sequence[Mapping[str, float | None]]) -> dict[str, tuple[float, float]]:
@@ -144,6 +162,7 @@ def error_rows(
     """
     rows = []
     rate = finite_or_none(rate)
+    n = finite_or_none(measured.get(MEASURED_REQUESTS))
     for label, col in COMPARED:
         p, m = finite_or_none(predicted.get(col)), finite_or_none(measured.get(col))
         if p is None and m is None:
@@ -155,7 +174,7 @@ def error_rows(
             "source": source, "load": load, "rate": rate, "candidate": candidate,
             "metric": (labels or {}).get(col, label), "column": col, "predicted": p, "measured": m,
             "measured_min": lo, "measured_max": hi, "real_runs": runs,
-            "abs_error": abs_err, "rel_error": rel,
+            "abs_error": abs_err, "rel_error": rel, MEASURED_REQUESTS: None if n is None else int(n),
         })
     return rows
 
@@ -218,6 +237,38 @@ def format_bar(table: pl.DataFrame) -> str:
     return "\n".join(out)
 
 
+def _level(column: str) -> int | None:
+    """The percentile a compared column is (``*_median`` 50, ``*_p95`` 95), None for others."""
+    if column.endswith("_median"):
+        return 50
+    m = re.search(r"_p(\d+)$", column)
+    return int(m.group(1)) if m else None
+
+
+def tail_warnings(table: pl.DataFrame) -> list[str]:
+    """One warning per measured point whose percentiles rest on fewer than ``MIN_TAIL_REQUESTS``
+    requests above them (``n·(1 − q)`` of ``n``): such a p95 or p99 is one request's value, and
+    an error against it says how far that request was, not the tail. Why beside the bar: the bar
+    counts p95 rows as checks however few requests stand behind them."""
+    out = []
+    if MEASURED_REQUESTS not in table.columns:
+        return out
+    keys = ["source", "load", "candidate", MEASURED_REQUESTS]
+    for (source, load, cand, n), grp in table.drop_nulls(MEASURED_REQUESTS).group_by(keys, maintain_order=True):
+        levels = sorted({_level(c) for c in grp["column"]} - {None})
+        thin = [q for q in levels if n * (1 - q / 100) < MIN_TAIL_REQUESTS]
+        if not thin:
+            continue
+        top = max(thin)
+        need = math.ceil(MIN_TAIL_REQUESTS / (1 - top / 100) - 1e-9)
+        where = f" at load {load:.0%}" if load is not None else ""
+        tails = ", ".join(f"p{q} {n * (1 - q / 100):.1f}" for q in thin)
+        out.append(f"warning: {cand}{where} ({source}): its percentiles rest on {n} measured requests, "
+                   f"with fewer than {MIN_TAIL_REQUESTS} above them ({tails}): each is one request's value, "
+                   f"not a tail; measure at least {need} requests for p{top}")
+    return out
+
+
 def compact_notes(notes: Sequence[str]) -> list[str]:
     """Notes once each; repeated extrapolation notes (one per simulated run) folded into one
     line per quantity with the largest share of steps seen."""
@@ -255,6 +306,6 @@ def write_tables(out: Path, table: pl.DataFrame, frames: Mapping[str, Sequence[p
         if parts:
             write_parquet_atomic(pl.concat(parts, how="diagonal_relaxed"), out / f"{name}.parquet")
     write_text_atomic(out / "fidelity.json", json.dumps({
-        **meta, "header": list(header), "bar": format_bar(table).splitlines(),
+        **meta, "header": list(header), "bar": format_bar(table).splitlines(), "warnings": tail_warnings(table),
         "rows": table.to_dicts(),
     }, indent=1, default=str))

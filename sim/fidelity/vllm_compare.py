@@ -16,6 +16,7 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.fidelity.comparison import (
     COMPARED,
+    MEASURED_REQUESTS,
     compact_notes,
     error_rows,
     error_table,
@@ -69,7 +70,7 @@ def vllm_measured_values(result: Any, slo_ms: Mapping[str, float] | None = None)
     f = result.requests_frame().filter(pl.col("success"))
     stats = client_values(f, result.itl_values_s(), result.duration_s, slo_ms)
     stats[mn.MEAN_ACCEPTANCE_LENGTH] = None  # not in vLLM's benchmark output
-    return {col: stats.get(col) for _, col in COMPARED}
+    return {**{col: stats.get(col) for _, col in COMPARED}, MEASURED_REQUESTS: float(f.height)}
 
 
 def measured_chunking(result: Any) -> StreamChunking:

@@ -2,6 +2,11 @@
 last one ends (finished, timed out or rejected), after a think time (``think_time_s``, fixed or
 exponential with that mean, ``think_time_dist``).
 
+The client sees an answer whole: a request's per-request overhead (``fleet.request_overhead``,
+paid before the engine, docs/scenario-format.md) lies between the client sending it and the
+engine receiving it, so a client's cycle is overhead + engine time + think time, and Little's law
+holds with the latency the results report (E2E, overhead included): N = X · (E2E + think).
+
 Why a module of its own: open-loop arrival times are fixed before the run (``workload.py``);
 here they depend on how the fleet serves, so arrivals are made during the run. Requests come
 from a pool in the order clients send them: the k-th request sent takes the pool's row k, whose
@@ -26,6 +31,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from sim.contracts.errors import SpecplanError
+from sim.contracts.fleet_config import RequestOverhead
 from sim.contracts.input_limits import workload_size
 from sim.contracts.scenario import Scenario
 from sim.contracts.workload_config import WorkloadConfig
@@ -89,6 +95,14 @@ def pool_thinks(workload: WorkloadConfig, seq: np.random.SeedSequence, n: int) -
     return np.concatenate(blocks)[:n]
 
 
+def pool_overheads(overhead: RequestOverhead, specs: Sequence[RequestSpec]) -> float | np.ndarray:
+    """Each pool row's overhead outside the engine (``RequestOverhead.seconds``, the one rule
+    the latencies add too): one number when it does not depend on the prompt."""
+    if overhead.per_prompt_token_ms == 0:
+        return float(overhead.seconds(0))  # type: ignore[arg-type]
+    return np.asarray(overhead.seconds(np.fromiter((s.prompt_tokens for s in specs), np.float64, len(specs))))
+
+
 def grown(size: int, at_s: float, duration_s: float, clients: int) -> int:
     """The pool for a repeated run: the rate the last one was used at, over the whole run."""
     want = 2.0 * size if at_s <= 0 else 1.25 * size * duration_s / at_s + clients
@@ -121,12 +135,17 @@ class ClientFleet(Fleet):
     """``Fleet`` driven by closed-loop clients instead of an arrival schedule."""
 
     def __init__(self, spec: FleetSpec, step_timer: StepTimer, accept_rng: np.random.Generator | None,
-                 clients: int, think_s: float | np.ndarray, stop_s: float) -> None:
+                 clients: int, think_s: float | np.ndarray, stop_s: float,
+                 overhead_s: float | np.ndarray = 0.0) -> None:
         super().__init__(spec, step_timer, accept_rng)
         self.clients = int(clients)
         self.think_s = think_s if isinstance(think_s, np.ndarray) else float(think_s)
         """Seconds from a request's end to its client's next: one for all, or one per pool row
         (the think time after that request)."""
+        self.overhead_s = overhead_s if isinstance(overhead_s, np.ndarray) else float(overhead_s)
+        """Seconds from a client sending a request to the engine receiving it (the per-request
+        overhead outside the engine): one for all, or one per pool row."""
+        self._no_overhead = not np.any(np.asarray(overhead_s) > 0)
         self.stop_s = float(stop_s)
         """Clients send nothing at or after this time (the run's ``duration_s``)."""
         self.sent = 0
@@ -174,7 +193,7 @@ class ClientFleet(Fleet):
         fin = float(self.replicas[0].arrays.rq.floats[r, ks.FINISH])
         think = self._think(r)
         at = fin + think
-        if think == 0 and fin == self.requests[r].arrival_s:
+        if think == 0 and fin == self.requests[r].arrival_s and self._no_overhead:
             self._held.append(client)  # refused on arrival: resend after the next step
         elif at <= now:
             self._due.append(client)
@@ -185,6 +204,10 @@ class ClientFleet(Fleet):
         t = self.think_s
         return float(t[row]) if isinstance(t, np.ndarray) else t
 
+    def _overhead(self, row: int) -> float:
+        o = self.overhead_s
+        return float(o[row]) if isinstance(o, np.ndarray) else o
+
     def _later(self, client: int, delay: float):
         yield urgent_timeout(self.env, delay)
         self._due.append(client)
@@ -192,8 +215,6 @@ class ClientFleet(Fleet):
 
     def _send_due(self, now: float) -> None:
         due = self._due
-        ints = self.replicas[0].arrays.rq.ints
-        assert self.router is not None
         while due:
             c = due.popleft()
             if now >= self.stop_s:
@@ -202,14 +223,29 @@ class ClientFleet(Fleet):
             if r >= len(self.requests):
                 raise PoolExhausted(now)
             self.sent = r + 1
-            req = self.requests[r]
-            req.arrival_s = now
             self.row_of[c] = r
-            self.replicas[self.router.pick()].submit(req, now)
-            if ints[r, ks.STATUS] == ks.DONE:  # refused on arrival (nothing else ends here)
-                self._ended(c, now)
-            elif req.timeout_s is not None:
-                self.env.process(self._gives_up(c, r, req.timeout_s))
+            over = self._overhead(r)
+            self.requests[r].arrival_s = now + over  # the engine's arrival (records, deadlines)
+            if over > 0:
+                self.env.process(self._reaches(c, r, over))
+            else:
+                self._submit(c, r, now)
+
+    def _reaches(self, client: int, row: int, after_s: float):
+        """The request reaches the engine after its overhead outside it."""
+        yield urgent_timeout(self.env, after_s)
+        self._submit(client, row, float(self.env.now))
+        self._send_due(float(self.env.now))  # a refusal lets its client send again at once
+
+    def _submit(self, client: int, row: int, now: float) -> None:
+        """Row ``row`` to the router; a refusal on arrival ends it now."""
+        assert self.router is not None
+        req = self.requests[row]
+        self.replicas[self.router.pick()].submit(req, now)
+        if self.replicas[0].arrays.rq.ints[row, ks.STATUS] == ks.DONE:  # refused on arrival
+            self._ended(client, now)
+        elif req.timeout_s is not None:
+            self.env.process(self._gives_up(client, row, req.timeout_s))
 
     def _gives_up(self, client: int, row: int, after_s: float):
         """The client's own timeout: it moves on at the deadline, whenever the engine notices."""
@@ -257,8 +293,10 @@ def run_clients(scenario: Scenario, spec: FleetSpec, timer: StepTimer,
         if block_size is not None:  # prefix caching: blocks named over the whole pool, up front
             for req, ids in zip(reqs, block_ids(specs, block_size), strict=True):
                 req.prefix = ids
+        over = scenario.fleet.request_overhead
         fleet = ClientFleet(spec, timer, np.random.default_rng(draw_ss), clients,
-                            pool_thinks(w, work_ss, size), stop)
+                            pool_thinks(w, work_ss, size), stop,
+                            0.0 if over is None else pool_overheads(over, specs))
         try:
             return fleet.run(reqs, write_back=False)
         except PoolExhausted as exc:

@@ -92,3 +92,37 @@ def _check_prompts_fit(scenario: Scenario, tokens: int) -> None:
                 f"max_num_batched_tokens ({tokens}) when chunked_prefill = false; set "
                 "fleet.engine.max_num_batched_tokens or a max"
             )
+
+
+@dataclass(frozen=True)
+class ModelLength:
+    """The context length a candidate's engine runs with (vLLM ``max_model_len``) and why."""
+
+    tokens: int | None
+    """None: neither the scenario nor the profile names one, so nothing is refused for length."""
+    source: str
+    """One line for the run's sources: where the number came from."""
+    note: str | None = None
+    """Said in the notes when the scenario asks for more than the model's config declares."""
+
+
+def model_length(scenario: Scenario, profile: Profile | None, candidate) -> ModelLength:
+    """``max_model_len``: the candidate's, else [fleet]'s, else the profile's (the model's config,
+    as vLLM derives it from ``max_position_embeddings``)."""
+    model = profile.target.max_model_len if profile is not None else None
+    mine, (fleet, key) = candidate.max_model_len, scenario.fleet_for(candidate).context_length
+    if candidate.fleet is not None and (scenario.fleets or {})[candidate.fleet].max_model_len is not None:
+        key = f"fleets.{candidate.fleet}.max_model_len"
+    if mine is None and fleet is None:
+        if model is None:
+            return ModelLength(None, "max_model_len: unknown (the profile's target records none; set "
+                                     "fleet.max_model_len): no request is refused for its length")
+        return ModelLength(model, f"max_model_len {model:,} tokens: the model's config "
+                                  f"(profile target.max_model_len, {profile.target.id})")
+    tokens = mine if mine is not None else fleet
+    where = f"candidate {candidate.name!r} max_model_len" if mine is not None else key
+    note = None
+    if model is not None and tokens > model:
+        note = (f"{where} {tokens:,} exceeds the model's context length {model:,} (its config); vLLM "
+                "refuses to start so unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (quality past it is not modelled)")
+    return ModelLength(tokens, f"max_model_len {tokens:,} tokens: {where}", note)

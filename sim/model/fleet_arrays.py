@@ -102,6 +102,7 @@ class FleetArrays:
             "accepted_tokens": ints[:, ks.ACCEPTED].copy(),
             "num_spec_steps": ints[:, ks.SPEC].copy(),
             "prefix_hit_tokens": ints[:, ks.PFX_HIT].copy(),
+            "too_long": ints[:, ks.OUTCOME] == ks.TOO_LONG,
         }
 
     def step_log(self) -> np.ndarray:
@@ -135,6 +136,7 @@ def store_rows(rq: ks.Requests, rows, requests) -> None:
         req.proposes = bool(iv[ks.PROPOSES])
         req.status = iv[ks.STATUS]
         req.outcome = ks.OUTCOME_NAMES[iv[ks.OUTCOME]]  # type: ignore[assignment]
+        req.too_long = iv[ks.OUTCOME] == ks.TOO_LONG
         req.preemptions = iv[ks.PREEMPT]
         req.ever_scheduled = bool(iv[ks.EVER])
         req.replay_pos = iv[ks.REPLAY_POS]

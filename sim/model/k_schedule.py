@@ -6,8 +6,10 @@ Why per batch: speculation pays while ``D + V + H < M·T`` at the batch the engi
 (``sim.decisions.breakeven``), and verifying ``k`` extra tokens per row grows from almost free at
 batch 1 to nearly ``k + 1`` decodes when the step is compute-bound, so the best ``k`` falls as the
 batch grows. At decode batch ``b`` with proposal rate ``p`` (n-gram: the share of steps with a
-match; 1 for model drafters) one step drafting ``k`` costs the simulator's own step time with
-``b·p`` drafting rows (``b`` when the engine verifies every slot anyway: ``full_width``) and
+match; 1 for model drafters) one step drafting ``k`` costs the simulator's own step time averaged
+over how many rows draft, as the simulator draws it (``drafting_mix``: each row has a proposal
+with probability ``p``, so Binomial(b, p) drafting rows and, at batch 1, a plain step on a share
+``1 − p`` of steps; every row when the engine verifies every slot anyway: ``full_width``), and
 commits ``b·(1 + r_1 + … + r_k)`` tokens, ``r_i = p·s_i`` share-weighted over the workload's
 segments. The best ``k`` (0 = plain decode) minimises seconds per committed token; adjacent batch
 sizes with the same ``k`` merge into one inclusive range ``(start, end, k)`` (a batch keeps the
@@ -43,6 +45,11 @@ class BatchCost:
 
     batch: int
     per_k_s: tuple[float, ...]
+    step_s: tuple[float, ...] = ()
+    """Expected seconds of one step of the whole batch at k = 0, 1, …, k_max (the mix of
+    ``drafting_mix``); empty when the cell was built from per-token times alone."""
+    mix: tuple[tuple[int, float], ...] = ()
+    """``drafting_mix`` the steps were averaged over: (drafting rows, probability)."""
 
     @property
     def best_k(self) -> int:
@@ -63,22 +70,89 @@ def speedup_of(per_k_s: Sequence[float]) -> float:
     return per_k_s[0] / per_k_s[best_of(per_k_s)]
 
 
+MIX_POINTS = 48
+"""Most drafting-row counts ``drafting_mix`` prices one by one (those within 1e-16 of the
+Binomial's most likely count)."""
+
+_HERMITE = ((0.0, 0.5333333333333333), (0.9585724646138185, 0.2220759220056126),
+            (2.0201828704560856, 0.011257411327720693))
+"""Five-point Gauss–Hermite nodes (± each) and weights for a normal's expectation."""
+
+
+def _binomial(b: int, p: float) -> dict[int, float] | None:
+    """Binomial(b, p) over the counts within 1e-16 of its mode's probability (walked out from
+    the mode by the ratio of neighbours), or None when that is more than ``MIX_POINTS`` counts."""
+    mode = min(b, int(math.floor((b + 1) * p)))
+    top = math.exp(math.lgamma(b + 1) - math.lgamma(mode + 1) - math.lgamma(b - mode + 1)
+                   + mode * math.log(p) + (b - mode) * math.log1p(-p))
+    out = {mode: top}
+    odds = p / (1.0 - p)
+    n, w = mode, top
+    while n < b and w > 1e-16 * top:  # P(n+1) = P(n)·(b−n)/(n+1)·p/(1−p)
+        w *= (b - n) / (n + 1) * odds
+        n += 1
+        out[n] = w
+        if len(out) > MIX_POINTS:
+            return None
+    n, w = mode, top
+    while n > 0 and w > 1e-16 * top:
+        w *= n / (b - n + 1) / odds
+        n -= 1
+        out[n] = w
+        if len(out) > MIX_POINTS:
+            return None
+    return out
+
+
+def drafting_mix(batch: int, proposal_rate: float, *, full_width: bool = False
+                 ) -> tuple[tuple[int, float], ...]:
+    """How many of a decode batch's rows draft in one step, with their probabilities.
+
+    Why a distribution and not the mean: the simulator draws each row's proposal on its own
+    (``draw_kernels``: one uniform per row per step, probability ``p``), so a step has
+    Binomial(b, p) drafting rows, and a step with none is a plain decode. A step's price is not
+    linear in that count (a verification pass over ``k + 1`` tokens is not ``k·p + 1`` tokens'
+    worth; the drafter's fixed cost is paid only when some row drafts), so pricing the mean
+    count disagrees with the simulator (issue 41: 1.04× against a simulated 1.62× at batch 1).
+    Exact while the Binomial spans at most ``MIX_POINTS`` counts; wider (standard deviation above
+    ~2.7 rows, large batches), its normal limit by five Gauss–Hermite nodes, each fractional
+    node priced as the mix of its two neighbours, so a step costs at most 10 lookups however
+    large the batch. ``full_width`` (an engine that verifies every row's ``k`` slots,
+    ``serving_engine``): every row, always."""
+    b = int(batch)
+    p = float(proposal_rate)
+    if full_width or p >= 1.0:
+        return ((b, 1.0),)
+    if p <= 0.0:
+        return ((0, 1.0),)
+    mean, sd = b * p, math.sqrt(b * p * (1.0 - p))
+    exact = _binomial(b, p)
+    out: dict[int, float] = exact if exact is not None else {}
+    if exact is None:
+        for t, w in _HERMITE:
+            for x in {mean - math.sqrt(2.0) * sd * t, mean + math.sqrt(2.0) * sd * t}:
+                x = min(max(x, 0.0), float(b))
+                n = int(math.floor(x))
+                frac = x - n
+                out[n] = out.get(n, 0.0) + w * (1.0 - frac)
+                if frac:
+                    out[n + 1] = out.get(n + 1, 0.0) + w * frac
+    total = sum(out.values())
+    return tuple((n, w / total) for n, w in sorted(out.items()) if w > 0)
+
+
 def batch_cost(timer: Any, proposer: str, batch: int, context: float, rates: Sequence[float],
                proposal_rate: float, *, full_width: bool = False) -> BatchCost:
     """The rule at one batch: ``timer`` is a step timer (``ProfileStepTimer``), ``rates`` the
     per-position rates ``r_i = p·s_i`` (tokens a row commits beyond its one: their sum up to k).
-    A fractional number of drafting rows ``b·p`` is priced as the mix of its two neighbours."""
+    A step drafting ``k`` is priced as the simulator's steps average: over ``drafting_mix``."""
     b = int(batch)
-    times = [timer(StepShape(b, context, 0, None)) / b]
-    rows = float(b) if full_width else b * proposal_rate
-    lo = int(math.floor(rows))
-    frac = rows - lo
+    mix = drafting_mix(b, proposal_rate, full_width=full_width)
+    steps = [timer(StepShape(b, context, 0, None))]
     for k in range(1, len(rates) + 1):
-        def step(n: int, k: int = k) -> float:
-            return timer(StepShape(b, context, k, proposer, drafting_seqs=min(n, b)))
-        cost = step(lo) if frac == 0 else (1 - frac) * step(lo) + frac * step(lo + 1)
-        times.append(cost / (b * (1.0 + float(sum(rates[:k])))))
-    return BatchCost(b, tuple(times))
+        steps.append(sum(w * timer(StepShape(b, context, k, proposer, drafting_seqs=n)) for n, w in mix))
+    times = [steps[0] / b] + [steps[k] / (b * (1.0 + float(sum(rates[:k])))) for k in range(1, len(steps))]
+    return BatchCost(b, tuple(times), tuple(steps), mix)
 
 
 SWITCH_GAIN = 0.02
@@ -199,10 +273,16 @@ def candidate_schedule(scenario: Any, profile: Profile, cand: Any) -> KSchedule:
                             f"acceptance known for {cand.proposer!r} on {profile.name}; valid: 1–{len(rates)}")
     timer = ProfileStepTimer(profile, kv_layout=eng.kv_layout)
     timer.check_proposer(cand.proposer, int(cand.k))
-    kind = getattr(profile.proposers.get(cand.proposer), "kind", "")
-    full = bool(engine.full_width_drafts) and kind in ("ngram", "suffix")
+    full = verifies_full_width(engine, profile, cand.proposer)
     return compute_schedule(timer, cand.proposer, top, context, rates, prop, label,
                             k_max=int(cand.k), full_width=full)
+
+
+def verifies_full_width(engine: Any, profile: Profile, proposer: str) -> bool:
+    """Whether ``proposer``'s rows verify ``k`` slots on every step on ``engine`` (a resolved
+    ``serving_engine.ServingEngine``): only host lookups (n-gram, suffix) ever lack a proposal."""
+    kind = getattr(profile.proposers.get(proposer), "kind", "")
+    return bool(engine.full_width_drafts) and kind in ("ngram", "suffix")
 
 
 def resolve_candidate(scenario: Any, profile: Profile, cand: Any) -> Any:

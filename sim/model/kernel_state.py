@@ -18,7 +18,10 @@ import numpy as np
 WAITING, RUNNING, DONE = 0, 1, 2
 # outcome of an ended request (0: none yet), and its name in the records
 COMPLETED, REJECTED, TIMED_OUT = 1, 2, 3
-OUTCOME_NAMES = (None, "completed", "rejected", "timed_out")
+TOO_LONG = 4
+"""Rejected because prompt + output cannot fit ``max_model_len`` (vLLM's HTTP 400): a rejection in
+the records (``outcome`` "rejected"), told apart by their ``too_long`` column."""
+OUTCOME_NAMES = (None, "completed", "rejected", "timed_out", "rejected")
 
 # Requests.ints columns (int64)
 (PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS, BURSTS, SPEC, DRAFTS, ACCEPTED, PROPOSES, STATUS,
@@ -39,7 +42,9 @@ C_PREFIX = 10
 C_FULLW = 11
 """1: a decoding row without a proposal still verifies ``k`` filled draft slots
 (``sim.model.serving_engine``: vLLM's Model Runner V2, SGLang, TensorRT-LLM)."""
-N_CFG = 12
+C_MAXLEN = 12
+"""The model's context length in tokens (``max_model_len``; 0: none known, nothing refused)."""
+N_CFG = 13
 # Replica.meta (int64): counters, the last plan's sizes, the replica's deadline cursors
 # (``arrival_kernels.expire_due``)
 (M_NRUN, M_HEAD, M_NWAIT, M_FREE, M_QLOG, M_ND, M_NPF, M_K, M_DRAFTS_ALL, M_NPRE, M_PREV, M_QNOTE,
@@ -132,6 +137,7 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     cfg[C_QLIMIT] = -1 if config.queue_limit is None else config.queue_limit
     cfg[C_PREFIX] = bool(getattr(config, "prefix_caching", False))
     cfg[C_FULLW] = bool(getattr(config, "full_width_drafts", False))
+    cfg[C_MAXLEN] = getattr(config, "max_model_len", None) or 0
     meta = np.zeros(N_META, np.int64)
     meta[M_FREE] = config.kv_blocks
     seqs = config.max_num_seqs

@@ -29,6 +29,15 @@ def fits_at_all(prompt, output, k_max, block_size, kv_blocks):
 
 
 @njit
+def too_long(prompt, output, max_model_len):
+    """vLLM's length check (``max_model_len`` > 0): the OpenAI server answers HTTP 400 when
+    prompt + ``max_tokens`` > max_model_len, and the engine refuses a prompt of max_model_len
+    tokens or more (it must leave room for one output token). ``output`` is what the request
+    asks for (its ``max_tokens``, at least 1)."""
+    return max_model_len > 0 and prompt + max(output, 1) > max_model_len
+
+
+@njit
 def running_need(computed, n, held, block_size):
     """More blocks a running request needs to compute ``n`` more tokens (<= 0: none)."""
     return blocks_for(computed + n, block_size) - held

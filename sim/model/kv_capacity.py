@@ -49,8 +49,8 @@ def kv_capacity(
 ) -> KvCapacity:
     """Usable KV tokens and blocks; ``SpecplanError`` saying how much is missing if none fit.
 
-    ``floor((u·device − target weights − target activations − Σ draft weights and activations)
-    / (target KV bytes/token + draft KV bytes/token))``, rounded down to whole blocks, every
+    ``floor((u·device − reserve − target weights − target activations − Σ draft weights and
+    activations) / (target KV bytes/token + draft KV bytes/token))``, rounded down to whole blocks, every
     number the replica's total over its GPUs. A proposer of kind ``ngram`` needs no memory entry
     (it holds no weights); others must have one.
     """
@@ -79,7 +79,7 @@ def kv_capacity(
             extra_bytes = pm.weight_bytes + pm.activation_peak_bytes
             extra_per_token = pm.kv_bytes_per_token
     tp = profile.replica.tensor_parallel_size
-    usable = int(memory_utilization * mem.device_memory_bytes)
+    usable = int(memory_utilization * mem.device_memory_bytes) - mem.reserve_bytes
     budget = usable - mem.target_weight_bytes - mem.activation_peak_bytes - extra_bytes
     per_token = mem.target_kv_bytes_per_token + extra_per_token
     tokens = budget // per_token if budget > 0 else 0
@@ -88,15 +88,17 @@ def kv_capacity(
         need = block_size * per_token - budget
         with_draft = f" with proposer {proposer!r} resident" if proposer else ""
         drafts = f" + memory.proposers.{proposer}" if proposer else ""  # every input named
+        reserved = f" less memory.reserve ({_gib(mem.reserve_bytes)})" if mem.reserve_bytes else ""
         if tp > 1:
             with_draft += f" on {tp} GPUs (tensor parallel)"
         raise profile.error(
             "memory",
             f"no KV block fits at memory_utilization {memory_utilization:g}{with_draft}: "
             f"{_gib(need)} more memory needed for one block of {block_size} tokens "
-            f"(usable {_gib(usable)} of device_memory_bytes, weights+activations {_gib(usable - budget)} "
+            f"(usable {_gib(usable)} of device_memory_bytes{reserved}, weights+activations {_gib(usable - budget)} "
             f"from target_weight_bytes + activation_peak_bytes{drafts}, {per_token} bytes per token "
-            f"from target_kv_bytes_per_token{drafts}); raise memory_utilization or use a smaller model",
+            f"from target_kv_bytes_per_token{drafts}); raise memory_utilization"
+            f"{', reserve less' if mem.reserve_bytes else ''} or use a smaller model",
         )
     return KvCapacity(
         kv_tokens=blocks * block_size,

@@ -20,9 +20,14 @@ from sim.model.plan_kernels import forget_batch, log_queue
 def admit(rp, rq, r, t):
     """Request ``r`` arrives at ``rp`` at ``t``: rejected when it could never run here (more KV
     blocks at its longest than the replica has; a prompt over the token budget with chunking
-    off) or the queue is full, else queued. True when queued. The queue log has room for one."""
+    off) or the queue is full, else queued; rejected ``TOO_LONG`` first when its prompt plus
+    output cannot fit the model's context (``kv.too_long``). True when queued. The queue log
+    has room for one."""
     c = rp.cfg
     ints = rq.ints
+    if kv.too_long(ints[r, ks.PROMPT], ints[r, ks.OUTPUT], c[ks.C_MAXLEN]):
+        end_request(rp, rq, r, ks.TOO_LONG, t)
+        return False
     too_big = not kv.fits_at_all(ints[r, ks.PROMPT], ints[r, ks.OUTPUT], c[ks.C_KMAX], c[ks.C_BS],
                                  c[ks.C_KV])
     no_fit = c[ks.C_CHUNKED] == 0 and ints[r, ks.PROMPT] > c[ks.C_BUDGET]

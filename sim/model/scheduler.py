@@ -199,7 +199,7 @@ class Scheduler:
             req.prompt_tokens, req.output_tokens, req.computed, req.generated, req.blocks,
             req.num_bursts, req.num_spec_steps, req.num_drafts, req.accepted_tokens,
             req.proposes, req.status, req.preemptions, req.ever_scheduled)
-        iv[ks.OUTCOME] = ks.OUTCOME_NAMES.index(req.outcome)
+        iv[ks.OUTCOME] = ks.TOO_LONG if req.too_long else ks.OUTCOME_NAMES.index(req.outcome)
         if req.prefix is not None and self.config.prefix_caching:
             ids = [int(u) for u in req.prefix]
             if any(not 0 <= u < self.prefix_blocks for u in ids):

@@ -37,6 +37,9 @@ class SchedulerConfig:
     prefix_caching: bool = False
     """Cache full prompt blocks by prefix and reuse them (vLLM ``enable_prefix_caching``;
     ``sim.model.prefix_cache``)."""
+    max_model_len: int | None = None
+    """The model's context length (vLLM ``max_model_len``): a request whose prompt + output
+    exceeds it is rejected on arrival (``kv_blocks.too_long``); None: no limit known."""
     full_width_drafts: bool = False
     """A decoding row without a proposal (no n-gram match) still feeds ``k`` filled draft slots
     and verifies them (vLLM's Model Runner V2, SGLang, TensorRT-LLM; ``sim.model.serving_engine``);
@@ -46,6 +49,8 @@ class SchedulerConfig:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_blocks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SchedulerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError(f"SchedulerConfig.max_model_len must be >= 1, got {self.max_model_len}")
         if self.queue_limit is not None and self.queue_limit < 0:
             raise ValueError(f"SchedulerConfig.queue_limit must be >= 0, got {self.queue_limit}")
         if self.max_queue_time_s is not None and not self.max_queue_time_s > 0:
@@ -68,7 +73,7 @@ class Request:
         "scheduled_s", "first_token_s", "last_burst_s", "finish_s", "num_bursts",
         "max_pause_s", "preemptions", "outcome", "num_drafts", "accepted_tokens",
         "ever_scheduled", "proposal", "proposes", "num_spec_steps", "replay", "replay_pos",
-        "prefix", "prefix_hit_tokens",
+        "prefix", "prefix_hit_tokens", "too_long",
     )
 
     def __init__(
@@ -109,6 +114,8 @@ class Request:
         self.max_pause_s = 0.0
         self.preemptions = 0
         self.outcome: Outcome | None = None
+        self.too_long = False
+        """Rejected because prompt + output cannot fit the model's ``max_model_len``."""
         self.num_drafts = 0
         self.accepted_tokens = 0
         self.ever_scheduled = False

@@ -31,6 +31,10 @@ COMPLETED = "completed"
 REJECTED = "rejected"
 TIMED_OUT = "timed_out"
 UNFINISHED = "unfinished"
+TOO_LONG = "too_long"
+"""Request column: rejected because prompt + output exceeds ``max_model_len`` (outcome "rejected")."""
+REJECTED_TOO_LONG = "rejected_too_long"
+"""Summary count: the rejected requests that were too long for the model (part of ``rejected``)."""
 OUTCOMES: tuple[str, ...] = (COMPLETED, REJECTED, TIMED_OUT, UNFINISHED)
 
 REQUEST_THROUGHPUT = "request_throughput"
@@ -80,7 +84,7 @@ LATENCY_COLUMNS: tuple[str, ...] = tuple(
     latency_col(m, s) for m in LATENCY_METRICS for s in LATENCY_STATS
 ) + tuple(pause_col(s) for s in PAUSE_STATS)
 
-COUNT_COLUMNS: tuple[str, ...] = (COMPLETED, REJECTED, TIMED_OUT)
+COUNT_COLUMNS: tuple[str, ...] = (COMPLETED, REJECTED, REJECTED_TOO_LONG, TIMED_OUT)
 
 RATE_COLUMNS: tuple[str, ...] = (
     REQUEST_THROUGHPUT,
@@ -100,7 +104,13 @@ RATE_COLUMNS: tuple[str, ...] = (
     SPEC_OFF_TIME,
 )
 
-METRIC_COLUMNS: tuple[str, ...] = LATENCY_COLUMNS + COUNT_COLUMNS + RATE_COLUMNS
+WINDOW_START_S = "window_start_s"
+"""Start of the measured window the rates are per second of: the end of warm-up."""
+WINDOW_END_S = "window_end_s"
+"""Its end: the later of ``duration_s`` and the last measured request's end (drain included)."""
+WINDOW_COLUMNS: tuple[str, ...] = (WINDOW_START_S, WINDOW_END_S)
+
+METRIC_COLUMNS: tuple[str, ...] = LATENCY_COLUMNS + COUNT_COLUMNS + RATE_COLUMNS + WINDOW_COLUMNS
 """Every numeric metric of a summary row, in column order."""
 
 SHARE_COLUMNS: tuple[str, ...] = (SLO_ATTAINMENT, KV_USE_TW, PREFIX_HIT_RATE, SPEC_OFF_STEPS, SPEC_OFF_TIME)

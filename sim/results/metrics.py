@@ -19,6 +19,11 @@ import polars as pl
 from sim.contracts.fleet_config import RequestOverhead
 from sim.results import metric_names as mn
 from sim.results.cost import cost_per_good_answer
+from sim.results.time_weighted import (
+    queue_len_tw,
+    queue_len_tw_from_requests,
+    time_weighted_levels,
+)
 
 _QUANTILES = {"median": 0.5, "p95": 0.95, "p99": 0.99}
 
@@ -167,89 +172,6 @@ def pause_stats(max_pause_s: np.ndarray) -> dict[str, float | None]:
     return {mn.pause_col(s): st[s] for s in mn.PAUSE_STATS}
 
 
-def _overlap(steps: pl.DataFrame, t0: float, t1: float) -> pl.Expr:
-    start = pl.col("t_start_s")
-    end = start + pl.col("duration_s")
-    return (pl.min_horizontal(end, pl.lit(t1)) - pl.max_horizontal(start, pl.lit(t0))).clip(
-        lower_bound=0.0
-    )
-
-
-def time_weighted_levels(
-    steps: pl.DataFrame, t0: float, t1: float, replicas: int
-) -> tuple[float | None, float | None]:
-    """(fleet queue length, mean KV fraction in use), time-weighted over ``[t0, t1]``.
-
-    A step's level holds for its duration; idle time counts as an empty queue and empty KV.
-    """
-    span = t1 - t0
-    if span <= 0:
-        return None, None
-    if steps.height == 0:
-        return 0.0, 0.0
-    w = steps.select(
-        (_overlap(steps, t0, t1) * pl.col("queue_len")).sum().alias("q"),
-        (_overlap(steps, t0, t1) * pl.col("kv_used_blocks") / pl.col("kv_total_blocks"))
-        .sum()
-        .alias("kv"),
-    ).row(0)
-    return float(w[0]) / span, float(w[1]) / (span * replicas)
-
-
-def queue_len_tw(queue_log: Sequence[float] | np.ndarray, t0: float, t1: float) -> float | None:
-    """Time average of the fleet's waiting-queue length over ``[t0, t1]``, idle time included.
-
-    ``queue_log`` holds flat ``(time, +1 | -1)`` pairs, one per entry to or exit from a waiting
-    queue (sim.model.scheduler), in any order: the level L(t) is the sum of the deltas at or before
-    t, so ∫ L dt over the window is Σ delta · (t1 − clip(t, t0, t1)). Sampling the queue at step
-    starts instead misses every arrival during a step (4-20 % low at ρ = 0.8, issue 19).
-    """
-    span = t1 - t0
-    if span <= 0:
-        return None
-    log = np.frombuffer(queue_log, dtype=np.float64) if not isinstance(queue_log, np.ndarray) else queue_log
-    if log.size == 0:
-        return 0.0
-    t, delta = log[0::2], log[1::2]
-    return float(np.dot(delta, t1 - np.clip(t, t0, t1))) / span
-
-
-def queue_len_tw_from_requests(requests: pl.DataFrame, t0: float, t1: float) -> float | None:
-    """The same average from request records alone (arrival → first scheduled, or → end for
-    requests never scheduled); misses re-queueing after preemption. For real runs' frames."""
-    span = t1 - t0
-    if span <= 0:
-        return None
-    if requests.height == 0:
-        return 0.0
-    a = requests["arrival_s"].to_numpy().astype(np.float64)
-    s = requests["scheduled_s"].fill_null(requests["finish_s"]).to_numpy().astype(np.float64)
-    s = np.where(np.isnan(s), t1, s)
-    inside = np.clip(np.minimum(s, t1) - np.maximum(a, t0), 0.0, None)
-    return float(inside.sum()) / span
-
-
-def utilization(steps: pl.DataFrame, t0: float, t1: float, replicas: int) -> list[float]:
-    """Busy fraction of each replica over ``[t0, t1]`` (steps are back to back, never overlap)."""
-    span = t1 - t0
-    busy = (
-        steps.group_by("replica")
-        .agg(_overlap(steps, t0, t1).sum().alias("busy"))
-        .sort("replica")
-    )
-    by = dict(zip(busy["replica"].to_list(), busy["busy"].to_list(), strict=True))
-    return [float(by.get(r, 0.0)) / span for r in range(replicas)]
-
-
-def number_in_system_tw(requests: pl.DataFrame, t0: float, t1: float) -> float:
-    """Time-weighted mean number of requests in the system (arrived, not yet ended) on [t0, t1]."""
-    ended = requests.filter(pl.col("finish_s").is_not_null())
-    a = ended["arrival_s"].to_numpy()
-    f = ended["finish_s"].to_numpy()
-    inside = np.clip(np.minimum(f, t1) - np.maximum(a, t0), 0.0, None)
-    return float(inside.sum()) / (t1 - t0)
-
-
 def summarize(
     requests: pl.DataFrame,
     steps: pl.DataFrame,
@@ -274,7 +196,6 @@ def summarize(
     candidate that never drafts (its speculation-off shares are null, not 100 %).
     """
     t0, t1 = measured_window(requests, warmup_s, duration_s)
-    window = t1 - t0
     _, kv_tw = time_weighted_levels(steps, t0, t1, replicas)
     q_tw = (queue_len_tw(queue_log, t0, t1) if queue_log is not None
             else queue_len_tw_from_requests(requests, t0, t1))
@@ -285,7 +206,7 @@ def summarize(
     rows = []
     for seg in (mn.ALL_SEGMENTS, *segments):
         m, gaps = cols.of(seg)
-        row = _segment_row(seg, cols, m, gaps, keys, slo_ms, window, q_tw, kv_tw, cost_total_usd)
+        row = _segment_row(seg, cols, m, gaps, keys, slo_ms, (t0, t1), q_tw, kv_tw, cost_total_usd)
         row[mn.SPEC_OFF_STEPS], row[mn.SPEC_OFF_TIME] = off  # the fleet's steps: every segment shares them
         rows.append(row)
     schema: dict[str, pl.DataType] = {}
@@ -312,7 +233,9 @@ class _Columns:
         a = _arrays(requests, floats=(*_times(requests), "max_pause_s", *(
             ("scheduled_s",) if "scheduled_s" in requests.columns else ())), counts=counts, exprs=(
             _DONE, pl.col("in_window").fill_null(False), pl.col("id"), pl.col("outcome"),
-            pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg")))
+            pl.col("segment").replace_strict(self.code, default=-1, return_dtype=pl.Int32).alias("_seg"),
+            (pl.col(mn.TOO_LONG).fill_null(False) if mn.TOO_LONG in requests.columns
+             else pl.repeat(False, requests.height, dtype=pl.Boolean)).alias("_too_long")))
         # latencies keep their nulls (as NaN, dropped per statistic); counts sum as polars does, nulls as 0
         a["ttft_s"], a["tpot_s"], a["e2el_s"] = _latencies(a)
         done = a["_done"]
@@ -360,11 +283,13 @@ def _done_gaps(itl: pl.DataFrame, done: np.ndarray, done_seg: np.ndarray) -> tup
 
 
 def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarray | None,
-                 keys: Mapping[str, object], slo_ms: Mapping[str, float], window: float, q_tw: float | None,
-                 kv_tw: float | None, cost_total_usd: float | None) -> dict[str, object]:
+                 keys: Mapping[str, object], slo_ms: Mapping[str, float], span: tuple[float, float],
+                 q_tw: float | None, kv_tw: float | None, cost_total_usd: float | None) -> dict[str, object]:
     """The summary row of one segment (or ``"all"``): its measured requests are ``cols`` under
-    mask ``m``, its ITL samples under ``gaps`` (None: no mask)."""
+    mask ``m``, its ITL samples under ``gaps`` (None: no mask); rates are per second of the
+    measured window ``span`` (:func:`measured_window`), which the row states."""
     a = cols.a
+    window = span[1] - span[0]
     outcome = cols.outcome if m is None else cols.outcome[m]
 
     def col(name: str, mask: np.ndarray | None = None) -> np.ndarray:
@@ -384,6 +309,7 @@ def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarra
     n_done = int(done.sum())
     row[mn.COMPLETED] = n_done
     row[mn.REJECTED] = int((outcome == mn.REJECTED).sum())
+    row[mn.REJECTED_TOO_LONG] = int(col("_too_long").sum())
     row[mn.TIMED_OUT] = int((outcome == mn.TIMED_OUT).sum())
     n_req = len(outcome)
     n_good = int(col("good").sum())
@@ -406,6 +332,7 @@ def _segment_row(seg: str, cols: _Columns, m: np.ndarray | None, gaps: np.ndarra
     row[mn.PREFIX_HIT_RATE] = saved / queried if queried else None
     row[mn.PREFILL_SAVED] = float(saved)
     row[mn.COST_TOTAL_USD] = cost_total_usd
+    row[mn.WINDOW_START_S], row[mn.WINDOW_END_S] = span
     row[mn.COST_PER_GOOD_ANSWER_USD] = (
         cost_per_good_answer(cost_total_usd, n_good)
         if seg == mn.ALL_SEGMENTS and slo_ms

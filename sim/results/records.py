@@ -34,6 +34,7 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "accepted_tokens": pl.Int64(),
     "num_spec_steps": pl.Int64(),
     "prefix_hit_tokens": pl.Int64(),
+    "too_long": pl.Boolean(),
 }
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -97,6 +98,7 @@ def requests_frame(run: FleetRun, candidate: str, seed: int, warmup_s: float) ->
         "accepted_tokens": [r.accepted_tokens for r in reqs],
         "num_spec_steps": [r.num_spec_steps for r in reqs],
         "prefix_hit_tokens": [r.prefix_hit_tokens for r in reqs],
+        "too_long": [r.too_long for r in reqs],
     }
     return pl.DataFrame(cols, schema=REQUEST_SCHEMA)
 

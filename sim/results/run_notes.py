@@ -11,6 +11,7 @@ import polars as pl
 from sim.contracts.candidate import Candidate
 from sim.contracts.scenario import Scenario
 from sim.model.acceptance import FEW_REQUESTS, OUTPUT_LENGTH_RATIO, AcceptanceModel
+from sim.model.engine_defaults import ModelLength
 from sim.model.step_time import ProfileStepTimer
 from sim.results import metric_names as mn
 
@@ -19,6 +20,23 @@ MIXED_STEP_NOTE = (
     "(a fused pass is cheaper on GPUs; docs/profile-format.md)"
 )
 
+
+
+def too_long_notes(name: str, seed: int, length: ModelLength, req_df: pl.DataFrame) -> list[str]:
+    """What ``max_model_len`` did to a run: the requests it refused (never served as if they
+    fit) and a length the scenario set past the model's own."""
+    out = [f"{name}: {length.note}"] if length.note else []
+    if length.tokens is None or mn.TOO_LONG not in req_df.columns:
+        return out
+    long = req_df.filter(pl.col(mn.TOO_LONG))
+    if long.height:
+        top = int((long["prompt_tokens"] + long["output_tokens"]).max())  # type: ignore[arg-type]
+        out.append(
+            f"{name} seed {seed}: {long.height} of {req_df.height} requests "
+            f"({long.height / req_df.height:.2%}) need prompt + output over max_model_len "
+            f"{length.tokens:,} (longest {top:,} tokens): rejected on arrival as vLLM rejects them "
+            f"(HTTP 400), never served; counted in rejected ({mn.REJECTED_TOO_LONG})")
+    return out
 
 
 def run_notes(scenario: Scenario, cand: Candidate, seed: int, timer: object,

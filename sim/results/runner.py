@@ -20,10 +20,12 @@ import polars as pl
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import SpecplanError
 from sim.contracts.input_limits import check_work, hashed_block_size, workload_size
+from sim.contracts.machine_identity import machine_line
 from sim.contracts.memory_limits import check_memory
 from sim.contracts.profile import Profile, load_profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
+from sim.model.cold_start import source_line as cold_start_source
 from sim.model.engine import StepTimer
 from sim.model.k_schedule import resolve_candidate, straddle_notes
 from sim.model.workload import generate_requests
@@ -141,6 +143,10 @@ class ScenarioResult:
             "seeds": list(self.seeds),
             "slo": self.scenario.slo.limits,
             "summary": rows,
+            "rate_window": (f"{mn.REQUEST_THROUGHPUT}, {mn.OUTPUT_THROUGHPUT} and {mn.REQUEST_GOODPUT} are per "
+                            f"second of [{mn.WINDOW_START_S}, {mn.WINDOW_END_S}]: warm-up end to the last "
+                            "measured request's end, drain included; the decision's goodput is per second "
+                            "of arrivals [run.warmup_s, run.duration_s)"),
             "sources": list(self.sources),
             "notes": list(self.notes),
         }
@@ -260,7 +266,12 @@ def run_scenario(
     used = list({id(p): p for p in profs.values()}.values())
     sources = list(used[0].sources())
     sources += [line for p in used[1:] for line in p.sources() if line not in sources]
-    notes: list[str] = list(trace.notes) if trace is not None else []
+    fleet_prof = next((profs[c.name] for c in cands if c.fleet is None), None)
+    cold = cold_start_source(scenario.fleet.restart, fleet_prof)
+    sources += [cold] if cold else []
+    # a profile measured on another machine: said first, every number below rests on it
+    notes: list[str] = [line for p in used if (line := machine_line(p)) is not None]
+    notes += list(trace.notes) if trace is not None else []
     extrap: dict[str, dict[str, int]] = {}
     steps_by: dict[str, int] = {}
     for r, _ in runs:

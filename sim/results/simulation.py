@@ -22,8 +22,9 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.model import serving_engine
 from sim.model.acceptance import AcceptanceModel
+from sim.model.cold_start import resolved as resolved_restart
 from sim.model.engine import Fleet, FleetSpec, StepTimer
-from sim.model.engine_defaults import EngineLimits, engine_limits
+from sim.model.engine_defaults import EngineLimits, engine_limits, model_length
 from sim.model.kv_capacity import check_replica_shape, kv_capacity
 from sim.model.prefix_blocks import block_ids
 from sim.model.speculation import SpeculationPolicy, policy_from_candidate
@@ -34,7 +35,7 @@ from sim.results import metric_names as mn
 from sim.results.cost import fleet_cost_usd
 from sim.results.metrics import measured_window, summarize, with_request_overhead
 from sim.results.records import ITL_SCHEMA, itl_frame, itl_samples, requests_frame, steps_frame
-from sim.results.run_notes import extrapolations, run_notes
+from sim.results.run_notes import extrapolations, run_notes, too_long_notes
 
 COLLECT_REQUESTS = 100_000
 """A run of at least this many requests is collected as soon as its records are built, before
@@ -75,12 +76,12 @@ def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
 
 def scheduler_config(
     scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None,
-    caching: bool = False, full_width: bool = False,
+    caching: bool = False, full_width: bool = False, max_model_len: int | None = None,
 ) -> SchedulerConfig:
     """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
     for the profile's device; without, specplan's profile-less defaults; ``caching``: prefix
     caching on; ``full_width``: rows without a proposal verify ``k`` filled slots,
-    ``sim.model.serving_engine``)."""
+    ``sim.model.serving_engine``; ``max_model_len``: longer requests rejected on arrival)."""
     eng = scenario.fleet.engine
     adm = scenario.fleet.admission
     lim = limits if limits is not None else engine_limits(scenario, None)
@@ -94,6 +95,7 @@ def scheduler_config(
         max_queue_time_s=adm.max_queue_time_s,
         prefix_caching=caching,
         full_width_drafts=full_width,
+        max_model_len=max_model_len,
     )
 
 
@@ -221,6 +223,7 @@ def simulate_once(
     eng = scenario.fleet.engine
     check_replica_shape(scenario.fleet.tensor_parallel_size, profile, scenario.origin)
     limits = engine_limits(scenario, profile)
+    length = model_length(scenario, profile, cand)
     engine = serving_engine.resolve(eng, profile)
     try:
         kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
@@ -245,9 +248,10 @@ def simulate_once(
         model = shifted(model, acceptance_shift, cand.max_k)
     rates_ss, draw_ss = accept_ss.spawn(2)
     caching = prefix_caching(scenario, cand)
-    restart = scenario.fleet.restart
+    restart = resolved_restart(scenario.fleet.restart, profile)  # seconds: the scenario's, the profile's, assumed
     spec = FleetSpec(
-        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching, engine.full_width_drafts),
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching, engine.full_width_drafts,
+                                   length.tokens),
         policy=policy,
         proposer=proposer,
         replicas=scenario.fleet.replicas,
@@ -302,7 +306,9 @@ def simulate_once(
     notes, sources = run_notes(scenario, cand, seed, timer, extrap, req_df, step_df, model,
                                 policy.k_max, limits.source, profile.timing_flags,
                                 _prefix_shared(scenario, specs) if caching else None)
-    sources.append(engine.source_line)
+    # the context length rides on the engine's line (a line of its own would not fit the screen)
+    sources.append(engine.source_line if length.tokens is None else f"{engine.source_line}; {length.source}")
+    notes.extend(too_long_notes(cand.name, seed, length, req_df))
     if not keep_itl:
         itl_df = pl.DataFrame(schema=ITL_SCHEMA)
     return RunResult(

@@ -18,7 +18,7 @@ def spec_off_shares(steps: pl.DataFrame, t0: float, t1: float) -> tuple[float | 
     how often the policy turned speculation off. A decoding step has a decode batch above zero
     (a prefill-only step has nothing to draft for); its time is the part inside the window.
     (None, None) when no decoding step falls in it."""
-    from sim.results.metrics import _overlap as overlap  # the one window-overlap rule
+    from sim.results.time_weighted import overlap  # the one window-overlap rule
 
     if steps.height == 0 or "k" not in steps.columns:
         return None, None

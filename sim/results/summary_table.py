@@ -51,6 +51,7 @@ ROWS: tuple[Row, ...] = (
     Row("SLO attainment (%)", mn.SLO_ATTAINMENT, 1, 100.0, better="higher"),
     Row("completed", mn.COMPLETED, 1, better="higher"),
     Row("rejected | timed out", mn.REJECTED, 1, pair=mn.TIMED_OUT),
+    Row("rejected too long", mn.REJECTED_TOO_LONG, 1),
     Row("acc. length per draft", mn.MEAN_ACCEPTANCE_LENGTH, 2, better="higher"),
     Row("acc. length per step", mn.TOKENS_PER_STEP, 2, better="higher"),
     Row("preemptions", mn.PREEMPTIONS, 1),
@@ -136,8 +137,12 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
     """
     sc = result.scenario
     seeds = ", ".join(str(s) for s in result.seeds)
+    window, differs = rate_window(result, bool(verdict))
+    w0, hi = sc.run.warmup_s, _latest_end(result)
     cells = ("mean ± 95% CI over seeds (Student t), (±x%) vs baseline" if verbose
              else "mean over seeds, (±x%) vs baseline; 95% CIs with --verbose")
+    if window and not verbose:  # one line on the screen: the latest end
+        cells = f"mean over seeds, (±x%) vs baseline, CIs: --verbose; rates per s of {w0:g} s–last end (≤{hi:.4g} s)"
     lines = [
         f"scenario {sc.name}: {sc.description}".rstrip(": "),
         f"{len(result.seeds)} seed(s) [{seeds}]; {sc.run.duration_s:g} s of arrivals, first "
@@ -147,6 +152,8 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
         "",
         f"cells: {cells}",
         table(result, with_ci=verbose),
+        *([window] if window and verbose else []),
+        *differs,
         "",
     ]
     if by_segment:
@@ -175,12 +182,47 @@ def render(result: ScenarioResult, by_segment: bool = False, verbose: bool = Fal
         )
     lines.append("")
     lines.append("sources:" if verbose else "sources: (one line per section; --verbose or --json: full provenance)")
-    lines.extend(f"  {s}" for s in (result.sources if verbose else [short_source(s) for s in result.sources]))
+    lines.extend(f"  {s}" for s in (result.sources if verbose else fold_sources([short_source(s) for s in result.sources])))
     notes = list(result.notes) if verbose else fold_extrapolation(condense_notes(result.notes, result.candidates))
+    if not verbose and len(notes) > SHORT_NOTES:  # one screen: the rest are a flag away
+        notes = notes[:SHORT_NOTES - 1] + [f"… {len(notes) - SHORT_NOTES + 1} more note(s): --verbose or --json"]
     if notes:
         lines.append("notes:")
         lines.extend(f"  {n}" for n in notes)
     return "\n".join(lines)
+
+
+SHORT_NOTES = 3
+"""Most note lines the default (non-verbose) table prints, so `make run` fits one screen."""
+
+
+def _latest_end(result: ScenarioResult) -> float:
+    ends = result.summary[mn.WINDOW_END_S].drop_nulls() if mn.WINDOW_END_S in result.summary.columns else None
+    return float(ends.max()) if ends is not None and ends.len() else result.scenario.run.duration_s  # type: ignore[arg-type]
+
+
+def rate_window(result: ScenarioResult, with_verdict: bool) -> tuple[str, list[str]]:
+    """The window the table's rates are per second of (said on the cells line), and, under a
+    verdict that counts goodput per second of arrivals (sim/decisions/facts.py), a line saying
+    how far its goodput reads above the table's when the drain after arrivals makes it differ
+    by more than 1 %."""
+    rows = result.summary.filter(pl.col(mn.SEGMENT) == mn.ALL_SEGMENTS)
+    ends = ([float(v) for v in rows[mn.WINDOW_END_S].to_list() if v is not None]
+            if mn.WINDOW_END_S in rows.columns else [])
+    if not ends:
+        return "", []
+    run = result.scenario.run
+    w0, d, lo, hi = run.warmup_s, run.duration_s, min(ends), max(ends)
+    end = f"{hi:.4g} s" if hi - lo < 0.0005 * max(hi, 1.0) else f"{lo:.4g}…{hi:.4g} s"
+    said = f"rates per s of {w0:g}–{end} (warm-up to the last measured request's end)"
+    # the verdict's goodput is this × window / arrival window: said where some goodput moves by > 1 %
+    good = [float(e) for e, g in zip(rows[mn.WINDOW_END_S].to_list(), rows[mn.REQUEST_GOODPUT].to_list(),
+                                     strict=True) if e is not None and g]
+    more = (max(good) - w0) / (d - w0) - 1 if good and d > w0 else 0.0
+    if with_verdict and result.scenario.slo.limits and len(result.candidates) > 1 and more > 0.01:
+        return said, [f"verdict goodput: the same good answers per s of arrivals ({w0:g}–{d:g} s), "
+                      f"up to {more:.1%} higher"]
+    return said, []
 
 
 def verdict_block(result: ScenarioResult, verdict: Sequence[str], per_step: bool = False) -> list[str]:
@@ -202,6 +244,16 @@ def _clip(text: str, width: int = SHORT - 2) -> str:
 def short_source(line: str) -> str:
     """A provenance line without its bracketed notes, clipped to one terminal line."""
     return _clip(line.split(" [", 1)[0])
+
+
+def fold_sources(lines: Sequence[str]) -> list[str]:
+    """Short source lines with the same provenance after their section name folded into one
+    ("timing, memory: measured on …"): the screen's budget; ``--verbose`` keeps one per section."""
+    said: dict[str, list[str]] = {}
+    for line in lines:
+        section, _, rest = line.partition(": ")
+        said.setdefault(rest if rest else line, []).append(section if rest else "")
+    return [_clip(f"{', '.join(secs)}: {rest}") if secs[0] else rest for rest, secs in said.items()]
 
 
 _FOLDED = re.compile(r"^extrapolated (?P<axis>\w+) (?P<side>above|below) (?P<edge>\S+): up to (?P<pct>[\d.]+)% of steps \((?P<who>[^)]+)\)")

@@ -30,9 +30,13 @@ def test_tiny_profile_end_to_end(tmp_path: Path, capsys):
     out = tmp_path / "tiny.json"
     code, stdout, err = run_cli(["profile", "--target", "config:tiny-llama", "--proposer", "ngram",
                                  "--proposer", "selfdraft:2", "--quick", "--k-max", "3", "--device", "cpu",
-                                 "--no-progress", "-o", str(out)], capsys)
+                                 "--reserve-fraction", "0.1", "--no-progress", "-o", str(out)], capsys)
     assert code == 0, err
     prof = load_profile(out)
+    # memory kept for other applications and the process's peak, recorded and said in the summary
+    assert prof.memory.reserve is not None and prof.memory.reserve.rule.startswith("--reserve-fraction 0.1 of")
+    assert prof.memory.reserve_bytes == int(0.1 * prof.memory.device_memory_bytes)
+    assert "reserved for other applications" in stdout and "process peak RSS" in stdout
     assert prof.target.source == "config-only"
     assert set(prof.proposers) == {"ngram", "selfdraft-l2"}
     assert prof.acceptance == {}
@@ -269,3 +273,26 @@ def test_interval_action_adds_prompts_and_interval_from_the_stored_rows(tmp_path
     assert code == 0 and "interval for 0 segment(s)" in stdout
     code, _, err = run_cli(["profile", "interval", "-o", str(tmp_path / "d.json")], capsys)
     assert_one_line_error(code, err, "--profile BASE.json is required")
+
+
+def test_merge_of_a_published_library_entry_checks_its_target_by_name(tmp_path: Path, capsys):
+    """Library files name their target as a string (profiles/acceptance/*.json); merging one
+    onto the same model works, onto another is refused in one line (it crashed on both)."""
+    repo = Path(__file__).resolve().parents[2]
+    lib = repo / "profiles" / "acceptance" / "vllm-ci-llama-3.1-8b-eagle3.json"
+    out = tmp_path / "merged.json"
+    assert main(["profile", "merge", "--timing", str(repo / "profiles" / "llama-3.1-8b-h100-vllm.json"),
+                 "--acceptance", str(lib), "-o", str(out)]) == 0
+    assert "vllm-ci-llama-3.1-8b-eagle3" in load_profile(out).acceptance
+    capsys.readouterr()
+    assert main(["profile", "merge", "--timing", str(repo / "profiles" / "smollm2-135m-cpu.json"),
+                 "--acceptance", str(lib), "-o", str(tmp_path / "other.json")]) == 2
+    err = capsys.readouterr().err
+    assert "measured on other models" in err and "internal error" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bad_reserve_is_refused_before_any_model_is_loaded(tmp_path: Path, capsys):
+    code, _, err = run_cli(["profile", "--target", "config:tiny-llama", "--reserve-gb", "-2", "--device", "cpu",
+                            "--no-progress", "-o", str(tmp_path / "p.json")], capsys)
+    assert_one_line_error(code, err, "--reserve-gb -2.0: must be a number of GiB >= 0")
+    assert not (tmp_path / "p.json").exists()

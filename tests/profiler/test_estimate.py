@@ -92,3 +92,14 @@ def test_forward_cost_counts_context_reads():
     f1, b1 = forward_cost(arch, 2, 1, 1, 1000, 1)
     assert b1 - b0 == pytest.approx(1000 * 131072)
     assert f1 > f0
+
+
+def test_the_profile_records_the_models_context_length():
+    """The target's context length (config ``max_position_embeddings``) travels into the profile
+    (``target.max_model_len``), read the same way by the torch loader and the plain-JSON reader, so
+    the simulator can reject what vLLM rejects (issue 38)."""
+    from profiler.hf_config import read_config
+
+    target, prof = h100_8b()
+    assert target.identity["max_model_len"] == read_config("config:llama-3.1-8b").identity["max_model_len"] == 131072
+    assert Profile.from_dict(prof, "estimate").target.max_model_len == 131072

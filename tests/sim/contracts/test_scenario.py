@@ -250,7 +250,7 @@ BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
     ("restart-replica", None, "[fleet.restart]\nat_s = 10\ncold_start_s = 5\nreplica = 1\n", "fleet.restart.replica: must be < replicas (1)"),
     ("restart-at", None, "[fleet.restart]\nat_s = 100\ncold_start_s = 5\n", "fleet.restart.at_s: must be < run.duration_s"),
     ("restart-cold", None, "[fleet.restart]\nat_s = 10\ncold_start_s = -5\n", "fleet.restart.cold_start_s: must be ≥ 0"),
-    ("restart-missing", None, "[fleet.restart]\nat_s = 10\n", "fleet.restart.cold_start_s: required"),
+    ("restart-missing", None, "[fleet.restart]\ncold_start_s = 5\n", "fleet.restart.at_s: required"),
     ("restart-on", None, '[fleet.restart]\nat_s = 10\ncold_start_s = 5\non_restart = "wait"\n', "fleet.restart.on_restart: must be one of 'reroute', 'drop'"),
     ("restart-fallback", None, '[fleet.restart]\nat_s = 10\ncold_start_s = 5\nfallback = "off"\n', "fleet.restart.fallback: must be one of 'baseline', 'same'"),
     ("cand-no-proposer", None, '[[candidates]]\nname = "x"\nk = 3\n', "candidates[0].proposer: required for a speculative candidate"),

@@ -20,9 +20,11 @@ def closed_form(b: int, k: int, s, p: float, c: float = 512.0) -> float:
     fwd = PARAMS["base_step_s"] + PARAMS["per_seq_s"] * b + PARAMS["per_token_s"] * b * (1 + k * p) + PARAMS["per_context_token_s"] * b * c
     if k == 0:
         return fwd / b
-    rows = b * p
-    r, share = (rows, 1.0) if rows >= 1 else (1.0, rows)  # under one drafting row: one row, that often
-    step = fwd + share * (PARAMS["draft_base_s"] + PARAMS["draft_per_token_s"] * r * k + PARAMS["overhead_base_s"] + PARAMS["overhead_per_seq_s"] * r)
+    # Binomial(b, p) drafting rows, as the simulator draws them: the linear parts average to the
+    # mean count b·p, the drafter's fixed parts are paid on the steps where some row drafts
+    some = 1.0 - (1.0 - p) ** b
+    step = (fwd + some * (PARAMS["draft_base_s"] + PARAMS["overhead_base_s"])
+            + (PARAMS["draft_per_token_s"] * k + PARAMS["overhead_per_seq_s"]) * b * p)
     return step / (b * (1 + p * sum(s[:k])))
 
 

@@ -156,3 +156,15 @@ def test_cli_bad_input_exits_2_with_one_line(
     assert len(lines) == 1
     assert lines[0].startswith("specplan breakeven: error: ")
     assert message in lines[0]
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 1.0])
+def test_alpha_needed_at_a_proposal_rate_breaks_even_on_the_steps_that_propose(p) -> None:
+    """With a proposal on a share p of steps a step commits 1 + p·(M_α(k) − 1) tokens; the α
+    needed is where that times T equals the (average) cycle."""
+    row = BreakevenRow(k=4, draft_s=0.001, verify_s=0.013, overhead_s=0.0, acceptance_length=1.0,
+                       baseline_s=0.010, proposal_rate=p)
+    a = row.alpha_needed
+    assert a is not None
+    assert (1 + p * (acceptance_length_alpha(a, 4) - 1)) * 0.010 == pytest.approx(row.cycle_s, rel=1e-9)
+    assert alpha_needed(0.014, 0.010, 4, 0.05) is None  # 1 + 0.05·4 < 1.4: unreachable

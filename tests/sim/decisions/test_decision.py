@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.decisions.answer_export import rows_frame, to_json
-from sim.decisions.answer_text import Answer, headline, lines, rows
+from sim.decisions.answer_rows import rows
+from sim.decisions.answer_text import Answer, headline, lines
 from sim.decisions.decision import decide
 from sim.decisions.facts import CandidateFacts, Facts
 from sim.decisions.paired import mean_interval, paired

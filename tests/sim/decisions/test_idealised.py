@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from cli.main import main
 from sim.contracts.scenario import load_scenario
 from sim.decisions.answer_export import to_json
-from sim.decisions.answer_text import Answer, headline, lines, rows
+from sim.decisions.answer_rows import rows
+from sim.decisions.answer_text import Answer, headline, lines
 from sim.decisions.decision import decide
 from sim.decisions.engine_config import deployability, with_engine
 from sim.decisions.facts import CandidateFacts, Facts

@@ -15,7 +15,8 @@ from sim.results import metric_names as mn
 from tests.helpers import scenario_toml, write_scenario
 
 EXPECTED_COLUMNS = ["source", "load", "rate", "candidate", "metric", "column", "predicted",
-                    "measured", "measured_min", "measured_max", "real_runs", "abs_error", "rel_error"]
+                    "measured", "measured_min", "measured_max", "real_runs", "abs_error", "rel_error",
+                    "measured_requests"]
 
 
 def test_error_rows_compute_relative_error_against_the_measurement():

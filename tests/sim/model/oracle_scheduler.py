@@ -54,7 +54,7 @@ class OracleScheduler:
         self.waiting: deque[Request] = deque()
         self.queue_log = array("d")
         """(time, +1 | -1) pairs, flat: every entry to and exit from ``waiting``, so the queue
-        length's time average over any window is exact (sim.results.metrics.queue_len_tw)."""
+        length's time average over any window is exact (sim.results.time_weighted.queue_len_tw)."""
         self.running: list[Request] = []
         self.free_blocks = config.kv_blocks
         self.cache = OraclePrefixCache(config.block_size, config.prefix_caching)
@@ -73,6 +73,10 @@ class OracleScheduler:
         than the replica has (vLLM refuses prompts beyond its capacity the same way).
         """
         cfg = self.config
+        if cfg.max_model_len is not None and req.prompt_tokens + max(req.output_tokens, 1) > cfg.max_model_len:
+            self._end(req, "rejected", now)  # vLLM's HTTP 400: prompt + max_tokens over max_model_len
+            req.too_long = True
+            return False
         bs = cfg.block_size
         too_big = -(-(req.prompt_tokens + req.output_tokens + k_max) // bs) > cfg.kv_blocks
         no_fit = not cfg.chunked_prefill and req.prompt_tokens > cfg.max_num_batched_tokens

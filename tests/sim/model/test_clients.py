@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from sim.contracts.synthetic import synthetic_profile
 from sim.model.clients import ClientFleet, PoolExhausted, pool_specs
@@ -155,3 +156,81 @@ def test_think_time_per_request() -> None:
     arr, fin = rf["arrival_s"].to_numpy(), rf["finish_s"].to_numpy()
     assert rf.height > 5
     np.testing.assert_allclose(arr[1:], fin[:-1] + thinks[: rf.height - 1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("think", [0.0, 0.05])
+def test_next_request_waits_for_the_answer_overhead_included(think: float) -> None:
+    """1 client, 0.1 s a step, 0.2 s overhead outside the engine: each request reaches the engine
+    its overhead after the client sent it, and the client sends the next at the answer's end +
+    think, so arrival(k+1) = finish(k) + think + overhead and the client-side E2E (finish −
+    arrival + overhead) plus think tiles the client's time."""
+    reqs = [Request(i, i, 0.0, 4, o) for i, o in enumerate((3, 2, 4, 5, 1))]
+    fleet = ClientFleet(FleetSpec(TINY), FixedStepTimer(0.1), None, 1, think, 1.5, 0.2)
+    rf, _ = frames(fleet, reqs)
+    want_arr, want_fin, sent = [], [], 0.0
+    for o in (3, 2, 4)[: rf.height]:
+        want_arr.append(sent + 0.2)
+        want_fin.append(sent + 0.2 + 0.1 * o)
+        sent = sent + 0.2 + 0.1 * o + think
+    assert rf.height == 3
+    assert rf["arrival_s"].to_list() == pytest.approx(want_arr, abs=1e-12)
+    assert rf["finish_s"].to_list() == pytest.approx(want_fin, abs=1e-12)
+
+
+def test_overhead_per_request_follows_its_own_prompt() -> None:
+    """Overhead per pool row (a per-prompt-token part): request k reaches the engine its own
+    overhead after its client sent it, at the previous end + think."""
+    reqs = [Request(i, i, 0.0, 8 + 40 * (i % 3), 3 + i % 4) for i in range(50)]
+    over = np.array([0.01 + 0.001 * r.prompt_tokens for r in reqs])
+    fleet = ClientFleet(FleetSpec(ROOMY), ProfileStepTimer(synthetic_profile()), None, 1, 0.03, 1.0, over)
+    rf, _ = frames(fleet, reqs)
+    arr, fin = rf["arrival_s"].to_numpy(), rf["finish_s"].to_numpy()
+    assert rf.height > 5 and arr[0] == over[0]
+    np.testing.assert_allclose(arr[1:], fin[:-1] + 0.03 + over[1: rf.height], rtol=0, atol=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 6), think=st.sampled_from([0.0, 0.02, 0.1]), fixed=st.sampled_from([0.05, 0.2]),
+       per_token=st.sampled_from([0.0, 0.0005]), exp_think=st.booleans(), seed=st.integers(0, 2**16))
+def test_littles_law_holds_with_request_overhead(n: int, think: float, fixed: float, per_token: float,
+                                                  exp_think: bool, seed: int) -> None:
+    """N = X · (R + Z) within 3 % over the measured window (arrivals after warm-up, before the
+    clients stop), R the E2E latency the results report (engine time + overhead), Z the think
+    time: a client's next request waits for the whole answer as it sees it."""
+    rng = np.random.default_rng(seed)
+    m = 4000
+    reqs = [Request(i, i, 0.0, int(p), int(o)) for i, (p, o) in
+            enumerate(zip(rng.integers(8, 200, m), rng.integers(2, 40, m), strict=True))]
+    over = fixed + per_token * np.array([r.prompt_tokens for r in reqs], float)
+    thinks = rng.exponential(think, m) if exp_think and think > 0 else think
+    warm, stop = 5.0, 80.0
+    fleet = ClientFleet(FleetSpec(ROOMY), ProfileStepTimer(synthetic_profile()), None, n, thinks, stop, over)
+    rf, _ = frames(fleet, reqs)
+    sel = rf.with_row_index("row").filter((pl.col("arrival_s") >= warm) & (pl.col("arrival_s") < stop))
+    rows = sel["row"].to_numpy()
+    assert (sel["outcome"] == "completed").all()
+    x = sel.height / (stop - warm)
+    r = float((sel["finish_s"].to_numpy() - sel["arrival_s"].to_numpy() + over[rows]).mean())
+    z = float(np.mean(thinks[rows])) if isinstance(thinks, np.ndarray) else think
+    assert x * (r + z) == pytest.approx(n, rel=0.03)
+
+
+def test_python_priced_steps_give_the_compiled_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closed loop with overhead and timeouts: the compiled step (the timer packed) and the
+    SimPy-priced step (Python prices every step) give the same records, bit for bit."""
+    from sim.model import price_kernels
+
+    def run() -> tuple[pl.DataFrame, pl.DataFrame]:
+        reqs = [Request(i, i, 0.0, 8 + (13 * i) % 120, 2 + (7 * i) % 30, timeout_s=0.4) for i in range(3000)]
+        over = np.array([0.02 + 0.0004 * r.prompt_tokens for r in reqs])
+        cfg = SchedulerConfig(max_num_seqs=6, max_num_batched_tokens=128, block_size=16, kv_blocks=400)
+        fleet = ClientFleet(FleetSpec(cfg, replicas=2), ProfileStepTimer(synthetic_profile()), None, 9, 0.01,
+                            3.0, over)
+        return frames(fleet, reqs)
+
+    compiled = run()
+    monkeypatch.setattr(price_kernels, "pack", lambda timer, proposer: None)
+    python = run()
+    assert compiled[0].height > 50
+    assert_frame_equal(compiled[0], python[0])
+    assert_frame_equal(compiled[1], python[1])

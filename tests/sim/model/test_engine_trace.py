@@ -59,6 +59,7 @@ def expected_requests(rows: list[tuple]) -> pl.DataFrame:
         "accepted_tokens": data["accepted_tokens"],
         "num_spec_steps": data["num_drafts"],  # every step proposed
         "prefix_hit_tokens": [0] * n,  # prefix caching off
+        "too_long": [False] * n,
     }
     return pl.DataFrame(frame, schema=REQUEST_SCHEMA)
 

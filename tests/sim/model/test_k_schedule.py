@@ -3,6 +3,8 @@ candidate fields (``sim.model.k_schedule``)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +13,15 @@ from hypothesis import strategies as st
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import FieldError
 from sim.contracts.synthetic import synthetic_profile
-from sim.model.k_schedule import SWITCH_GAIN, BatchCost, compute_schedule, ranges, straddled
+from sim.model.k_schedule import (
+    MIX_POINTS,
+    SWITCH_GAIN,
+    BatchCost,
+    compute_schedule,
+    drafting_mix,
+    ranges,
+    straddled,
+)
 from sim.model.step_time import ProfileStepTimer
 
 
@@ -75,3 +85,22 @@ def test_schedule_auto_needs_k_by_batch_policy_and_k_and_no_rows_of_its_own() ->
         Candidate("a", proposer="ngram", policy="k_by_batch", schedule="auto")
     with pytest.raises(FieldError, match="schedule.*only for policy"):
         Candidate("a", proposer="ngram", policy="fixed", schedule="auto", k=4)
+
+
+@given(b=st.integers(1, 10**7), p=st.floats(0.001, 0.999))
+def test_drafting_mix_is_a_distribution_over_the_batch_with_the_binomials_mean_and_spread(b, p) -> None:
+    mix = drafting_mix(b, p)
+    assert all(0 <= n <= b for n, _ in mix) and len(mix) <= MIX_POINTS + 1
+    assert sum(w for _, w in mix) == pytest.approx(1.0, abs=1e-12)
+    mean = sum(n * w for n, w in mix)
+    assert mean == pytest.approx(b * p, rel=1e-9, abs=1e-9)
+    var = sum((n - mean) ** 2 * w for n, w in mix)
+    assert abs(var - b * p * (1 - p)) <= 0.25 + 1e-9 * b  # exact, or a node's two neighbours
+
+
+@given(b=st.integers(1, 30), p=st.floats(0.01, 0.99))
+def test_drafting_mix_is_the_exact_binomial_for_small_batches(b, p) -> None:
+    mix = dict(drafting_mix(b, p))
+    for n in range(b + 1):
+        assert mix.get(n, 0.0) == pytest.approx(math.comb(b, n) * p**n * (1 - p) ** (b - n), abs=1e-12)
+    assert drafting_mix(b, p, full_width=True) == ((b, 1.0),) and drafting_mix(b, 1.0) == ((b, 1.0),)

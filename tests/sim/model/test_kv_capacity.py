@@ -96,3 +96,26 @@ def test_capacity_is_whole_blocks_and_fits_the_budget(u: float, block: int) -> N
     assert cap.kv_tokens == cap.kv_blocks * block
     assert cap.kv_tokens * cap.bytes_per_token <= cap.budget_bytes
     assert (cap.kv_blocks + 1) * block * cap.bytes_per_token > cap.budget_bytes
+
+
+def with_reserve(reserve: int) -> Profile:
+    d = synthetic_profile_dict(device_memory_bytes=16 * GIB, target_weight_bytes=2 * GIB,
+                               activation_peak_bytes=512 * MIB, target_kv_bytes_per_token=131072)
+    d["memory"]["reserve"] = {"bytes": reserve, "rule": "--reserve-gb (test)"}
+    return Profile.from_dict(d, "t.json")
+
+
+@settings(max_examples=100, deadline=None)
+@given(reserve=st.integers(0, 8 * GIB), u=st.floats(0.7, 1.0), block=st.sampled_from([1, 16, 64]))
+def test_a_reserve_shrinks_kv_capacity_by_reserve_over_bytes_per_token(reserve: int, u: float, block: int) -> None:
+    """Memory kept for other applications never holds KV: the budget loses exactly the reserve,
+    and the token count reserve / bytes per token (give or take the rounding to whole blocks)."""
+    base, kept = kv_capacity(with_reserve(0), u, block), kv_capacity(with_reserve(reserve), u, block)
+    assert base.budget_bytes - kept.budget_bytes == reserve
+    lost = base.kv_tokens - kept.kv_tokens
+    assert abs(lost - reserve / kept.bytes_per_token) <= block + 1
+
+
+def test_a_reserve_that_leaves_no_block_says_so() -> None:
+    with pytest.raises(SpecplanError, match=r"less memory\.reserve"):
+        kv_capacity(with_reserve(12 * GIB), 0.9, 16)

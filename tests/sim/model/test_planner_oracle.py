@@ -26,7 +26,7 @@ from tests.sim.model.oracle_scheduler import OracleScheduler
 FIELDS = ("status", "computed", "generated", "blocks", "scheduled_s", "first_token_s",
           "last_burst_s", "finish_s", "num_bursts", "max_pause_s", "preemptions", "outcome",
           "num_drafts", "accepted_tokens", "ever_scheduled", "num_spec_steps", "proposes",
-          "prefix_hit_tokens")
+          "prefix_hit_tokens", "too_long")
 
 
 @st.composite
@@ -56,7 +56,8 @@ def replicas(draw, cache_pressure: bool = False):
         chunked_prefill=chunked, queue_limit=draw(st.one_of(st.none(), st.integers(0, 40))),
         max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 3.0))),
         prefix_caching=cache_pressure or draw(st.booleans()),
-        full_width_drafts=draw(st.booleans()))
+        full_width_drafts=draw(st.booleans()),
+        max_model_len=draw(st.one_of(st.none(), st.integers(2, int((prompt + output).max()) + 1))))
     timeout = draw(st.one_of(st.none(), st.floats(0.01, 1.0)))
     gap = draw(st.floats(0.00001, 0.0005) if big else st.floats(0.0002, 0.05 if not cache_pressure else 0.01))
     arrivals = np.cumsum(rng.exponential(gap, n))

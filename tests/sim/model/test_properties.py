@@ -26,8 +26,8 @@ from sim.model.engine import Fleet, FleetSpec
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer, StepShape
-from sim.results.metrics import utilization
 from sim.results.records import itl_frame, requests_frame, steps_frame
+from sim.results.time_weighted import utilization
 
 
 def shape_timer(shape: StepShape) -> float:

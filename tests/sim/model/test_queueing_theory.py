@@ -13,8 +13,8 @@ import pytest
 from sim.model.engine import Fleet, FleetSpec
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer, RandomServiceTimer
-from sim.results.metrics import number_in_system_tw
 from sim.results.records import requests_frame
+from sim.results.time_weighted import number_in_system_tw
 
 LAMBDA = 0.5  # arrivals per second
 MU = 1.0  # services per second (mean service 1 s)

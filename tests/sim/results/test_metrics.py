@@ -13,13 +13,11 @@ from sim.results.metrics import (
     good_mask,
     linear_percentiles,
     measured_window,
-    number_in_system_tw,
     summarize,
-    time_weighted_levels,
-    utilization,
     with_latencies,
 )
 from sim.results.records import ITL_SCHEMA, REQUEST_SCHEMA, STEP_SCHEMA
+from sim.results.time_weighted import number_in_system_tw, time_weighted_levels, utilization
 
 
 def req_frame(rows: list[dict]) -> pl.DataFrame:
