@@ -195,7 +195,7 @@ def _two_routes(scenario: Any, profile: Any, report: Any, answer: Any) -> list[A
 def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | None = None,
             deploy: Any = None) -> dict[str, Any]:
     from sim.decisions import answer_export as ax
-    from sim.decisions import answer_text as at
+    from sim.decisions.answer_rows import rows as answer_rows
     from sim.decisions.bottleneck import Bottleneck
     from sim.decisions.bottleneck_text import evidence, limit_label
 
@@ -228,7 +228,7 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
             for r in report.candidates
         ],
         "decision": ax.to_json(answer),
-        "decisions": ax.rows_json(at.rows(answer)),
+        "decisions": ax.rows_json(answer_rows(answer)),
         "bottlenecks": [{**b.to_row(), "limit_label": limit_label(b), "evidence": evidence(b)}
                         for b in report.bottlenecks if isinstance(b, Bottleneck)],
         "policy_advice": [
