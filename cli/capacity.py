@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", metavar="A,B,…", help="only these candidates")
     parser.add_argument("--profile", metavar="PATH", help="profile instead of the scenario's fleet.profile")
     parser.add_argument("--duration", metavar="S", help="simulated seconds per probe (default: the "
-                        "scenario's run.duration_s; shorter is faster and noisier)")
+                        "scenario's run.duration_s; shorter is faster and noisier); a trace: the "
+                        "slice replayed, which probes at other rates compress or stretch")
     parser.add_argument("--rel-tol", metavar="F", default="0.1", help="stop when the bracket is "
                         "within this relative width (default 0.1)")
     parser.add_argument("--max-evals", metavar="N", default="8", help="probes per seed and "
@@ -43,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seeds", metavar="N", help="replication budget: while the capacities "
                         "cannot be told apart, seeds are added until they can or N ran (default: "
                         "the scenario's run.max_seeds, 10)")
+    parser.add_argument("--per-window", metavar="S", help="also size each S-second window of a "
+                        "recorded trace on its own: replicas per window, peak and mean GPUs (what an "
+                        "autoscaler would follow), beside the whole trace's fleet")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
@@ -99,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     duration = _num("--duration", args.duration)
     if duration is not None:
         scenario = with_duration(scenario, duration)
+    if (per_window := _num("--per-window", args.per_window)) is not None:
+        from sim.decisions.trace_sizing import check_windows
+
+        check_windows(scenario, per_window, _num("--target-rate", args.target_rate))  # before the search
     profile = resolve_profile(scenario, args.profile)
     cands = [c.strip() for c in args.candidates.split(",")] if args.candidates else None
     rel_tol = _num("--rel-tol", args.rel_tol)
@@ -127,7 +135,10 @@ def run(args: argparse.Namespace) -> int:
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)
+    windows = _per_window(scenario, profile, report, answer, args.per_window, quiet)
     doc = to_json(report, advice, answer, routes, deploy)
+    if windows is not None:
+        doc["per_window"] = windows.to_json()
     if args.out:
         write_outputs(report, doc, Path(args.out), answer)
     if args.json:
@@ -135,7 +146,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(format_report(report, advice, answer, verbose=args.verbose, routes=routes,
                                        deploy=deploy)))
+        if windows is not None:
+            print("\n".join(["", *windows.lines()]))
     return 0
+
+
+def _per_window(scenario: Any, profile: Any, report: Any, answer: Any, raw: str | None, quiet: bool) -> Any:
+    """``--per-window S``: the trace's windows sized on their own (None without the flag)."""
+    from sim.decisions.trace_sizing import windows_of_plan
+
+    window_s = _num("--per-window", raw)
+    if window_s is None:
+        return None
+    return windows_of_plan(scenario, profile, report, answer, window_s,
+                           progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)))
 
 
 def _deploy(scenario: Any, profile: Any, answer: Any) -> Any:
@@ -171,7 +195,7 @@ def _two_routes(scenario: Any, profile: Any, report: Any, answer: Any) -> list[A
 def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | None = None,
             deploy: Any = None) -> dict[str, Any]:
     from sim.decisions import answer_export as ax
-    from sim.decisions import answer_text as at
+    from sim.decisions.answer_rows import rows as answer_rows
     from sim.decisions.bottleneck import Bottleneck
     from sim.decisions.bottleneck_text import evidence, limit_label
 
@@ -204,7 +228,7 @@ def to_json(report: Any, advice: list[Any], answer: Any, routes: list[Any] | Non
             for r in report.candidates
         ],
         "decision": ax.to_json(answer),
-        "decisions": ax.rows_json(at.rows(answer)),
+        "decisions": ax.rows_json(answer_rows(answer)),
         "bottlenecks": [{**b.to_row(), "limit_label": limit_label(b), "evidence": evidence(b)}
                         for b in report.bottlenecks if isinstance(b, Bottleneck)],
         "policy_advice": [
@@ -310,7 +334,8 @@ def format_report(report: Any, advice: list[Any], answer: Any, verbose: bool = F
     lines[0:0] = [*verdict_lines(answer), ""]
     fleets = {r.fleet_replicas for r in report.candidates}
     if fleets != {1}:
-        lines.insert(2, f"searched on the scenario's fleet of {', '.join(map(str, sorted(fleets)))} "
+        whose = getattr(report, "searched_fleet", "the scenario's")  # a trace: where it is carried (notes)
+        lines.insert(2, f"searched on {whose} fleet of {', '.join(map(str, sorted(fleets)))} "
                         f"replicas; capacity shown per replica (fleet ÷ replicas)")
     for r in report.candidates:
         per_seed = ", ".join(f"{c:.3g}" for c in r.capacities)

@@ -105,3 +105,22 @@ def sent_tokens(n: int, c: int, layout: str) -> list[int]:
     if layout == "first-alone":
         return sorted({0, *range(c, n - 1, c), n - 1})
     return sorted({*range(c - 1, n - 1, c), n - 1})
+
+
+def trace_scenario_path(folder: Path, rows: list[dict[str, Any]], *, duration_s: float, warmup_s: float = 0.0,
+                        trace: dict[str, Any] | None = None, replicas: int = 1, seeds: tuple[int, ...] = (1,),
+                        slo: dict[str, Any] | None = None, engine: dict[str, Any] | None = None,
+                        candidates: list[dict[str, Any]] | None = None, **profile_args: Any) -> Path:
+    """A scenario replaying ``rows`` (Mooncake JSONL, e.g. ``sim.contracts.synthetic_trace``)
+    from ``folder/bursty.jsonl`` on a synthetic profile; returns the scenario's path."""
+    from sim.contracts.synthetic_trace import write_jsonl
+
+    write_jsonl(rows, folder / "bursty.jsonl")
+    text = scenario_toml(
+        "bursty", run={"duration_s": duration_s, "warmup_s": warmup_s, "seeds": list(seeds)},
+        workload={"arrival": "trace", "trace": {"path": "bursty.jsonl", **(trace or {})}},
+        segments=[{"name": "chat", "share": 1.0, "acceptance": {"task": "chat", "language": "en"}}],
+        slo=slo or {"ttft_ms": 2000, "percentile": 95},
+        fleet={"profile": "profile.json", "replicas": replicas}, engine=engine,
+        candidates=candidates or [BASELINE])
+    return write_scenario(folder, text, **profile_args)

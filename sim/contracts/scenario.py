@@ -303,8 +303,11 @@ class Scenario:
         """The same scenario with every arrival rate multiplied by ``factor`` (> 0).
 
         Works for every arrival kind: poisson/gamma scale ``rate``, piecewise scales every
-        point's rate, a trace scales ``rate_scale`` and its window (more trace rows replayed
-        over the same simulated span). Used by capacity search.
+        point's rate. A trace replays **the same requests** in ``1/factor`` of the time: the
+        rows the scenario replays stay pinned (``window_s`` fixed), ``rate_scale`` × factor
+        divides every gap, and the run, its warm-up and a restart's time ÷ factor, so the slice
+        keeps its bursts and order and the same requests fall in the warm-up (never a longer
+        or another slice: docs/decisions.md, "Traces at another rate"). Used by capacity search.
         """
         if not factor > 0 or not math.isfinite(factor):
             raise SpecplanError(f"load scale must be a finite number > 0, got {factor}")
@@ -319,10 +322,15 @@ class Scenario:
             pts = [[t, r * factor] for t, r in w.piecewise.points]
             return self.with_overrides({"workload.piecewise.points": pts})
         assert w.trace is not None
-        over: dict[str, object] = {"workload.trace.rate_scale": w.trace.rate_scale * factor}
-        if w.trace.window_s is not None:
-            # keep the replayed span (window_s / rate_scale) so more rows fill the same run
-            over["workload.trace.window_s"] = w.trace.window_s * factor
+        t, run, rs = w.trace, self.run, self.fleet.restart
+        # rows replayed: offsets in [start_s, start_s + window) landing before the run's end
+        window = min(t.effective_window_s(run.duration_s), run.duration_s * t.rate_scale)
+        over: dict[str, object] = {"workload.trace.rate_scale": t.rate_scale * factor,
+                                   "workload.trace.window_s": window,
+                                   "run.duration_s": run.duration_s / factor,
+                                   "run.warmup_s": run.warmup_s / factor}
+        if rs is not None:  # the restart stays at the same request; loading weights takes as long
+            over["fleet.restart.at_s"] = rs.at_s / factor
         return self.with_overrides(over)
 
 

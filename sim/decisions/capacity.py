@@ -17,7 +17,8 @@ Searches run with ``run.drain = true`` so an overloaded run's backlog is measure
 and (stationary arrivals) long enough for ``min_requests`` measured requests.
 
 The parts: ``load_scaling`` (a scenario at a rate), ``simulated_load`` (a probe by
-simulation), ``capacity_search`` (the root finder), ``capacity_report`` (what was found).
+simulation), ``capacity_search`` (the root finder), ``capacity_report`` (what was found),
+``trace_sizing`` (a recorded trace: capacity searched where it is carried, windows sized).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from sim.decisions.answer import candidate_devices
 from sim.decisions.capacity_report import CandidateCapacity, CapacityReport
 from sim.decisions.capacity_search import CapacitySearch, find_capacity
 from sim.decisions.fleet_sizing import fewest_replicas
-from sim.decisions.load_scaling import arrival_rate
+from sim.decisions.load_scaling import arrival_rate, trace_probe_note
 from sim.decisions.simulated_load import SimulatedLoad
 from sim.decisions.sustain import criteria_from_scenario
+from sim.decisions.trace_sizing import trace_fleet
 
 
 def plan_capacity(
@@ -97,7 +99,13 @@ def plan_capacity(
     if pw is not None:
         load.notes.add(f"rates are mean arrival rates over the run; the piecewise profile peaks at "
                        f"{pw.max_rate() / base_rate:.2g}× its mean")
+    trace = scenario.workload.arrival == "trace"
+    if trace:
+        load.notes.add(trace_probe_note(scenario, target))
     fleet = int(scenario.fleet.replicas)  # searched as configured (a restart needs a 2nd replica)
+    memo: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}  # (candidate, replicas, seed) probes
+    if trace:  # a burst lands on one replica whatever the rate: search where the trace is carried
+        fleet = trace_fleet(load, scenario, chosen, target, seeds, criteria, max_replicas, say, memo)
     search = _Search(load, seeds, fleet, rel_tol, max_evals, say)
 
     budget = max(len(seeds), int(max_seeds if max_seeds is not None else scenario.run.max_seeds))
@@ -105,7 +113,6 @@ def plan_capacity(
     gpus = {n: scenario.fleet_for(n).gpus_per_replica for n in chosen} if named else None
     per_cand = {name: search.per_seed(name, seeds, base_rate) for name in chosen}
     unit = _capacity_unit(scenario, gpus, devices)
-    memo: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}
     start_seeds = len(tuple(seeds_asked if seeds_asked is not None else scenario.run.seeds))
 
     def report_at(results: Sequence[CandidateCapacity], load_summary: Any = None, bottlenecks: Sequence[Any] = (),
@@ -120,7 +127,8 @@ def plan_capacity(
             price_source=_price_source(scenario, chosen), gpus_per_replica=scenario.fleet.gpus_per_replica,
             replica_hourly=_replica_hourly(scenario), devices=devices, candidate_gpus=gpus,
             start_seeds=start_seeds, max_seeds=budget,
-            acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen})
+            acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
+            searched_fleet="a" if fleet != int(scenario.fleet.replicas) else "the scenario's")
 
     while True:
         # one sequential rule: the winner, every replica count and whether it carries are
@@ -129,7 +137,8 @@ def plan_capacity(
         for name in chosen:
             cap = float(np.mean([s.rate for s in per_cand[name]])) / fleet
             say(f"{name}: replicas for {target:g} req/s, {len(seeds)} seed(s)")
-            size = fewest_replicas(load, name, target, cap, seeds, criteria, max_replicas, memo)
+            guess = cap if cap > 0 or not trace else target  # a trace: no rate on one replica ≠ no fleet
+            size = fewest_replicas(load, name, target, guess, seeds, criteria, max_replicas, memo)
             results.append(CandidateCapacity(name, per_cand[name], seeds, target, size.n, size.status, size.row,
                                              fleet_replicas=fleet, operating_seeds=tuple(size.seed_rows),
                                              replicas_low=size.low, replicas_below=size.below))

@@ -1,4 +1,8 @@
-"""A scenario at another load or run length, its traffic's shape kept: what capacity probes run."""
+"""A scenario at another load or run length, its traffic's shape kept: what capacity probes run.
+
+A recorded trace is scaled in time, never re-sliced: a probe at another rate replays the same
+requests with every gap divided alike (``Scenario.with_load_scale``; docs/decisions.md,
+"Traces at another rate")."""
 
 from __future__ import annotations
 
@@ -66,3 +70,17 @@ def at_load(scenario: Any, rate: float, replicas: int, min_requests: int = 0) ->
         if need > run.duration_s:
             over["run.duration_s"] = float(need)
     return sc.with_overrides(over) if over else sc
+
+
+def trace_probe_note(scenario: Any, rate: float) -> str:
+    """What a probe of a trace scenario replays at ``rate``, in the fields `specplan simulate`
+    takes, so the fleet a capacity search names can be confirmed on exactly those requests."""
+    sc = scenario.with_load_scale(rate / arrival_rate(scenario))
+    t, run = sc.workload.trace, sc.run
+    n = round(arrival_rate(sc) * run.duration_s)
+    return (f"trace {t.resolved_path.name}: every probe replays the same {n} requests (trace seconds "
+            f"{t.start_s:g}–{t.start_s + t.window_s:g}) with every gap divided alike, so its bursts "
+            f"stay bursts; at {rate:.4g} req/s that is workload.trace = {{start_s = {t.start_s:.12g}, "
+            f"window_s = {t.window_s:.12g}, rate_scale = {t.rate_scale:.12g}}}, run.duration_s = "
+            f"{run.duration_s:.12g}, run.warmup_s = {run.warmup_s:.12g} (the same run `specplan "
+            f"simulate` confirms the fleet with)")

@@ -11,7 +11,8 @@ from sim.decisions.load_scaling import at_load, with_duration
 from sim.decisions.sustain import SustainCriteria
 
 PROBE_STRETCHES = (1.0, 2.0, 4.0)
-"""How much longer a passing probe whose queue grows is run again before it counts as a runaway."""
+"""How much longer a passing probe whose queue grows is run again before it counts as a runaway
+(stationary and piecewise arrivals; a trace's probe is its slice, run once)."""
 
 
 class SimulatedLoad:
@@ -156,7 +157,10 @@ class SimulatedLoad:
         still grows at the longest. A failing probe whose queue grows says so first."""
         import polars as pl
 
-        for stretch in PROBE_STRETCHES:
+        # a recorded trace is judged on its one slice: a longer run would add idle time or
+        # another slice (docs/decisions.md, "Traces at another rate"), never more of the same
+        stretches = (1.0,) if self.scenario.workload.arrival == "trace" else PROBE_STRETCHES
+        for stretch in stretches:
             summary, trend = self._judged(candidate, rate, replicas, [seed], stretch)
             rows = summary.filter((pl.col("candidate") == candidate) & (pl.col("segment") == "all"))
             if rows.height != 1:

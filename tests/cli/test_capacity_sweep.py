@@ -79,6 +79,8 @@ def test_capacity_table(scenario_path: Path, capsys: pytest.CaptureFixture[str])
         (["--candidates", "eagle"], "unknown candidate 'eagle'"),
         (["--target-rate", "fast"], "--target-rate: expected a number"),
         (["--duration", "-5"], "--duration: must be > 0"),
+        (["--per-window", "300"], "--per-window: sizes the windows of a recorded trace"),
+        (["--per-window", "soon"], "--per-window: expected a number"),
     ],
 )
 def test_capacity_bad_input_is_one_line_exit_2(scenario_path: Path, capsys: pytest.CaptureFixture[str],
@@ -137,3 +139,28 @@ def test_sweep_simulates_on_dask(scenario_path: Path, tmp_path: Path) -> None:
     # the same cell run in-process gives the same numbers (seeded, deterministic)
     one = sweep(sc, varies, tmp_path / "s.parquet", engine="serial", progress=False, all_segments=True)
     assert one.frame.drop("cell").equals(df.drop("cell"))
+
+
+def test_capacity_per_window_on_a_trace_in_the_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from sim.contracts.synthetic_trace import bursty_rows
+    from tests.helpers import trace_scenario_path
+
+    rows = bursty_rows(np.random.default_rng(5), 30, per_tick=8, grid_ms=3000, prompt_median=1500, output_median=40)
+    path = trace_scenario_path(tmp_path, rows, duration_s=90, slo={"ttft_ms": 1000, "percentile": 95})
+    args = ["capacity", str(path), "--max-evals", "3", "--max-seeds", "1", "--no-profile-band", "--per-window", "45"]
+    assert main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pw = doc["per_window"]
+    assert [w["t0_s"] for w in pw["windows"]] == [0.0, 45.0] and pw["source"].startswith("simulated")
+    assert sum(w["requests"] for w in pw["windows"]) == len(rows)
+    base = pw["candidates"]["baseline"]
+    assert base["peak_replicas"] == max(w["replicas"]["baseline"] for w in pw["windows"])
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "replicas needed per 45 s window" in text and "peak GPUs" in text and "mean GPUs" in text
+    # a window longer than the replay is refused before any search, naming the longest valid one
+    assert main(["capacity", str(path), "--target-rate", "9", "--per-window", "91"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--per-window: 91 s is longer than the replayed trace" in err and len(err.splitlines()) == 1

@@ -329,10 +329,11 @@ def test_trace_mean_rate_and_load_scale(tmp_path: Path) -> None:
     # rows at offsets 0..3 in 8 s of run
     assert s.workload.mean_rate(8) == pytest.approx(4 / 8)
     double = s.with_load_scale(2.0)
-    assert double.workload.trace is not None and double.workload.trace.window_s == 8.0
+    assert double.workload.trace is not None and double.workload.trace.window_s == 4.0
     times = [r.arrival_s for r in generate_requests(double, rng=0)]
-    assert times == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]  # twice the rows over the same span
-    assert double.workload.mean_rate(8) == pytest.approx(2 * s.workload.mean_rate(8))
+    assert times == [0.0, 0.5, 1.0, 1.5]  # the same rows in half the time (a 4 s run)
+    assert double.run.duration_s == 4.0
+    assert double.workload.mean_rate(4) == pytest.approx(2 * s.workload.mean_rate(8))
 
 
 def test_piecewise_load_scale_scales_counts() -> None:
