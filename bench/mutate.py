@@ -2,7 +2,7 @@
 run against that room's focused tests, which must fail on every one.
 
 Usage: ``python bench/mutate.py [--rooms decisions,results,profiler] [--seed 30] [--count 30]
-[--timeout 300] [--list]``. ``bench/mutate_kernels.py`` is this runner on the ``kernels`` (or
+[--timeout 300] [--pick 3,7] [--list]``. ``bench/mutate_kernels.py`` is this runner on the ``kernels`` (or
 ``fleet``) room. Each mutant is made in one copy of the tree (``git ls-files``) in a temporary
 folder, so the checkout is never touched; numba compiles a mutated kernel afresh there (its
 cache is keyed by the source). A room's tests run in order with ``-x``: the first failing test
@@ -77,7 +77,8 @@ ROOMS: dict[str, Room] = {
          "tests/sim/results/test_cost.py")),
     "profiler": Room(
         ("profiler/roofline.py", "profiler/estimate.py", "profiler/timing_assembly.py"),
-        ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_timing.py",
+        ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_estimate_rules.py",
+         "tests/profiler/test_timing.py",
          "tests/profiler/test_estimate.py", "tests/profiler/test_estimate_roofline.py")),
 }
 OUTSIDE_KERNELS = ("decisions", "results", "profiler")
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None, default_rooms: str = ",".join(OUTSIDE_KE
     ap.add_argument("--count", type=int, default=30)
     ap.add_argument("--timeout", type=int, default=300,
                     help="seconds a mutant's tests may run; longer counts as caught (it hangs)")
+    ap.add_argument("--pick", default="",
+                    help="run only these numbers of the draw (e.g. 1,7: the survivors, after adding a test)")
     ap.add_argument("--list", action="store_true", help="print the sites per room and kind, run nothing")
     args = ap.parse_args(argv)
     rooms = [r.strip() for r in args.rooms.split(",") if r.strip()]
@@ -216,12 +219,15 @@ def main(argv: list[str] | None = None, default_rooms: str = ",".join(OUTSIDE_KE
             found = [s[4] for t in ROOMS[name].targets for s in sites(REPO / t, ROOMS[name].kinds)]
             print(name, {k: found.count(k) for k in ROOMS[name].kinds})
         return 0
-    chosen = draw(rooms, args.count, args.seed)
+    chosen = list(enumerate(draw(rooms, args.count, args.seed), 1))
+    if args.pick:
+        keep = {int(x) for x in args.pick.split(",")}
+        chosen = [c for c in chosen if c[0] in keep]
     survived = 0
     with tempfile.TemporaryDirectory(prefix="specplan-mutants-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
-        for i, (room, target, line, col, old, new, kind) in enumerate(chosen, 1):
+        for i, (room, target, line, col, old, new, kind) in chosen:
             original = (REPO / target).read_text()
             (tree / target).write_text(mutate(original, line, col, old, new))
             t0 = time.perf_counter()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from sim.decisions.paired import Paired, mean_interval, paired
-from sim.results.intervals import t_quantile_975
+from sim.results.intervals import ci95_halfwidth, clip_interval, mean_ci95, t_quantile_975
 
 values = st.lists(st.floats(0.0, 1e3, allow_nan=False), min_size=2, max_size=12)
 
@@ -86,3 +86,23 @@ def test_mean_interval_half_width_is_student_t_with_sample_std() -> None:
     mean, half, _ = mean_interval(v)
     assert mean == pytest.approx(3.5)
     assert half == pytest.approx(stats.t.ppf(0.975, 3) * stats.tstd(v) / 2.0, rel=1e-4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(v=st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=2, max_size=15))
+def test_seed_intervals_are_student_t_with_sample_std(v) -> None:
+    expected = stats.t.ppf(0.975, len(v) - 1) * stats.tstd(v) / math.sqrt(len(v))
+    mean, half = mean_ci95(v)
+    assert mean == pytest.approx(float(np.mean(v)), abs=1e-9)
+    assert half == pytest.approx(expected, rel=1e-3, abs=1e-9)
+    assert ci95_halfwidth(v) == pytest.approx(expected, rel=1e-3, abs=1e-9)
+    assert ci95_halfwidth(v[:1]) == 0.0 and mean_ci95(v[:1])[1] is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(mean=st.floats(-10, 10), half=st.floats(0, 10), lo=st.floats(-5, 0), width=st.floats(0, 10))
+def test_clipped_interval_stays_in_range_and_says_when_clipped(mean, half, lo, width) -> None:
+    hi = lo + width
+    low, high, clipped = clip_interval(mean, half, lo, hi)
+    assert lo <= low <= high <= hi
+    assert clipped == (mean - half < lo or mean + half > hi)
