@@ -95,3 +95,25 @@ def test_calibrated_efficiency_adds_no_step_overhead_and_stays_in_range() -> Non
     assert eff.step_overhead_s == 0.0 and eff.draft_pass_overhead_s == 0.0
     assert 0 < eff.compute <= 1 and 0 < eff.bandwidth <= 1
     assert decode_time_batch1(prof) == prof["timing"]["target_forward"]["median"][0][0][0]
+
+
+def test_default_efficiency_adds_no_fixed_overhead_as_its_source_says() -> None:
+    eff = Efficiency()
+    assert (eff.compute, eff.bandwidth) == (0.6, 0.8)
+    assert eff.step_overhead_s == 0.0 and eff.draft_pass_overhead_s == 0.0
+    assert eff.overhead_source == "no fixed overhead"
+
+
+def test_calibration_reads_memory_bound_decode_cells_of_batch_8_or_less_only() -> None:
+    # decode cells built at bandwidth efficiency 0.6 are rescaled per batch so the ratios are
+    # 0.2 (batch 1), 0.4 (2), 0.6 (4), 0.8 (8), 0.99 (16 and up): the median of batches <= 8 is 0.5
+    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    measured = copy.deepcopy(prof)
+    measured["timing"]["provenance"]["method"] = "measured"
+    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    tf = measured["timing"]["target_forward"]
+    want = {1: 0.2, 2: 0.4, 4: 0.6, 8: 0.8}
+    for i, b in enumerate(tf["axes"]["batch"]):
+        for k, _ in enumerate(tf["axes"]["context"]):
+            tf["median"][i][0][k] *= 0.6 / want.get(b, 0.99)
+    assert calibrate(measured, "m.json").bandwidth == pytest.approx(0.5, rel=1e-6)

@@ -76,6 +76,11 @@ def test_one_seed_has_no_interval_and_never_decides() -> None:
     (-0.1, 0.0, 0.1, "equivalent"),
     (0.0, 0.1, 0.1, "equivalent"),     # the interval touching ± delta is within it
     (0.0, 0.1000001, 0.1, "undetermined"),
+    (-0.2, 0.3, 0.1, "undetermined"),  # the mirror: mean below -delta yet interval crosses 0
+    (-0.1, 0.1, 0.1, "undetermined"),  # interval ends at 0 yet reaches past -delta: not settled
+    (0.1, 0.1, 0.1, "undetermined"),
+    (0.3, 0.25, 0.1, "better"),
+    (-0.3, 0.25, 0.1, "worse"),
 ])
 def test_verdict_reads_interval_against_indifference_amount(diff, half, delta, verdict) -> None:
     assert Paired(5, diff, half, delta).verdict == verdict
@@ -106,3 +111,8 @@ def test_clipped_interval_stays_in_range_and_says_when_clipped(mean, half, lo, w
     low, high, clipped = clip_interval(mean, half, lo, hi)
     assert lo <= low <= high <= hi
     assert clipped == (mean - half < lo or mean + half > hi)
+
+
+@pytest.mark.parametrize("diff,half,reach", [(0.5, 0.25, 0.75), (-0.5, 0.25, 0.75), (-0.5, None, 0.5)])
+def test_reach_of_an_undetermined_answer_is_abs_diff_plus_half_width(diff, half, reach) -> None:
+    assert Paired(3, diff, half, 0.0).reach == pytest.approx(reach)
