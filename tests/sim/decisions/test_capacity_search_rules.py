@@ -116,3 +116,11 @@ def test_relative_width_is_infinite_unless_bracketed() -> None:
     assert CapacitySearch(1.0, 1.0, math.inf, "above_probes", ()).relative_width == math.inf
     assert CapacitySearch(0.0, 0.0, 2.0, "bracketed", ()).relative_width == math.inf
     assert CapacitySearch(2.0, 2.0, 2.5, "bracketed", ()).relative_width == pytest.approx(0.25)
+
+
+def test_search_stops_when_the_unjudgeable_floor_is_within_tolerance_of_a_failure_inclusive() -> None:
+    # 2.5 fails; 1.25 cannot be judged (floor); 2.5 / 1.25 − 1 = 1.0 = rel_tol: nothing left to probe
+    def check(rate: float) -> Probe:
+        return Probe(rate, False, None, conclusive=rate >= 2.0)
+    res = find_capacity(check, 2.5, rel_tol=1.0, max_evals=30)
+    assert res.status == "below_probes" and [p.rate for p in res.probes] == [2.5, 1.25]

@@ -116,3 +116,8 @@ def test_clipped_interval_stays_in_range_and_says_when_clipped(mean, half, lo, w
 @pytest.mark.parametrize("diff,half,reach", [(0.5, 0.25, 0.75), (-0.5, 0.25, 0.75), (-0.5, None, 0.5)])
 def test_reach_of_an_undetermined_answer_is_abs_diff_plus_half_width(diff, half, reach) -> None:
     assert Paired(3, diff, half, 0.0).reach == pytest.approx(reach)
+
+
+def test_interval_touching_the_range_ends_is_not_clipped() -> None:
+    assert clip_interval(1.0, 1.0, 0.0, 2.0) == (0.0, 2.0, False)
+    assert clip_interval(1.0, 1.5, 0.0, 2.0) == (0.0, 2.0, True)
