@@ -117,3 +117,19 @@ def test_calibration_reads_memory_bound_decode_cells_of_batch_8_or_less_only() -
         for k, _ in enumerate(tf["axes"]["context"]):
             tf["median"][i][0][k] *= 0.6 / want.get(b, 0.99)
     assert calibrate(measured, "m.json").bandwidth == pytest.approx(0.5, rel=1e-6)
+
+
+def test_calibration_reads_every_measured_prefill_cell_short_ones_included() -> None:
+    # prefill cells rescaled: under a second at compute efficiency 0.9 (so they stay short), a
+    # second or more at 0.3; most compute-bound cells are short, so the median is 0.9 only when
+    # they all count
+    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    measured = copy.deepcopy(prof)
+    measured["timing"]["provenance"]["method"] = "measured"
+    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    med = measured["timing"]["target_prefill"]["median"]
+    for row in med:
+        for k, t in enumerate(row):
+            if t is not None:
+                row[k] = t * 0.45 / (0.9 if t < 1.0 else 0.3)
+    assert calibrate(measured, "m.json").compute == pytest.approx(0.9, rel=1e-6)

@@ -124,3 +124,18 @@ def test_search_stops_when_the_unjudgeable_floor_is_within_tolerance_of_a_failur
         return Probe(rate, False, None, conclusive=rate >= 2.0)
     res = find_capacity(check, 2.5, rel_tol=1.0, max_evals=30)
     assert res.status == "below_probes" and [p.rate for p in res.probes] == [2.5, 1.25]
+
+
+def test_search_below_an_unjudgeable_floor_narrows_until_floor_and_failure_are_within_tolerance() -> None:
+    # capacity < 2.0 but rates below 2.0 cannot be judged: the answer's upper end must come
+    # within rel_tol of the highest rate found unjudgeable, not stop at the first floor
+    def check(rate: float) -> Probe:
+        return Probe(rate, False, None, conclusive=rate >= 2.0)
+    res = find_capacity(check, 2.5, rel_tol=0.05, max_evals=40)
+    floor = max(p.rate for p in res.probes if not p.conclusive)
+    assert res.status == "below_probes" and res.rate == 0.0
+    assert res.upper / floor - 1.0 <= 0.05
+
+
+def test_a_failing_end_with_margin_exactly_one_gives_no_crossing_so_the_step_bisects() -> None:
+    assert _next_point(Probe(1.0, True, 0.5), Probe(100.0, False, 1.0)) == pytest.approx(10.0)
