@@ -60,8 +60,11 @@ def test_lower_is_better_orients_the_difference(a) -> None:
 
 
 def test_one_seed_has_no_interval_and_never_decides() -> None:
-    p = paired([5.0], [1.0], higher_better=True, rel_delta=0.0)
+    p = paired([5.0], [1.0], higher_better=True, rel_delta=0.1)
     assert p.half is None and p.verdict == "undetermined"
+    assert (p.n, p.diff, p.delta) == (1, 4.0, pytest.approx(0.5))  # its difference is still said
+    empty = paired([], [], higher_better=True, rel_delta=0.1)
+    assert empty.n == 0 and math.isnan(empty.diff) and empty.verdict == "undetermined"
     assert mean_interval([3.0]) == (3.0, None, "one seed: no interval")
 
 
@@ -121,3 +124,8 @@ def test_reach_of_an_undetermined_answer_is_abs_diff_plus_half_width(diff, half,
 def test_interval_touching_the_range_ends_is_not_clipped() -> None:
     assert clip_interval(1.0, 1.0, 0.0, 2.0) == (0.0, 2.0, False)
     assert clip_interval(1.0, 1.5, 0.0, 2.0) == (0.0, 2.0, True)
+
+
+def test_seeds_that_all_agree_read_plus_minus_zero_and_others_their_half_width() -> None:
+    assert mean_interval([2.0, 2.0, 2.0]) == (2.0, 0.0, "± 0 (all 3 seeds agree)")
+    assert mean_interval([101.0, 103.0])[2] == "± 13"  # 12.706 · √2 / √2

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sim.results.cost import cost_per_good_answer, describe_cost_per_good_answer, fleet_cost_usd
 from sim.results.metrics import (
+    _latencies,
     good_array,
     linear_percentiles,
     number_in_system_tw,
@@ -121,3 +122,13 @@ def test_cost_per_good_answer_is_infinite_without_good_answers_and_none_without_
         fleet_cost_usd(-1.0, 1, 1.0)
     with pytest.raises(ValueError):
         fleet_cost_usd(1.0, 1, 1.0, gpus_per_replica=0)
+
+
+def test_a_one_token_answer_has_no_tpot_and_unfinished_requests_have_no_latencies() -> None:
+    a = {"_done": np.array([True, True, False]), "arrival_s": np.array([0.0, 0.0, 0.0]),
+         "first_token_s": np.array([1.0, 1.0, 1.0]), "finish_s": np.array([1.5, 3.0, 3.0]),
+         "generated_tokens": np.array([1, 5, 5])}
+    ttft, tpot, e2el = _latencies(a)
+    assert math.isnan(tpot[0]) and tpot[1] == pytest.approx(0.5) and math.isnan(tpot[2])
+    assert ttft[:2].tolist() == [1.0, 1.0] and e2el[:2].tolist() == [1.5, 3.0]
+    assert math.isnan(ttft[2]) and math.isnan(e2el[2])
