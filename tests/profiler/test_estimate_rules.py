@@ -133,3 +133,22 @@ def test_calibration_reads_every_measured_prefill_cell_short_ones_included() -> 
             if t is not None:
                 row[k] = t * 0.45 / (0.9 if t < 1.0 else 0.3)
     assert calibrate(measured, "m.json").compute == pytest.approx(0.9, rel=1e-6)
+
+
+def test_calibration_clamps_efficiency_to_at_most_one_for_cells_faster_than_the_datasheet() -> None:
+    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    measured = copy.deepcopy(prof)
+    measured["timing"]["provenance"]["method"] = "measured"
+    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    for grid, ratio in ((measured["timing"]["target_forward"]["median"], 0.6 / 1.5),
+                        (measured["timing"]["target_prefill"]["median"], 0.45 / 1.5)):
+        stack = [grid]
+        while stack:  # every cell 1.5× faster than the datasheet allows
+            row = stack.pop()
+            for k, v in enumerate(row):
+                if isinstance(v, list):
+                    stack.append(v)
+                elif v is not None:
+                    row[k] = v * ratio
+    eff = calibrate(measured, "m.json")
+    assert (eff.bandwidth, eff.compute) == (1.0, 1.0)
