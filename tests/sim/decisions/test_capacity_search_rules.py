@@ -139,3 +139,9 @@ def test_search_below_an_unjudgeable_floor_narrows_until_floor_and_failure_are_w
 
 def test_a_failing_end_with_margin_exactly_one_gives_no_crossing_so_the_step_bisects() -> None:
     assert _next_point(Probe(1.0, True, 0.5), Probe(100.0, False, 1.0)) == pytest.approx(10.0)
+
+
+def test_a_passing_end_with_margin_exactly_one_is_the_boundary_so_the_step_goes_to_the_clamp_near_it() -> None:
+    # log-margins 0 (at lo) and log 10 (at hi): the crossing is lo itself; the clamp keeps the
+    # probe 10 % of the log-bracket inside, at 100^0.1
+    assert _next_point(Probe(1.0, True, 1.0), Probe(100.0, False, 10.0)) == pytest.approx(100 ** 0.1)
