@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None, default_rooms: str = ",".join(OUTSIDE_KE
                 (tree / target).write_text(original)
             survived += not caught
             code = original.splitlines()[line - 1].strip()
-            print(f"{i:2d}. [{room}/{kind}] {target}:{line} `{old}` -> `{new}` in `{code}`: "
+            print(f"{i:2d}. [{room}/{kind}] {target}:{line}:{col} `{old}` -> `{new}` in `{code}`: "
                   f"{'caught by ' + by if caught else 'SURVIVED'} [{time.perf_counter() - t0:.0f} s]",
                   flush=True)
     print(f"{len(chosen) - survived}/{len(chosen)} mutants caught (seed {args.seed}, rooms {','.join(rooms)})")

@@ -64,3 +64,18 @@ def test_70b_tp4_prefill_pass_prices_ring_allreduce_at_activation_width() -> Non
     expected = (roofline_time(flops, moved, gpu, "fp8", eff)
                 + ring_oracle(arch, ACTIVATION_BYTES, 8192, 1, gpu, 4))  # fp8 weights, 16-bit activations
     assert pass_time(arch, 1, 1, 8192, 0, 1, gpu, "fp8", eff, tp=4) == pytest.approx(expected, rel=1e-9)
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 4096), tp=st.sampled_from([1, 2, 4, 8]))
+def test_attention_flops_are_a_causal_sum_each_new_token_attends_the_context_and_those_before_it(n, tp) -> None:
+    """Token i of n new ones attends the cached context plus i tokens: Σ (c + i) = n·c + n(n+1)/2.
+    One attended key costs ``unit`` (one query, one more cached token)."""
+    arch = read_config("config:llama-3.1-70b").identity["architecture"]
+
+    def flops(new: int, ctx: int) -> float:
+        return forward_cost(arch, 2, 1, new, ctx, 0, None, tp, None)[0]
+    unit = flops(1, 1) - flops(1, 0)
+    assert unit > 0
+    assert flops(n, 0) - n * flops(1, 0) == pytest.approx(unit * (n * (n + 1) / 2 - n), rel=1e-9, abs=1e-3)
+    assert flops(n, 1000) - flops(n, 0) == pytest.approx(unit * n * 1000, rel=1e-9)
