@@ -94,7 +94,12 @@ def test_calibrated_efficiency_adds_no_step_overhead_and_stays_in_range() -> Non
     eff = calibrate(measured, "m.json")
     assert eff.step_overhead_s == 0.0 and eff.draft_pass_overhead_s == 0.0
     assert 0 < eff.compute <= 1 and 0 < eff.bandwidth <= 1
-    assert decode_time_batch1(prof) == prof["timing"]["target_forward"]["median"][0][0][0]
+
+
+def test_batch_one_decode_time_reads_the_first_cell_of_batch_1_one_token() -> None:
+    _, prof = h100_8b()
+    med = prof["timing"]["target_forward"]["median"]
+    assert decode_time_batch1(prof) == med[0][0][0] and decode_time_batch1(prof, 2) == med[0][0][2]
 
 
 def test_default_efficiency_adds_no_fixed_overhead_as_its_source_says() -> None:
