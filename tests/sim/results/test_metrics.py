@@ -207,3 +207,15 @@ def test_linear_percentiles_are_numpys_bit_for_bit(kind: str) -> None:
         want = np.percentile(x, [50, 95, 99])
         got = linear_percentiles(x.copy(), (0.5, 0.95, 0.99))
         assert [float(w) for w in want] == got, n
+
+
+def test_rates_over_an_empty_measured_window_are_undefined_not_an_error() -> None:
+    """A run whose measured window has zero length (warm-up = duration, nothing measured
+    finishing later) has no throughput or goodput: None, never a division by zero."""
+    req = req_frame(ROWS).with_columns(pl.lit(False).alias("in_window"))
+    s = summarize(req, empty_steps(), pl.DataFrame(schema=ITL_SCHEMA), segments=[], slo_ms={"ttft": 800},
+                  warmup_s=20.0, duration_s=20.0, replicas=1, cost_total_usd=None,
+                  keys={mn.CANDIDATE: "c", mn.SEED: 1})
+    row = s.row(0, named=True)
+    assert row[mn.REQUEST_THROUGHPUT] is None and row[mn.OUTPUT_THROUGHPUT] is None
+    assert row[mn.REQUEST_GOODPUT] is None
