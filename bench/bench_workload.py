@@ -14,7 +14,7 @@ import numpy as np
 
 from sim.contracts.scenario import Scenario, load_scenario
 from sim.contracts.trace import read_trace
-from sim.model.workload import generate_requests
+from sim.workload.workload import generate_requests
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"

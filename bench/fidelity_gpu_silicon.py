@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
+from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
 from sim.contracts.profile import Profile  # noqa: E402
 from sim.model.step_time import ProfileStepTimer, StepShape  # noqa: E402
 

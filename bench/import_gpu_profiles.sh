@@ -1,6 +1,6 @@
 #!/bin/sh
 # Rebuild the shipped GPU profiles from aiconfigurator-core (the `gpu-data` extra) and print
-# each import's wall time. Acceptance is *published* where profiler/published_library.py covers
+# each import's wall time. Acceptance is *published* where profiler/imported/published_library.py covers
 # the proposer's kind and the target's family (EAGLE-3 on Llama-3.1-8B: vLLM's CI baseline, which
 # sets the eagle3 rates below aside), else *assumed* (survival per position) until measured entries
 # replace it (specplan profile merge). Run from the repository root.

@@ -21,7 +21,7 @@ import argparse
 import json
 import time
 
-from profiler.aiconfigurator_import import ImportRequest, build_profile
+from profiler.imported.aiconfigurator_import import ImportRequest, build_profile
 from sim.contracts.profile import Profile
 
 BATCHES = (1, 4, 16, 64)

@@ -56,14 +56,14 @@ class Room:
 
 ROOMS: dict[str, Room] = {
     "kernels": Room(
-        ("sim/model/plan_kernels.py", "sim/model/apply_kernels.py", "sim/model/kv_blocks.py",
-         "sim/model/queue_kernels.py"),
+        ("sim/model/kernels/plan_kernels.py", "sim/model/kernels/apply_kernels.py", "sim/model/kernels/kv_blocks.py",
+         "sim/model/kernels/queue_kernels.py"),
         ("tests/sim/model/test_scheduler.py", "tests/sim/model/test_batch_changes.py",
          "tests/sim/model/test_num_decoding_rule.py", "tests/sim/model/test_planner_oracle.py",
          "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
     "fleet": Room(
-        ("sim/model/fleet_kernels.py", "sim/model/arrival_kernels.py"),
+        ("sim/model/kernels/fleet_kernels.py", "sim/model/kernels/arrival_kernels.py"),
         ("tests/sim/model/test_restart_compiled.py", "tests/sim/model/test_properties.py",
          "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
@@ -76,7 +76,7 @@ ROOMS: dict[str, Room] = {
         ("tests/sim/results/test_metric_rules.py", "tests/sim/results/test_metrics.py",
          "tests/sim/results/test_cost.py")),
     "profiler": Room(
-        ("profiler/roofline.py", "profiler/estimate.py", "profiler/timing_assembly.py"),
+        ("profiler/estimates/roofline.py", "profiler/estimates/estimate.py", "profiler/grids/timing_assembly.py"),
         ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_estimate_rules.py",
          "tests/profiler/test_timing.py",
          "tests/profiler/test_estimate.py", "tests/profiler/test_estimate_roofline.py")),

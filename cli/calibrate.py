@@ -69,7 +69,7 @@ def _measured_acceptance(args: argparse.Namespace, k: int | None):  # -> Measure
         recs = load_trace(args.acceptance_trace, args.trace_format)
         return MeasuredAcceptance(measured_acceptance_length(recs, k), args.acceptance_trace)
     if args.spec_metrics:
-        from profiler.vllm_import import spec_counters
+        from profiler.imported.vllm_import import spec_counters
         from sim.contracts.errors import read_text
 
         c = spec_counters(read_text(args.spec_metrics, "metrics scrape"), args.spec_metrics)

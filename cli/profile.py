@@ -189,8 +189,8 @@ def _set_threads(threads: int | None) -> None:
 
 
 def _run_measure(args: argparse.Namespace) -> int:
+    from profiler.grids.profile_request import ProfileRequest, ProposerRequest
     from profiler.profile_io import check_writable
-    from profiler.profile_request import ProfileRequest, ProposerRequest
     from profiler.run import run_profile
 
     if not args.target:
@@ -255,11 +255,11 @@ def _summary(profile: dict[str, Any], out: str) -> None:
         first, warm = cold["first_request"], cold["warm_request"]
         print(f"  cold start {cold['cold_start_s']:.1f} s: load {cold['load_s']:.1f} s, first request TTFT "
               f"{first['ttft_s'] * 1e3:.0f} ms (warm {warm['ttft_s'] * 1e3:.0f} ms) [{cold['provenance']['method']}]")
-    from profiler.acceptance_lengths import headline
+    from profiler.measured_acceptance.acceptance_lengths import headline
 
     for name, entry in (profile.get("acceptance") or {}).items():
         print(f"  {headline(name, entry)}")
-        from profiler.acceptance_report import precision_summary
+        from profiler.measured_acceptance.acceptance_report import precision_summary
 
         thin = precision_summary(entry)
         if thin:
@@ -270,7 +270,7 @@ def _summary(profile: dict[str, Any], out: str) -> None:
 
 
 def _run_estimate(args: argparse.Namespace) -> int:
-    from profiler.estimate_inputs import efficiency, estimate_from_specs
+    from profiler.estimates.estimate_inputs import efficiency, estimate_from_specs
     from profiler.profile_io import check_writable, write_profile
 
     if not args.gpu or not args.target:
@@ -290,8 +290,8 @@ def _run_estimate(args: argparse.Namespace) -> int:
 
 
 def _run_padded_batch(args: argparse.Namespace) -> int:
-    from profiler.models import load_model
-    from profiler.padded_batch import add_to_profile
+    from profiler.grids.padded_batch import add_to_profile
+    from profiler.passes.models import load_model
     from profiler.profile_io import check_writable, read_profile_dict, write_profile
 
     if not args.profile or not args.target:
@@ -313,7 +313,7 @@ def _run_padded_batch(args: argparse.Namespace) -> int:
 
 
 def _run_interval(args: argparse.Namespace) -> int:
-    from profiler.acceptance_report import add_intervals
+    from profiler.measured_acceptance.acceptance_report import add_intervals
     from profiler.profile_io import check_writable, read_profile_dict, write_profile
 
     if not args.profile:

@@ -61,7 +61,7 @@ def run_acceptance_source(args: argparse.Namespace, command: str) -> int:
     segment = _segment_key(args.segment[0])
     check_writable(args.out)
     if args.action == "import-vllm" and args.log:
-        from profiler.vllm_log import entry_from_log
+        from profiler.imported.vllm_log import entry_from_log
 
         entry = entry_from_log(args.log, task=segment["task"], language=segment["language"],
                                temperature=segment["temperature"], command=command)
@@ -69,7 +69,7 @@ def run_acceptance_source(args: argparse.Namespace, command: str) -> int:
     elif args.action == "import-vllm":
         if not args.metrics:
             raise SpecplanError("profile import-vllm: --metrics FILE_OR_URL (or --log FILE) is required")
-        from profiler import vllm_import
+        from profiler.imported import vllm_import
 
         entry = vllm_import.import_vllm_metrics(
             args.metrics, baseline=args.baseline, model_name=args.model_name, task=segment["task"],
@@ -79,7 +79,7 @@ def run_acceptance_source(args: argparse.Namespace, command: str) -> int:
     else:
         if not args.rates or not args.citation:
             raise SpecplanError("profile published: --rates R1,R2,... and --citation TEXT are required")
-        from profiler import published
+        from profiler.imported import published
 
         entry = published.published_entry(
             floats(args.rates, "--rates"), citation=args.citation, kind=args.rate_kind,
@@ -118,8 +118,8 @@ def _write_acceptance(args: argparse.Namespace, entry: dict[str, Any], ident: di
 
 def _apply_library(args: argparse.Namespace, command: str) -> int:
     """published --library: the shipped tables as defaults for a profile's proposers."""
+    from profiler.imported.published_library import TABLES, prefer_published
     from profiler.profile_io import check_writable, read_profile_dict, write_profile
-    from profiler.published_library import TABLES, prefer_published
 
     if not args.profile or not args.out:
         raise SpecplanError("profile published --library: --profile BASE and -o OUT are required")

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, command: str) -> int:
-    from profiler import aic_database as db
+    from profiler.imported import aic_database as db
 
     if args.system == "list":
         for system, backends in db.supported().items():
@@ -48,8 +48,8 @@ def run(args: argparse.Namespace, command: str) -> int:
         raise SpecplanError("profile import-aiconfigurator: -o/--out OUT.json is required")
     if not args.system or not args.target:
         raise SpecplanError("profile import-aiconfigurator: --system and --target are required (or 'list')")
-    from profiler.aiconfigurator_import import ImportRequest, build_profile
     from profiler.host_proposers import lookup_seconds
+    from profiler.imported.aiconfigurator_import import ImportRequest, build_profile
     from profiler.profile_io import check_writable, write_profile
 
     check_writable(args.out)

@@ -2,7 +2,7 @@
 
 Live: ``specplan validate SCENARIO [--loads 0.3,0.6,0.85] [--candidates baseline,ngram-k3]
 [--requests N] [--out DIR]`` serves one open-loop arrival schedule per load for real (the
-profile's target model on this machine, ``profiler/serving.py``) and simulates the same
+profile's target model on this machine, ``profiler/passes/serving.py``) and simulates the same
 requests with the profile, then prints the error table and writes it (Parquet, CSV, JSON) and
 plots (HTML) to ``--out``. torch is imported only here, on this path. Every finished real run
 is checkpointed in ``--out``/checkpoints/ as it finishes; after an interruption (Ctrl-C, kill -9)
@@ -178,7 +178,7 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     for c, cap in caps.items():
         _say(f"{c}: loads are fractions of {cap.rate:.3g} req/s — {cap.method}")
 
-    from profiler.live_validation import LiveValidation, run_live  # torch: the live path only
+    from profiler.live.live_validation import LiveValidation, run_live  # torch: the live path only
 
     command = " ".join(["specplan", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else None
     basis = "given" if args.capacity else args.load_basis

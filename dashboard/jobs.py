@@ -45,7 +45,7 @@ def warm_kernels() -> None:
     """Load the compiled planner from numba's cache by running two tiny fleets (~1 s in a new
     interpreter, which a what-if would otherwise wait for); nothing when numba is missing."""
     try:
-        from sim.model import compiled_replica
+        from sim.model.drivers import compiled_replica
     except ImportError:  # the Python engine needs no warming
         return
     compiled_replica.warm()

@@ -18,25 +18,25 @@ from typing import Any
 
 import torch
 
-from profiler import device as devmod
-from profiler.cold_start import measure_cold_start
-from profiler.memory import measure_memory, reserve_of, with_reserve
-from profiler.model_types import LoadedModel, dtype_name
-from profiler.models import load_model
-from profiler.padded_batch import NOTE as PADDED_NOTE
-from profiler.padded_batch import measure_padded_batch
-from profiler.process_peak import ProcessPeak
-from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
-from profiler.profile_request import ProfiledProposer, ProfileRequest, build_proposers
-from profiler.timing import plan_tasks
-from profiler.timing_assembly import assemble_timing
-from profiler.timing_grids import (
+from profiler.grids.padded_batch import NOTE as PADDED_NOTE
+from profiler.grids.padded_batch import measure_padded_batch
+from profiler.grids.profile_request import ProfiledProposer, ProfileRequest, build_proposers
+from profiler.grids.timing import plan_tasks
+from profiler.grids.timing_assembly import assemble_timing
+from profiler.grids.timing_grids import (
     Measured,
     Point,
     TimingGrids,
     combine_rounds,
     default_grids,
 )
+from profiler.passes import device as devmod
+from profiler.passes.cold_start import measure_cold_start
+from profiler.passes.memory import measure_memory, reserve_of, with_reserve
+from profiler.passes.model_types import LoadedModel, dtype_name
+from profiler.passes.models import load_model
+from profiler.passes.process_peak import ProcessPeak
+from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
 from sim.contracts.errors import SpecplanError
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def _acceptance(req: ProfileRequest, target: LoadedModel, proposers: list[Profil
         return entries, 0.0
     from tqdm import tqdm
 
-    from profiler import acceptance as acc
+    from profiler.measured_acceptance import acceptance as acc
 
     for p in proposers:
         if target.random_weights or (p.draft is not None and p.draft.random_weights):

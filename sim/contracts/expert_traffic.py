@@ -5,7 +5,7 @@ a verification of ``k + 1`` tokens per row, or a prefill chunk, routes more toke
 more distinct experts. At small batch that is several times the expert weights of a decode
 (Saxena et al., arXiv 2506.20675, measured verification 2-3x a decode on five MoEs in vLLM).
 The bandwidth floor (``sim.contracts.timing_sanity``), the aiconfigurator import's MoE term
-(``profiler.aic_grids``) and the roofline estimate (``profiler.model_shape``) all read the count
+(``profiler.imported.aic_grids``) and the roofline estimate (``profiler.model_shape``) all read the count
 from here, so they agree.
 
 Assumption, stated wherever the count is used: **uniform, independent routing**. Each token

@@ -61,7 +61,7 @@ CPU timings of equal work differ by a few percent, and a sub-0.1 ms lookup by mo
 LOAD_ABS_TOL_S = 1e-4
 REPAIR_MARK = "grids repaired by the documented rule"
 """Written by the import into the timing provenance's notes before the repaired grids' lines
-(profiler/import_sanity.py); :func:`repaired_note` finds them there at load."""
+(profiler/imported/import_sanity.py); :func:`repaired_note` finds them there at load."""
 ROUNDING_S = 1e-12
 """Subtracting a MoE grid's expert reads and adding them back (the repair) moves a cell by a
 rounding error; the check ignores shortfalls below a picosecond there."""

@@ -246,9 +246,9 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     from sim.decisions.answer import answer_of
     from sim.model.assembly import acceptance_model
     from sim.model.k_schedule import resolve_candidate
-    from sim.model.workload import generate_requests
     from sim.results.runner import candidate_profiles
     from sim.results.simulation import simulate_once
+    from sim.workload.workload import generate_requests
 
     sc = result.scenario
     base = sc.baseline.name

@@ -171,7 +171,7 @@ class RouteOption:
 def _seed_requests(scenario: Any, seed: int) -> list[Any]:
     """The requests every candidate of ``seed`` is served (as ``run_scenario`` makes them)."""
     from sim.contracts.trace import read_trace
-    from sim.model.workload import generate_requests
+    from sim.workload.workload import generate_requests
 
     trace = read_trace(scenario.workload.trace) if scenario.workload.arrival == "trace" else None
     return generate_requests(scenario, rng=np.random.SeedSequence(seed).spawn(2)[0], trace=trace)

@@ -3,10 +3,10 @@
 Both sides are reduced to the same numbers by the same functions (``sim.results.metrics``): a
 prediction comes from ``simulate_once`` on exactly the requests the real run served (same
 arrival times, lengths, segments), a measurement from the real run's records (the real serving
-loop of ``profiler/serving.py``) or from a `vllm bench serve` result file. The error of a
+loop of ``profiler/passes/serving.py``) or from a `vllm bench serve` result file. The error of a
 metric is ``(predicted - measured) / measured``.
 
-No torch here: the live serving path lives in ``profiler/serving.py`` and is imported by
+No torch here: the live serving path lives in ``profiler/passes/serving.py`` and is imported by
 ``cli/validate.py`` only when a live run is asked for.
 """
 

@@ -15,8 +15,8 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.fidelity.comparison import mean_values, values_from_run
 from sim.model.machine_speed import SpeedTimeline
-from sim.model.workload import RequestSpec
 from sim.results import metric_names as mn
+from sim.workload.workload import RequestSpec
 
 # ---------------------------------------------------------------------------------------------
 # workloads at a load, capacity, prediction
@@ -48,7 +48,7 @@ def scenario_at(scenario: Scenario, rate: float, n_requests: int, seed: int) -> 
 
 def workload_requests(scenario: Scenario, seed: int) -> list[RequestSpec]:
     """The requests ``simulate_once(scenario, ..., seed)`` would generate itself."""
-    from sim.model.workload import generate_requests
+    from sim.workload.workload import generate_requests
 
     work_ss, _ = np.random.SeedSequence(seed).spawn(2)
     return generate_requests(scenario, rng=work_ss)
@@ -64,7 +64,7 @@ class CapacityEstimate:
 
 
 LIVE_KV_LAYOUT = "padded"
-"""validate's real loop (profiler/serving.py) batches decode rows left-padded, without paged
+"""validate's real loop (profiler/passes/serving.py) batches decode rows left-padded, without paged
 attention; the simulator must be told so, or it compares a paged prediction with a padded run."""
 
 

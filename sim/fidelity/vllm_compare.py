@@ -25,9 +25,9 @@ from sim.fidelity.comparison import (
 )
 from sim.fidelity.live_load import Prediction
 from sim.fidelity.stream_chunks import Layout, StreamChunking, client_view, detect
-from sim.model.workload import RequestSpec
 from sim.results import metric_names as mn
 from sim.results.metrics import good_mask, latency_stats, pause_stats, with_latencies
+from sim.workload.workload import RequestSpec
 
 # ---------------------------------------------------------------------------------------------
 # vLLM benchmark results

@@ -22,15 +22,15 @@ from sim.contracts.scenario import Scenario
 from sim.model import serving_engine
 from sim.model.acceptance import AcceptanceModel
 from sim.model.cold_start import resolved as resolved_restart
-from sim.model.engine import Fleet, FleetSpec, StepTimer
+from sim.model.drivers.engine import Fleet, FleetSpec, StepTimer
 from sim.model.engine_defaults import EngineLimits, engine_limits, model_length
 from sim.model.kv_capacity import check_replica_shape, kv_capacity
-from sim.model.prefix_blocks import block_ids
 from sim.model.speculation import SpeculationPolicy, policy_from_candidate
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_protocol import FleetRun
 from sim.model.step_time import ProfileStepTimer
-from sim.model.workload import RequestSpec, generate_requests
+from sim.workload.prefix_blocks import block_ids
+from sim.workload.workload import RequestSpec, generate_requests
 
 
 def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
@@ -135,7 +135,7 @@ def _trace_model(scenario: Scenario, candidate: Candidate) -> AcceptanceModel:
 
 def with_blocks(reqs: list, specs: Sequence[RequestSpec], block_size: int | None) -> list:
     """``reqs`` with the ids of their prompts' shareable blocks (prefix caching on: a block size).
-    (Closed-loop clients name theirs over their whole pool: ``sim.model.clients.run_clients``.)"""
+    (Closed-loop clients name theirs over their whole pool: ``sim.model.drivers.clients.run_clients``.)"""
     if block_size is not None:
         for req, ids in zip(reqs, block_ids(specs, block_size), strict=True):
             req.prefix = ids
@@ -235,7 +235,7 @@ def fly(a: Assembled) -> FleetRun:
     sc, eng = a.scenario, a.scenario.fleet.engine
     model = a.model
     if sc.workload.arrival == "concurrency":
-        from sim.model.clients import run_clients
+        from sim.model.drivers.clients import run_clients
 
         return run_clients(sc, a.spec, a.timer, a.work_ss, a.rates_ss, a.draw_ss,
                            lambda specs, rng: build_requests(specs, model, rng),

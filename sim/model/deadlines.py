@@ -14,9 +14,9 @@ from __future__ import annotations
 import heapq
 from math import inf
 
-from sim.model import kernel_state as ks
-from sim.model.plan_kernels import keep_running
-from sim.model.queue_kernels import client_gone, queue_time_up
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels.plan_kernels import keep_running
+from sim.model.kernels.queue_kernels import client_gone, queue_time_up
 
 
 class Deadlines:

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.model import kernel_state as ks
-from sim.model.kernel_state import doubled
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels.kernel_state import doubled
 from sim.model.step_plan import Request
 
 UNIFORM_CHUNK = 4096

@@ -5,7 +5,7 @@ The rules live in the kernels (``plan_kernels``, ``apply_kernels``, ``queue_kern
 that arrive one by one, reads the one field a caller may change on them (``proposes``: the real
 loop's proposer says which rows have a draft) before every call and writes each request's state
 back after it,
-so ``StepCycle`` and ``profiler/serving.py`` see the objects as they always did. It costs
+so ``StepCycle`` and ``profiler/passes/serving.py`` see the objects as they always did. It costs
 microseconds a request per step: fine for a loop that runs real forward passes, and the
 simulator's fleet drives the kernels directly.
 
@@ -20,12 +20,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.model import kernel_state as ks
-from sim.model import queue_kernels as qk
-from sim.model.apply_kernels import apply_step
 from sim.model.deadlines import Deadlines
 from sim.model.fleet_arrays import store_rows
-from sim.model.plan_kernels import num_decoding, plan_step
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import queue_kernels as qk
+from sim.model.kernels.apply_kernels import apply_step
+from sim.model.kernels.plan_kernels import num_decoding, plan_step
 from sim.model.step_plan import EMPTY_PLAN, Request, SchedulerConfig, StepPlan
 
 

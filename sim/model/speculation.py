@@ -37,7 +37,7 @@ class PolicyState:
     def kernel_array(self, policy: SpeculationPolicy) -> Any:
         """The kv_fallback policy's array with this replica's state, made on first use."""
         if self.pol is None:
-            from sim.model.policy_kernels import policy_array
+            from sim.model.kernels.policy_kernels import policy_array
 
             self.pol = policy_array(policy)
         return self.pol
@@ -140,7 +140,7 @@ class SpeculationPolicy:
             return self.k if state.on else 0
         if self.name == "kv_fallback":
             raise ValueError("policy kv_fallback reads the replica's KV use: call policy_kernels.policy_k")
-        from sim.model.policy_kernels import k_for
+        from sim.model.kernels.policy_kernels import k_for
 
         return k_for(self, batch)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sim.model.kernel_state import DONE, RUNNING, WAITING
+from sim.model.kernels.kernel_state import DONE, RUNNING, WAITING
 
 __all__ = ["DONE", "EMPTY_PLAN", "RUNNING", "WAITING", "Outcome", "Request", "SchedulerConfig",
            "StepPlan"]
@@ -36,7 +36,7 @@ class SchedulerConfig:
     """A request not yet scheduled this long after arrival is rejected."""
     prefix_caching: bool = False
     """Cache full prompt blocks by prefix and reuse them (vLLM ``enable_prefix_caching``;
-    ``sim.model.prefix_cache``)."""
+    ``sim.model.kernels.prefix_cache``)."""
     max_model_len: int | None = None
     """The model's context length (vLLM ``max_model_len``): a request whose prompt + output
     exceeds it is rejected on arrival (``kv_blocks.too_long``); None: no limit known."""
@@ -132,7 +132,7 @@ class Request:
         self.replay_pos = 0
         """Where in that trace the next step starts (position or step index)."""
         self.prefix = None
-        """Optional ids of the prompt's full KV blocks, in order (``sim.model.prefix_blocks``:
+        """Optional ids of the prompt's full KV blocks, in order (``sim.workload.prefix_blocks``:
         equal ids, equal tokens up to that block's end), read when prefix caching is on."""
         self.prefix_hit_tokens = 0
         """Prompt tokens found in the prefix cache at its first admission (prefill skipped)."""

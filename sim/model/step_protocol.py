@@ -3,9 +3,9 @@
 The step is: choose ``k`` (the speculation policy), ``plan = scheduler.schedule(now, k)``,
 build the :class:`~sim.model.step_time.StepShape` the step timer prices (or the real loop
 runs), apply the outcome with ``scheduler.update``, log the row, feed the adaptive policy.
-:class:`StepCycle` holds that protocol for the real serving loop (``profiler/serving.py``: the
+:class:`StepCycle` holds that protocol for the real serving loop (``profiler/passes/serving.py``: the
 wall clock, acceptance from real verification) over the ``Scheduler`` facade; the simulated
-fleet runs the same planning and apply kernels directly (``sim.model.run_kernel``: the same
+fleet runs the same planning and apply kernels directly (``sim.model.kernels.run_kernel``: the same
 steps, acceptance drawn). Both log the same row layout, so their step frames
 (``sim.results.records``) are built by the same code.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.model.policy_kernels import policy_k
+from sim.model.kernels.policy_kernels import policy_k
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import PolicyState, SpeculationPolicy
 from sim.model.step_plan import Request, StepPlan

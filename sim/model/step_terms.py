@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.model.price_kernels import graph_tokens
+from sim.model.kernels.price_kernels import graph_tokens
 from sim.model.step_time import ProfileStepTimer
 
 

@@ -16,14 +16,14 @@ import numpy as np
 from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_timing import TimingGrid
-from sim.model.machine_speed import SpeedTimeline
-from sim.model.price_kernels import (  # the rules, compiled
+from sim.model.kernels.price_kernels import (  # the rules, compiled
     KIND_FUSED,
     KIND_SUMMED,
     graph_tokens,
     timer_constants,
     verify_tokens_per_row,
 )
+from sim.model.machine_speed import SpeedTimeline
 
 
 @dataclass(frozen=True, slots=True)

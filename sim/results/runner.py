@@ -26,9 +26,8 @@ from sim.contracts.scenario import Scenario
 from sim.contracts.trace import read_trace
 from sim.contracts.work_limits import check_work, hashed_block_size, workload_size
 from sim.model.cold_start import source_line as cold_start_source
-from sim.model.engine import StepTimer
+from sim.model.drivers.engine import StepTimer
 from sim.model.k_schedule import resolve_candidate, straddle_notes
-from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.atomic_io import ensure_dir, write_parquet_atomic, write_text_atomic
 from sim.results.heap import give_back_freed
@@ -37,6 +36,7 @@ from sim.results.records import REQUEST_SCHEMA
 from sim.results.request_parts import RequestParts, pack
 from sim.results.run_notes import extrapolation_notes
 from sim.results.simulation import RunResult, simulate_once
+from sim.workload.workload import generate_requests
 
 
 def aggregate(per_seed: pl.DataFrame) -> pl.DataFrame:

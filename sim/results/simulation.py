@@ -19,13 +19,13 @@ from sim.contracts.candidate import Candidate
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.model.assembly import assemble, fly
-from sim.model.engine import StepTimer
-from sim.model.workload import RequestSpec
+from sim.model.drivers.engine import StepTimer
 from sim.results import metric_names as mn
 from sim.results.cost import fleet_cost_usd
 from sim.results.metrics import measured_window, summarize, with_request_overhead
 from sim.results.records import ITL_SCHEMA, itl_frame, itl_samples, requests_frame, steps_frame
 from sim.results.run_notes import extrapolations, run_notes, too_long_notes
+from sim.workload.workload import RequestSpec
 
 COLLECT_REQUESTS = 100_000
 """A run of at least this many requests is collected as soon as its records are built, before

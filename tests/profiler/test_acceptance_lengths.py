@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.acceptance_lengths import (
+from profiler.measured_acceptance.acceptance_lengths import (
     entry_lengths,
     headline,
     lengths_from_rates,

@@ -10,10 +10,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from profiler.acceptance import check_entry, measure_acceptance  # noqa: E402
-from profiler.acceptance_report import describe, mean_acceptance_length, precision_summary  # noqa: E402
+from profiler.measured_acceptance.acceptance import check_entry, measure_acceptance  # noqa: E402
+from profiler.measured_acceptance.acceptance_report import (  # noqa: E402
+    describe,
+    mean_acceptance_length,
+    precision_summary,
+)
+from profiler.passes.proposers import DraftModelProposer, NgramProposer  # noqa: E402
 from profiler.prompt_sets import Prompt, builtin_prompts  # noqa: E402
-from profiler.proposers import DraftModelProposer, NgramProposer  # noqa: E402
 from sim.contracts.errors import SpecplanError  # noqa: E402
 from tests.helpers import tiny_llama  # noqa: E402
 
@@ -221,7 +225,7 @@ def test_check_entry_accepts_valid_and_does_not_mutate():
 
 @pytest.mark.slow
 def test_smollm2_ngram_summarization_acceptance_is_substantial():
-    models = pytest.importorskip("profiler.models")
+    models = pytest.importorskip("profiler.passes.models")
     try:
         target = models.load_model("smollm2", device="cpu")
     except SpecplanError as exc:

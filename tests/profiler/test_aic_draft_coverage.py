@@ -21,9 +21,9 @@ pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-
 
 from aiconfigurator_core.sdk import common  # noqa: E402
 
-import profiler.aiconfigurator_import as ai  # noqa: E402
-from profiler import aic_database as db  # noqa: E402
-from profiler.aic_proposers import KEYWORDS  # noqa: E402
+import profiler.imported.aiconfigurator_import as ai  # noqa: E402
+from profiler.imported import aic_database as db  # noqa: E402
+from profiler.imported.aic_proposers import KEYWORDS  # noqa: E402
 
 SYSTEM, TP = "h200_sxm", 8
 DRAFT_KINDS = tuple(k for k in KEYWORDS if k != "none")

@@ -11,9 +11,9 @@ from sim.contracts.profile import Profile
 
 pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
 
-import profiler.aiconfigurator_import as ai  # noqa: E402
-from profiler import aic_database as db  # noqa: E402
-from profiler import aic_heads  # noqa: E402
+import profiler.imported.aiconfigurator_import as ai  # noqa: E402
+from profiler.imported import aic_database as db  # noqa: E402
+from profiler.imported import aic_heads  # noqa: E402
 
 R1 = "deepseek-ai/DeepSeek-R1"
 TINY = {"BATCH": [1, 64], "CONTEXT": [1024], "PREFILL_TOKENS": [128], "PREFILL_CONTEXT": [0],
@@ -83,7 +83,7 @@ def test_an_eagle3_mla_head_runs_a_dense_mlp_of_its_width_not_the_targets_expert
     import tempfile
     from pathlib import Path
 
-    from profiler.aic_proposers import _compile_head
+    from profiler.imported.aic_proposers import _compile_head
 
     class Ctx:
         system, backend, version = "h200_sxm", "vllm", "0.24.0"

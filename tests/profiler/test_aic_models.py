@@ -11,8 +11,8 @@ from sim.contracts.profile import Profile
 
 aic = pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
 
-from profiler import aic_database as db  # noqa: E402
-from profiler.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
+from profiler.imported import aic_database as db  # noqa: E402
+from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
 
 
 def _t(p: dict, batch: int, s: int = 1, context: int = 1024) -> float:

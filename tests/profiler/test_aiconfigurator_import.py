@@ -23,7 +23,7 @@ aic = pytest.importorskip(
 @pytest.fixture(scope="module")
 def tiny_profile() -> dict:
     """Llama-3.2-1B on h200_sxm / vLLM with an EAGLE-3-style head: the smallest real case."""
-    from profiler.aiconfigurator_import import ImportRequest, build_profile
+    from profiler.imported.aiconfigurator_import import ImportRequest, build_profile
 
     return build_profile(ImportRequest("h200_sxm", "vllm", "meta-llama/Llama-3.2-1B", ("eagle3",), command="test"))
 
@@ -44,7 +44,7 @@ def test_import_builds_a_profile_the_simulator_loads_and_names_its_source(tiny_p
 def test_grids_are_the_packages_own_numbers(tiny_profile) -> None:
     """T(b=1) is the package's decode_step_latency; P(n) its context phase; a fused mixed step
     lies within a few percent of the package's mixed_step_latency (ours prices logits per row)."""
-    from profiler import aic_database as db
+    from profiler.imported import aic_database as db
 
     eng = db.compile_engine("meta-llama/Llama-3.2-1B", "h200_sxm", "vllm", "0.24.0", db.Layout())
     tf = tiny_profile["timing"]["target_forward"]
@@ -113,7 +113,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message) -> None:
 
 
 def test_missing_extra_is_one_line_with_the_install_command(monkeypatch) -> None:
-    from profiler import aic_database as db
+    from profiler.imported import aic_database as db
 
     monkeypatch.setitem(sys.modules, "aiconfigurator_core", None)
     with pytest.raises(SpecplanError) as exc:

@@ -7,8 +7,8 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from profiler.cold_start import PROMPT_TOKENS, cold_start_s, measure_cold_start
-from profiler.models import load_model
+from profiler.passes.cold_start import PROMPT_TOKENS, cold_start_s, measure_cold_start
+from profiler.passes.models import load_model
 
 
 def test_the_first_request_after_a_load_is_recorded_beside_a_warm_one():

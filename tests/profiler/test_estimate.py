@@ -7,14 +7,14 @@ import copy
 import numpy as np
 import pytest
 
-from profiler.estimate import (
+from profiler.estimates.estimate import (
     EstimateProposer,
     calibrate,
     estimate_profile,
 )
-from profiler.gpu_specs import GPUS, gpu_spec, match_device_name
-from profiler.models import load_config
-from profiler.roofline import Efficiency, forward_cost
+from profiler.estimates.gpu_specs import GPUS, gpu_spec, match_device_name
+from profiler.estimates.roofline import Efficiency, forward_cost
+from profiler.passes.models import load_config
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 

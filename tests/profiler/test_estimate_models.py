@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from profiler.estimate_inputs import efficiency, estimate_from_specs
+from profiler.estimates.estimate_inputs import efficiency, estimate_from_specs
 from profiler.hf_config import read_config
 from profiler.model_shape import active_body_params, body_bytes_read, body_params, expert_coverage
 from sim.contracts.errors import SpecplanError

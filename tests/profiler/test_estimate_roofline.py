@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.estimate import (
+from profiler.estimates.estimate import (
     DEFAULT_STEP_OVERHEAD_S,
     estimate_profile,
 )
-from profiler.estimate_inputs import efficiency, estimate_from_specs
-from profiler.gpu_specs import gpu_spec, load_gpu_spec
+from profiler.estimates.estimate_inputs import efficiency, estimate_from_specs
+from profiler.estimates.gpu_specs import gpu_spec, load_gpu_spec
+from profiler.estimates.roofline import Efficiency, comm_time, pass_time
 from profiler.hf_config import read_config
-from profiler.roofline import Efficiency, comm_time, pass_time
 from sim.contracts.errors import SpecplanError
 from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile

@@ -1,4 +1,4 @@
-"""The rules of ``profiler.estimate`` against independent statements of them: vLLM's tensor-
+"""The rules of ``profiler.estimates.estimate`` against independent statements of them: vLLM's tensor-
 parallel divisibility rule, which grid points fit the context window (inclusive), when weights
 fit a GPU (strictly under its memory) and which size the hint then offers, and that a calibrated
 efficiency carries no step overhead of its own."""
@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.estimate import (
+from profiler.estimates.estimate import (
     _check_fits,
     _grid_axes,
     calibrate,
     check_tensor_parallel,
     decode_time_batch1,
 )
-from profiler.gpu_specs import gpu_spec
-from profiler.roofline import Efficiency
+from profiler.estimates.gpu_specs import gpu_spec
+from profiler.estimates.roofline import Efficiency
 from sim.contracts.errors import SpecplanError
 from tests.profiler.test_estimate import h100_8b
 

@@ -14,9 +14,9 @@ pytestmark = [
 
 
 def test_cuda_timing_and_memory_of_a_tiny_profile(tmp_path: Path):
-    from profiler.profile_request import ProfileRequest, ProposerRequest
+    from profiler.grids.profile_request import ProfileRequest, ProposerRequest
+    from profiler.grids.timing_grids import TimingGrids
     from profiler.run import run_profile
-    from profiler.timing_grids import TimingGrids
     from sim.contracts.profile import load_profile
 
     grids = TimingGrids(batch=(1, 8), tokens_per_seq=(1, 4), context=(64, 256), prefill_tokens=(16, 128),
@@ -36,7 +36,7 @@ def test_cuda_timing_and_memory_of_a_tiny_profile(tmp_path: Path):
 
 
 def test_cuda_events_time_real_work():
-    from profiler.clock import time_op
+    from profiler.passes.clock import time_op
 
     dev = torch.device("cuda")
     a = torch.randn(2048, 2048, device=dev)
@@ -46,7 +46,7 @@ def test_cuda_events_time_real_work():
 
 
 def test_device_facts_name_the_gpu():
-    from profiler.device import device_facts
+    from profiler.passes.device import device_facts
 
     facts = device_facts(torch.device("cuda:0"))
     assert facts["kind"] == "cuda" and facts["name"] and facts["memory_bytes"] > 0

@@ -34,7 +34,7 @@ def test_shipped_gpu_profiles_are_small_and_say_where_numbers_come_from(name: st
     # the speculative step's parts the database does not time, each with its own provenance
     assert p.timing.sampler is not None and p.timing.sampler.provenance.method == "estimated"
     assert p.timing.cuda_graphs is not None and p.timing.cuda_graphs.capture_sizes[-1] == 512
-    for pname, entry in p.acceptance.items():  # measured > published > assumed (profiler/published_library.py)
+    for pname, entry in p.acceptance.items():  # measured > published > assumed (profiler/imported/published_library.py)
         want = "published" if pname == "eagle3" and "8b" in name else "assumed"
         assert entry.provenance.method == want, (pname, entry.provenance.method)
     assert p.acceptance["ngram"].segments[0].proposal_rate == pytest.approx(0.206, rel=1e-2)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.models import load_model
-from profiler.timing_grids import default_grids
+from profiler.grids.timing_grids import default_grids
+from profiler.passes.models import load_model
 
 
 @pytest.mark.parametrize("quick", [False, True])

@@ -6,10 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler.idle_probes import IdleProbes  # noqa: E402
-from profiler.models import load_model  # noqa: E402
-from profiler.timing import ReferencePasses  # noqa: E402
-from profiler.timing_grids import Point  # noqa: E402
+from profiler.grids.timing import ReferencePasses  # noqa: E402
+from profiler.grids.timing_grids import Point  # noqa: E402
+from profiler.live.idle_probes import IdleProbes  # noqa: E402
+from profiler.passes.models import load_model  # noqa: E402
 from sim.fidelity.drift import DriftCell  # noqa: E402
 
 FWD = (("batch", 2), ("tokens_per_seq", 3), ("context", 8))

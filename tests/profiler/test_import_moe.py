@@ -59,8 +59,8 @@ def test_a_grid_that_already_pays_for_its_experts_is_kept_as_is(base, bw) -> Non
 
 pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
 
-from profiler import aic_database as db  # noqa: E402
-from profiler.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
+from profiler.imported import aic_database as db  # noqa: E402
+from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
 
 
 def _verify_pays_for_its_experts(d: dict) -> None:

@@ -1,4 +1,4 @@
-"""The step-time rules at import (profiler/import_sanity.py): the DeepSeek-V3 case of issue 37,
+"""The step-time rules at import (profiler/imported/import_sanity.py): the DeepSeek-V3 case of issue 37,
 and one import per model family the kernel database has (skipped without the gpu-data extra)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from sim.contracts.timing_sanity import check
 
 pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
 
-from profiler import aic_database as db  # noqa: E402
-from profiler.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
+from profiler.imported import aic_database as db  # noqa: E402
+from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
 
 
 def _loaded(d: dict) -> Profile:

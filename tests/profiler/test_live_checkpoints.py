@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from cli.main import main
-from profiler.live_checkpoints import RunRecord, RunStore
+from profiler.live.live_checkpoints import RunRecord, RunStore
 from sim.contracts.errors import SpecplanError
 from sim.model.step_time import StepShape
 from tests.fuzz_cases import REPO
@@ -94,8 +94,8 @@ def _argv(scenario: Path, out: Path, *extra: str, loads: str = "0.25,0.5") -> li
 
 def _count_serves(monkeypatch: pytest.MonkeyPatch, stop_at: int | None = None) -> list[int]:
     """Count the real runs' calls of the serving loop; raise Ctrl-C at call ``stop_at``."""
-    import profiler.live_validation  # noqa: F401  (its warm-up keeps the unpatched loop)
-    from profiler import serving
+    import profiler.live.live_validation  # noqa: F401  (its warm-up keeps the unpatched loop)
+    from profiler.passes import serving
 
     calls: list[int] = []
     real = serving.serve

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from profiler.memory import kv_capacity_rows, reserve_of, with_reserve
-from profiler.profile_request import ProfileRequest, ProposerRequest
+from profiler.grids.profile_request import ProfileRequest, ProposerRequest
+from profiler.grids.timing_grids import TimingGrids
+from profiler.passes.memory import kv_capacity_rows, reserve_of, with_reserve
 from profiler.run import run_profile
-from profiler.timing_grids import TimingGrids
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import load_profile
 from sim.model.kv_capacity import kv_capacity

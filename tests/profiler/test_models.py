@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiler.model_types import parse_dtype
-from profiler.models import (
+from profiler.passes.model_types import parse_dtype
+from profiler.passes.models import (
     check_tokenizers_compatible,
     load_config,
     load_model,

@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler.ngram_replay import replay_steps, target_continuations  # noqa: E402
-from profiler.proposers import NgramProposer  # noqa: E402
-from profiler.speculative import speculative_generate  # noqa: E402
+from profiler.measured_acceptance.ngram_replay import replay_steps, target_continuations  # noqa: E402
+from profiler.passes.proposers import NgramProposer  # noqa: E402
+from profiler.passes.speculative import speculative_generate  # noqa: E402
 from tests.helpers import tiny_llama  # noqa: E402
 
 

@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler import padded_batch  # noqa: E402
-from profiler.models import load_model  # noqa: E402
+from profiler.grids import padded_batch  # noqa: E402
+from profiler.passes.models import load_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from profiler.proposers import (  # noqa: E402
+from profiler.passes.proposers import (  # noqa: E402
     DraftModelProposer,
     NgramProposer,
     Proposer,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.acceptance import check_entry
-from profiler.acceptance_report import mean_acceptance_length
-from profiler.published import published_entry, survival_rates
+from profiler.imported.published import published_entry, survival_rates
+from profiler.measured_acceptance.acceptance import check_entry
+from profiler.measured_acceptance.acceptance_report import mean_acceptance_length
 from sim.contracts.errors import SpecplanError
 
 CITE = "Example et al. 2025, Table 3 (https://arxiv.org/abs/0000.00000)"

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.acceptance import check_entry
-from profiler.acceptance_lengths import lengths_from_rates, round_trip_error
-from profiler.aiconfigurator_import import ImportRequest, _acceptance
-from profiler.published_library import (
+from profiler.imported.aiconfigurator_import import ImportRequest, _acceptance
+from profiler.imported.published_library import (
     TABLES,
     documents,
     entry,
@@ -19,6 +17,8 @@ from profiler.published_library import (
     prefer_published,
     published_for,
 )
+from profiler.measured_acceptance.acceptance import check_entry
+from profiler.measured_acceptance.acceptance_lengths import lengths_from_rates, round_trip_error
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict
 
@@ -72,7 +72,7 @@ def test_the_entry_gives_back_the_published_lengths_or_says_how_far(table, mode)
 
 
 def _exact(table, mode):
-    from profiler.acceptance_lengths import rates_from_lengths
+    from profiler.measured_acceptance.acceptance_lengths import rates_from_lengths
 
     return rates_from_lengths(next(s for s in table["segments"] if s["mode"] == mode)["lengths"])
 
@@ -150,7 +150,7 @@ def test_shipped_8b_profiles_carry_the_published_eagle3_entry() -> None:
 
 def test_the_real_import_takes_the_published_table(tmp_path) -> None:
     pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
-    from profiler.aiconfigurator_import import build_profile
+    from profiler.imported.aiconfigurator_import import build_profile
 
     p = build_profile(ImportRequest("h200_sxm", "vllm", "meta-llama/Llama-3.1-8B", ("eagle3",), command="t",
                                     assumed_acceptance={"eagle3": (0.75, 0.5625, 0.4219)}))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.acceptance import check_entry
-from profiler.published_tables import TABLE, library
+from profiler.imported.published_tables import TABLE, library
+from profiler.measured_acceptance.acceptance import check_entry
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler.profile_request import ProfileRequest, ProposerRequest
+from profiler.grids.profile_request import ProfileRequest, ProposerRequest
+from profiler.grids.timing_grids import TimingGrids
 from profiler.run import partial_path, run_profile
-from profiler.timing_grids import TimingGrids
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import load_profile
 
@@ -98,8 +98,8 @@ def test_rounds_measure_every_cell_again_and_keep_the_median_of_rounds(tmp_path:
 
 
 def test_combine_rounds_takes_the_median_and_the_envelope():
+    from profiler.grids.timing_grids import Measured, point
     from profiler.run import combine_rounds
-    from profiler.timing_grids import Measured, point
 
     pt = point("target_forward", batch=1, tokens_per_seq=1, context=8)
     rounds = [Measured(pt, 0.040, 0.039, 0.045, 5), Measured(pt, 0.050, 0.048, 0.060, 5),

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.gpu_specs import GpuSpec, gpu_spec
-from profiler.hf_config import read_config
-from profiler.roofline import (
+from profiler.estimates.gpu_specs import GpuSpec, gpu_spec
+from profiler.estimates.roofline import (
     ACTIVATION_BYTES,
     Efficiency,
     comm_time,
@@ -18,6 +17,7 @@ from profiler.roofline import (
     pass_time,
     roofline_time,
 )
+from profiler.hf_config import read_config
 
 GPU = GpuSpec("test-gpu", bf16_flops=1e15, memory_bandwidth=3e12, memory_bytes=80 * 2**30,
               source="made-up figures for a closed-form check", interconnect_bandwidth=4.5e11,

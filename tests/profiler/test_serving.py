@@ -15,11 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler.models import load_model  # noqa: E402
-from profiler.proposers import NgramProposer  # noqa: E402
-from profiler.serving import PlanRecord, ServingRequest, serve  # noqa: E402
-from profiler.serving_prompts import fit_prompt, segment_prompts  # noqa: E402
-from sim.model.engine import Fleet, FleetSpec  # noqa: E402
+from profiler.passes.models import load_model  # noqa: E402
+from profiler.passes.proposers import NgramProposer  # noqa: E402
+from profiler.passes.serving import PlanRecord, ServingRequest, serve  # noqa: E402
+from profiler.passes.serving_prompts import fit_prompt, segment_prompts  # noqa: E402
+from sim.model.drivers.engine import Fleet, FleetSpec  # noqa: E402
 from sim.model.speculation import OFF, SpeculationPolicy  # noqa: E402
 from sim.model.step_plan import Request, SchedulerConfig  # noqa: E402
 from sim.model.step_time import FixedStepTimer, StepShape  # noqa: E402
@@ -129,7 +129,7 @@ def test_a_steps_prefill_chunks_run_as_one_exact_pass(tiny, speculate):
 def test_cropped_and_compacted_kv_stays_exact_and_as_wide_as_the_longest_row(tiny, monkeypatch, hole_limit):
     """Rejected drafts are cropped or compacted away, so a decode pass attends over the longest
     row's context (what the simulator charges a padded engine) — and the output stays greedy."""
-    from profiler import batch_executor
+    from profiler.passes import batch_executor
 
     compactions = []
     real_compact = batch_executor.BatchExecutor._compact
@@ -258,9 +258,9 @@ def test_fit_prompt_and_random_prompts_have_exact_lengths():
 def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tiny):
     """Decode-set changes edit the batch in place (swap-remove, append): every row's valid KV
     columns stay its own, a live leaver gets its compact cache back, padding nobody needs goes."""
-    from profiler.batch_executor import BatchExecutor
-    from profiler.batch_state import SeqState
-    from profiler.kv_cache import cache_from
+    from profiler.passes.batch_executor import BatchExecutor
+    from profiler.passes.batch_state import SeqState
+    from profiler.passes.kv_cache import cache_from
 
     cfg = tiny.config
     heads, dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
@@ -298,7 +298,7 @@ def test_rows_leave_and_join_the_padded_batch_in_place_keeping_every_rows_kv(tin
 
 _FREE_AT_TOP = r"""
 import ctypes, ctypes.util, sys
-from profiler.warm_up import keep_freed_memory
+from profiler.passes.warm_up import keep_freed_memory
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]

@@ -14,12 +14,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from profiler.proposers import (  # noqa: E402
+from profiler.passes.proposers import (  # noqa: E402
     DraftModelProposer,
     NgramProposer,
     SelfDraftProposer,
 )
-from profiler.speculative import (  # noqa: E402
+from profiler.passes.speculative import (  # noqa: E402
     DraftRecord,
     SpecResult,
     speculative_generate,

@@ -7,12 +7,12 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from profiler.clock import Timing, time_op, time_steps
-from profiler.kv_cache import crop_to
-from profiler.models import load_model
-from profiler.timing import plan_tasks
-from profiler.timing_assembly import assemble_timing
-from profiler.timing_grids import OOM_REASON, DraftRuntime, Measured, TimingGrids
+from profiler.grids.timing import plan_tasks
+from profiler.grids.timing_assembly import assemble_timing
+from profiler.grids.timing_grids import OOM_REASON, DraftRuntime, Measured, TimingGrids
+from profiler.passes.clock import Timing, time_op, time_steps
+from profiler.passes.kv_cache import crop_to
+from profiler.passes.models import load_model
 from sim.contracts.errors import SpecplanError
 
 CPU = torch.device("cpu")
@@ -75,7 +75,7 @@ def _measure_all(target, proposers, grids):
 
 
 def test_every_grid_cell_is_measured_with_sane_shapes():
-    from profiler.proposers import NgramProposer, early_exit_model
+    from profiler.passes.proposers import NgramProposer, early_exit_model
 
     m = load_model("config:tiny-llama", device="cpu")
     g = tiny_grids()
@@ -102,7 +102,7 @@ def test_every_grid_cell_is_measured_with_sane_shapes():
 
 
 def test_out_of_memory_cells_become_limits(monkeypatch: pytest.MonkeyPatch):
-    from profiler import grid_passes
+    from profiler.grids import grid_passes
 
     m = load_model("config:tiny-llama", device="cpu")
     g = tiny_grids()
@@ -125,7 +125,7 @@ def test_out_of_memory_cells_become_limits(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_measured_roundtrips_through_json():
-    from profiler.timing_grids import point
+    from profiler.grids.timing_grids import point
 
     m = Measured(point("target_forward", batch=1, tokens_per_seq=1, context=8), 0.5, 0.4, 0.6, 3, None, {"a": 1.0})
     assert Measured.from_json(m.to_json()) == m
@@ -134,8 +134,8 @@ def test_measured_roundtrips_through_json():
 def test_remeasure_times_cells_as_the_profile_run_does_without_autograd():
     """validate's drift check re-times cells with ``remeasure``: it must run under inference
     mode as the grid run does, or autograd bookkeeping reads as machine drift."""
-    from profiler.timing import remeasure
-    from profiler.timing_grids import Point
+    from profiler.grids.timing import remeasure
+    from profiler.grids.timing_grids import Point
 
     tiny = load_model("config:tiny-llama", device="cpu")
     seen: list[bool] = []

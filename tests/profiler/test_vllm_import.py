@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from profiler.acceptance import check_entry
-from profiler.vllm_import import (
+from profiler.imported.vllm_import import (
     entry_from_counters,
     import_vllm_metrics,
     parse_exposition,
     read_source,
     spec_counters,
 )
+from profiler.measured_acceptance.acceptance import check_entry
 from sim.contracts.errors import SpecplanError
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.acceptance import check_entry
-from profiler.vllm_import import import_vllm_metrics
+from profiler.imported.vllm_import import import_vllm_metrics
+from profiler.measured_acceptance.acceptance import check_entry
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 LAB = f'engine="0",model_name="{MODEL}"'

@@ -1,5 +1,5 @@
 """``--kv-cache-dtype auto`` is vLLM's auto: the model dtype unless the checkpoint declares a KV
-cache quantization vLLM applies (profiler/vllm_kv_dtype.py names the vLLM sources)."""
+cache quantization vLLM applies (profiler/imported/vllm_kv_dtype.py names the vLLM sources)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from profiler.vllm_kv_dtype import declared_kv, resolve_auto
+from profiler.imported.vllm_kv_dtype import declared_kv, resolve_auto
 
 BF16 = {"torch_dtype": "bfloat16"}
 STATIC_FP8 = {"dynamic": False, "num_bits": 8, "type": "float"}
@@ -57,7 +57,7 @@ def test_only_modelopt_and_compressed_tensors_configs_quantize_the_kv_cache(meth
 def test_every_checkpoint_the_database_has_gets_vllms_auto_kv_dtype() -> None:
     """The package, given the mode, keeps it (it would otherwise give FP8 checkpoints an FP8 KV)."""
     pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
-    from profiler import aic_database as db
+    from profiler.imported import aic_database as db
 
     fp8 = []
     for model in db.cached_models():
@@ -71,7 +71,7 @@ def test_every_checkpoint_the_database_has_gets_vllms_auto_kv_dtype() -> None:
 def test_deepseek_r1_imports_with_the_kv_capacity_of_a_default_vllm_launch(monkeypatch) -> None:
     """DeepSeek-R1 (FP8 weights) on 8x H200: auto = bf16 KV, 0.56 M tokens; fp8 only when asked (1.13 M)."""
     pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-data extra) is not installed")
-    import profiler.aiconfigurator_import as ai
+    import profiler.imported.aiconfigurator_import as ai
 
     for name, value in {"BATCH": [1], "CONTEXT": [1024], "PREFILL_TOKENS": [128], "PREFILL_CONTEXT": [0],
                         "DENSE_TOKENS": [1], "K_MAX": 1}.items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.acceptance import check_entry
-from profiler.vllm_log import entry_from_log, parse_line
+from profiler.imported.vllm_log import entry_from_log, parse_line
+from profiler.measured_acceptance.acceptance import check_entry
 from sim.contracts.errors import SpecplanError
 
 # vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log, verbatim format string

@@ -29,7 +29,7 @@ def zero_length_notes(name: str, columns: Sequence[tuple[str, str, np.ndarray]],
     """One note per length column with rows of 0 tokens (``columns``: (field, "prompt" or
     "output", counts)); ``where(row)`` names the first such row (``line 7``, ``request 3``).
 
-    The replay sends them as 1 token (sim.model.workload): vLLM refuses an empty prompt and
+    The replay sends them as 1 token (sim.workload.workload): vLLM refuses an empty prompt and
     needs ``max_tokens`` ≥ 1, and a recorded request that produced nothing still cost its
     prefill, which a 1-token answer keeps."""
     notes = []

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sim.contracts.scenario import Scenario, load_scenario
 from sim.contracts.synthetic_trace import bursty_rows
 from sim.decisions.load_scaling import arrival_rate, at_load
-from sim.model.workload import generate_requests
+from sim.workload.workload import generate_requests
 from tests.helpers import trace_scenario_path
 
 

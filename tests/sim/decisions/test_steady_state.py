@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from sim.decisions.steady_state import queue_trend
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer
 from sim.results.records import requests_frame

@@ -17,7 +17,7 @@ from sim.contracts.synthetic_trace import bursty_rows
 from sim.decisions.answer import answer_scenario
 from sim.decisions.sustain import criteria_from_scenario
 from sim.decisions.trace_sizing import size_windows, window_scenarios
-from sim.model.workload import generate_requests
+from sim.workload.workload import generate_requests
 from tests.helpers import trace_scenario_path
 
 

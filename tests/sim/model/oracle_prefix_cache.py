@@ -1,4 +1,4 @@
-"""The ORACLE's prefix cache: ``sim/model/prefix_cache.py``'s rules written readably, over dicts.
+"""The ORACLE's prefix cache: ``sim/model/kernels/prefix_cache.py``'s rules written readably, over dicts.
 
 A block id is cached while it is in ``ref`` (its first copy's reference count); unreferenced
 first copies are in ``lru`` (oldest first) and still count as free. A hit is the longest run of a

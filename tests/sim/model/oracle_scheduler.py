@@ -1,6 +1,6 @@
 """The ORACLE: the planner's rules written a second time, readably, over ``Request`` objects.
 
-The planner is the compiled kernels (``sim/model/plan_kernels.py``, ``apply_kernels.py``,
+The planner is the compiled kernels (``sim/model/kernels/plan_kernels.py``, ``apply_kernels.py``,
 ``queue_kernels.py``, ``sim/model/deadlines.py``); this is the scalar planner they were compiled
 from, kept in ``tests/`` as their test oracle (CONVENTIONS 19): ``test_planner_oracle.py`` feeds
 both the same arrivals, ``k`` and accepted counts and asks for the same plan and the same request

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import OFF
 from sim.model.step_plan import Request, SchedulerConfig

@@ -1,4 +1,4 @@
-"""Closed-loop clients (``sim.model.clients``): each client's next request arrives when its
+"""Closed-loop clients (``sim.model.drivers.clients``): each client's next request arrives when its
 last one ends (plus think time); with no think time and room in the engine, every step runs
 exactly N sequences; the pool's rows never depend on its size (common random numbers)."""
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from sim.contracts.synthetic import synthetic_profile
-from sim.model.clients import ClientFleet, PoolExhausted, pool_specs
-from sim.model.engine import FleetSpec
+from sim.model.drivers.clients import ClientFleet, PoolExhausted, pool_specs
+from sim.model.drivers.engine import FleetSpec
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer, ProfileStepTimer
 from sim.results.records import requests_frame, steps_frame
@@ -141,7 +141,7 @@ def test_think_time_per_request() -> None:
     of any size with the mean asked for."""
     from sim.contracts.lengths import LengthDist
     from sim.contracts.workload_config import SegmentConfig, WorkloadConfig
-    from sim.model.clients import pool_thinks
+    from sim.model.drivers.clients import pool_thinks
 
     fixed = LengthDist("fixed", value=8)
     w = WorkloadConfig("concurrency", (SegmentConfig("a", 1.0, fixed, fixed),), concurrency=1,
@@ -218,7 +218,7 @@ def test_littles_law_holds_with_request_overhead(n: int, think: float, fixed: fl
 def test_python_priced_steps_give_the_compiled_records(monkeypatch: pytest.MonkeyPatch) -> None:
     """Closed loop with overhead and timeouts: the compiled step (the timer packed) and the
     SimPy-priced step (Python prices every step) give the same records, bit for bit."""
-    from sim.model import price_kernels
+    from sim.model.kernels import price_kernels
 
     def run() -> tuple[pl.DataFrame, pl.DataFrame]:
         reqs = [Request(i, i, 0.0, 8 + (13 * i) % 120, 2 + (7 * i) % 30, timeout_s=0.4) for i in range(3000)]

@@ -12,7 +12,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from sim.contracts.fleet_config import RestartConfig
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer

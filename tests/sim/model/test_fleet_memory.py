@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.model import price_kernels
-from sim.model.engine import Fleet
+from sim.model.drivers.engine import Fleet
 from sim.model.fleet_arrays import FleetArrays
+from sim.model.kernels import price_kernels
 from sim.model.step_protocol import ROW_WIDTH, StepLog
 from sim.model.step_time import ProfileStepTimer
 from tests.sim.model.test_properties import _PROFILE, _copy, fleets

@@ -21,8 +21,8 @@ from sim.contracts.candidate import Candidate, KvFallbackConfig
 from sim.contracts.errors import FieldError
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
-from sim.model import kernel_state as ks
-from sim.model.policy_kernels import kv_fallback_k, policy_array
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels.policy_kernels import kv_fallback_k, policy_array
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import PolicyState, SpeculationPolicy, policy_from_candidate
 from sim.model.step_plan import Request, SchedulerConfig

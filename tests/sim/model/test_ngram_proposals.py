@@ -16,7 +16,7 @@ import pytest
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile, synthetic_profile_dict
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig

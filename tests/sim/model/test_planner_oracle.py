@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from sim.model import prefix_cache as pc
+from sim.model.kernels import prefix_cache as pc
 from sim.model.scheduler import Scheduler
 from sim.model.step_plan import Request, SchedulerConfig
 from tests.sim.model.oracle_scheduler import OracleScheduler

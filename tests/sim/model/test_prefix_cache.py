@@ -1,4 +1,4 @@
-"""Prefix caching (``sim/model/prefix_cache.py``): hits, sharing, eviction, known by hand.
+"""Prefix caching (``sim/model/kernels/prefix_cache.py``): hits, sharing, eviction, known by hand.
 
 Each case drives the compiled planner through the ``Scheduler`` facade on a tiny replica whose
 every block is counted here, and checks the oracle (``oracle_scheduler.py``) says the same.
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.model.prefix_blocks import block_ids
 from sim.model.scheduler import Scheduler
 from sim.model.step_plan import Request, SchedulerConfig
-from sim.model.workload import RequestSpec
+from sim.workload.prefix_blocks import block_ids
+from sim.workload.workload import RequestSpec
 from tests.sim.model.oracle_scheduler import OracleScheduler
 
 BS = 4

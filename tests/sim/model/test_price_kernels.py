@@ -1,4 +1,4 @@
-"""The compiled step timer (``sim.model.price_kernels``) against ``ProfileStepTimer.price``.
+"""The compiled step timer (``sim.model.kernels.price_kernels``) against ``ProfileStepTimer.price``.
 
 Random step shapes, inside and far outside each profile's grids, on a summed CPU profile with
 padded-batch grids (paged and padded layouts, with the drift scales) and on a fused GPU profile
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from sim.contracts.profile import load_profile
-from sim.model import price_kernels as pk
+from sim.model.kernels import price_kernels as pk
 from sim.model.step_time import FixedStepTimer, ProfileStepTimer
 
 REPO = Path(__file__).resolve().parents[3]

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from sim.contracts.fleet_config import RestartConfig
 from sim.contracts.synthetic import synthetic_profile
-from sim.model import kernel_state as ks
-from sim.model import price_kernels
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import price_kernels
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer, StepShape

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer, RandomServiceTimer
 from sim.results.records import requests_frame

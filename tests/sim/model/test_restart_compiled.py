@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.contracts.fleet_config import RestartConfig
-from sim.model import price_kernels
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
+from sim.model.kernels import price_kernels
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer

@@ -269,8 +269,8 @@ def test_engine_draws_match_sim_acceptance_draw_accepted() -> None:
     import numpy as np
 
     from sim.model.acceptance import draw_accepted
-    from sim.model.draw_kernels import _bisect
     from sim.model.fleet_arrays import UNIFORM_CHUNK
+    from sim.model.kernels.draw_kernels import _bisect
 
     rates = [0.9, 0.6, 0.6, 0.2]
     neg = np.array([[-r for r in rates]])

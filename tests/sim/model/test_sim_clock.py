@@ -58,7 +58,7 @@ def test_an_urgent_timeout_is_a_triggered_event_with_no_value() -> None:
 
 
 def test_the_queue_order_fleet_kernels_emulate() -> None:
-    """``sim.model.fleet_kernels`` replays SimPy's queue: events at the same time and priority
+    """``sim.model.kernels.fleet_kernels`` replays SimPy's queue: events at the same time and priority
     in the order they were scheduled (one id counter), a succeeded event (a replica's wake-up)
     scheduled at once with the normal priority, a process's end an event of its own at the
     time it returns (a replica's horizon stops there), ``run(until)`` an urgent event."""

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile, load_profile
-from sim.model import price_kernels as pk
+from sim.model.kernels import price_kernels as pk
 from sim.model.step_terms import decode_step_terms
 from sim.model.step_time import ProfileStepTimer
 from tests.sim.model.test_fused_step import MS, fused_dict

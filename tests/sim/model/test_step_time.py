@@ -114,7 +114,7 @@ def test_a_speed_timeline_scales_each_step_at_its_start_time() -> None:
 
 def test_engine_steps_carry_their_start_time() -> None:
     """A time-varying timer needs each step's start: the engine passes its clock."""
-    from sim.model.engine import Fleet, FleetSpec
+    from sim.model.drivers.engine import Fleet, FleetSpec
     from sim.model.step_plan import Request, SchedulerConfig
     from sim.results.records import steps_frame
 

@@ -19,7 +19,7 @@ from sim.contracts.acceptance_trace import (
 from sim.contracts.errors import SpecplanError
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile
-from sim.model.engine import Fleet, FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer

@@ -13,7 +13,7 @@ from sim.contracts.lengths import LengthDist
 from sim.contracts.scenario import RunConfig, Scenario, load_scenario
 from sim.contracts.trace import read_trace
 from sim.contracts.workload_config import PiecewiseConfig
-from sim.model.workload import (
+from sim.workload.workload import (
     RequestSpec,
     generate_arrays,
     generate_requests,

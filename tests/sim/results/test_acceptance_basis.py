@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.published import published_entry
+from profiler.imported.published import published_entry
 from sim.contracts.candidate import Candidate
 from sim.contracts.profile import Profile
 from sim.contracts.synthetic import synthetic_profile_dict

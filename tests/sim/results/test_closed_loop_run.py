@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
-from sim.model import clients
+from sim.model.drivers import clients
 from sim.results.simulation import simulate_once
 from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
 

@@ -15,8 +15,8 @@ from sim.contracts.lengths import LengthDist
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import RunConfig, load_scenario
 from sim.contracts.workload_config import ConversationConfig, SegmentConfig, WorkloadConfig
-from sim.model.workload import generate_arrays, generate_requests
 from sim.results.simulation import simulate_once
+from sim.workload.workload import generate_arrays, generate_requests
 from tests.helpers import BASELINE, scenario_toml, segment, write_scenario
 
 CACHE = {"name": "cache", "speculation": "off", "prefix_caching": True}

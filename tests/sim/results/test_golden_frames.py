@@ -22,7 +22,8 @@ from sim.contracts.acceptance_trace import write_trace
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile
-from sim.model import compiled_replica, price_kernels
+from sim.model.drivers import compiled_replica
+from sim.model.kernels import price_kernels
 from sim.results.simulation import simulate_once
 from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
 
@@ -109,8 +110,8 @@ RUNS_ON = {"default": {"SoloReplica"}, "gpu-chat": {"SoloReplica"}, "replay": {"
            "tight-chunked": {"RoutedReplica", "CompiledReplica"},
            "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
 """Which replicas each case runs on: one replica without a restart takes its arrivals in the
-kernel (``sim.model.solo_replica``), several, or any with a restart, have them routed there
-(``sim.model.routed_fleet``, a restart included); the adaptive policy (priced in Python) runs one
+kernel (``sim.model.drivers.solo_replica``), several, or any with a restart, have them routed there
+(``sim.model.drivers.routed_fleet``, a restart included); the adaptive policy (priced in Python) runs one
 SimPy event per step."""
 
 

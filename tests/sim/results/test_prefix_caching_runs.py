@@ -18,10 +18,10 @@ from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.decisions.answer import answer_of
 from sim.decisions.answer_text import lines
-from sim.model.workload import generate_requests
 from sim.results import metric_names as mn
 from sim.results.runner import run_scenario
 from sim.results.simulation import simulate_once
+from sim.workload.workload import generate_requests
 from tests.helpers import BASELINE, scenario_toml, segment, write_scenario
 
 REPO = Path(__file__).resolve().parents[3]
@@ -118,7 +118,7 @@ def _rag(tmp_path, docs: dict, rate: float = 20.0):
 def test_rag_requests_share_the_system_prompt_and_their_document(tmp_path) -> None:
     """System prompt 64 tokens (4 blocks of 16), documents 128 (8 blocks): two requests with the
     same document share 12 leading blocks, with different ones 4; the other segment none."""
-    from sim.model.prefix_blocks import block_ids
+    from sim.workload.prefix_blocks import block_ids
 
     sc = _rag(tmp_path, {"count": 3, "tokens": 128, "zipf": 0.0})
     specs = generate_requests(sc, rng=np.random.SeedSequence(1).spawn(2)[0])

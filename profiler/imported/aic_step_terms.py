@@ -1,0 +1,79 @@
+"""The parts of a speculative step the kernel database does not time: sampling over every scored
+position and the padding of a step's tokens to a captured CUDA-graph size.
+
+Why here and not in the grids: both follow from the engine's code and the GPU's datasheet, not
+from a kernel measurement, so each is its own ``timing`` key with its own provenance
+(docs/profile-format.md, "A speculative step by its parts"), and the simulator adds them the same
+way to every imported profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from profiler.estimates.gpu_specs import match_device_name
+
+SAMPLER_PASSES = 3
+"""Passes of one fp32 row of ``vocab`` logits a sampled position costs in vLLM v1 at
+temperature 0: the gather of the position's logits row out of the LM head's output
+(``logits[spec_decode_metadata.target_logits_indices]`` / ``bonus_logits_indices`` in
+``v1/worker/gpu_model_runner.py``: one read, one write), and the argmax over it
+(``target_probs.argmax(dim=-1)`` in ``v1/sample/rejection_sampler.py``, the greedy path of
+``v1/sample/sampler.py``: one read). Random sampling adds a softmax and more passes; not
+counted (a lower estimate at temperature > 0)."""
+FP32_BYTES = 4
+
+
+def sampler_entry(vocab: int, system: str, provenance: Callable[[str], dict[str, Any]]) -> dict[str, Any] | None:
+    """``timing.sampler``: ``SAMPLER_PASSES × vocab × 4 B`` per scored position at the GPU's
+    datasheet bandwidth (estimated); None for a system without datasheet figures."""
+    spec = match_device_name(system.replace("_", " "))
+    if spec is None:
+        return None
+    seconds = SAMPLER_PASSES * vocab * FP32_BYTES / spec.memory_bandwidth
+    prov = provenance(
+        f"estimated from the engine's code and the datasheet, not a kernel measurement: {SAMPLER_PASSES} "
+        f"passes over a {vocab}-entry fp32 logits row per scored position (gather out of the LM head's "
+        "output, argmax: vLLM v1 gpu_model_runner.py and sample/rejection_sampler.py, temperature 0) at "
+        f"{spec.memory_bandwidth / 1e9:,.0f} GB/s ({spec.source}); a speculative step scores b(k+1) "
+        "positions. SpecDecode-Bench (arXiv 2601.11580, Fig. 4) measured rejection sampling at under "
+        "1.7 % of step time on vLLM 0.10.1")
+    prov["method"] = "estimated"
+    return {"seconds_per_position": seconds, "provenance": prov}
+
+
+def vllm_capture_sizes(version: str, max_size: int = 512) -> tuple[list[int], str]:
+    """vLLM's default ``cudagraph_capture_sizes`` and where the rule is written.
+
+    ``max_size`` is ``max_cudagraph_capture_size``: ``min(max_num_seqs × (1 + k) × 2, 512)``, so
+    512 for the default ``max_num_seqs`` (1,024 on GPUs of 70 GiB or more, ``get_batch_defaults``).
+    """
+    major_minor = tuple(int(x) for x in version.split(".")[:2] if x.isdigit())
+    if major_minor and major_minor < (0, 11):
+        sizes = [1, 2, 4, *range(8, max_size + 1, 8)]
+        rule = ("vLLM 0.10 config: [1, 2, 4] + range(8, max + 1, 8), "
+                "max = min(max_num_seqs × 2, 512)")
+    else:
+        sizes = [1, 2, 4, *range(8, min(max_size + 1, 256), 8), *range(256, max_size + 1, 16)]
+        rule = ("vLLM config/compilation.py default: [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16), "
+                "max_cudagraph_capture_size = min(max_num_seqs × (1 + k) × 2, 512)")
+    return sizes, rule
+
+
+def cuda_graph_entry(backend: str, version: str, provenance: Callable[[str], dict[str, Any]]) -> dict[str, Any] | None:
+    """``timing.cuda_graphs`` for vLLM (its default capture sizes); None for other engines
+    (their padding rules are not checked here, so nothing is claimed)."""
+    if backend != "vllm":
+        return None
+    sizes, rule = vllm_capture_sizes(version)
+    prov = provenance(
+        f"modelled from vLLM's code: {rule}; a step of t scheduled tokens (prompt chunks plus decode rows "
+        "× (k+1)), t ≤ the largest size, runs its graphed ops at the next captured size "
+        "(gpu_model_runner.py: pad_for_cudagraph(num_scheduled_tokens)); attention runs on the real tokens "
+        "(piecewise graphs leave it out) and the LM head on the scored rows only (logits_indices)")
+    prov["method"] = "estimated"
+    return {"capture_sizes": sizes, "provenance": prov}
+
+
+__all__ = ["SAMPLER_PASSES", "cuda_graph_entry", "sampler_entry", "vllm_capture_sizes"]

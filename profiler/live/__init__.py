@@ -1,0 +1,1 @@
+"""Live serving checks: load points against the real loop and the validation report."""

@@ -1,0 +1,1 @@
+"""Acceptance measured by running drafts against the target over prompt sets."""

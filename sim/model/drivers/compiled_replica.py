@@ -1,0 +1,335 @@
+"""A replica of the simulated fleet: the compiled planner (``kernel_state.Replica``), clocked by SimPy.
+
+With a profile's step timer, every step that ends before the simulation's next event runs in
+one kernel call (``run_kernel.advance``) and SimPy clocks the one that crosses it; otherwise
+(the adaptive policy, a timer only Python can run) one SimPy event per step: plan (one kernel
+call), price in Python, ``yield env.timeout(dt)``, draw and apply (one kernel call). Arrivals,
+routing, deadlines (``sim.model.deadlines``) and restarts are Python around the kernels, except
+where the kernels take the arrivals and deadlines themselves (``solo_replica``, ``routed_fleet``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+import simpy
+
+from sim.model.deadlines import Deadlines
+from sim.model.fleet_arrays import FleetArrays
+from sim.model.kernels import kernel_entry as ke
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import price_kernels as pk
+from sim.model.kernels import queue_kernels as qk
+from sim.model.kernels import run_kernel as rk
+from sim.model.kernels.policy_kernels import policy_array
+from sim.model.sim_clock import jump
+from sim.model.speculation import OFF, PolicyState, SpeculationPolicy
+from sim.model.step_plan import Request
+from sim.model.step_time import StepShape
+
+_NO_FLAT: tuple = (None, None, None, (), ())
+"""``CompiledReplica.flat``'s cache when empty."""
+
+
+class CompiledReplica:
+    """One replica: its planner state, policy and SimPy process (submit, adopt, outstanding,
+    up, run: what the router and the fleet ask of a replica)."""
+
+    takes_arrivals = False
+    """True for a replica whose kernel takes the run's arrivals itself (no arrival process)."""
+
+    def __init__(self, fleet, index: int, arrays: FleetArrays, timer: pk.PackedTimer | None,
+                 track: bool) -> None:
+        spec = fleet.spec
+        self.fleet = fleet
+        self.index = index
+        self.arrays = arrays
+        self.timer = timer
+        self.rp = ks.new_replica(spec.scheduler, index, len(arrays.ids), track=track,
+                                 partial=fleet.partial_proposals, k_max=fleet.k_max,
+                                 prefix_blocks=arrays.prefix_blocks)
+        self.deadlines = Deadlines(spec.scheduler.max_queue_time_s)
+        self.policy = spec.policy
+        self.pol = policy_array(spec.policy)
+        self.state = PolicyState()
+        self.up = True
+        self.wake: simpy.Event | None = None
+        self.proc: simpy.Process | None = None
+        self._flat: tuple = _NO_FLAT
+
+    def flat(self) -> tuple[tuple, tuple]:
+        """The state's arrays for ``kernel_entry`` (with the policy and the timer's after them),
+        rebuilt only when an array was replaced (a log grown, uniforms refilled, a restart)."""
+        rp, lg, pol = self.rp, self.arrays.lg, self.pol
+        f = self._flat
+        if f[0] is not rp or f[1] is not lg or f[2] is not pol:
+            state = ke.flat_state(rp, self.arrays.rq, lg)
+            timer = (pol, *self.timer.arrays) if self.timer is not None and pol is not None else ()
+            f = self._flat = (rp, lg, pol, state, state + timer)
+        return f[3], f[4]
+
+    # ------------------------------------------------------------------ routing and arrivals
+    def outstanding(self) -> int:
+        m = self.rp.meta
+        return int(m[ks.M_NRUN] + m[ks.M_NWAIT])
+
+    def submit(self, req: Request, now: float) -> None:
+        """A new arrival routed here (``queue_kernels.admit``)."""
+        req.replica = self.index
+        if qk.admit(self._qlog_room(), self.arrays.rq, req.idx, float(now)):
+            self.deadlines.add(req.idx, req.arrival_s, req.timeout_s, False)
+            self._kick()
+
+    def adopt(self, req: Request, now: float) -> None:
+        """A request re-routed from a restarted replica (it keeps its deadlines)."""
+        req.replica = self.index
+        qk.enqueue(self._qlog_room(), self.arrays.rq, req.idx, float(now))
+        ever = bool(self.arrays.rq.ints[req.idx, ks.EVER])
+        self.deadlines.add(req.idx, req.arrival_s, req.timeout_s, ever)
+        self._kick()
+
+    def _kick(self) -> None:
+        w = self.wake
+        if w is not None and not w.triggered:
+            w.succeed()
+
+    def _qlog_room(self, entries: int = 1) -> ks.Replica:
+        """The replica, with room in its queue log for ``entries`` more entries."""
+        self.rp = ks.with_qlog_room(self.rp, entries)
+        return self.rp
+
+    def queue_log(self) -> array:
+        return array("d", self.rp.qlog[: int(self.rp.meta[ks.M_QLOG])].tobytes())
+
+    def mark_routed(self, requests: Sequence[Request]) -> None:
+        """After the run: requests routed here without ``submit`` get their replica (none here)."""
+
+    def expire(self, now: float) -> None:
+        self.deadlines.expire(self.rp, self.arrays.rq, now, self._qlog_room)
+
+    # ------------------------------------------------------------------ the process
+    def run(self):
+        """The replica's SimPy process; a restart interrupts it wherever it waits."""
+        while True:
+            try:
+                if self.timer is None or self.pol is None:
+                    yield from self._each_step()
+                else:
+                    yield from self._advancing()
+            except simpy.Interrupt:
+                self.wake = None
+                yield from self._restart()
+
+    def _advancing(self):
+        """Every step that ends before the simulation's next event in one compiled call
+        (``run_kernel.advance``), the one that does not on SimPy's clock."""
+        env = self.fleet.env
+        while True:
+            t = env.now
+            while True:
+                ints = self.arrays.rq.ints
+                deadline = self.deadlines.next(ints)
+                if t >= deadline:
+                    self.expire(t)
+                    deadline = self.deadlines.next(ints)
+                why, t, dt = ke.advance(*self.flat()[1], float(t), self.horizon(t), deadline)
+                if why == rk.DEADLINE:
+                    continue
+                again = self.serviced(why, t, dt)
+                if again is None:
+                    break
+                t = again
+            if why == rk.IDLE:
+                yield from self._idle(t)
+                continue
+            jump(env, t)  # the step starts here; no event of the simulation lies before it
+            yield env.timeout(dt)
+            self._finish(t, dt, env.now)
+
+    def horizon(self, t: float) -> float:
+        """Steps that end before this run back to back in the kernel: the simulation's next
+        event (closed-loop clients, ``sim.model.drivers.clients``, return at every step instead)."""
+        return float(self.fleet.env.peek())
+
+    def serviced(self, why: int, t: float, dt: float) -> float | None:
+        """After a kernel call that stopped for room: grow the logs, or refill the uniforms and
+        apply the step that waited for them; the time to call again from. None: it stopped for
+        SimPy (idle, or a step that crosses the next event)."""
+        if why == rk.NEED_LOGS:
+            self._grow_logs()
+            return t
+        if why == rk.NEED_UNIFORMS:
+            self.arrays.refill()
+            self._finish(t, dt, t + dt)
+            return t + dt
+        return None
+
+    def _grow_logs(self) -> None:
+        """Room for a step's worst case in every log a kernel stopped for (``plan_step``: two
+        entries a running and a scheduled request in the queue log, one ITL sample each)."""
+        seqs = int(self.rp.cfg[ks.C_SEQS])
+        self.arrays.grow_logs(2 * seqs)
+        self._qlog_room(2 * seqs + 1)
+
+    def _finish(self, start: float, dt: float, end: float) -> None:
+        while ke.finish(*self.flat()[0], start, dt, end) < 0:
+            self.arrays.refill()
+
+    def _idle(self, t: float):
+        """Nothing to run at ``t``: wait for an arrival (an error if work is stuck)."""
+        m = self.rp.meta
+        if m[ks.M_NRUN] or m[ks.M_NWAIT]:
+            raise RuntimeError(f"replica {self.index}: work queued but nothing schedulable at t={t}")
+        self.wake = self.fleet.env.event()
+        yield self.wake
+        self.wake = None
+
+    def _each_step(self):
+        """One kernel call per planned step, the step priced in Python: for the adaptive policy
+        (fed after each step) and timers that only Python can run."""
+        env = self.fleet.env
+        price = _pricer(self.fleet.step_timer)
+        proposer = self.fleet.spec.proposer
+        while True:
+            now = float(env.now)  # one compiled signature (SimPy's clock starts at int 0)
+            if self.deadlines.timeouts or self.deadlines.queue:
+                self.expire(now)
+            policy = self.policy
+            state = self.flat()[0]
+            if self.pol is not None:
+                k = ke.choose_k(*state, self.pol, now)
+            else:
+                k = policy.k_for(self.state, ke.decoding(*state))
+            nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(*state, now, k)
+            state = None  # not held across a wait: the run may end there, its logs let go (``release``)
+            if nd < 0:  # a log might overflow this step: grow it and plan again
+                self._grow_logs()
+                continue
+            if not nd and not npf:
+                yield from self._idle(now)
+                continue
+            dt = price(nd, ctx, k, proposer if k else None, pf_tokens, pfc, cmax, now, joined, left,
+                       None if drafting < 0 else drafting)
+            yield env.timeout(dt)
+            end = env.now
+            self._finish(now, dt, end)
+            if policy.name == "adaptive":
+                policy.observe(self.state, end, dt, nd)
+
+    def _restart(self):
+        """Go down now, hand in-flight work on (or drop it), come back after the cold start."""
+        fleet = self.fleet
+        env = fleet.env
+        plan = fleet.spec.restart
+        assert plan is not None
+        self.up = False
+        now = float(env.now)
+        m = self.rp.meta
+        out = np.empty(int(m[ks.M_NRUN] + m[ks.M_NWAIT]), np.int64)
+        rq = self.arrays.rq
+        n = qk.evacuate(self._qlog_room(len(out)), rq, out, now)
+        self.deadlines.clear()
+        for r in out[:n].tolist():
+            if plan.on_restart == "drop":
+                qk.end_request(self.rp, rq, r, ks.REJECTED, now)
+            else:
+                fleet.replicas[fleet.router.pick()].adopt(fleet.requests[r], now)
+        yield env.timeout(plan.cold_start_s)
+        self.up = True
+        if plan.fallback == "baseline":
+            self.policy = OFF
+        self.pol = policy_array(self.policy)  # started afresh: a kv_fallback's state too
+
+
+def _pricer(timer):
+    """``timer.price(*StepShape fields)`` when the timer has it (no shape object per step),
+    else the timer called with a ``StepShape``."""
+    price = getattr(timer, "price", None)
+    if price is not None:
+        return price
+    return lambda *fields: timer(StepShape(*fields))
+
+
+def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
+    """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
+    replica's, or the whole fleet's, routed there, a restart included: ``sim.model.drivers.routed_fleet``)
+    unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
+    wake-ups, scheduled before it: not emulated)."""
+    spec = fleet.spec
+    # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
+    arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
+                         slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
+    timer = pk.pack(fleet.step_timer, spec.proposer)
+    restart = spec.restart
+    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
+        if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel
+            from sim.model.drivers.solo_replica import SoloReplica
+
+            return [SoloReplica(fleet, arrays, timer, track, requests)]
+        from sim.model import routed_fleet  # arrivals routed in the kernel (a restart included)
+
+        return routed_fleet.build(fleet, arrays, timer, track, requests)
+    return [CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]
+
+
+def collect(replicas: list[CompiledReplica], requests: Sequence[Request],
+            write_back: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, array, dict | None]:
+    """End of a run: requests written back (or, without ``write_back``, their records' columns
+    returned), the timer's counts added back; returns the flat step rows, the ITL samples
+    (request index, gap; all three views of the logs: ``release`` when they are read), the
+    replicas' queue logs and those columns."""
+    arrays = replicas[0].arrays
+    for rep in replicas:
+        rep.mark_routed(requests)
+    columns = None
+    if write_back:
+        arrays.store(requests)
+    else:
+        columns = arrays.record_columns()
+        columns["replica"] = np.fromiter((r.replica for r in requests), np.int64, len(requests))
+    if replicas[0].timer is not None:
+        replicas[0].timer.unpack()
+    qlog = array("d")
+    for rep in replicas:
+        qlog.extend(rep.queue_log())
+    return (arrays.step_log(), *arrays.gaps(), qlog, columns)
+
+
+def release(replicas: list[CompiledReplica]) -> None:
+    """After ``collect``: the fleet lets go of its logs and every replica of its cached views of
+    them, so the logs live exactly as long as what was read from them (~100 MB of steps and ITL
+    samples on a GPU hour). The fleet is a reference cycle (replica <-> fleet, SimPy's env <->
+    processes): left to the collector, the logs would wait for its next full pass, into the next
+    run; a full collection costs ~0.1 s, and what the cycle keeps without its logs is small."""
+    replicas[0].arrays.release_logs()
+    for rep in replicas:
+        rep._flat = _NO_FLAT
+
+
+def warm() -> None:
+    """Compile every kernel into the on-disk cache (``make setup`` runs this once, so the first
+    simulation does not wait ~10 s for numba): tiny fleets, one each way of running (a lone
+    replica, two replicas, the adaptive policy's step by step, a restart)."""
+    from sim.contracts.fleet_config import RestartConfig
+    from sim.contracts.synthetic import synthetic_profile
+    from sim.model.drivers.engine import Fleet, FleetSpec
+    from sim.model.step_plan import SchedulerConfig
+    from sim.model.step_time import ProfileStepTimer
+
+    # short limits, so queue-time rejections and timeouts of waiting and running requests happen
+    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64,
+                          max_queue_time_s=0.05)
+    fixed = SpeculationPolicy("off_above_batch", k=2, max_batch=2)
+    adaptive = SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0)
+    restart = RestartConfig(at_s=0.05, replica=0, cold_start_s=0.01, on_restart="reroute", fallback="same")
+    for policy, replicas, rs in ((fixed, 1, None), (fixed, 2, None), (adaptive, 1, None), (fixed, 2, restart)):
+        reqs = [Request(i, i, 0.02 * i, 40, 20, timeout_s=0.1, negrates=[-0.8, -0.6]) for i in range(8)]
+        timer = ProfileStepTimer(synthetic_profile())
+        spec = FleetSpec(cfg, policy, proposer="ngram", replicas=replicas, restart=rs)
+        Fleet(spec, timer, np.random.default_rng(0)).run(reqs)
+
+
+if __name__ == "__main__":
+    warm()

@@ -1,0 +1,380 @@
+"""Every replica of a fleet, its arrivals and their routing in one compiled loop.
+
+Why: with two replicas or more each arrival and nearly every step (it crosses another replica's
+step) was a SimPy event with Python around it, so a run cost ~2.7x the CPU per engine iteration
+of a lone replica. Here the fleet's event queue is emulated inside compiled code, event for
+event as SimPy orders it, so one call runs the whole simulation (back to Python only to grow a
+log or refill the uniforms).
+
+What keeps the records identical to the engine with one SimPy process per replica and an arrival
+process (``sim.model.drivers.compiled_replica.CompiledReplica._advancing``, ``engine.Fleet._arrivals``):
+events are ordered by ``(time, priority, id)`` with SimPy's ids, i.e. one counter advanced at
+every event it would schedule, in the order it would schedule them: the processes' starts at 0
+(replicas, each planning once and finding nothing, then the arrival process), the run's stop (``until``), each arrival's urgent timeout
+(scheduled when the previous arrival is handed over), a replica's wake-up (when an arrival is
+queued at an idle replica), the step a replica starts that ends at or after the next event
+(scheduled when the replica reaches it: the steps before it ran compiled), and the arrival
+process's own end after its last arrival. A replica's process at an event: finish the step
+that ended, then expire, plan, price and apply steps while each ends before the earliest other
+event (``run_kernel.step_until``), the one that does not becomes its next event.
+
+A restart (``CompiledReplica._restart`` in SimPy) is emulated the same way (``_restart``). Its
+timeout is a normal event scheduled at the start, before any step's end or wake-up, so at its
+instant it comes after the urgent events (arrivals, the run's stop) and before every other. It
+interrupts the replica (an urgent event, so handled at once) and ends its own process (a normal
+event that does nothing). The replica's pending step end or wake-up stays queued with nobody
+waiting on it (a "ghost": it only moves the clock). The replica goes down (the router skips it),
+its work is evacuated and re-routed (or dropped), idle replicas that get some are woken, and its
+cold start's end is its next event, after which it serves with the fallback policy's fresh row.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import run_kernel as rk
+from sim.model.kernels.arrival_kernels import expire_due
+from sim.model.kernels.kernel_cache import njit
+from sim.model.kernels.queue_kernels import admit, end_request, enqueue, evacuate
+
+# a replica's pending event (FleetClock.kind)
+IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
+# the arrival process's pending event (g[G_ARR_KIND])
+A_NONE, A_HAND, A_END, A_START = range(4)
+# FleetClock.g (int64)
+(G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST, G_RESTART_REP,
+ G_DROP, G_ROOM, G_STARTED, G_EXTRA) = range(13)
+"""``G_EXTRA``: ghosts queued, plus one while a replica is down (0: the fast path of every
+lookup, as in a run without a restart)."""
+G_GHOST = 13
+"""Ids of the ghosts (events nobody waits on) from here, ``N_GHOSTS`` of them."""
+N_GHOSTS = 3
+N_G = G_GHOST + N_GHOSTS
+# FleetClock.f (float64)
+F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T, F_COLD = range(6)
+F_GHOST = 6
+"""The ghosts' times (inf: none) from here."""
+N_F = F_GHOST + N_GHOSTS
+# what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
+DONE, STOPPED, STUCK = 10, 11, 12
+_PRIO_URGENT, _PRIO_NORMAL = 0, 1
+
+
+class FleetClock(NamedTuple):
+    """The emulated event queue: each replica's pending event, the arrival process's, the stop."""
+
+    kind: np.ndarray
+    """Per replica: IDLE (waiting for an arrival), STEP (a step ends at ``ev_t``), WAKE
+    (woken at ``ev_t``), ACTIVE (its process is running now), DOWN (restarting until ``ev_t``)."""
+    ev_t: np.ndarray
+    ev_id: np.ndarray
+    start: np.ndarray
+    """Per replica: the pending step's start and duration."""
+    dt: np.ndarray
+    g: np.ndarray
+    f: np.ndarray
+    back: np.ndarray
+    """The policy row a restarted replica comes back with (its fallback, afresh)."""
+    out: np.ndarray
+    """Room for the rows a restart evacuates (kernels allocate nothing)."""
+
+
+def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, restart,
+              back: np.ndarray, room: int) -> FleetClock:
+    """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
+    replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
+    restart's timeout (``restart``, a ``RestartConfig``; only its time is kept: it wins every
+    tie with a normal event), the policy row its replica comes back with and ``room`` rows for
+    its evacuation (a replica's most requests in flight)."""
+    g = np.zeros(N_G, np.int64)
+    f = np.zeros(N_F, np.float64)
+    f[F_GHOST:] = np.inf
+    g[G_ARR_KIND] = A_START  # its start: hands over nothing before its first arrival
+    g[G_ARR_ID] = replicas
+    g[G_COUNTER] = replicas + 1
+    g[G_ACTIVE] = -1
+    g[G_LEAST] = least_outstanding
+    g[G_STOP_ID] = -1
+    f[F_STOP_T] = np.inf
+    f[F_RESTART_T] = np.inf
+    if restart is not None:
+        f[F_RESTART_T] = restart.at_s
+        f[F_COLD] = restart.cold_start_s
+        g[G_RESTART_REP] = restart.replica
+        g[G_DROP] = restart.on_restart == "drop"
+    if stop_s is not None:
+        g[G_STOP_ID] = g[G_COUNTER]
+        g[G_COUNTER] += 1
+        f[F_STOP_T] = stop_s
+    return FleetClock(np.full(replicas, IDLE, np.int64), np.zeros(replicas), np.zeros(replicas, np.int64),
+                      np.zeros(replicas), np.zeros(replicas), g, f,
+                      back, np.zeros(room, np.int64))
+
+
+@njit
+def replica_at(st, r):
+    """Replica ``r`` of the fleet's stacked state (each field one row per replica), as views."""
+    return ks.Replica(st.cfg[r], st.meta[r], st.run_idx[r], st.ring[r], st.qlog[r], st.dec_rows[r],
+                      st.dec_draft[r], st.pf_rows[r], st.pf_n[r], st.prev_idx[r], st.pre[r], st.acc[r],
+                      st.cache[r])
+
+
+@njit
+def _next_event(fc):
+    """The event SimPy would pop next: ``(who, t)``, who a replica, -2 the arrival process, -3
+    the stop, -4 a restart, -5 - i ghost ``i``, -1 none. The active replica's own event is not in
+    the queue."""
+    g, f = fc.g, fc.f
+    who, bt, bp, bid = -1, np.inf, 2, 0
+    if g[G_ARR_KIND] != A_NONE:
+        urgent = g[G_ARR_KIND] != A_END  # a process's start and an arrival's timeout are urgent
+        who, bt, bp, bid = -2, f[F_ARR_T], _PRIO_URGENT if urgent else _PRIO_NORMAL, g[G_ARR_ID]
+    if g[G_STOP_ID] >= 0:
+        t = f[F_STOP_T]
+        if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
+            who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
+    t = f[F_RESTART_T]
+    if t < bt or (t == bt and bp == _PRIO_NORMAL):  # scheduled before every normal event
+        who, bt, bp, bid = -4, t, _PRIO_NORMAL, -1
+    for r in range(fc.kind.shape[0]):
+        k = fc.kind[r]
+        if k == STEP or k == WAKE or k == DOWN:
+            t = fc.ev_t[r]
+            if t < bt or (t == bt and (_PRIO_NORMAL < bp or (_PRIO_NORMAL == bp and fc.ev_id[r] < bid))):
+                who, bt, bp, bid = r, t, _PRIO_NORMAL, fc.ev_id[r]
+    for i in range(N_GHOSTS if g[G_EXTRA] else 0):
+        t = f[F_GHOST + i]
+        if t == np.inf:
+            continue
+        if t < bt or (t == bt and (_PRIO_NORMAL < bp or (_PRIO_NORMAL == bp and g[G_GHOST + i] < bid))):
+            who, bt, bp, bid = -5 - i, t, _PRIO_NORMAL, g[G_GHOST + i]
+    return who, bt
+
+
+@njit
+def _outstanding(st, r):
+    return st.meta[r, ks.M_NRUN] + st.meta[r, ks.M_NWAIT]
+
+
+@njit
+def _pick(st, fc):
+    """``router.Router.pick``: round robin, or the least outstanding requests (running and
+    waiting), ties to the lowest index; a replica that is down only when all are."""
+    n = fc.kind.shape[0]
+    some_up = True
+    if fc.g[G_EXTRA]:
+        some_up = False
+        for r in range(n):
+            some_up = some_up or fc.kind[r] != DOWN
+    least = fc.g[G_LEAST] != 0
+    start = 0 if least else fc.g[G_RR]
+    best = start
+    for s in range(n):  # the first replica that may take it, from the round-robin turn
+        best = (start + s) % n
+        if not some_up or fc.kind[best] != DOWN:
+            break
+    if least:
+        for r in range(best + 1, n):
+            if (not some_up or fc.kind[r] != DOWN) and _outstanding(st, r) < _outstanding(st, best):
+                best = r
+    return best
+
+
+@njit
+def _hand_over(st, rq, av, fc, t):
+    """The arrival process at ``t``: hand over the request whose arrival fell due, and each next
+    one due at the same instant, then wait for the next (or end). False: a queue log is full
+    (nothing of the request in hand done; grow it, call again)."""
+    g = fc.g
+    n = av.arr_s.shape[0]
+    first = g[G_ARR_KIND] == A_START  # nothing in hand yet
+    while True:
+        i = av.arrived[0]
+        if not first:
+            r = _pick(st, fc)
+            rp = replica_at(st, r)
+            if rp.meta[ks.M_QLOG] + 2 > rp.qlog.shape[0]:
+                return False
+            g[G_RR] = (r + 1) % fc.kind.shape[0]
+            av.arrived[0] = i + 1
+            av.routed[i] = r
+            if admit(rp, rq, i, t) and fc.kind[r] == IDLE:
+                fc.kind[r] = WAKE
+                fc.ev_t[r] = t
+                fc.ev_id[r] = g[G_COUNTER]
+                g[G_COUNTER] += 1
+            i += 1
+        first = False
+        av.clock[0] = t
+        if i >= n:  # the process ends: its own (normal) event at ``t``
+            g[G_ARR_KIND] = A_END
+        else:
+            dt = av.arr_s[i] - t
+            if not dt > 0:
+                continue
+            g[G_ARR_KIND] = A_HAND
+            t = t + dt
+        fc.f[F_ARR_T] = t
+        g[G_ARR_ID] = g[G_COUNTER]
+        g[G_COUNTER] += 1
+        return True
+
+
+@njit
+def _ghost(fc, t, eid):
+    """An event left queued with nobody waiting on it (it only moves the clock when popped)."""
+    for i in range(N_GHOSTS):
+        if fc.f[F_GHOST + i] == np.inf:
+            fc.f[F_GHOST + i] = t
+            fc.g[G_GHOST + i] = eid
+            fc.g[G_EXTRA] += 1
+            return
+
+
+@njit
+def _restart(st, rq, av, fc, t):
+    """The restart's timeout at ``t`` (``CompiledReplica._restart``): the replica goes down, its
+    requests are evacuated, then each re-routed (adopted, keeping its deadlines) or dropped; idle
+    replicas that adopt one are woken; the replica's cold start is its next event. False: a queue
+    log lacks room (nothing done; ``g[G_ROOM]`` entries needed: grow, call again)."""
+    g, f = fc.g, fc.f
+    r = g[G_RESTART_REP]
+    rp = replica_at(st, r)
+    m = rp.meta
+    n = m[ks.M_NRUN] + m[ks.M_NWAIT]
+    room = n + m[ks.M_NWAIT] + 2
+    for j in range(fc.kind.shape[0]):
+        if st.meta[j, ks.M_QLOG] + 2 * room > st.qlog.shape[1]:
+            g[G_ROOM] = room
+            return False
+    f[F_RESTART_T] = np.inf
+    g[G_COUNTER] += 1  # the interrupt (urgent: it runs now)
+    _ghost(fc, t, g[G_COUNTER])  # the restart's process ends (a normal event)
+    g[G_COUNTER] += 1
+    if fc.kind[r] == STEP or fc.kind[r] == WAKE:  # its process stops waiting for it
+        _ghost(fc, fc.ev_t[r], fc.ev_id[r])
+    fc.kind[r] = DOWN
+    g[G_EXTRA] += 1
+    out = fc.out
+    n = evacuate(rp, rq, out, t)
+    for i in range(n):
+        q = out[i]
+        if g[G_DROP]:
+            end_request(rp, rq, q, ks.REJECTED, t)
+            continue
+        j = _pick(st, fc)
+        g[G_RR] = (j + 1) % fc.kind.shape[0]
+        av.routed[q] = j
+        enqueue(replica_at(st, j), rq, q, t)
+        # its deadlines join j's (``arrival_kernels.expire_due``): they lie at or after the
+        # restarted replica's cursors, and what j's cursors pass again is ended or not its own
+        mj = st.meta[j]
+        mj[ks.M_QCUR] = min(mj[ks.M_QCUR], m[ks.M_QCUR])
+        mj[ks.M_TCUR] = min(mj[ks.M_TCUR], m[ks.M_TCUR])
+        if fc.kind[j] == IDLE:
+            fc.kind[j] = WAKE
+            fc.ev_t[j] = t
+            fc.ev_id[j] = g[G_COUNTER]
+            g[G_COUNTER] += 1
+    fc.ev_t[r] = t + f[F_COLD]
+    fc.ev_id[r] = g[G_COUNTER]
+    g[G_COUNTER] += 1
+    return True
+
+
+@njit
+def _process(st, rq, lg, pol, ta, av, fc, r):
+    """Replica ``r``'s process from ``f[F_ACT_T]``: finish the step that ended there, then steps
+    while each ends before the next event. Returns -1 when it waits again (a step pending, or
+    idle), else run_kernel's NEED_LOGS or NEED_UNIFORMS (its place kept: call again), or
+    STUCK (work queued but nothing schedulable: a bug)."""
+    rp = replica_at(st, r)
+    g, f = fc.g, fc.f
+    t = f[F_ACT_T]
+    if g[G_FINISHING]:
+        if rk.finish(rp, rq, lg, fc.start[r], fc.dt[r], t) < 0:
+            return rk.NEED_UNIFORMS
+        g[G_FINISHING] = 0
+    while True:
+        if not expire_due(rp, rq, av, t):
+            return rk.NEED_LOGS
+        why, dt = rk.step_until(rp, rq, lg, pol[r], ta, t, _next_event(fc)[1])
+        if why == -1:
+            t = t + dt
+            f[F_ACT_T] = t
+            continue
+        if why == rk.NEED_LOGS:
+            return why
+        if why == rk.NEED_UNIFORMS:  # planned and priced: refill, then finish it at t + dt
+            fc.start[r] = t
+            fc.dt[r] = dt
+            f[F_ACT_T] = t + dt
+            g[G_FINISHING] = 1
+            return why
+        if why == rk.IDLE:
+            if rp.meta[ks.M_NRUN] or rp.meta[ks.M_NWAIT]:
+                return STUCK
+            fc.kind[r] = IDLE
+            return -1
+        fc.kind[r] = STEP  # PENDING: the step that ends at or after the next event
+        fc.ev_t[r] = t + dt
+        fc.ev_id[r] = g[G_COUNTER]
+        g[G_COUNTER] += 1
+        fc.start[r] = t
+        fc.dt[r] = dt
+        return -1
+
+
+@njit
+def run_fleet(st, rq, lg, pol, ta, av, fc):
+    """Run the fleet from where it stands to the end: ``DONE`` (no event left; ``f[F_NOW]`` the
+    last one's time), ``STOPPED`` (the run's stop), or
+    run_kernel's ``NEED_LOGS`` (grow every log and queue log, call again) or ``NEED_UNIFORMS``
+    (refill, call again). ``pol`` has one row per replica: a kv_fallback's own state."""
+    g, f = fc.g, fc.f
+    while g[G_STARTED] < fc.kind.shape[0]:  # each replica's process starts at 0: it plans, idle
+        r = g[G_STARTED]
+        f[F_ACT_T] = 0.0
+        g[G_FINISHING] = 0
+        why = _process(st, rq, lg, pol, ta, av, fc, r)
+        if why >= 0:
+            return why
+        g[G_STARTED] += 1
+    while True:
+        r = g[G_ACTIVE]
+        if r >= 0:
+            why = _process(st, rq, lg, pol, ta, av, fc, r)
+            if why >= 0:
+                return why
+            g[G_ACTIVE] = -1
+        who, t = _next_event(fc)
+        if who == -1:
+            return DONE
+        f[F_NOW] = t
+        if who == -3:
+            return STOPPED
+        if who == -4:
+            if not _restart(st, rq, av, fc, t):
+                return rk.NEED_LOGS
+            continue
+        if who <= -5:
+            f[F_GHOST - 5 - who] = np.inf
+            g[G_EXTRA] -= 1
+            continue
+        if who == -2:
+            if g[G_ARR_KIND] == A_END:
+                g[G_ARR_KIND] = A_NONE
+            elif not _hand_over(st, rq, av, fc, t):
+                return rk.NEED_LOGS
+            continue
+        g[G_FINISHING] = 1 if fc.kind[who] == STEP else 0
+        if fc.kind[who] == DOWN:  # back from a restart: its fallback policy, afresh
+            g[G_EXTRA] -= 1
+            for i in range(fc.back.shape[0]):
+                pol[who, i] = fc.back[i]
+        fc.kind[who] = ACTIVE
+        g[G_ACTIVE] = who
+        f[F_ACT_T] = t
