@@ -22,6 +22,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cli.profile_acceptance import floats
 from sim.contracts.errors import SpecplanError
 
 ACTIONS = ("run", "estimate", "merge", "import-vllm", "published", "padded-batch", "import-aiconfigurator",
@@ -165,16 +166,6 @@ def run(args: argparse.Namespace) -> int:
     from cli.profile_acceptance import run_acceptance_source
 
     return run_acceptance_source(args, command_of(args))
-
-
-def floats(text: str, flag: str) -> tuple[float, ...]:
-    try:
-        vals = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise SpecplanError(f"{flag} {text!r}: expected comma-separated numbers") from None
-    if not vals:
-        raise SpecplanError(f"{flag} {text!r}: expected at least one number")
-    return vals
 
 
 def _set_threads(threads: int | None) -> None:

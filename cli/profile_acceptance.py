@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.profile import floats
 from sim.contracts.errors import SpecplanError
 
 ACCEPTANCE_FILE = "specplan.acceptance"
@@ -135,3 +134,13 @@ def _apply_library(args: argparse.Namespace, command: str) -> int:
         print(f"  {line}")
     print(f"wrote {args.out}: {args.profile} with published acceptance from the library")
     return 0
+
+
+def floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecplanError(f"{flag} {text!r}: expected comma-separated numbers") from None
+    if not vals:
+        raise SpecplanError(f"{flag} {text!r}: expected at least one number")
+    return vals

@@ -178,7 +178,8 @@ def _run_live(args: argparse.Namespace, scenario_path: str) -> int:
     for c, cap in caps.items():
         _say(f"{c}: loads are fractions of {cap.rate:.3g} req/s — {cap.method}")
 
-    from profiler.live.live_validation import LiveValidation, run_live  # torch: the live path only
+    from profiler.live.live_settings import LiveValidation
+    from profiler.live.live_validation import run_live  # torch: the live path only
 
     command = " ".join(["specplan", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else None
     basis = "given" if args.capacity else args.load_basis

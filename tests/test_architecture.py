@@ -96,3 +96,50 @@ def test_the_checks_see_imports() -> None:
     assert "importlib" in found and "sim.contracts.errors" in found
     lazy = {m for _, m in imports_of(REPO / "cli" / "validate.py")}
     assert "profiler.live.live_validation" in lazy
+
+
+# profiler's rooms that must run on a machine without torch (imports and estimates are planned
+# before any GPU is bought): checked through every profiler module they reach, lazy imports too
+TORCH_FREE_ROOMS = ("profiler/estimates", "profiler/imported")
+TORCH = {"torch", "transformers"}
+
+
+def _module_path(mod: str) -> Path | None:
+    base = REPO / Path(*mod.split("."))
+    for p in (base.with_suffix(".py"), base / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+def test_estimate_and_imported_rooms_never_reach_torch() -> None:
+    bad = []
+    for room in TORCH_FREE_ROOMS:
+        for start in sorted((REPO / room).glob("*.py")):
+            seen, todo = {start}, [(start, rel(start))]
+            while todo:
+                path, chain = todo.pop()
+                for line, mod in imports_of(path):
+                    if mod.split(".")[0] in TORCH:
+                        bad.append(f"{chain}:{line}: imports {mod}")
+                    elif mod.split(".")[0] == "profiler" and (nxt := _module_path(mod)) and nxt not in seen:
+                        seen.add(nxt)
+                        todo.append((nxt, f"{chain} -> {rel(nxt)}"))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_torch_check_follows_imports_through_profiler() -> None:
+    """The walk above sees a profiler module that imports torch (so an empty result means something)."""
+    found = {m for _, m in imports_of(REPO / "profiler" / "passes" / "device.py")}
+    assert "torch" in found
+
+
+LOOSE_LIMITS = {"profiler": 8, "sim/model": 24}
+"""Most modules a package keeps at its top level (``__init__`` not counted): more, and a newcomer
+cannot see the rooms for the files (docs/architecture.md names each room)."""
+
+
+@pytest.mark.parametrize("package", sorted(LOOSE_LIMITS))
+def test_packages_keep_their_modules_in_rooms(package: str) -> None:
+    loose = sorted(p.name for p in (REPO / package).glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= LOOSE_LIMITS[package], f"{package}: {len(loose)} loose modules {loose}"

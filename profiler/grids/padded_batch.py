@@ -25,12 +25,11 @@ import torch
 from profiler.grids.timing_assembly import _grid
 from profiler.grids.timing_grids import Measured, Point, combine_rounds, point
 from profiler.passes.batch_executor import BatchExecutor
-from profiler.passes.batch_state import SeqState
+from profiler.passes.batch_state import SeqState, ServingRequest
 from profiler.passes.clock import Timing, time_op
 from profiler.passes.kv_cache import cache_from
 from profiler.passes.memory import kv_bytes_per_token
 from profiler.passes.model_types import LoadedModel
-from profiler.passes.serving import ServingRequest
 from profiler.passes.warm_up import keep_freed_memory
 
 CELL_KV_LIMIT = 2 << 30

@@ -10,14 +10,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from profiler.live.idle_probes import IdleProbes
 from profiler.live.live_checkpoints import RunRecord
-from profiler.passes import serving
+from profiler.live.live_settings import LiveValidation
+from profiler.passes.batch_state import ServingRequest
 from profiler.passes.serving_prompts import segment_prompts
 from profiler.passes.warm_up import PeakShape
 from sim.contracts.errors import SpecplanError
@@ -28,9 +29,6 @@ from sim.fidelity import drift as drift_check
 from sim.fidelity import live_load
 from sim.model.engine_defaults import engine_limits
 from sim.model.speculation import policy_from_candidate
-
-if TYPE_CHECKING:
-    from profiler.live.live_validation import LiveValidation
 
 
 def model_spec(profile: Profile) -> str:
@@ -68,7 +66,7 @@ class LoadPoint:
     rate: float
     scenario: Scenario
     specs: list[Any]
-    requests: list[serving.ServingRequest]
+    requests: list[ServingRequest]
     span: float
     max_wall: float
 
@@ -99,7 +97,7 @@ def load_points(v: LiveValidation, target: Any, spec: str, notes: list[str]) -> 
                 f"{spec} has a {max_pos}-token window; lower prompt_tokens/output_tokens max")
         prompts, pnotes = segment_prompts(specs, seg_keys, target.tokenizer, vocab, v.seed)
         notes.extend(pnotes)
-        reqs = [serving.ServingRequest(s.id, s.arrival_s, prompts[s.id], s.output_tokens, s.segment, s.timeout_s)
+        reqs = [ServingRequest(s.id, s.arrival_s, prompts[s.id], s.output_tokens, s.segment, s.timeout_s)
                 for s in specs]
         span = max(s.arrival_s for s in specs)
         points.append(LoadPoint(load, name, rate, sc, specs, reqs, span, v.max_wall_s or 4 * span + 120))

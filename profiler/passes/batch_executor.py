@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from profiler.passes.batch_state import DecodeBatch, SeqState
+from profiler.passes.batch_state import DecodeBatch, SeqState, ServingRequest
 from profiler.passes.kv_cache import cache_from, cache_len, crop_to, kv_of
 from sim.model.step_plan import Request, StepPlan
-
-if TYPE_CHECKING:
-    from profiler.passes.serving import ServingRequest
-
 
 HOLE_LIMIT = 16
 """Rejected-draft columns (beyond the longest row) the batched KV may carry before it is

@@ -44,35 +44,13 @@ import polars as pl
 import torch
 
 from profiler.passes.batch_executor import BatchExecutor
+from profiler.passes.batch_state import ServingRequest
 from sim.model.scheduler import Scheduler
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import DONE, Request, SchedulerConfig, StepPlan
 from sim.model.step_protocol import ROW_WIDTH, FleetRun, StepCycle, StepLog
 from sim.model.step_time import StepShape
 from sim.results import records
-
-
-@dataclass(frozen=True, slots=True)
-class ServingRequest:
-    """One request of the real run: when it arrives, its real prompt, how long it must answer."""
-
-    id: int
-    arrival_s: float
-    """Seconds after the run's start at which the client sends it."""
-    prompt_ids: tuple[int, ...]
-    """Token ids of the prompt (real text, cut or repeated to the scheduled length)."""
-    output_tokens: int
-    """Tokens to generate; EOS is ignored so both sides do the same work."""
-    segment: str = "default"
-    timeout_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if not self.prompt_ids:
-            raise ValueError(f"request {self.id}: empty prompt")
-        if self.output_tokens < 1:
-            raise ValueError(f"request {self.id}: output_tokens must be >= 1, got {self.output_tokens}")
-        if self.arrival_s < 0:
-            raise ValueError(f"request {self.id}: arrival_s must be >= 0, got {self.arrival_s}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,10 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from profiler.passes.batch_state import ServingRequest
 from profiler.passes.kv_cache import cache_from
 from profiler.passes.model_types import architecture, count_parameters
-from profiler.passes.serving import ServingRequest, serve
+from profiler.passes.serving import serve
 from profiler.passes.serving_prompts import fit_prompt
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import SchedulerConfig

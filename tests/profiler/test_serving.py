@@ -15,9 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from profiler.passes.batch_state import ServingRequest  # noqa: E402
 from profiler.passes.models import load_model  # noqa: E402
 from profiler.passes.proposers import NgramProposer  # noqa: E402
-from profiler.passes.serving import PlanRecord, ServingRequest, serve  # noqa: E402
+from profiler.passes.serving import PlanRecord, serve  # noqa: E402
 from profiler.passes.serving_prompts import fit_prompt, segment_prompts  # noqa: E402
 from sim.model.drivers.engine import Fleet, FleetSpec  # noqa: E402
 from sim.model.speculation import OFF, SpeculationPolicy  # noqa: E402
