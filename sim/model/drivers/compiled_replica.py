@@ -25,7 +25,7 @@ from sim.model.kernels import queue_kernels as qk
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.policy_kernels import policy_array
 from sim.model.sim_clock import jump
-from sim.model.speculation import OFF, PolicyState, SpeculationPolicy
+from sim.model.speculation import OFF, PolicyState
 from sim.model.step_plan import Request
 from sim.model.step_time import StepShape
 
@@ -252,28 +252,6 @@ def _pricer(timer):
     return lambda *fields: timer(StepShape(*fields))
 
 
-def build(fleet, requests: Sequence[Request], track: bool) -> list[CompiledReplica]:
-    """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
-    replica's, or the whole fleet's, routed there, a restart included: ``sim.model.drivers.routed_fleet``)
-    unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
-    wake-ups, scheduled before it: not emulated)."""
-    spec = fleet.spec
-    # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
-    arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
-                         slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
-    timer = pk.pack(fleet.step_timer, spec.proposer)
-    restart = spec.restart
-    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
-        if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel
-            from sim.model.drivers.solo_replica import SoloReplica
-
-            return [SoloReplica(fleet, arrays, timer, track, requests)]
-        from sim.model import routed_fleet  # arrivals routed in the kernel (a restart included)
-
-        return routed_fleet.build(fleet, arrays, timer, track, requests)
-    return [CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]
-
-
 def collect(replicas: list[CompiledReplica], requests: Sequence[Request],
             write_back: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, array, dict | None]:
     """End of a run: requests written back (or, without ``write_back``, their records' columns
@@ -306,30 +284,3 @@ def release(replicas: list[CompiledReplica]) -> None:
     replicas[0].arrays.release_logs()
     for rep in replicas:
         rep._flat = _NO_FLAT
-
-
-def warm() -> None:
-    """Compile every kernel into the on-disk cache (``make setup`` runs this once, so the first
-    simulation does not wait ~10 s for numba): tiny fleets, one each way of running (a lone
-    replica, two replicas, the adaptive policy's step by step, a restart)."""
-    from sim.contracts.fleet_config import RestartConfig
-    from sim.contracts.synthetic import synthetic_profile
-    from sim.model.drivers.engine import Fleet, FleetSpec
-    from sim.model.step_plan import SchedulerConfig
-    from sim.model.step_time import ProfileStepTimer
-
-    # short limits, so queue-time rejections and timeouts of waiting and running requests happen
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64,
-                          max_queue_time_s=0.05)
-    fixed = SpeculationPolicy("off_above_batch", k=2, max_batch=2)
-    adaptive = SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0)
-    restart = RestartConfig(at_s=0.05, replica=0, cold_start_s=0.01, on_restart="reroute", fallback="same")
-    for policy, replicas, rs in ((fixed, 1, None), (fixed, 2, None), (adaptive, 1, None), (fixed, 2, restart)):
-        reqs = [Request(i, i, 0.02 * i, 40, 20, timeout_s=0.1, negrates=[-0.8, -0.6]) for i in range(8)]
-        timer = ProfileStepTimer(synthetic_profile())
-        spec = FleetSpec(cfg, policy, proposer="ngram", replicas=replicas, restart=rs)
-        Fleet(spec, timer, np.random.default_rng(0)).run(reqs)
-
-
-if __name__ == "__main__":
-    warm()

@@ -21,12 +21,15 @@ import simpy
 
 from sim.contracts.fleet_config import RestartConfig
 from sim.model.drivers import compiled_replica
+from sim.model.fleet_arrays import FleetArrays
+from sim.model.kernels.policy_kernels import policy_array
 from sim.model.router import Router, Routing
 from sim.model.sim_clock import urgent_timeout
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import DONE, Request, SchedulerConfig
 from sim.model.step_protocol import FleetRun, StepLog
 from sim.model.step_time import StepShape
+from sim.model.timer_packing import pack
 
 StepTimer = Callable[[StepShape], float]
 
@@ -99,7 +102,7 @@ class Fleet:
 
     def _replicas(self, requests: Sequence[Request], track: bool) -> list:
         """The replicas of this run (closed-loop clients build their own: ``sim.model.drivers.clients``)."""
-        return compiled_replica.build(self, requests, track)
+        return build_replicas(self, requests, track)
 
     def restart_at(self, plan: RestartConfig):
         """Interrupt the restarting replica at ``plan.at_s``."""
@@ -152,3 +155,27 @@ class Fleet:
                     req.outcome = "unfinished"
                     req.finish_s = None
         return FleetRun(list(requests), steps, gap_idx, gap_s, end, qlog, columns)
+
+
+def build_replicas(fleet, requests: Sequence[Request], track: bool) -> list[compiled_replica.CompiledReplica]:
+    """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
+    replica's, or the whole fleet's, routed there, a restart included: ``sim.model.drivers.routed_fleet``)
+    unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
+    wake-ups, scheduled before it: not emulated)."""
+    spec = fleet.spec
+    # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
+    arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
+                         slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
+    timer = pack(fleet.step_timer, spec.proposer)
+    restart = spec.restart
+    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
+        if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel
+            from sim.model.drivers.solo_replica import SoloReplica
+
+            return [SoloReplica(fleet, arrays, timer, track, requests)]
+        from sim.model.drivers import (
+            routed_fleet,  # arrivals routed in the kernel (a restart included)
+        )
+
+        return routed_fleet.build(fleet, arrays, timer, track, requests)
+    return [compiled_replica.CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]

@@ -16,6 +16,7 @@ import pytest
 from sim.contracts.profile import load_profile
 from sim.model.kernels import price_kernels as pk
 from sim.model.step_time import FixedStepTimer, ProfileStepTimer
+from sim.model.timer_packing import pack
 
 REPO = Path(__file__).resolve().parents[3]
 CASES = {
@@ -46,7 +47,7 @@ def test_compiled_price_is_the_python_price(case: str) -> None:
     py, comp = ProfileStepTimer(profile, **kw), ProfileStepTimer(profile, **kw)
     for t in (py, comp):
         t.attach_proposer(proposer)
-    packed = pk.pack(comp, proposer)
+    packed = pack(comp, proposer)
     assert packed is not None
     rng = np.random.default_rng(7)
     for b, c_mean, k, n, c0, c_max, joined, left, drafting in _shapes(rng, 3000, 4):
@@ -68,9 +69,9 @@ def test_timers_only_python_can_run_are_not_packed() -> None:
 
     profile = load_profile(REPO / "profiles" / "smollm2-135m-cpu.json")
     timeline = SpeedTimeline((0.0,), (1.1,), (0.0,), (1.0,))
-    assert pk.pack(ProfileStepTimer(profile, speed=timeline), None) is None
-    assert pk.pack(lambda shape: 0.01, None) is None
-    assert pk.pack(ProfileStepTimer(profile), "no-such-proposer") is None
-    fixed = pk.pack(FixedStepTimer(0.25), None)
+    assert pack(ProfileStepTimer(profile, speed=timeline), None) is None
+    assert pack(lambda shape: 0.01, None) is None
+    assert pack(ProfileStepTimer(profile), "no-such-proposer") is None
+    fixed = pack(FixedStepTimer(0.25), None)
     assert fixed is not None
     assert pk.price(fixed.arrays, (3, 0.0, 0, 0, 0.0, 0.0, 0, 0, -1)) == 0.25

@@ -22,7 +22,7 @@ from sim.contracts.acceptance_trace import write_trace
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile
-from sim.model.drivers import compiled_replica
+from sim.model.drivers import engine
 from sim.model.kernels import price_kernels
 from sim.results.simulation import simulate_once
 from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
@@ -119,13 +119,13 @@ SimPy event per step."""
 def test_frames_match_the_recorded_goldens(case: str, tmp_path, monkeypatch) -> None:
     """The planner (the compiled kernels, restarts and trace replay included) gives the goldens."""
     built = []
-    real_build = compiled_replica.build
+    real_build = engine.build_replicas
     def build(*a):
         replicas = real_build(*a)
         built.append(type(replicas[0]).__name__)
         return replicas
 
-    monkeypatch.setattr(compiled_replica, "build", build)
+    monkeypatch.setattr(engine, "build_replicas", build)
     frames = _frames(case, tmp_path)
     assert len(built) == len(frames) // 3, f"{case}: a candidate did not run"
     assert set(built) == RUNS_ON[case], f"{case}: ran on {built}, expected {RUNS_ON[case]}"
