@@ -39,6 +39,7 @@ from sim.decisions.load_scaling import arrival_rate, trace_probe_note
 from sim.decisions.simulated_load import SimulatedLoad
 from sim.decisions.sustain import criteria_from_scenario
 from sim.decisions.trace_sizing import trace_fleet
+from sim.results.plain_numbers import rate as plain_rate
 
 
 def plan_capacity(
@@ -136,7 +137,7 @@ def plan_capacity(
         results: list[CandidateCapacity] = []
         for name in chosen:
             cap = float(np.mean([s.rate for s in per_cand[name]])) / fleet
-            say(f"{name}: replicas for {target:g} req/s, {len(seeds)} seed(s)")
+            say(f"{name}: replicas for {plain_rate(target)}, {len(seeds)} seed(s)")
             guess = cap if cap > 0 or not trace else target  # a trace: no rate on one replica ≠ no fleet
             size = fewest_replicas(load, name, target, guess, seeds, criteria, max_replicas, memo)
             results.append(CandidateCapacity(name, per_cand[name], seeds, target, size.n, size.status, size.row,
@@ -247,7 +248,7 @@ def _load_levels(load: SimulatedLoad, results: Sequence[CandidateCapacity], chos
         # fractions of the scenario's own rate, so the decision table can say why
         ref = base_rate
         load.notes.add(f"no candidate sustains the SLOs at any probed rate; load levels are "
-                       f"fractions of the scenario's rate ({base_rate:g} req/s) instead")
+                       f"fractions of the scenario's rate ({plain_rate(base_rate)}) instead")
     load_frames = []
     points = _capacity_points(results)
     if ref > 0:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sim.decisions.load_scaling import arrival_rate
+from sim.results.plain_numbers import rate as plain_rate
 
 
 def mean_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -148,7 +149,7 @@ def fleet_sizes(scenario: Any, profile: Any, *, candidates: Sequence[str] | None
     while True:
         out = {}
         for n in names:
-            say(f"{n}: replicas for {rate:g} req/s, {len(seeds)} seed(s)")
+            say(f"{n}: replicas for {plain_rate(rate)}, {len(seeds)} seed(s)")
             out[n] = fewest_replicas(load, n, rate, guess, seeds, criteria, max_replicas, memo)
         if not any(z.undetermined for z in out.values()) or len(seeds) >= budget:
             return out, seeds
@@ -157,7 +158,7 @@ def fleet_sizes(scenario: Any, profile: Any, *, candidates: Sequence[str] | None
 
 def sizing_lines(rate: float, sizes: Mapping[str, FleetSize], seeds: Sequence[int]) -> list[str]:
     """The fleet answer in words, one line per candidate, as `specplan capacity` gives it."""
-    out = [f"fleet for {rate:g} req/s, each candidate at its own replica count (the rule `specplan "
+    out = [f"fleet for {plain_rate(rate)}, each candidate at its own replica count (the rule `specplan "
            f"capacity` uses: every SLO check's 95 % bound within its limit over {len(seeds)} seed(s)):"]
     for name, z in sizes.items():
         if z.n is None:

@@ -27,6 +27,7 @@ import numpy as np
 from sim.contracts.errors import SpecplanError
 from sim.decisions.load_scaling import arrival_rate
 from sim.decisions.sustain import SustainCriteria
+from sim.results.plain_numbers import rate as plain_rate
 
 SOURCE = ("simulated: each window's requests alone from an empty fleet, the fewest replicas that carry "
           "them at the SLO across the seeds (the whole trace's rule); replica start-up time and backlog "
@@ -159,12 +160,12 @@ def trace_fleet(load: Any, scenario: Any, chosen: Sequence[str], target: float,
 
     fleet = int(scenario.fleet.replicas)
     lead = scenario.baseline.name if scenario.baseline.name in chosen else chosen[0]
-    say(f"{lead}: replicas the trace needs at {target:g} req/s (where capacity is searched)")
+    say(f"{lead}: replicas the trace needs at {plain_rate(target)} (where capacity is searched)")
     n = fewest_replicas(load, lead, target, target / fleet, seeds, criteria, max_replicas, memo).n
     if n is None or n <= fleet:
         return fleet
     load.notes.add(f"capacity searched on {n} replicas, the fewest on which {lead} carries the trace at "
-                   f"{target:g} req/s (the scenario's fleet.replicas = {fleet} does not); capacity shown "
+                   f"{plain_rate(target)} (the scenario's fleet.replicas = {fleet} does not); capacity shown "
                    "per replica of that fleet")
     return n
 

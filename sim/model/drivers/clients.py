@@ -35,6 +35,7 @@ from sim.contracts.fleet_config import RequestOverhead
 from sim.contracts.scenario import Scenario
 from sim.contracts.work_limits import workload_size
 from sim.contracts.workload_config import WorkloadConfig
+from sim.model import timer_packing
 from sim.model.drivers.compiled_replica import CompiledReplica
 from sim.model.drivers.engine import Fleet, FleetSpec, StepTimer
 from sim.model.fleet_arrays import FleetArrays
@@ -42,7 +43,6 @@ from sim.model.kernels import kernel_state as ks
 from sim.model.sim_clock import urgent_timeout
 from sim.model.step_plan import Request
 from sim.model.step_protocol import FleetRun
-from sim.model.timer_packing import pack
 from sim.workload.prefix_blocks import block_ids
 from sim.workload.workload import RequestSpec, child_stream, segment_spans
 
@@ -162,7 +162,7 @@ class ClientFleet(Fleet):
         spec = self.spec  # as ``engine.build_replicas``, every replica stepping through SimPy
         arrays = FleetArrays(requests, self.k_max, self.accept_rng,
                              slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=self.replay)
-        timer = pack(self.step_timer, spec.proposer)
+        timer = timer_packing.pack(self.step_timer, spec.proposer)
         return [ClientReplica(self, i, arrays, timer, track) for i in range(spec.replicas)]
 
     def _arrivals(self, requests: Sequence[Request]):

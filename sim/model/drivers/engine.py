@@ -20,6 +20,7 @@ import numpy as np
 import simpy
 
 from sim.contracts.fleet_config import RestartConfig
+from sim.model import timer_packing
 from sim.model.drivers import compiled_replica
 from sim.model.fleet_arrays import FleetArrays
 from sim.model.kernels.policy_kernels import policy_array
@@ -29,7 +30,6 @@ from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import DONE, Request, SchedulerConfig
 from sim.model.step_protocol import FleetRun, StepLog
 from sim.model.step_time import StepShape
-from sim.model.timer_packing import pack
 
 StepTimer = Callable[[StepShape], float]
 
@@ -166,7 +166,7 @@ def build_replicas(fleet, requests: Sequence[Request], track: bool) -> list[comp
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
                          slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
-    timer = pack(fleet.step_timer, spec.proposer)
+    timer = timer_packing.pack(fleet.step_timer, spec.proposer)
     restart = spec.restart
     if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
         if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel

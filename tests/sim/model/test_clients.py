@@ -218,7 +218,7 @@ def test_littles_law_holds_with_request_overhead(n: int, think: float, fixed: fl
 def test_python_priced_steps_give_the_compiled_records(monkeypatch: pytest.MonkeyPatch) -> None:
     """Closed loop with overhead and timeouts: the compiled step (the timer packed) and the
     SimPy-priced step (Python prices every step) give the same records, bit for bit."""
-    from sim.model.kernels import price_kernels
+    from sim.model import timer_packing
 
     def run() -> tuple[pl.DataFrame, pl.DataFrame]:
         reqs = [Request(i, i, 0.0, 8 + (13 * i) % 120, 2 + (7 * i) % 30, timeout_s=0.4) for i in range(3000)]
@@ -229,7 +229,7 @@ def test_python_priced_steps_give_the_compiled_records(monkeypatch: pytest.Monke
         return frames(fleet, reqs)
 
     compiled = run()
-    monkeypatch.setattr(price_kernels, "pack", lambda timer, proposer: None)
+    monkeypatch.setattr(timer_packing, "pack", lambda timer, proposer: None)
     python = run()
     assert compiled[0].height > 50
     assert_frame_equal(compiled[0], python[0])

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sim.model import timer_packing
 from sim.model.drivers.engine import Fleet
 from sim.model.fleet_arrays import FleetArrays
-from sim.model.kernels import price_kernels
 from sim.model.step_protocol import ROW_WIDTH, StepLog
 from sim.model.step_time import ProfileStepTimer
 from tests.sim.model.test_properties import _PROFILE, _copy, fleets
@@ -43,7 +43,7 @@ def test_run_logs_freed_without_a_collection(case, python, stop_s) -> None:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(FleetArrays, "release_logs", spy)
             if python:  # the timer not packed: each step priced in Python (a generator per replica)
-                mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+                mp.setattr(timer_packing, "pack", lambda timer, proposer: None)
             fleet = Fleet(spec, ProfileStepTimer(_PROFILE), np.random.default_rng(0))
             run = fleet.run(_copy(reqs), write_back=False)
         assert seen, "the fleet did not let go of its logs"

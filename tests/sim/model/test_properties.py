@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from sim.contracts.fleet_config import RestartConfig
 from sim.contracts.synthetic import synthetic_profile
+from sim.model import timer_packing
 from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.kernels import kernel_state as ks
-from sim.model.kernels import price_kernels
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer, StepShape
@@ -135,7 +135,7 @@ def test_drivers_agree(case, proposal, timing, stop_s, write_back) -> None:
         fleet = Fleet(spec, timer, np.random.default_rng(0))
         with pytest.MonkeyPatch.context() as mp:
             if engine == "python":  # the timer not packed: each step priced in Python
-                mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+                mp.setattr(timer_packing, "pack", lambda timer, proposer: None)
             run = fleet.run(run_reqs, write_back=write_back or engine == "python")
         assert (run.columns is None) == (write_back or engine == "python")
         frames.append((requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0),
@@ -234,7 +234,7 @@ def test_replicas_whose_steps_end_together_draw_in_simpy_order(routing: str) -> 
         fleet = Fleet(spec, ProfileStepTimer(_PROFILE), np.random.default_rng(0))
         with pytest.MonkeyPatch.context() as mp:
             if engine == "python":
-                mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+                mp.setattr(timer_packing, "pack", lambda timer, proposer: None)
             run = fleet.run(_copy(reqs))
         frames.append((requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0), itl_frame(run, "c", 0)))
     steps = frames[0][1]

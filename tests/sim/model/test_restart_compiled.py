@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.contracts.fleet_config import RestartConfig
+from sim.model import timer_packing
 from sim.model.drivers.engine import Fleet, FleetSpec
-from sim.model.kernels import price_kernels
 from sim.model.speculation import SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer
@@ -29,7 +29,7 @@ def _frames(spec, reqs, python: bool):
     fleet = Fleet(spec, ProfileStepTimer(_PROFILE), np.random.default_rng(0))
     with pytest.MonkeyPatch.context() as mp:
         if python:  # each step priced in Python: one SimPy event per step from the start
-            mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+            mp.setattr(timer_packing, "pack", lambda timer, proposer: None)
         run = fleet.run(_copy(reqs))
     kinds = {type(rep).__name__ for rep in fleet.replicas}
     return kinds, (requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0), itl_frame(run, "c", 0),

@@ -22,8 +22,8 @@ from sim.contracts.acceptance_trace import write_trace
 from sim.contracts.profile import load_profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.synthetic import synthetic_profile
+from sim.model import timer_packing
 from sim.model.drivers import engine
-from sim.model.kernels import price_kernels
 from sim.results.simulation import simulate_once
 from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment, write_scenario
 
@@ -168,6 +168,6 @@ def test_compiled_timer_counts_what_the_python_one_counts(case: str, tmp_path, m
     for which in ("compiled", "python"):
         with monkeypatch.context() as mp:
             if which == "python":
-                mp.setattr(price_kernels, "pack", lambda timer, proposer: None)
+                mp.setattr(timer_packing, "pack", lambda timer, proposer: None)
             notes[which] = [simulate_once(sc, prof, cand, 1).notes for cand in sc.candidate_names]
     assert notes["compiled"] == notes["python"]

@@ -45,8 +45,6 @@ def test_every_standing_reads_after_is():
 
 ECHO = {"sim/contracts/vllm_results.py", "sim/contracts/trace_formats/vllm_bench.py", "sim/fidelity/vllm_compare.py"}
 """Files that echo a rate as the user's own file wrote it (a vLLM bench result's request_rate)."""
-LATER = {"sim/decisions/capacity.py", "sim/decisions/fleet_sizing.py"}
-"""Rewritten by the fleet-sizing work of issue 38 (items 1-2); their templates join this check then."""
 
 
 def test_no_text_template_says_is_cannot_or_a_six_digit_rate():
@@ -60,7 +58,7 @@ def test_no_text_template_says_is_cannot_or_a_six_digit_rate():
             text = path.read_text(encoding="utf-8")
             for n, line in enumerate(text.splitlines(), 1):
                 if re.search(r"\b(is|are) cannot\b", line) or re.search(r"\bis \{[^}]*status\}", line) or (
-                        rel not in ECHO | LATER and re.search(r":g\}\s*req/s", line)):
+                        rel not in ECHO and re.search(r":g\}\s*req/s", line)):
                     bad.append(f"{rel}:{n}: {line.strip()}")
     assert not bad, "\n".join(bad)
 
