@@ -17,6 +17,7 @@ The CLI parses and calls the library; every user error is a SpecplanError (one l
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--rounds", type=int, default=1,
                    help="measure the whole timing grid this many times, spread over the run, and keep per cell "
                         "the median of the rounds (default 1; 3 on a shared machine whose speed drifts)")
+    m.add_argument("--budget", metavar="TIME",
+                   help="the whole run's time limit, e.g. 600, 10m or 1.5h: a short probe estimates every phase "
+                        "and the grid is shrunk to fit, or the run refused, before anything is measured")
     m.add_argument("--no-acceptance", action="store_true", help="timing and memory only")
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -179,6 +183,7 @@ def _set_threads(threads: int | None) -> None:
 
 
 def _run_measure(args: argparse.Namespace) -> int:
+    from profiler.budget import parse_budget
     from profiler.profile_io import check_writable
     from profiler.profile_request import ProfileRequest, ProposerRequest
     from profiler.run import run_profile
@@ -217,8 +222,9 @@ def _run_measure(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         progress=not args.no_progress,
         rounds=args.rounds,
+        budget_s=parse_budget(args.budget) if args.budget else None,
     )
-    profile = run_profile(req)
+    profile = run_profile(req, say=lambda msg: print(f"[profile] {msg}", file=sys.stderr, flush=True))
     _summary(profile, args.out)
     return 0
 
