@@ -252,6 +252,13 @@ def _summary(profile: dict[str, Any], out: str) -> None:
         thin = precision_summary(entry)
         if thin:
             print(f"    {thin}")
+    plan = (profile.get("x-run") or {}).get("plan") or {}
+    if plan.get("grid_checks"):
+        added = [c.split(" (")[0] for c in plan["grid_checks"] if c.endswith(": measured")]
+        print(f"  grid checks: {len(plan['grid_checks'])} probed between measured values, "
+              + (f"measured where step time was not smooth: {', '.join(added)}" if added else "all smooth"))
+    if plan.get("shrunk"):
+        print(f"  shrunk to fit --budget {plan['budget_s']:.0f} s: {', '.join(plan['shrunk'])}")
     limits = profile["timing"].get("limits") or []
     if limits:
         print(f"  {len(limits)} grid cells not measured (see timing.limits)")
