@@ -21,8 +21,8 @@ class RunProgress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=max(round(total_s, 1), 0.1), initial=min(round(done_s, 1), round(total_s, 1)),
-                             desc="profile", unit="s", dynamic_ncols=True,
-                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ETA {remaining} "
+                             desc="profile: ", unit="s", dynamic_ncols=True,
+                             bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} elapsed, ETA {remaining} "
                                         "(estimated work {n:.0f}/{total:.0f} s)")
 
     def phase(self, label: str) -> None:
