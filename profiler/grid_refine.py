@@ -83,17 +83,22 @@ def row_points(g: TimingGrids, axis: str, value: int) -> list[Point]:
             for b in g.batch for s in g.tokens_per_seq]
 
 
-Measure = Callable[[Sequence[Point]], dict[Point, Measured]]
-Afford = Callable[[Sequence[Point]], bool]
+Measure = Callable[[Sequence[Point], Sequence[Point]], dict[Point, Measured]]
+"""``measure(probes, ends)``: the probes (grid cells from now on) and their neighbours timed
+again beside them, so a machine whose speed drifts during the run (a shared CPU) does not read
+as a kink: the comparison is between passes timed minutes apart otherwise."""
+Afford = Callable[[Sequence[Point], bool], bool]
+"""``afford(points, row)``: whether measuring these points fits what is left of the budget (``row``:
+a whole added row, measured in every round; else a check's probes and re-timed neighbours)."""
 
 
 def refine(grids: TimingGrids, measure: Measure, *, afford: Afford | None = None,
            tolerance: float = TOLERANCE, axes: Sequence[str] = AXES) -> tuple[TimingGrids, list[Check]]:
     """The grid with every checked value that disagreed added, and every check made.
 
-    ``measure(points)`` returns measured cells (already measured ones from the run's records);
-    ``afford(points)`` says whether measuring those new points fits what is left of the budget
-    (None: always). A value is only added when its whole row is affordable.
+    ``measure(probes, ends)`` returns the probes and, timed beside them, the measured neighbours;
+    ``afford(points, row)`` says whether measuring them fits what is left of the budget (None:
+    always). A value is only added when its whole row is affordable.
     """
     g = grids
     checks: list[Check] = []
@@ -122,9 +127,9 @@ def _check(g: TimingGrids, axis: str, lo: int, hi: int, x: int, measure: Measure
            tolerance: float) -> Check | None:
     probes = [_cell(axis, x, o) for o in _probe_coords(g, axis)]
     ends = [(_cell(axis, lo, o), _cell(axis, hi, o)) for o in _probe_coords(g, axis)]
-    if afford is not None and not afford(probes):
+    if afford is not None and not afford([*probes, *(p for pair in ends for p in pair)], False):
         return None
-    got = measure([*probes, *(p for pair in ends for p in pair)])
+    got = measure(probes, [p for pair in ends for p in pair])
     worst: Check | None = None
     for pr, (a, b) in zip(probes, ends, strict=True):
         m, ya, yb = (got.get(p) for p in (pr, a, b))
@@ -138,6 +143,6 @@ def _check(g: TimingGrids, axis: str, lo: int, hi: int, x: int, measure: Measure
     if abs(worst.error) <= tolerance:
         return worst
     row = [p for p in row_points(g, axis, x) if p not in probes]
-    if afford is not None and not afford(row):
+    if afford is not None and not afford(row, True):
         return replace(worst, why="not smooth, but its row does not fit the budget: interpolated")
     return replace(worst, added=True)

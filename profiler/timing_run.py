@@ -132,16 +132,32 @@ class TimingPhase:
                 if self.on_point is not None:
                     self.on_point(self.count[0])
 
-    def _measure(self, points: Sequence[Point]) -> dict[Point, Measured]:
-        missing = [p for p in points if round_key(p, self.fp, 0) not in self.ckpt]
-        self._run(self.passes.cells(self.grids, missing), 0, " (grid check)")
-        return {p: Measured.from_json(self.ckpt.records[k]) for p in points
-                if (k := round_key(p, self.fp, 0)) in self.ckpt}
+    def _measure(self, probes: Sequence[Point], ends: Sequence[Point]) -> dict[Point, Measured]:
+        """Probes become grid cells (round 0); their neighbours are timed again beside them and
+        kept under their own keys (``#check``), so a resumed run decides the same way."""
+        self._run(self.passes.cells(self.grids, probes), 0, " (grid check)")
+        again = [p for p in ends if self._check_key(p) not in self.ckpt]
+        for task in self.passes.cells(self.grids, again):
+            self.progress.phase(task.label + " (grid check, neighbours again)")
+            for m in task.run(task.points):
+                self.ckpt.add(self._check_key(m.point), m.to_json())
+                self.progress.advance(cell_seconds(m.point, self.grids, self.cost))
+        got = {p: Measured.from_json(self.ckpt.records[k]) for p in probes if (k := round_key(p, self.fp, 0)) in self.ckpt}
+        got.update((p, Measured.from_json(self.ckpt.records[k])) for p in ends if (k := self._check_key(p)) in self.ckpt)
+        return got
 
-    def _afford(self, points: Sequence[Point]) -> bool:
-        """Points beyond the plan are measured only while the budget's slack lasts."""
-        new = [p for p in points if round_key(p, self.fp, 0) not in self.ckpt]
-        extra = self.rounds * sum(cell_seconds(p, self.grids, self.cost) for p in new)
+    def _check_key(self, pt: Point) -> str:
+        return f"{pt.key(self.fp)}#check"
+
+    def _afford(self, points: Sequence[Point], row: bool) -> bool:
+        """Points beyond the plan are measured only while the budget's slack lasts: a check's
+        probes and re-timed neighbours once, an added row in every round."""
+        if row:
+            new, times = [p for p in points if round_key(p, self.fp, 0) not in self.ckpt], self.rounds
+        else:
+            new, times = [p for p in points if round_key(p, self.fp, 0) not in self.ckpt
+                          and self._check_key(p) not in self.ckpt], 1
+        extra = times * sum(cell_seconds(p, self.grids, self.cost) for p in new)
         slack = self.plan.refine_s
         if slack is not None and self._extra_s + extra > slack:
             return False

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.budget import AcceptancePlan, fit_budget, parse_budget, phase_seconds
+from profiler.budget import AcceptancePlan, fit_budget, grid_points, parse_budget, phase_seconds
 from profiler.models import load_model
 from profiler.profile_request import ProfileRequest, ProposerRequest
 from profiler.run import partial_path, run_profile
@@ -113,3 +113,27 @@ def test_the_grid_checks_fill_a_kink_within_the_budget(tmp_path: Path):
     tf = profile["timing"]["target_forward"]
     assert tf["axes"]["batch"][:3] == [1, 2, 3]  # 2 disagreed with 1..4; 3 then with 2..4
     assert any("grid check: batch 2" in n for n in profile["timing"]["provenance"]["notes"].split("; "))
+
+
+def test_a_machine_that_slows_down_during_the_run_is_not_read_as_a_kink(tmp_path: Path):
+    """The grid is measured at one speed, the checks run at half of it: the neighbours are timed
+    again beside each probe, so a smooth step time adds nothing."""
+    quick = default_grids(load_model("config:tiny-llama", device="cpu"), quick=True, k_max=6)
+    made: list[FakePasses] = []
+
+    class Slowing(FakePasses):
+        def value(self, pt):
+            n_grid = len(grid_points(quick, self.proposer_names))
+            return super().value(pt) * (2.0 if len(self.measured) > n_grid else 1.0)
+
+    def make(target, proposers, **kw):
+        fp = Slowing(target, proposers, **kw)
+        fp.proposer_names = [p.name for p in proposers]
+        made.append(fp)
+        return fp
+
+    req = replace(request(tmp_path / "p.json", grids=quick), measure_acceptance=False)
+    profile = run_profile(req, passes=make)
+    assert profile["timing"]["target_forward"]["axes"]["batch"] == list(quick.batch)
+    assert profile["timing"]["target_forward"]["axes"]["context"] == list(quick.context)
+    assert profile["x-run"]["plan"]["grid_checks"]  # the checks ran, and found it smooth

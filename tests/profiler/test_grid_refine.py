@@ -19,8 +19,8 @@ def grids(batch: Sequence[int] = (1, 4), context: Sequence[int] = (64, 512)) -> 
 
 
 def measure_with(fake: FakePasses):
-    def measure(points: Sequence[Point]) -> dict[Point, Measured]:
-        return {m.point: m for task in fake.cells(grids(), points) for m in task.run(task.points)}
+    def measure(probes: Sequence[Point], ends: Sequence[Point]) -> dict[Point, Measured]:
+        return {m.point: m for task in fake.cells(grids(), [*probes, *ends]) for m in task.run(task.points)}
     return measure
 
 
@@ -64,7 +64,7 @@ def test_a_row_over_the_budget_is_not_added_and_says_so():
     fake = FakePasses(step=kinked(2, 2.0))
     allowed = {"n": 1}  # the probes fit, the row after them does not
 
-    def afford(points: Sequence[Point]) -> bool:
+    def afford(points: Sequence[Point], row: bool) -> bool:
         allowed["n"] -= 1
         return allowed["n"] >= 0
 
