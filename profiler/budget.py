@@ -264,11 +264,17 @@ SHRINK_ORDER: tuple[Shrink, ...] = (
 
 
 def fit_budget(grids: TimingGrids, proposers: Sequence[str], cost: CostModel, *, rounds: int,
-               acceptance: AcceptancePlan | None, budget_s: float | None) -> Plan:
+               acceptance: AcceptancePlan | None, budget_s: float | None, spent_s: float = 0.0) -> Plan:
     """The requested grid if it fits ``budget_s``; else the grid shrunk step by step
-    (``SHRINK_ORDER``) until it does; else ``SpecplanError`` naming what the smallest one needs."""
+    (``SHRINK_ORDER``) until it does; else ``SpecplanError`` naming what the smallest one needs.
+    ``spent_s``: seconds the run has already taken (loading the models, the probe), counted in."""
     g, a, cuts = grids, acceptance, []
-    phases = phase_seconds(g, proposers, cost, rounds, a)
+    done = {"load and probe": spent_s} if spent_s > 0 else {}
+
+    def phase_seconds_of(g: TimingGrids, a: AcceptancePlan | None) -> dict[str, float]:
+        return {**done, **phase_seconds(g, proposers, cost, rounds, a)}
+
+    phases = phase_seconds_of(g, a)
     if budget_s is None:
         return Plan(g, a, phases)
     progress = True
@@ -280,7 +286,7 @@ def fit_budget(grids: TimingGrids, proposers: Sequence[str], cost: CostModel, *,
                 continue
             g, a, what = got
             cuts.append(what)
-            phases = phase_seconds(g, proposers, cost, rounds, a)
+            phases = phase_seconds_of(g, a)
             progress = True
             break
     if sum(phases.values()) > budget_s:

@@ -128,7 +128,8 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None, say: 
     source = (passes or RealPasses)(target, [p.runtime() for p in proposers], seed=req.seed,
                                     free_bytes=_free_bytes(target))
     names = [p.name for p in proposers]
-    plan, cost = run_plan(req, source, grids, names, _acceptance_plan(req, target, proposers, prompts), ckpt)
+    plan, cost = run_plan(req, source, grids, names, _acceptance_plan(req, target, proposers, prompts), ckpt,
+                          started=t_start)
     if say is not None:
         say(plan_line(plan, cost, reused=ckpt.reused))
     count = [0]
@@ -136,7 +137,7 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None, say: 
     progress = RunProgress(plan.total_s, enabled=req.progress)
     timing = TimingPhase(source, plan, cost, names, ckpt=ckpt, fp=fp, rounds=req.rounds, progress=progress,
                          on_point=on_point, count=count, grid_checks=req.grid_checks)
-    progress.advance(timing.done_s())
+    progress.advance(timing.done_s() + plan.phases.get("load and probe", 0.0))
     t0 = time.perf_counter()
     load = [_load_average()]
     with torch.inference_mode():

@@ -7,6 +7,7 @@ could shrink the grid differently and waste or orphan what the first run measure
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -39,13 +40,17 @@ def acceptance_plan(req: Any, target: Any, proposers: list[Any], prompts: list[A
 
 
 def run_plan(req: Any, passes: Passes, grids: TimingGrids, proposers: list[str], acc: AcceptancePlan | None,
-             ckpt: Any) -> tuple[Plan, CostModel]:
+             ckpt: Any, started: float | None = None) -> tuple[Plan, CostModel]:
     """The checkpointed plan when resuming one, else a fresh probe fitted to ``req.budget_s``
-    (``SpecplanError`` when even the smallest grid does not fit: nothing has been measured)."""
+    counted from ``started`` (``perf_counter`` at the run's start: loading and the probe count
+    against the budget); ``SpecplanError`` when even the smallest grid does not fit (nothing
+    has been measured)."""
     if PLAN_KEY in ckpt:
         return _from_json(ckpt.records[PLAN_KEY])
     cost = passes.probe(grids)
-    plan = fit_budget(grids, proposers, cost, rounds=req.rounds, acceptance=acc, budget_s=req.budget_s)
+    spent = 0.0 if started is None else time.perf_counter() - started  # models loaded, probe run
+    plan = fit_budget(grids, proposers, cost, rounds=req.rounds, acceptance=acc, budget_s=req.budget_s,
+                      spent_s=spent)
     ckpt.add(PLAN_KEY, {"plan": plan.to_json(), "acceptance": None if plan.acceptance is None else asdict(plan.acceptance),
                         "cost": asdict(cost)})
     return plan, cost
