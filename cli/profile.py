@@ -19,6 +19,7 @@ The CLI parses and calls the library; every user error is a SpecplanError (one l
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--rounds", type=int, default=1,
                    help="measure the whole timing grid this many times, spread over the run, and keep per cell "
                         "the median of the rounds (default 1; 3 on a shared machine whose speed drifts)")
+    m.add_argument("--budget", metavar="TIME",
+                   help="the whole run's time limit, e.g. 600, 10m or 1.5h: a short probe estimates every phase "
+                        "and the grid is shrunk to fit, or the run refused, before anything is measured")
     m.add_argument("--no-acceptance", action="store_true", help="timing and memory only")
     m.add_argument("--reserve-gb", type=float, metavar="GIB",
                    help="memory kept for other applications (GiB): taken out of every KV capacity, recorded "
@@ -180,6 +184,7 @@ def _set_threads(threads: int | None) -> None:
 
 
 def _run_measure(args: argparse.Namespace) -> int:
+    from profiler.grids.budget import parse_budget
     from profiler.grids.profile_request import ProfileRequest, ProposerRequest
     from profiler.profile_io import check_writable
     from profiler.run import run_profile
@@ -220,8 +225,9 @@ def _run_measure(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         reserve_gb=args.reserve_gb,
         reserve_fraction=args.reserve_fraction,
+        budget_s=parse_budget(args.budget) if args.budget else None,
     )
-    profile = run_profile(req)
+    profile = run_profile(req, say=lambda msg: print(f"[profile] {msg}", file=sys.stderr, flush=True))
     _summary(profile, args.out)
     return 0
 
@@ -255,6 +261,13 @@ def _summary(profile: dict[str, Any], out: str) -> None:
         thin = precision_summary(entry)
         if thin:
             print(f"    {thin}")
+    plan = (profile.get("x-run") or {}).get("plan") or {}
+    if plan.get("grid_checks"):
+        added = [c.split(" (")[0] for c in plan["grid_checks"] if c.endswith(": measured")]
+        print(f"  grid checks: {len(plan['grid_checks'])} probed between measured values, "
+              + (f"measured where step time was not smooth: {', '.join(added)}" if added else "all smooth"))
+    if plan.get("shrunk"):
+        print(f"  shrunk to fit --budget {plan['budget_s']:.0f} s: {', '.join(plan['shrunk'])}")
     limits = profile["timing"].get("limits") or []
     if limits:
         print(f"  {len(limits)} grid cells not measured (see timing.limits)")

@@ -21,15 +21,15 @@ import torch
 from profiler.grids.padded_batch import NOTE as PADDED_NOTE
 from profiler.grids.padded_batch import measure_padded_batch
 from profiler.grids.profile_request import ProfiledProposer, ProfileRequest, build_proposers
-from profiler.grids.timing import plan_tasks
+from profiler.grids.run_plan import acceptance_plan as _acceptance_plan
+from profiler.grids.run_plan import plan_line, run_plan
 from profiler.grids.timing_assembly import assemble_timing
 from profiler.grids.timing_grids import (
     Measured,
-    Point,
     TimingGrids,
-    combine_rounds,
     default_grids,
 )
+from profiler.grids.timing_run import Passes, RealPasses, TimingPhase, check_notes
 from profiler.passes import device as devmod
 from profiler.passes.cold_start import measure_cold_start
 from profiler.passes.memory import measure_memory, reserve_of, with_reserve
@@ -37,6 +37,7 @@ from profiler.passes.model_types import LoadedModel, dtype_name
 from profiler.passes.models import load_model
 from profiler.passes.process_peak import ProcessPeak
 from profiler.profile_io import assemble, check_writable, provenance, safe_name, write_profile
+from profiler.run_progress import RunProgress
 from sim.contracts.errors import SpecplanError
 
 # ---------------------------------------------------------------------------------------------
@@ -105,19 +106,19 @@ def fingerprint(target: LoadedModel, proposers: list[ProfiledProposer], grids: T
 # the run
 
 
-def round_key(pt: Point, fp: str, rnd: int) -> str:
-    """Checkpoint key of a point in round ``rnd`` (round 0 keeps the plain key)."""
-    return pt.key(fp) if rnd == 0 else f"{pt.key(fp)}@{rnd}"
-
-
 PointHook = Callable[[int], None]
 """Called with the number of points measured so far (this run) after each checkpointed point."""
+Say = Callable[[str], None]
 
 
-def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> dict[str, Any]:
-    """Measure and write a profile; returns the profile dict written to ``req.out``."""
-    from tqdm import tqdm
+def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None, say: Say | None = None,
+                passes: Callable[..., Passes] | None = None) -> dict[str, Any]:
+    """Measure and write a profile; returns the profile dict written to ``req.out``.
 
+    Before measuring anything a short probe prices every phase (``profiler.grids.budget``); the total is
+    said through ``say``, and with ``req.budget_s`` the grid is shrunk to fit or the run refused
+    (``SpecplanError``). ``passes`` builds what measures the timing grid (tests give a fake).
+    """
     t_start = time.perf_counter()
     out = check_writable(req.out)
     prompts = _load_prompts(req)  # bad prompt files fail before any model is loaded
@@ -133,60 +134,56 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None) -> di
     digest = hashlib.sha256(json.dumps([[p.id, p.task, p.language, p.prompt] for p in prompts]).encode()).hexdigest()[:16] if prompts else "none"
     fp = fingerprint(target, proposers, grids, req, digest)
     ckpt = Checkpoint(partial_path(out), fp, resume=req.resume)
-    free = _free_bytes(target)
-    tasks = plan_tasks(target, [p.runtime() for p in proposers], grids, seed=req.seed, free_bytes=free)
-    total_points = sum(len(t.points) for t in tasks)
-    measured_now = 0
+    source = (passes or RealPasses)(target, [p.runtime() for p in proposers], seed=req.seed,
+                                    free_bytes=_free_bytes(target))
+    names = [p.name for p in proposers]
+    plan, cost = run_plan(req, source, grids, names, _acceptance_plan(req, target, proposers, prompts), ckpt,
+                          started=t_start)
+    if say is not None:
+        say(plan_line(plan, cost, reused=ckpt.reused))
+    count = [0]
     phase_s: dict[str, float] = {}
-    rounds = range(req.rounds)
-    bar = tqdm(total=total_points * req.rounds + 1, desc="timing", unit="pt", disable=not req.progress,
-               dynamic_ncols=True)
-    bar.update(sum(1 for r in rounds for t in tasks for p in t.points if round_key(p, fp, r) in ckpt))
+    progress = RunProgress(plan.total_s, enabled=req.progress)
+    timing = TimingPhase(source, plan, cost, names, ckpt=ckpt, fp=fp, rounds=req.rounds, progress=progress,
+                         on_point=on_point, count=count, grid_checks=req.grid_checks)
+    progress.advance(timing.done_s() + plan.phases.get("load and probe", 0.0))
     t0 = time.perf_counter()
     load = [_load_average()]
     with torch.inference_mode():
-        for r in rounds:
-            for task in tasks:
-                todo = [p for p in task.points if round_key(p, fp, r) not in ckpt]
-                if not todo:
-                    continue
-                bar.set_description(task.label + (f" (round {r + 1}/{req.rounds})" if req.rounds > 1 else ""))
-                for m in task.run(todo):
-                    ckpt.add(round_key(m.point, fp, r), m.to_json())
-                    measured_now += 1
-                    bar.update(1)
-                    if on_point is not None:
-                        on_point(measured_now)
+        grids, measured, checks = timing.run()
         phase_s["timing"] = time.perf_counter() - t0
         load.append(_load_average())
         t0 = time.perf_counter()
-        bar.set_description("memory")
+        progress.phase("memory")
         act_tokens = max(grids.prefill_tokens)
         if "memory" not in ckpt:
             mem, mem_notes = measure_memory(target, [p.memory_input() for p in proposers],
                                             act_batch=max(grids.batch), act_tokens=act_tokens, peaks=peaks)
             ckpt.add("memory", {"section": mem, "notes": mem_notes})
-            measured_now += 1
+            count[0] += 1
             if on_point is not None:
-                on_point(measured_now)
-        bar.update(1)
+                on_point(count[0])
+        progress.advance(plan.phases["memory"])
         phase_s["memory"] = time.perf_counter() - t0
         if "padded_batch" not in ckpt:  # after memory: it changes how glibc keeps freed memory
-            bar.set_description("padded batch")
+            progress.phase("padded batch")
             ckpt.add("padded_batch", measure_padded_batch(target, grids.batch, grids.context, warmup=grids.warmup,
                                                           repeats=grids.repeats, rounds=req.rounds,
                                                           seed=req.seed))
-        bar.close()
-    measured = [combine_rounds([Measured.from_json(ckpt.records[round_key(p, fp, r)]) for r in rounds])
-                for t in tasks for p in t.points]
-    acceptance, acc_s = _acceptance(req, target, proposers, prompts, ckpt, on_point, measured_now)
+        progress.advance(plan.phases["padded batch"])
+    acceptance, acc_s = _acceptance(req, plan, target, proposers, prompts, ckpt, on_point, count, progress, cost)
+    progress.close()
     phase_s["acceptance"] = acc_s
     wall = time.perf_counter() - t_start
+    budget_notes = [plan_line(plan, cost, reused=ckpt.reused), *check_notes(checks, plan.grids, grids)]
     mem = ckpt.records["memory"]
     mem = {**mem, "section": {**with_reserve(mem["section"], reserve),
                               "process_peak": peaks.section(resumed=ckpt.reused > 0)}}
     profile = _assemble(req, target, proposers, grids, measured, mem, acceptance,
-                        wall, phase_s, ckpt.reused, load, ckpt.records["padded_batch"])
+                        wall, phase_s, ckpt.reused, load, ckpt.records["padded_batch"], budget_notes)
+    profile["x-run"]["plan"] = {"estimated_s": {k: round(v, 1) for k, v in plan.phases.items()},
+                                "budget_s": plan.budget_s, "shrunk": list(plan.shrunk),
+                                "grid_checks": [c.line() for c in checks]}
     if cold is not None:
         profile["cold_start"] = {"provenance": _provenance("measured", req, target, proposers, cold["notes"]),
                                  **cold["section"]}
@@ -223,44 +220,49 @@ def _free_bytes(target: LoadedModel) -> int | None:
     return int(free)
 
 
-def _acceptance(req: ProfileRequest, target: LoadedModel, proposers: list[ProfiledProposer], prompts: list[Any],
-                ckpt: Checkpoint, on_point: PointHook | None, measured_now: int) -> tuple[dict[str, Any], float]:
-    """Acceptance entries via P2's measure_acceptance, one checkpoint record per proposer."""
+def _acceptance(req: ProfileRequest, plan: Any, target: LoadedModel, proposers: list[ProfiledProposer],
+                prompts: list[Any], ckpt: Checkpoint, on_point: PointHook | None, count: list[int],
+                progress: RunProgress, cost: Any) -> tuple[dict[str, Any], float]:
+    """Acceptance entries via P2's measure_acceptance, one checkpoint record per proposer, with
+    the prompts and tokens of the plan (fewer than asked when the budget shrank them)."""
     t0 = time.perf_counter()
     entries: dict[str, Any] = {}
     if not req.measure_acceptance or not proposers:
         return entries, 0.0
-    from tqdm import tqdm
 
+    from profiler.grids.budget import acceptance_seconds
     from profiler.measured_acceptance import acceptance as acc
 
+    ap = plan.acceptance
     for p in proposers:
         if target.random_weights or (p.draft is not None and p.draft.random_weights):
             p.notes.append("acceptance not measured: config-only weights")
             continue
         key = f"acceptance:{p.name}"
+        share = acceptance_seconds(ap, p.name, cost, req.k_max) if ap is not None else 0.0
         if key not in ckpt:
-            per_seg = req.prompts_per_segment or (acc.QUICK_PROMPTS_PER_SEGMENT if req.quick else acc.DEFAULT_PROMPTS_PER_SEGMENT)
-            new_tokens = req.max_new_tokens or (acc.QUICK_MAX_NEW_TOKENS if req.quick else acc.DEFAULT_MAX_NEW_TOKENS)
-            bar = tqdm(total=None, desc=f"acceptance {p.name}", unit="req", disable=not req.progress, dynamic_ncols=True)
+            per_seg = ap.prompts_per_segment if ap is not None else None
+            new_tokens = ap.max_new_tokens if ap is not None else acc.DEFAULT_MAX_NEW_TOKENS
+            seen = [0]
 
-            def progress(done: int, total: int, label: str, bar: Any = bar) -> None:
-                bar.total = total
-                bar.set_description(f"acceptance {label}")
-                bar.update(done - bar.n)
+            def on_progress(done: int, total: int, label: str, seen: list[int] = seen, share: float = share) -> None:
+                progress.phase(f"acceptance {label}")
+                progress.advance(share * (done - seen[0]) / max(total, 1))
+                seen[0] = done
 
             prov = _provenance("measured", req, target, proposers)
             prov["models"] = {"target": target.label, p.name: p.label()}
             entry = acc.measure_acceptance(
                 target, p.impl, prompts, k_max=req.k_max, temperatures=req.temperatures,
                 max_new_tokens=new_tokens, prompts_per_segment=per_seg, seed=req.seed,
-                progress=progress, provenance=prov,
+                progress=on_progress, provenance=prov,
             )
-            bar.close()
             ckpt.add(key, entry)
-            measured_now += 1
+            count[0] += 1
             if on_point is not None:
-                on_point(measured_now)
+                on_point(count[0])
+        else:
+            progress.advance(share)
         entries[p.name] = ckpt.records[key]
     return entries, time.perf_counter() - t0
 
@@ -281,7 +283,7 @@ def _provenance(method: str, req: ProfileRequest, target: LoadedModel, proposers
 def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[ProfiledProposer], grids: TimingGrids,
               measured: list[Measured], mem: dict[str, Any], acceptance: dict[str, Any], wall: float,
               phase_s: dict[str, float], reused: int, load: list[float | None],
-              padded: dict[str, Any]) -> dict[str, Any]:
+              padded: dict[str, Any], budget_notes: list[str]) -> dict[str, Any]:
     timing = assemble_timing(grids, [p.name for p in proposers], measured, rounds=req.rounds)
     timing["padded_batch"] = padded["section"]
     timing["limits"] = [*timing["limits"], *padded["limits"]]
@@ -309,6 +311,7 @@ def _assemble(req: ProfileRequest, target: LoadedModel, proposers: list[Profiled
     timing_notes.append(f"run wall time {wall:.0f} s (timing {phase_s.get('timing', 0):.0f} s, "
                         f"acceptance {phase_s.get('acceptance', 0):.0f} s)"
                         + (f"; {reused} checkpointed records reused (--resume)" if reused else ""))
+    timing_notes += budget_notes
     timing = {"provenance": _provenance("measured", req, target, proposers, timing_notes), **timing}
     memory = {"provenance": _provenance("measured", req, target, proposers,
                                         [*mem["notes"], "kv_capacity rows use the simulator's formula"]),

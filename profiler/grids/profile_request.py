@@ -71,10 +71,18 @@ class ProfileRequest:
     """GiB kept for other applications: out of every KV capacity (profiler/passes/memory.py)."""
     reserve_fraction: float | None = None
     """Or that share of the device's memory (one of the two)."""
+    grid_checks: bool = True
+    """Probe between measured grid values and add those where step time is not smooth
+    (``profiler.grids.grid_refine``); off, exactly the grid asked for is measured."""
+    budget_s: float | None = None
+    """Seconds the whole run may take (``--budget``): the grid is shrunk to fit or the run refused
+    before anything is measured (``profiler.grids.budget``); None: no limit, the estimate is still said."""
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise SpecplanError(f"--rounds {self.rounds}: must be at least 1")
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise SpecplanError(f"--budget {self.budget_s}: must be a positive number of seconds")
         if self.k_max < 1:
             raise SpecplanError(f"--k-max {self.k_max}: must be at least 1")
         from profiler.passes.memory import check_reserve

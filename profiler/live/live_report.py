@@ -14,6 +14,7 @@ import polars as pl
 
 from sim.fidelity import comparison, live_load
 from sim.fidelity import drift as drift_check
+from sim.fidelity.batch_errors import batch_error_lines
 
 
 def capacity_lines(caps: dict[str, live_load.CapacityEstimate], basis: str) -> list[str]:
@@ -36,7 +37,8 @@ def residual_lines(parts: list[pl.DataFrame], corrected: bool) -> list[str]:
     if frame is None or frame.is_empty():
         return []
     frame = frame.filter(pl.col("drift_corrected") == corrected)
-    return live_load.residual_lines(frame, "drift-corrected" if corrected else "raw profile")
+    what = "drift-corrected" if corrected else "raw profile"
+    return [*live_load.residual_lines(frame, what), *batch_error_lines(frame, what)]
 
 
 def probe_lines(parts: list[pl.DataFrame]) -> list[str]:

@@ -24,7 +24,8 @@ def grids() -> TimingGrids:
 def request(out: Path, resume: bool = False) -> ProfileRequest:
     return ProfileRequest(target="config:tiny-llama", out=out, device="cpu",
                           proposers=(ProposerRequest.parse("ngram"), ProposerRequest.parse("selfdraft:2")),
-                          k_max=2, grids=grids(), resume=resume, progress=False, command="test")
+                          k_max=2, grids=grids(), resume=resume, progress=False, command="test",
+                          grid_checks=False)
 
 
 class Boom(Exception):
@@ -43,8 +44,8 @@ def test_interrupted_run_resumes_without_remeasuring(tmp_path: Path):
     assert not out.exists()
     ckpt = partial_path(out)
     lines = [json.loads(x) for x in ckpt.read_text().splitlines()]
-    assert len(lines) == 5
-    first = {rec["key"]: rec["value"] for rec in lines}
+    assert len(lines) == 1 + 5  # the run's plan (kept so a resumed run measures the same grid) and 5 points
+    first = {rec["key"]: rec["value"] for rec in lines if rec["key"] != "plan"}
 
     calls: list[int] = []
     profile = run_profile(request(out, resume=True), on_point=calls.append)
@@ -53,7 +54,7 @@ def test_interrupted_run_resumes_without_remeasuring(tmp_path: Path):
     assert not ckpt.exists()
     parsed = load_profile(out)
     assert set(parsed.proposers) == {"ngram", "selfdraft-l2"}
-    assert "5 checkpointed records reused" in profile["timing"]["provenance"]["notes"]
+    assert "6 checkpointed records reused" in profile["timing"]["provenance"]["notes"]
     # the five finished points kept their checkpointed values
     tf = profile["timing"]["target_forward"]
     ctx, toks = tf["axes"]["context"], tf["axes"]["tokens_per_seq"]
@@ -108,3 +109,39 @@ def test_combine_rounds_takes_the_median_and_the_envelope():
     assert (m.median, m.p10, m.p90, m.repeats, m.limit) == (0.042, 0.039, 0.060, 15, None)
     lim = combine_rounds([rounds[0], Measured.limited(pt, "out of memory")])
     assert lim.median is None and lim.limit == "out of memory"
+
+
+@pytest.mark.parametrize("stop_at", [1, 7, 19, 30])
+def test_a_run_interrupted_after_n_cells_resumes_to_the_uninterrupted_cells(tmp_path: Path, stop_at: int):
+    """Fake device (each cell's time a function of the cell, with a kink at batch 2 that the grid
+    checks add rows for): interrupted anywhere, in the grid or in the checks, the resumed profile
+    holds exactly the cells of a run that was never interrupted."""
+    from dataclasses import replace
+
+    from tests.profiler.fake_passes import factory, kinked
+
+    quick = replace(grids(), batch=(1, 4))
+
+    def req(out: Path, resume: bool = False) -> ProfileRequest:
+        return replace(request(out, resume=resume), grids=quick, grid_checks=True)
+
+    first: list = []
+    whole = run_profile(req(tmp_path / "whole.json"), passes=factory(step=kinked(2, 1.5), made=first))
+    out = tmp_path / "cut.json"
+
+    def stop(n: int) -> None:
+        if n == stop_at:
+            raise Boom
+
+    cut: list = []
+    with pytest.raises(Boom):
+        run_profile(req(out), passes=factory(step=kinked(2, 1.5), made=cut), on_point=stop)
+    made: list = []
+    resumed = run_profile(req(out, resume=True), passes=factory(step=kinked(2, 1.5), made=made))
+    assert made[0].probed == 0  # the interrupted run's plan is reused, not probed again
+    for section in ("target_forward", "target_prefill"):
+        assert resumed["timing"][section] == whole["timing"][section]
+    assert resumed["timing"]["proposers"] == whole["timing"]["proposers"]
+    assert resumed["timing"]["target_forward"]["axes"]["batch"] == [1, 2, 3, 4]
+    # nothing measured twice: the resumed run measured only what the interrupted one had not
+    assert len(cut[0].measured) + len(made[0].measured) == len(first[0].measured)

@@ -190,6 +190,12 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     assert raw["predicted_s"].to_list() == pytest.approx(
         steps_rows.sort("candidate", "load", "real_run", "t_start_s")["profile_duration_s"].to_list())
     assert sum(line.startswith("step time measured/predicted (drift-corrected)") for line in meta["header"]) == 1
+    # the step-time error per decode batch size, per candidate, one line each
+    assert sum(line.startswith("step time error per decode batch size (drift-corrected") for line in meta["header"]) == 1
+    batches = sorted(set(raw.filter(pl.col("kind") == "decode")["decode_seqs"]))
+    per_batch = [line for line in meta["header"] if line.lstrip().startswith("batch ")]
+    assert len(per_batch) == len(set(raw.filter(pl.col("kind") == "decode").select("candidate", "decode_seqs").rows()))
+    assert batches and all("% " in line and "steps)" in line for line in per_batch)
     probes_file = out / "probes.parquet"
     if probes_file.exists():  # idle gaps long enough for a pass: how many is up to the machine
         probes = pl.read_parquet(probes_file)
