@@ -45,10 +45,10 @@ def warm_kernels() -> None:
     """Load the compiled planner from numba's cache by running two tiny fleets (~1 s in a new
     interpreter, which a what-if would otherwise wait for); nothing when numba is missing."""
     try:
-        from sim.model.drivers import compiled_replica
+        from sim.model.drivers import warm_kernels as warming
     except ImportError:  # the Python engine needs no warming
         return
-    compiled_replica.warm()
+    warming.warm()
 
 
 class WarmSpawnManager(DiskcacheManager):
