@@ -195,9 +195,12 @@ class Plan:
         return sum(self.phases.values())
 
     @property
-    def refine_s(self) -> float | None:
-        """Seconds left in the budget for measuring points the grid's checks ask for."""
-        return None if self.budget_s is None else max(0.0, self.budget_s - self.total_s)
+    def refine_s(self) -> float:
+        """Seconds the grid's checks may spend on the points they ask for: what is left of the
+        budget; without one, ``UNBUDGETED_REFINE_SHARE`` of the timing phase's own estimate."""
+        if self.budget_s is None:
+            return UNBUDGETED_REFINE_SHARE * self.phases.get("timing", 0.0)
+        return max(0.0, self.budget_s - self.total_s)
 
     def to_json(self) -> dict[str, Any]:
         a = self.acceptance
@@ -205,6 +208,12 @@ class Plan:
                 "budget_s": self.budget_s,
                 "acceptance": None if a is None else {"requests": a.requests, "max_new_tokens": a.max_new_tokens,
                                                       "prompts_per_segment": a.prompts_per_segment}}
+
+
+UNBUDGETED_REFINE_SHARE = 1.0
+"""Without ``--budget`` the grid checks may at most double the timing phase. Why a cap at all: on
+a machine whose speed swings (a shared CPU under other work) every probe can read as a kink, and
+bisecting every gap of a wide context axis would then measure nearly every value in it."""
 
 
 Shrink = Callable[[TimingGrids, AcceptancePlan | None], tuple[TimingGrids, AcceptancePlan | None, str] | None]

@@ -159,7 +159,7 @@ class TimingPhase:
                           and self._check_key(p) not in self.ckpt], 1
         extra = times * sum(cell_seconds(p, self.grids, self.cost) for p in new)
         slack = self.plan.refine_s
-        if slack is not None and self._extra_s + extra > slack:
+        if self._extra_s + extra > slack:
             return False
         self._extra_s += extra
         self.progress.grow(extra)

@@ -99,8 +99,7 @@ def test_rounds_measure_every_cell_again_and_keep_the_median_of_rounds(tmp_path:
 
 
 def test_combine_rounds_takes_the_median_and_the_envelope():
-    from profiler.grids.timing_grids import Measured, point
-    from profiler.run import combine_rounds
+    from profiler.grids.timing_grids import Measured, combine_rounds, point
 
     pt = point("target_forward", batch=1, tokens_per_seq=1, context=8)
     rounds = [Measured(pt, 0.040, 0.039, 0.045, 5), Measured(pt, 0.050, 0.048, 0.060, 5),
