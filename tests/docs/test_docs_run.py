@@ -146,6 +146,10 @@ def _run(c: DocCommand, argv: list[str], folder: Path, capsys) -> None:
     assert rc == 0, f"{c.where}: `{c.shown}` exited {rc}: {err.strip()[-600:]}"
 
 
+TRACES = REPO.parent / "shared" / "traces"
+"""The Azure LLM inference traces CI keeps beside the checkout (a user's clone has none)."""
+
+
 @pytest.mark.parametrize("c", DOCUMENTED, ids=[c.where for c in DOCUMENTED])
 def test_every_documented_command_runs_or_is_listed_with_its_reason(c: DocCommand, tmp_path, monkeypatch,
                                                                      capsys) -> None:
@@ -160,6 +164,10 @@ def test_every_documented_command_runs_or_is_listed_with_its_reason(c: DocComman
     if _rule(PARSE_ONLY, c) is not None:
         _parse(argv)
         return
+    for a in argv:  # a shipped scenario replaying the Azure traces beside the checkout (CI has them)
+        f = REPO / a
+        if a.endswith(".toml") and f.is_file() and "shared/traces" in f.read_text() and not TRACES.is_dir():
+            pytest.skip(f"{c.where}: {a} replays ../shared/traces, absent beside this checkout")
     for name in LINKED:
         (tmp_path / name).symlink_to(REPO / name)
     monkeypatch.chdir(tmp_path)
