@@ -223,7 +223,8 @@ class _Search:
         band_rates = []
         for scale in (spread[1], spread[0]):  # slow (p90), then fast (p10)
             alt = SimulatedLoad(load.scenario, load.profile, load.criteria, load.min_requests,
-                                load.cache_dir, timer_scale=scale, profiles=load.profiles)
+                                load.cache_dir, timer_scale=scale, profiles=load.profiles,
+                                resolved=load.resolved)
             found_at = find_capacity(lambda r, a=alt, n=name: a.probe(n, r, self.seeds[0], fleet),
                                      cap * fleet / scale, rel_tol=self.rel_tol,
                                      max_evals=self.max_evals, growth=1.25)

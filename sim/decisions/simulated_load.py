@@ -24,7 +24,7 @@ class SimulatedLoad:
 
     def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
                  min_requests: int = 0, cache_dir: Any = None, timer_scale: float = 1.0,
-                 profiles: dict[str, Any] | None = None) -> None:
+                 profiles: dict[str, Any] | None = None, resolved: dict[str, Any] | None = None) -> None:
         from sim.results.runner import (
             run_scenario,  # the simulator; imported late to keep this testable
         )
@@ -49,6 +49,22 @@ class SimulatedLoad:
         """Results ``prefetch`` simulated in worker processes, handed out once by ``result``."""
         self.sources: set[str] = set()
         self.notes: set[str] = set()
+        self.resolved: dict[str, Any] = {} if resolved is None else resolved
+        """Each candidate by name as it runs: a ``schedule = "auto"`` one with its k schedule,
+        computed once per search (shared with the search's other loads) instead of once per probe.
+        Safe because the schedule reads the profile, the candidate, the segments' acceptance and
+        lengths and the engine, never the rate, replica count or duration a probe changes
+        (``sim.model.k_schedule.candidate_schedule``; tests/sim/decisions/test_schedule_once.py)."""
+
+    def candidate_of(self, name: str) -> Any:
+        """``name``'s candidate as every probe runs it (its ``schedule = "auto"`` computed once)."""
+        cand = self.resolved.get(name)
+        if cand is None:
+            from sim.model.k_schedule import resolve_candidate
+
+            cand = resolve_candidate(self.scenario, self.profile_of(name), self.scenario.candidate(name))
+            self.resolved[name] = cand
+        return cand
 
     def profile_of(self, candidate: str) -> Any:
         """The profile ``candidate`` runs on (its own fleet's)."""
@@ -75,8 +91,8 @@ class SimulatedLoad:
 
             layout, scale = sc.fleet.engine.kv_layout, self.timer_scale
             factory = lambda p: ProfileStepTimer(p, kv_layout=layout, scale=scale)  # noqa: E731
-        return self._run(sc, profile=self.profiles or self.profile, candidates=[candidate], seeds=list(seeds),
-                         step_timer_factory=factory)
+        return self._run(sc, profile=self.profiles or self.profile, candidates=[self.candidate_of(candidate)],
+                         seeds=list(seeds), step_timer_factory=factory)
 
     def prefetch(self, jobs: Sequence[tuple[str, float, int, tuple[int, ...]]], workers: int) -> None:
         """Simulate independent loads ``(candidate, rate, replicas, seeds)`` on ``workers``
@@ -89,8 +105,10 @@ class SimulatedLoad:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
+        for name in dict.fromkeys(j[0] for j in todo):  # schedules computed here, once, not per worker
+            self.candidate_of(name)
         state = (self.scenario, self.profile, self.criteria, self.min_requests, None, self.timer_scale,
-                 self.profiles)
+                 self.profiles, self.resolved)
         ctx = mp.get_context("spawn")  # no fork of a parent holding threads (polars)
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx,
                                  initializer=_init_worker, initargs=(state,)) as pool:
