@@ -11,7 +11,11 @@ Two shapes of source:
 
 - ``lengths``: mean acceptance length per k (InferenceX's golden AL, one vLLM run per k),
   turned into per-position survival rates by :mod:`profiler.measured_acceptance.acceptance_lengths`;
-- ``rates``: per-position survival rates as vLLM prints them (``acceptance rate at token i``).
+- ``rates``: per-position survival rates as vLLM prints them (``acceptance rate at token i``);
+- ``tau``: one mean acceptance length τ at one draft length ``k`` (a model card's table): spread
+  over the ``k`` positions as ``published_tables`` spreads Spec-Bench's, with one per-token rate α
+  (``s_i = α^i``, ``1 + Σ s_i = τ``). The shape is *assumed* and the notes say so; the counts
+  put the rounding residue on position 1, so the entry's mean length is τ exactly.
 
 Counts are nominal (``NOMINAL`` drafts): they set the resolution, not a sample size; no
 per-request rows, so the spread across requests is unknown and every run says so.
@@ -25,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from profiler.imported.published_tables import alpha_for
 from profiler.measured_acceptance.acceptance_lengths import (
     lengths_from_rates,
     rates_from_lengths,
@@ -122,6 +127,20 @@ TABLES: tuple[dict[str, Any], ...] = (
            "qwen3-30b-moe-vl-eagle3", [0.2900, 0.0620, 0.0115], 1.35,
            "; 15 % per position; its rates sum to 1.36 against the 1.35 it states"),
       )),
+    {"name": "nebius-card-llama-3.1-8b-eagle3", "kind": "eagle3", "family": "llama-3.1-8b",
+     "model": "meta-llama/Llama-3.1-8B-Instruct", "draft": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B (the EAGLE-3 authors' head)",
+     "citation": ("Nebius, model card of nebius/EAGLE3-Llama-3.3-70B-Instruct (Hugging Face), table 'Comparison "
+                  "with Public Checkpoints', row yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: average acceptance length "
+                  "tau MT-bench 2.77, HumanEval 3.49, GSM8K 3.34, 'Measured at temperature = 1 with K = 7'; the "
+                  "card says its acceptance was 'measured with proper rejection sampling' (not vLLM's greedy "
+                  "draft sampling, vllm-project/vllm#20459)"),
+     "segments": [{"task": "chat", "temperature": 1.0, "mode": "MT-bench", "tau": (7, 2.77)},
+                  {"task": "code", "temperature": 1.0, "mode": "HumanEval", "tau": (7, 3.49)},
+                  {"task": "math", "temperature": 1.0, "mode": "GSM8K", "tau": (7, 3.34)}],
+     "notes": ("K = 7 draft tokens in a chain, as vLLM's num_speculative_tokens (the card's usage; it names no "
+               "tree); engine version and GPU not stated; not the import's default for the family (vLLM's CI "
+               "baseline at temperature 0 comes first): merge it (specplan profile merge) to plan at "
+               "temperature 1 on these tasks")},
     {"name": "vllm-pr24243-minicpm3-eagle3", "kind": "eagle3", "family": "minicpm3",
      "model": "MiniCPM3 (the PR names the model, not the checkpoint)", "draft": "the PR's EAGLE-3 head for MiniCPM3",
      "citation": ("vLLM pull request #24243 'Eagle3 that supports the Minicpm3 model' (LDLINGLINGLING, "
@@ -156,6 +175,16 @@ def _citation(table: dict[str, Any]) -> str:
 
 
 def _segment(seg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    if "tau" in seg:
+        k, tau = int(seg["tau"][0]), float(seg["tau"][1])
+        a = alpha_for(tau, k)
+        per_pos = [round(a ** i * NOMINAL) for i in range(1, k + 1)]
+        per_pos[0] += round((tau - 1) * NOMINAL) - sum(per_pos)  # the entry's mean length is tau exactly
+        how = (f"{seg['mode']}: tau {tau:.2f} at k={k} (the source's only acceptance number) -> survival "
+               f"alpha^i with alpha={a:.4f}: per-position shape assumed (one rate per token)")
+        return {"segment": {"task": seg["task"], "language": "any", "temperature": float(seg["temperature"])},
+                "num_drafts": NOMINAL, "num_draft_tokens": NOMINAL * k, "num_accepted_tokens": sum(per_pos),
+                "accepted_per_pos": per_pos, "per_request": []}, how
     if "lengths" in seg:
         lengths = {int(k): float(v) for k, v in seg["lengths"].items()}
         rates = rates_from_lengths(lengths)

@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from profiler.imported.aiconfigurator_import import ImportRequest, _acceptance
 from profiler.imported.published_library import (
     TABLES,
+    _segment,
     documents,
     entry,
     family_of,
@@ -82,6 +85,32 @@ def test_vllm_pr_24243_rates_are_as_printed() -> None:
     seg = e["segments"][0]
     assert [a / seg["num_drafts"] for a in seg["accepted_per_pos"]] == [0.58, 0.34, 0.22, 0.15, 0.11]
     assert "#24243" in e["provenance"]["citation"]
+
+
+@given(k=st.integers(1, 8), frac=st.floats(0.0, 0.99))
+def test_a_tau_at_k_becomes_geometric_survival_whose_mean_length_is_tau_exactly(k, frac) -> None:
+    """A card's one number (tau at k) spread over k positions: the entry gives tau back to the
+    nominal resolution, its rates are survival rates, and (shape assumed) one rate per token."""
+    tau = round(1 + frac * k, 2)
+    seg, how = _segment({"task": "chat", "temperature": 1.0, "mode": "card", "tau": (k, tau)})
+    rates = [a / seg["num_drafts"] for a in seg["accepted_per_pos"]]
+    assert len(rates) == k and seg["num_accepted_tokens"] == sum(seg["accepted_per_pos"])
+    assert abs(1 + sum(rates) - tau) < 1e-9
+    assert all(0.0 <= r <= 1.0 for r in rates) and all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+    if rates[-1] * seg["num_drafts"] >= 100:  # resolved: each position's rate is alpha times the last
+        alpha = float(how.split("alpha=")[1].split(":")[0])
+        assert all(abs(b - alpha * a) < 2e-3 for a, b in zip(rates[1:], rates[2:], strict=False))
+    assert "assumed" in how
+
+
+def test_the_nebius_card_rows_are_as_printed_at_temperature_1_and_k_7() -> None:
+    e = entry(next(t for t in TABLES if t["name"] == "nebius-card-llama-3.1-8b-eagle3"))
+    got = {s["segment"]["task"]: (s["segment"]["temperature"], len(s["accepted_per_pos"]),
+                                  1 + s["num_accepted_tokens"] / s["num_drafts"]) for s in e["segments"]}
+    assert got == {"chat": (1.0, 7, 2.77), "code": (1.0, 7, 3.49), "math": (1.0, 7, 3.34)}
+    for part in ("nebius/EAGLE3-Llama-3.3-70B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "K = 7", "temperature = 1"):
+        assert part in e["provenance"]["citation"]
+    assert published_for("eagle3", "meta-llama/Llama-3.1-8B")[0] == "vllm-ci-llama-3.1-8b-eagle3"  # not the default
 
 
 @pytest.mark.parametrize(("model", "family"), [
