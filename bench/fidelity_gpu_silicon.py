@@ -8,11 +8,14 @@ request's ``osl`` decode steps at batch ``c`` and context ``isl + osl/2``, plus 
 of the ``c`` other requests' prefills that land in its lifetime, ``TPOT = T(c) + c·Δ(isl)/osl``
 with ``Δ`` what a fused step pays for adding an ``isl``-token prefill to a decode step. Prints
 a table and the error summary, with and without the assumed 1 ms per-step overhead.
-Needs the gpu-data extra. Run: ``python bench/fidelity_gpu_silicon.py``.
+Needs the gpu-data extra. Run: ``python bench/fidelity_gpu_silicon.py`` (Llama-3.1-8B-Instruct,
+h100_sxm, trtllm, TP 1), or another model's rows, e.g. ``--model openai/gpt-oss-120b --system
+h200_sxm --backend vllm`` (a MoE: docs/fidelity-gpu.md §6).
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import statistics
 import sys
@@ -28,11 +31,11 @@ from sim.model.step_time import ProfileStepTimer, StepShape  # noqa: E402
 MODEL, SYSTEM, BACKEND = "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "trtllm"
 
 
-def rows() -> list[dict[str, str]]:
+def rows(model: str = MODEL, system: str = SYSTEM, backend: str = BACKEND, tp: int = 1) -> list[dict[str, str]]:
     path = Path(resources.files("aiconfigurator_core")) / "systems" / "silicon_sample.csv"
     with path.open() as f:
-        return [r for r in csv.DictReader(f) if r["model_path"] == MODEL and r["system"] == SYSTEM
-                and r["backend"] == BACKEND and r["tp_size"] == "1" and r["mode"] == "agg"]
+        return [r for r in csv.DictReader(f) if r["model_path"] == model and r["system"] == system
+                and r["backend"] == backend and r["tp_size"] == str(tp) and r["mode"] == "agg"]
 
 
 def predict_tpot_ms(timer: ProfileStepTimer, c: int, isl: int, osl: int, overhead: bool) -> float:
@@ -45,12 +48,22 @@ def predict_tpot_ms(timer: ProfileStepTimer, c: int, isl: int, osl: int, overhea
 
 
 def main() -> int:
-    data = rows()
-    prof = build_profile(ImportRequest(SYSTEM, BACKEND, MODEL, command="bench/fidelity_gpu_silicon.py"))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=MODEL)
+    ap.add_argument("--system", default=SYSTEM)
+    ap.add_argument("--backend", default=BACKEND)
+    ap.add_argument("--tp", type=int, default=1)
+    args = ap.parse_args()
+    data = rows(args.model, args.system, args.backend, args.tp)
+    if not data:
+        sys.exit(f"silicon_sample.csv has no aggregated rows for {args.model} on {args.system}/{args.backend} tp {args.tp}")
+    prof = build_profile(ImportRequest(args.system, args.backend, args.model, tp=args.tp,
+                                       command="bench/fidelity_gpu_silicon.py"))
     version = prof["x-aiconfigurator"]["backend_version"]
     timer = ProfileStepTimer(Profile.from_dict(prof, "import"))
-    print(f"silicon: {MODEL} on {SYSTEM}, {BACKEND} {data[0]['backend_version']} (silicon_sample.csv, "
-          f"{len(data)} rows); prediction: database {BACKEND} {version}, fused steps")
+    print(f"silicon: {args.model} on {args.system}, {args.backend} "
+          f"{', '.join(sorted({r['backend_version'] for r in data}))} (silicon_sample.csv, "
+          f"{len(data)} rows); prediction: database {args.backend} {version}, tp {args.tp}, fused steps")
     print(f"{'isl':>5} {'osl':>4} {'conc':>4} {'silicon':>8} {'ours':>7} {'err':>7} {'ours+H':>7} {'err':>7}")
     errs: dict[bool, list[float]] = {False: [], True: []}
     for r in sorted(data, key=lambda r: (int(r["isl"]), int(r["osl"]), int(r["batch_size"]))):

@@ -12,7 +12,13 @@ from the profile's own grid cells (the ones the simulator interpolates; H the pr
 overhead). Acceptance is labelled where it comes from (assumed or published, with the source).
 Run it against another tree to compare (``PYTHONPATH=<tree> python bench/moe_speedup.py``).
 
-    python bench/moe_speedup.py [--models gpt-oss,deepseek-r1,...] [--context 1024]
+Then the published small-batch MoE runs where speculation was measured to hurt
+(``profiler.imported.published_moe_runs``), each against a profile imported for its model, GPU,
+engine and TP at the run's own acceptance length: published and predicted speed-up with their
+signs, and the step term by term (the run's speculative step; a plain step over as many tokens
+in the same run; the drafting side it implies against the one priced and the most it may cost).
+
+    python bench/moe_speedup.py [--models gpt-oss,deepseek-r1,...] [--context 1024] [--runs-only]
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import argparse
 import json
 import time
 
+from profiler.imported import published_moe_runs as pub
 from profiler.imported.aiconfigurator_import import ImportRequest, build_profile
 from sim.contracts.profile import Profile
 
@@ -44,11 +51,12 @@ PUBLISHED = {
     "deepseek-v3": "DeepSeek-V3 technical report (arXiv 2412.19437, sec. 5.4.3): MTP k=1 accepts the 2nd token "
                    "85-90 % of the time, 1.8x tokens per second -> sign +",
     "deepseek-r1": "same architecture as DeepSeek-V3 (MTP module); DeepSeek-V3 report: 1.8x TPS with MTP k=1 -> sign +",
-    "qwen3-30b": "no published batch-1 EAGLE-3 measurement for this model found here",
+    "qwen3-30b": "SGLang on H100 (not this vLLM/H200 import): EAGLE-3 0.72x at batch 1, 0.79x at 4 (SpecForge #339), "
+                 "0.78x at batch 1, TP 4 (AngelSlim #163) -> sign - (the published runs below)",
     "qwen3-235b": "no published batch-1 EAGLE-3 measurement for this model found here",
 }
 GENERAL = ("Saxena et al., arXiv 2506.20675 (Cascade), five MoEs in vLLM: verification 2-3x a decode, static-K "
-           "speculation up to 1.5x slower on some tasks (models and tasks in the paper; none in this database)")
+           "speculation up to 1.5x slower on some tasks (per-model numbers only in its figures; not used)")
 
 
 def survival_sets(method: str) -> dict[str, list[float]]:
@@ -87,15 +95,56 @@ def report(key: str, context: int) -> None:
     print(f"  published: {PUBLISHED[key]}")
 
 
+def sign(x: float) -> str:
+    return "+" if x > 1 else "-"
+
+
+def published_runs(context: int) -> None:
+    """Each published run against its import: the sign, then the step by its parts (ms)."""
+    print(f"\npublished small-batch MoE runs (profiler/imported/published_moe_runs.py), context {context}, "
+          "at each run's own acceptance length")
+    cache: dict[tuple[str, str, str, int], Profile] = {}
+    wrong = 0
+    for r in pub.RUNS:
+        key = (r.model, r.system, r.backend, r.tp)
+        if key not in cache:
+            cache[key] = pub.import_for(r, "bench/moe_speedup.py")
+        p = cache[key]
+        pred, bare = pub.predicted(p, r, context), pub.predicted(p, r, context, overheads=False)
+        wrong += sign(pred) != sign(r.measured)
+        print(f"\n  {r.key}: {r.model}, {r.tp}x {r.system}, {r.backend}, {r.method} k={r.k}, batch {r.batch}, AL {r.acceptance_length}")
+        print(f"    published {r.measured:.2f}x ({sign(r.measured)})   predicted {pred:.2f}x ({sign(pred)}"
+              f"{', sign WRONG' if sign(pred) != sign(r.measured) else ''}); kernels only (assumed overheads left out) "
+              f"{bare:.2f}x")
+        tf = p.timing.target_forward
+        h = p.timing.step_overhead.seconds if p.timing.step_overhead is not None else 0.0
+        v = h + pub.cell(tf, batch=r.batch, tokens_per_seq=r.k + 1, context=context)
+        wide = r.wide_step_s
+        print(f"    speculative step: run {r.spec_step_s * 1e3:.2f} ms; priced {(v + pub.priced_drafting(p, r, context)) * 1e3:.2f}"
+              f" = verify pass + H {v * 1e3:.2f} + drafting {pub.priced_drafting(p, r, context) * 1e3:.2f}")
+        if wide is not None:
+            print(f"    a plain step over {r.batch * (r.k + 1)} rows in the same run {wide * 1e3:.2f} ms (priced verify + H "
+                  f"{v * 1e3:.2f}: {v / wide - 1:+.0%}); drafting side the run implies >= "
+                  f"{r.implied_drafting_s * 1e3:.2f} ms, priced {pub.priced_drafting(p, r, context) * 1e3:.2f}, "
+                  f"break-even on the priced passes {pub.break_even_drafting(p, r, context) * 1e3:.2f}")
+        if r.stand_in:
+            print(f"    stand-in: {r.stand_in}")
+        print(f"    source: {r.source}; row: {r.row}")
+    print(f"\n  signs wrong: {wrong} of {len(pub.RUNS)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma list of {', '.join(MODELS)}")
     ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--runs-only", action="store_true", help="only the published runs")
     args = ap.parse_args()
-    print("predicted steady-state speed-up (tokens per step x baseline step / speculative step), from imported grids")
-    for key in args.models.split(","):
-        report(key.strip(), args.context)
-    print(f"\nfor every MoE: {GENERAL}")
+    if not args.runs_only:
+        print("predicted steady-state speed-up (tokens per step x baseline step / speculative step), from imported grids")
+        for key in args.models.split(","):
+            report(key.strip(), args.context)
+        print(f"\nfor every MoE: {GENERAL}")
+    published_runs(args.context)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from profiler.imported import aic_routing
 from sim.contracts.errors import SpecplanError
 
 INSTALL_HINT = "aiconfigurator-core is not installed: pip install 'specplan[gpu-data]'"
@@ -174,6 +175,8 @@ class Engine:
     backend: str
     version: str
     tp: int
+    routing: str | None = None
+    """The MoE rows its expert op was timed from (None: no routed experts); a line for the notes."""
 
     def decode_ops(self, rows: int, context: int) -> dict[str, float]:
         """Op name -> ms for a decode pass over ``rows`` sequences of one token at ``context``."""
@@ -278,17 +281,28 @@ def compile_engine(model: str, system: str, backend: str, version: str, layout: 
     cfg = model_config(model)
     name = label or ALIASES.get(model, model)
     check_layout(name, cfg, layout)
+    moe = bool(num_experts(cfg))
     path, tmp = _model_path(model)
     try:
         with _quiet():
-            handle = EngineHandle.compile(path, system, backend, backend_version=version,
-                                          **layout.kwargs(bool(num_experts(cfg))))
+            handle, routing, why = None, None, aic_routing.ROUTED_FAMILIES.get(str(cfg.get("model_type"))) if moe else None
+            if why:  # uniform routing where measured runs of the family say so; else the package's default
+                handle = aic_routing.compile_routed(EngineHandle, path, system, backend, version, layout)
+                routing = (f"routed experts timed from the database's '{aic_routing.ROUTING}' MoE rows (uniform routing, as "
+                           f"sim/contracts/expert_traffic.py assumes), chosen for {cfg.get('model_type')}: {why}")
+            if handle is None:
+                handle = EngineHandle.compile(path, system, backend, backend_version=version, **layout.kwargs(moe))
+                if moe:
+                    routing = ("routed experts timed from the package's default MoE rows (a power-law routing: fewer "
+                               "distinct experts at a few tokens than the uniform routing the floor assumes)"
+                               + (f"; no '{aic_routing.ROUTING}' rows for this shape" if why else ""))
     except (ValueError, AssertionError, KeyError, NotImplementedError, RuntimeError) as exc:
         raise SpecplanError(_refusal(name, system, backend, version, layout, exc)) from None
     finally:
         if tmp is not None:
             tmp.cleanup()
-    return Engine(handle, name, system, backend, version, layout.tp)
+    return Engine(handle, name, system, backend, version, layout.tp, routing)
+
 
 
 def _refusal(model: str, system: str, backend: str, version: str, layout: Layout, exc: BaseException) -> str:

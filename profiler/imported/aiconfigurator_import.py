@@ -149,7 +149,8 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     _add_proposer_memory(memory, {p.name: p.memory for p in built})
     meta = db.collection_meta(req.system, req.backend, version)
     timing = {
-        "provenance": _provenance(req, version, meta, [p.note for p in built], target_forward_notes(), layout, quant, kv),
+        "provenance": _provenance(req, version, meta, [p.note for p in built],
+                                  "; ".join(filter(None, (target_forward_notes(), target.routing))), layout, quant, kv),
         "step_composition": "fused",
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
