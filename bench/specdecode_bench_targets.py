@@ -83,6 +83,11 @@ trace_replay = true
 FIT = ("SpecDecode-Bench/simulator predictor.py, class Llama8BH100 (fitted on its vLLM 0.10.1 H100 runs): "
        "EAGLE draft 2.135 ms + 0.841 us x proposed tokens per request + 2.378 ns x KV tokens per step; "
        "overhead 1.207 ms per step")
+# SpecDecode-Bench/simulator predictor.py, class Llama8BH100 ("fitted with instructcoder bs=1,8,16,32,64"):
+# a forward pass = fixed + per batched token + per KV token; EAGLE drafting per step; overhead per step
+PUB_TARGET_FIXED, PUB_TARGET_TOKEN, PUB_TARGET_KV = 5.88590713e-3, 2.10103129e-5, 3.92645679e-8
+PUB_DRAFT_FIXED, PUB_DRAFT_TOKEN, PUB_DRAFT_KV = 2.13526175e-3, 8.41429603e-7, 2.37768493e-9
+PUB_STEP = 1.20683946e-3
 
 
 def published_draft_side(profile: Path, out: Path) -> Path:
@@ -93,11 +98,52 @@ def published_draft_side(profile: Path, out: Path) -> Path:
     prov = {"method": "published", "citation": CITATION, "notes": FIT}
     g = t["proposers"]["eagle"]
     ax = g["draft"]["axes"]
-    g["draft"]["median"] = [[[2.13526175e-3 + 8.41429603e-7 * (k + 1) + 2.37768493e-9 * b * c for c in ax["context"]]
+    g["draft"]["median"] = [[[PUB_DRAFT_FIXED + PUB_DRAFT_TOKEN * (k + 1) + PUB_DRAFT_KV * b * c for c in ax["context"]]
                              for k in ax["k"]] for b in ax["batch"]]
     g["overhead"]["median"] = [[0.0 for _ in row] for row in g["overhead"]["median"]]
     g["overhead_provenance"] = prov
-    t["step_overhead"] = {"seconds": 1.20683946e-3, "provenance": prov}
+    t["step_overhead"] = {"seconds": PUB_STEP, "provenance": prov}
+    out.write_text(json.dumps(d))
+    return out
+
+
+FIT_TARGET = ("SpecDecode-Bench/simulator predictor.py, class Llama8BH100: target forward pass 5.886 ms + "
+              "21.01 us x batched tokens + 39.26 ns x KV tokens")
+
+
+def published_fit_terms(b: int, k: int, c: int) -> list[tuple[str, float, str]]:
+    """The paper's own fit of its vLLM 0.10.1 runs, term by term, for ``b`` rows at context ``c``
+    drafting ``k`` (its simulator's rule: drafting once per step, priced at one row's k+1 tokens)."""
+    tokens, kv = b * (k + 1), b * c
+    out = [("target pass fixed", PUB_TARGET_FIXED, "published"),
+           (f"target pass x {tokens} batched tokens", PUB_TARGET_TOKEN * tokens, "published"),
+           (f"target pass x {kv} KV tokens", PUB_TARGET_KV * kv, "published")]
+    if k:
+        out.append((f"EAGLE drafting (k={k})", PUB_DRAFT_FIXED + PUB_DRAFT_TOKEN * (k + 1) + PUB_DRAFT_KV * kv,
+                    "published"))
+    return out + [("per-step overhead", PUB_STEP, "published")]
+
+
+def published_step(profile: Path, out: Path) -> Path:
+    """The profile with *every* part of a step from SpecDecode-Bench's published fit (a diagnostic
+    row, not a prediction: does the simulator, fed the paper's own step prices, reproduce the
+    paper's measured trend? If so, what differs is the step price, term by term)."""
+    d = json.loads(published_draft_side(profile, out).read_text())
+    t = d["timing"]
+    prov = {"method": "published", "citation": CITATION, "notes": f"{FIT_TARGET}; {FIT}"}
+    f = t["fused"]
+    f["dense"]["median"] = [PUB_TARGET_FIXED + PUB_TARGET_TOKEN * n for n in f["dense"]["axes"]["tokens"]]
+    f["logits"]["median"] = [0.0 for _ in f["logits"]["axes"]["tokens"]]
+    da = f["decode_attention"]["axes"]
+    f["decode_attention"]["median"] = [[[PUB_TARGET_KV * b * c for c in da["context"]] for _ in da["tokens_per_seq"]]
+                                       for b in da["batch"]]
+    pa = f["prefill_attention"]["axes"]
+    f["prefill_attention"]["median"] = [[PUB_TARGET_KV * c for c in pa["context"]] for _ in pa["tokens"]]
+    for key in ("sampler", "cuda_graphs"):  # inside the fitted pass
+        t.pop(key, None)
+    g = t["proposers"]["eagle"]
+    g.pop("prefill", None)  # the paper's simulator charges no drafting on prefill steps
+    t["provenance"] = {**t["provenance"], **prov}
     out.write_text(json.dumps(d))
     return out
 
@@ -146,6 +192,28 @@ def step_terms(profile_path: Path, batch: int, k: int, context: int) -> list[tup
     return decode_step_terms(timer, batch, k, context, "eagle" if k else None)
 
 
+def print_parts(profile: Path, context: int = 512) -> None:
+    """The step by its parts at b = 1, 32, 128 with and without EAGLE k = 3, beside the paper's
+    published fit term by term, and S/T (spec step ÷ plain step): the speed-up at batch b is
+    about tokens-per-step ÷ S/T, so how S/T moves with b is how the speed-up moves."""
+    ratios = {}
+    for b in (1, 32, 128):
+        for label, terms in (("profile", step_terms), ("published fit", published_fit_terms)):
+            src = profile if label == "profile" else None
+            spec = terms(src, b, 3, context) if src else terms(b, 3, context)
+            base = terms(src, b, 0, context) if src else terms(b, 0, context)
+            s, t = (sum(x for _, x, _ in v) for v in (spec, base))
+            ratios[label, b] = s / t
+            for k, v, tot in ((3, spec, s), (0, base, t)):
+                parts = ", ".join(f"{name} {1e3 * x:.3f} ms [{where}]" for name, x, where in v)
+                print(f"  [{label}] step at batch {b:>3}, k={k}, context {context}: {1e3 * tot:.3f} ms = {parts}")
+            print(f"  [{label}] S/T at batch {b:>3}: {s / t:.3f} (spec step {1e3 * s:.3f} ms / plain {1e3 * t:.3f} ms)")
+    for label in ("profile", "published fit"):
+        r1, r32 = ratios[label, 1], ratios[label, 32]
+        print(f"  [{label}] S/T from batch 1 to 32: {r1:.3f} -> {r32:.3f}; at equal tokens per step the "
+              f"speed-up changes by {r1 / r32 - 1:+.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default=os.environ.get("SPECDECODE_BENCH_DATA"),
@@ -157,16 +225,13 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=30.0)
     ap.add_argument("--published-draft-side", action="store_true",
                     help="also predict with EAGLE's drafting and the per-step overhead from SpecDecode-Bench's fit")
+    ap.add_argument("--published-step", action="store_true",
+                    help="also predict with every part of the step from SpecDecode-Bench's fit (a diagnostic)")
     args = ap.parse_args()
     profile = Path(args.profile).resolve()
     print(f"source (published): {CITATION}; vLLM 0.10.1, 1x H100 80GB, Llama-3.1-8B-Instruct, EAGLE k=3")
     print(f"profile (timing): {profile.name}; its sections' provenance below")
-    for b in (1, 32, 128):
-        terms = step_terms(profile, b, 3, 512)
-        parts = ", ".join(f"{name} {1e3 * s:.3f} ms [{src}]" for name, s, src in terms)
-        base = step_terms(profile, b, 0, 512)
-        print(f"  step at batch {b:>3}, k=3, context 512: {1e3 * sum(s for _, s, _ in terms):.3f} ms = {parts}")
-        print(f"  step at batch {b:>3}, no speculation:   {1e3 * sum(s for _, s, _ in base):.3f} ms")
+    print_parts(profile)
     if not args.traces:
         print("no traces: give --traces DIR (your copy of SpecDecode-Bench/simulator data/llama3.1-8B) "
               "or SPECDECODE_BENCH_DATA; the published targets cannot be predicted without them")
@@ -178,6 +243,10 @@ def main() -> None:
             alt = published_draft_side(profile, Path(tmp) / "published-draft.json")
             print(f"\nsensitivity: drafting and per-step overhead [published] from {FIT}")
             _predict(args, alt, seeds, Path(tmp), "drafting + per-step overhead from the published fit")
+        if args.published_step:
+            alt = published_step(profile, Path(tmp) / "published-step.json")
+            print(f"\ndiagnostic: every part of the step [published] from {FIT_TARGET}; {FIT}")
+            _predict(args, alt, seeds, Path(tmp), "every step part from the published fit (diagnostic)")
 
 
 def _predict(args, profile: Path, seeds: list[int], tmp: Path, label: str) -> None:

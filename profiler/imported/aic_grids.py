@@ -98,11 +98,20 @@ class GridBuilder:
         med = [[self.prefill(n, c) * MS for c in context] for n in tokens]
         return {"axes": {"tokens": tokens, "context": context}, "median": med, "repeats": 1}
 
+    def draft(self, batch: int, k: int, context: int) -> float:
+        """D(b, k, c): the first pass over each row's k+1 scheduled tokens, then k-1 one-token passes.
+
+        Why the first pass's LM head runs over ``b`` rows, not ``b(k+1)``: vLLM's proposer (EAGLE,
+        EAGLE-3 and draft models alike, ``v1/spec_decode/eagle.py`` ``propose``) computes logits
+        only at each row's last position (``compute_logits(last_hidden_states[last_token_indices])``);
+        the layers run over every scheduled token."""
+        first = self.dense(batch * (k + 1)) + self.logits(batch) + self.decode_attention(batch, k + 1, context)
+        return first + (k - 1) * self.forward(batch, 1, context)
+
     def draft_grid(self, batch: list[int], k_max: int, context: list[int]) -> dict[str, Any]:
-        """D(b, k, c): the first pass over each row's k+1 scheduled tokens, then k-1 one-token passes."""
+        """D(b, k, c) over the grid (``draft``)."""
         ks = list(range(1, k_max + 1))
-        med = [[[(self.forward(b, k + 1, c) + (k - 1) * self.forward(b, 1, c)) * MS for c in context]
-                for k in ks] for b in batch]
+        med = [[[self.draft(b, k, c) * MS for c in context] for k in ks] for b in batch]
         return {"axes": {"batch": batch, "k": ks, "context": context}, "median": med, "repeats": 1}
 
     def fused_grids(self, dense_tokens: list[int], batch: list[int], s_max: int, context: list[int],

@@ -131,7 +131,8 @@ def _eagle(kind: str, ctx: Context) -> ImportedProposer:
     fuse = 3 if kind == "eagle3" else 2
     note = (f"{kind}: modelled, not a database entry: an {label} head priced as {shape.what}, timed from the same "
             f"database; the {fuse}h->h fusion of target hidden states is not timed. First pass over every scheduled "
-            "token (decode rows x (k+1) and prompt tokens), then k-1 one-token passes")
+            "token (decode rows x (k+1) and prompt tokens), its LM head on each row's last position only (vLLM "
+            "eagle.py propose), then k-1 one-token passes")
     model = ctx.identity(f"{kind}-head-shaped", shape.identity_config)
     ident = {"kind": kind, "note": f"{label} head (one decoder layer) reading the target's hidden states",
              "model": model}
@@ -229,7 +230,8 @@ def _draft_model(draft: str, ctx: Context) -> ImportedProposer:
     mid = db.ALIASES.get(draft, draft)
     name = mid.split("/")[-1].lower()
     note = (f"{name}: the draft model's own passes from the same database: first pass over every scheduled token "
-            "(decode rows x (k+1), and prompt tokens via timing.proposers.<p>.prefill), then k-1 one-token passes")
+            "(decode rows x (k+1), and prompt tokens via timing.proposers.<p>.prefill), its LM head on each row's last "
+            "position only (vLLM eagle.py propose), then k-1 one-token passes")
     est = db.memory_estimate(draft, ctx.system, ctx.backend, ctx.version, layout, 0.9, 8192, 1024)
     br = est["memory_breakdown"] or {}
     tp = ctx.layout.tp

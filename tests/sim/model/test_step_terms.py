@@ -159,5 +159,35 @@ def test_bench_prints_each_terms_source() -> None:
     for part, src in (("dense ops", "imported"), ("sampling", "estimated"), ("draft host H", "assumed"),
                       ("per-step host overhead", "assumed")):
         assert part in text and f"[{src}" in text
-    for line in (ln for ln in text.splitlines() if "k=3, context" in ln):
+    for line in (ln for ln in text.splitlines() if "[profile] step" in ln and "k=3, context" in ln):
         assert line.count("ms [") >= 6, line
+    # beside each, the paper's own published fit term by term, and S/T at batch 1 and 32
+    fit = [ln for ln in text.splitlines() if ln.strip().startswith("[published fit] step")]
+    assert len(fit) == 6 and all(ln.count("ms [published]") >= 4 for ln in fit), fit
+    for who in ("profile", "published fit"):
+        assert f"[{who}] S/T from batch 1 to 32" in text
+
+
+def _bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sdb_targets", REPO / "bench" / "specdecode_bench_targets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 256]), k=st.sampled_from([0, 1, 3, 5]),
+       c=st.sampled_from([128, 512, 1024, 4096]))
+def test_the_published_step_diagnostic_prices_a_step_as_the_papers_fit(tmp_path_factory, b: int, k: int, c: int) -> None:
+    """The bench's "every part published" row must price a decode step exactly as
+    SpecDecode-Bench's predictor.py does, term by term (else the diagnostic says nothing)."""
+    bench = _bench()
+    out = tmp_path_factory.mktemp("pub") / "p.json"
+    prof = load_profile(bench.published_step(REPO / "profiles" / "llama-3.1-8b-h100-vllm.json", out))
+    assert prof.timing.provenance.method == "published"
+    t = ProfileStepTimer(prof)
+    want = sum(s for _, s, _ in bench.published_fit_terms(b, k, c))
+    got = t.price(b, float(c), k, "eagle" if k else None, 0, 0.0, None, 0.0, 0, 0, None)
+    assert got == pytest.approx(want, rel=1e-9)

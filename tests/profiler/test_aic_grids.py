@@ -1,0 +1,60 @@
+"""The drafter's passes as profiler/imported/aic_grids.py composes them from the database's per-op
+times (issue 37 item 1: a speculative step priced by its parts, each as the engine runs it).
+
+A fake engine with linear, separable ops stands in for aiconfigurator-core, so the rules are
+checked without the package: each op's cost is known in closed form, and a test zeroes every op
+but the one whose row count it checks.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from profiler.imported.aic_grids import GridBuilder
+
+US = 1e-3  # one microsecond in the engine's milliseconds
+
+
+class LinearEngine:
+    """Per-op ms of one pass, linear in rows: ``gemm`` (every op but attention and the LM head),
+    ``attention`` (per row and cached token) and ``logits_gemm`` (per scored row)."""
+
+    model_path = "fake/linear"
+
+    def __init__(self, gemm: float = 0.0, attn: float = 0.0, logits: float = 0.0) -> None:
+        self.gemm, self.attn, self.logits = gemm, attn, logits
+
+    def decode_ops(self, rows: int, context: int) -> dict[str, float]:
+        return {"gemm": self.gemm * rows, "attention": self.attn * rows * context, "logits_gemm": self.logits * rows}
+
+    def context_ops(self, batch: int, tokens: int, prefix: int) -> dict[str, float]:
+        return {"gemm": self.gemm * batch * tokens, "attention": self.attn * batch * tokens * (prefix + tokens),
+                "logits_gemm": self.logits * batch}
+
+
+@settings(max_examples=100, deadline=None)
+@given(b=st.integers(1, 512), k=st.integers(1, 8), c=st.sampled_from([128, 1024, 8192]))
+def test_each_draft_pass_scores_one_position_per_row(b: int, k: int, c: int) -> None:
+    """vLLM's proposer computes logits at each row's last position only, in the first pass too
+    (``eagle.py`` ``propose``: ``compute_logits(last_hidden_states[last_token_indices])``): k
+    passes of the LM head over b rows, never over the b(k+1) tokens the first pass runs."""
+    gb = GridBuilder(LinearEngine(logits=5 * US))
+    assert gb.draft(b, k, c) == pytest.approx(k * 5 * US * b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(b=st.integers(1, 512), k=st.integers(1, 8), c=st.sampled_from([128, 1024, 8192]))
+def test_the_first_draft_pass_runs_its_layers_over_every_scheduled_token(b: int, k: int, c: int) -> None:
+    """The layers of the first pass run over each row's k+1 verified positions (the draft's KV
+    and hidden states catch up with the target's), the k-1 later passes over one token a row."""
+    gb = GridBuilder(LinearEngine(gemm=2 * US, logits=1e-9))
+    assert gb.draft(b, k, c) == pytest.approx(2 * US * (b * (k + 1) + (k - 1) * b), rel=1e-6)
+
+
+def test_the_draft_grid_holds_draft_in_seconds() -> None:
+    gb = GridBuilder(LinearEngine(gemm=2 * US, attn=0.01 * US, logits=5 * US))
+    g = gb.draft_grid([1, 8], 3, [128, 1024])
+    assert g["axes"] == {"batch": [1, 8], "k": [1, 2, 3], "context": [128, 1024]}
+    assert g["median"][1][2][1] == pytest.approx(gb.draft(8, 3, 1024) * 1e-3)
