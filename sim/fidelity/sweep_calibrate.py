@@ -36,7 +36,11 @@ SUMMARY_COLUMN: dict[str, str] = {
 """Where each measured quantity is read in a run's summary (segment ``all``)."""
 TPOT_BAR = 0.15
 """Issue 37's bar: TPOT p50 within 15 % at every load."""
-BAR_UNIT = {"concurrency": "clients", "rate": "req/s"}
+
+
+def load_text(kind: str, load: float) -> str:
+    """A load as a reader says it: ``N = 64`` clients, or ``2.5 req/s``."""
+    return f"N = {load:g}" if kind == "concurrency" else f"{load:g} req/s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +54,10 @@ class Crossover:
     direction: str = ""
     """``stops paying`` (speed-up falls through 1) or ``starts paying``."""
 
-    def text(self, unit: str) -> str:
+    def text(self, kind: str) -> str:
         if self.kind == "at" and self.load is not None and self.bracket is not None:
-            return (f"{self.direction} at {self.load:.3g} {unit} (between {self.bracket[0]:g} and "
-                    f"{self.bracket[1]:g})")
+            return (f"{self.direction} at {load_text(kind, float(f'{self.load:.3g}'))} (between "
+                    f"{load_text(kind, self.bracket[0])} and {load_text(kind, self.bracket[1])})")
         return {"pays_throughout": "none in range: pays at every load",
                 "never_pays": "none in range: pays at no load"}.get(self.kind, "unknown (no speed-up at two loads)")
 
@@ -231,7 +235,7 @@ def calibrate_sweep(points: SweepPoints, scenario: Scenario, profile_doc: dict[s
                 if key.endswith("tpot_p50_ms") and (e := _rel(v[j], v[0])) is not None]
         worst.append(max(errs) if errs else None)
     note = (f"acceptance scale {scale:.4g} fitted by specplan calibrate --points {points.origin} on its lightest load "
-            f"({points.points[0].load:g} {BAR_UNIT[points.load_kind]}, {model.matched}); candidate {candidate}, "
+            f"({load_text(points.load_kind, points.points[0].load)}, {model.matched}); candidate {candidate}, "
             f"seeds {','.join(map(str, seeds))}")
     terms = model.start.with_value("acceptance_scale", scale)
     doc, sc = apply_terms(profile_doc, scenario, candidate, terms, note, ("acceptance_scale",))

@@ -14,7 +14,7 @@ from typing import Any
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
-from sim.fidelity.sweep_calibrate import BAR_UNIT, TPOT_BAR, SweepCalibration
+from sim.fidelity.sweep_calibrate import TPOT_BAR, SweepCalibration, load_text
 
 LABELS = {"tpot_p50_ms": "TPOT p50 ms", "ttft_p50_ms": "TTFT p50 ms", "e2el_p50_ms": "E2EL p50 ms",
           "output_tok_s": "out tok/s", "acceptance_length": "acc. length"}
@@ -34,24 +34,25 @@ def _x(v: float | None) -> str:
 
 def bar_lines(cal: SweepCalibration) -> list[str]:
     """Issue 37's bar, as this run answers it: TPOT p50 at every held-out load, the crossover."""
-    unit = BAR_UNIT[cal.points.load_kind]
+    kind = cal.points.load_kind
     d, c = cal.tpot_worst
     if c is None:
         tpot = "TPOT p50 within 15 % at every held-out load: not checkable (the source writes no TPOT p50 there)"
     else:
         tpot = (f"TPOT p50 within 15 % at every held-out load: {'yes' if c <= TPOT_BAR else 'no'} (worst "
                 f"{c:.1%} calibrated, {d:.1%} default)" if d is not None else f"worst {c:.1%}")
-    m, cc, dd = (cal.crossovers[k] for k in ("measured", "default", "calibrated"))
-    lands = "yes" if cc.same_as(m) else "no"
+    m, dd, cc = (cal.crossovers[k] for k in ("measured", "default", "calibrated"))
+    lands = ("not checkable (the source writes a speed-up at fewer than two loads)" if m.kind == "unknown"
+             else "yes" if cc.same_as(m) else "no")
     return [tpot,
-            f"crossover: measured {m.text(unit)}; default {dd.text(unit)}; calibrated {cc.text(unit)} — "
+            f"crossover: measured {m.text(kind)}; default {dd.text(kind)}; calibrated {cc.text(kind)} — "
             f"calibrated lands where measured: {lands}"]
 
 
 def format_sweep(cal: SweepCalibration, header: list[str]) -> str:
-    unit = BAR_UNIT[cal.points.load_kind]
+    kind = cal.points.load_kind
     out = [*header,
-           f"acceptance scale {cal.scale:.4g} × (fitted on {cal.matched}, {cal.points.points[0].load:g} {unit}; "
+           f"acceptance scale {cal.scale:.4g} × (fitted on {cal.matched}, {load_text(kind, cal.points.points[0].load)}; "
            f"{cal.simulations} simulations, seeds {','.join(map(str, cal.seeds))}); every heavier load held out",
            "", f"{'load':>7}  {'role':<9}{'speed-up: measured':>19}{'default':>10}{'calibrated':>11}"]
     for r in cal.rows:
@@ -65,14 +66,15 @@ def format_sweep(cal: SweepCalibration, header: list[str]) -> str:
             out.append(f"{r.load:>7g}  {side + ' ' + LABELS[q]:<28}{_n(m):>10}{_n(d):>10}{_e(d, m):>9}"
                        f"{_n(c):>11}{_e(c, m):>9}")
     out += ["", *bar_lines(cal), "", "sources:"]
-    out += [f"  {r.load:g} {unit}: {r.source}" for r in cal.rows]
+    out += [f"  {load_text(kind, p.load)}: {p.source}" + (f" [{p.note}]" if p.note else "")
+            + (" [read from a figure]" if p.read_from_figure else "") for p in cal.points.points]
     out += [f"note: {n}" for n in cal.notes]
     return "\n".join(out)
 
 
 def sweep_summary(cal: SweepCalibration) -> dict[str, Any]:
     """The JSON record: fitted scale, per-load rows, crossovers, the bar."""
-    unit = BAR_UNIT[cal.points.load_kind]
+    kind = cal.points.load_kind
     return {
         "points": cal.points.origin, "load": cal.points.load_kind, "candidate": cal.candidate,
         "baseline": cal.baseline, "acceptance_scale": cal.scale, "fitted_on": cal.matched,
@@ -83,7 +85,7 @@ def sweep_summary(cal: SweepCalibration) -> dict[str, Any]:
                   "values": {k: {"measured": v[0], "default": v[1], "calibrated": v[2]} for k, v in r.values.items()}}
                  for r in cal.rows],
         "crossover": {k: {"kind": x.kind, "load": x.load, "bracket": x.bracket, "direction": x.direction,
-                          "text": x.text(unit)} for k, x in cal.crossovers.items()},
+                          "text": x.text(kind)} for k, x in cal.crossovers.items()},
         "tpot_p50_worst_heldout": {"default": cal.tpot_worst[0], "calibrated": cal.tpot_worst[1]},
         "bar": bar_lines(cal),
     }
