@@ -17,6 +17,10 @@ sweep"); each point names its source, so every number printed beside it says whe
     load = 64
     speedup = 1.38                       # speculative ÷ baseline of `speedup_of`
     speedup_of = "output_tok_s"
+
+A side may name a `vllm bench serve --save-result` file instead (``baseline = { vllm_result =
+"base-64.json" }``, relative to the points file): its median TPOT, TTFT, E2EL and output
+throughput are read, with or without ``--save-detailed``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ SPEC_ONLY_FIELDS: tuple[str, ...] = ("acceptance_length", "acceptance_rate")
 """The speculative side may also give its mean acceptance length (vLLM: 1 + accepted / drafts)
 or its draft acceptance rate (accepted / draft tokens; acceptance length = 1 + k · rate)."""
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"output_tok_s"})
+VLLM_SUMMARY: dict[str, str] = {"median_tpot_ms": "tpot_p50_ms", "median_ttft_ms": "ttft_p50_ms",
+                                "median_e2el_ms": "e2el_p50_ms", "output_throughput": "output_tok_s"}
+"""A `vllm bench serve --save-result` file's summary fields (with or without --save-detailed) and
+what they give a side: ``baseline = { vllm_result = "base-n8.json" }``."""
 POINT_KEYS: tuple[str, ...] = ("load", "source", "baseline", "speculative", "speedup", "speedup_of",
                                "read_from_figure", "note")
 TOP_KEYS: tuple[str, ...] = ("name", "load", "source", "candidate", "description", "fit_to", "points")
@@ -114,13 +122,53 @@ def _positive(v: Any, loc: str, what: str) -> float:
     return float(v)
 
 
-def _side(raw: Any, loc: str, allowed: tuple[str, ...]) -> dict[str, float]:
+def vllm_summary(path: Path, loc: str, kind: str, load: float) -> dict[str, float]:
+    """The summary numbers of one `vllm bench serve --save-result` run, checked against the
+    point's load (``max_concurrency`` for clients, ``request_rate`` for a rate)."""
+    import json
+
+    from sim.contracts.input_limits import read_text_limited
+
+    text = read_text_limited(path, "vLLM results")
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise SpecplanError(f"{loc}: {path}: not one JSON object ({exc}); give one `vllm bench serve --save-result` "
+                            "run per file") from None
+    if not isinstance(obj, dict):
+        raise SpecplanError(f"{loc}: {path}: expected a JSON object, got {type(obj).__name__}")
+    ran = obj.get("max_concurrency") if kind == "concurrency" else obj.get("request_rate")
+    if isinstance(ran, bool) or not isinstance(ran, int | float) or float(ran) != load:
+        flag = "--max-concurrency" if kind == "concurrency" else "--request-rate"
+        raise SpecplanError(f"{loc}: {path}: ran with {flag} {echo(ran, 20)}, but the point's load is {load:g}; "
+                            "give the run of this load")
+    out = {}
+    for key, q in VLLM_SUMMARY.items():
+        v = obj.get(key)
+        if v is not None:
+            out[q] = _positive(v, f"{loc}: {path}: {key}", q.replace("_", " "))
+    if not out:
+        raise SpecplanError(f"{loc}: {path}: none of {', '.join(VLLM_SUMMARY)}; is it a `vllm bench serve "
+                            "--save-result` file?")
+    return out
+
+
+def _side(raw: Any, loc: str, allowed: tuple[str, ...], run: tuple[Path, str, float] | None = None) -> dict[str, float]:
     if not isinstance(raw, dict):
         raise SpecplanError(f"{loc}: expected a table such as {{ tpot_p50_ms = 12.5 }}, got {echo(raw, 60)}")
     out = {}
+    if "vllm_result" in raw:
+        name = raw["vllm_result"]
+        if not isinstance(name, str) or run is None:
+            raise SpecplanError(f"{loc}.vllm_result: expected a file name, got {echo(name, 60)}")
+        out = vllm_summary(run[0] / name, f"{loc}.vllm_result", run[1], run[2])
     for key, v in raw.items():
+        if key == "vllm_result":
+            continue
+        if key in out:
+            raise SpecplanError(f"{loc}.{key}: also read from vllm_result; give it once")
         if key not in allowed:
-            raise SpecplanError(f"{loc}.{key}: unknown measurement; valid: {', '.join(allowed)}")
+            raise SpecplanError(f"{loc}.{key}: unknown measurement; valid: {', '.join(allowed)}, vllm_result")
         out[key] = _positive(v, f"{loc}.{key}", "milliseconds" if key.endswith("_ms") else key.replace("_", " "))
     if "acceptance_length" in out and out["acceptance_length"] < 1:
         raise SpecplanError(f"{loc}.acceptance_length: a mean acceptance length is >= 1 (1 + accepted / drafts), "
@@ -133,7 +181,7 @@ def _side(raw: Any, loc: str, allowed: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _point(raw: Any, i: int, line: int, origin: str, default_source: str | None) -> SweepPoint:
+def _point(raw: Any, i: int, line: int, origin: str, default_source: str | None, kind: str) -> SweepPoint:
     at = f"{origin}:{line}: points[{i}]"
     if not isinstance(raw, dict):
         raise SpecplanError(f"{at}: expected a [[points]] table")
@@ -143,12 +191,15 @@ def _point(raw: Any, i: int, line: int, origin: str, default_source: str | None)
     if "load" not in raw:
         raise SpecplanError(f"{at}.load: missing; the clients (concurrency) or requests/s (rate) of this point")
     load = _positive(raw["load"], f"{at}.load", "a load")
-    source = raw.get("source", default_source)
+    runs = [side["vllm_result"] for side in (raw.get("baseline"), raw.get("speculative"))
+            if isinstance(side, dict) and isinstance(side.get("vllm_result"), str)]
+    source = raw.get("source", default_source or (f"vllm bench serve --save-result: {', '.join(runs)}" if runs else None))
     if not isinstance(source, str) or not source.strip():
         raise SpecplanError(f"{at}.source: missing; every point says where its numbers were written "
                             "(or set a top-level source)")
-    base = _side(raw.get("baseline", {}), f"{at}.baseline", SIDE_FIELDS)
-    spec = _side(raw.get("speculative", {}), f"{at}.speculative", SIDE_FIELDS + SPEC_ONLY_FIELDS)
+    run = (Path(origin).parent, kind, load)
+    base = _side(raw.get("baseline", {}), f"{at}.baseline", SIDE_FIELDS, run)
+    spec = _side(raw.get("speculative", {}), f"{at}.speculative", SIDE_FIELDS + SPEC_ONLY_FIELDS, run)
     speedup = _positive(raw["speedup"], f"{at}.speedup", "a speed-up ratio") if "speedup" in raw else None
     of = raw.get("speedup_of", "output_tok_s")
     if of not in SIDE_FIELDS:
@@ -190,7 +241,7 @@ def parse_sweep_points(data: dict[str, Any], origin: str, text: str = "") -> Swe
         raise SpecplanError(f"{origin}: points: a sweep needs at least two [[points]] (the lightest load is fitted, "
                             f"the others are held out); got {n}")
     lines = _header_lines(text) if text else []
-    pts = [_point(r, i, lines[i] if i < len(lines) else 0, origin, src) for i, r in enumerate(raw)]
+    pts = [_point(r, i, lines[i] if i < len(lines) else 0, origin, src, kind) for i, r in enumerate(raw)]
     seen: dict[float, int] = {}
     for p in pts:
         if p.load in seen:

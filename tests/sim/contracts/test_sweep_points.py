@@ -3,6 +3,7 @@ reads, and one clear line naming file, line and field for everything it refuses.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,36 @@ def test_cli_bad_points_file_is_one_line_exit_2(tmp_path, capsys):
     rc = main(["calibrate", "scenarios/concurrency-eagle3-h100.toml", "--points", str(pts)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "pts.toml:10: points[1].speedup: expected a speed-up ratio" in err and "\n" not in err
+
+
+def _vllm_run(tmp_path: Path, name: str, **over) -> None:
+    run = {"backend": "vllm", "request_rate": "inf", "max_concurrency": 8, "median_tpot_ms": 7.5,
+           "median_ttft_ms": 40.0, "median_e2el_ms": 1900.0, "output_throughput": 1000.0, **over}
+    (tmp_path / name).write_text(json.dumps(run), encoding="utf-8")
+
+
+def test_a_side_reads_a_vllm_result_files_medians_and_throughput_and_cites_it(tmp_path):
+    _vllm_run(tmp_path, "base-8.json")
+    _vllm_run(tmp_path, "spec-8.json", median_tpot_ms=5.0, output_throughput=1400.0)
+    text = ('load = "concurrency"\n[[points]]\nload = 8\nbaseline = { vllm_result = "base-8.json" }\n'
+            'speculative = { vllm_result = "spec-8.json", acceptance_length = 2.4 }\n'
+            '[[points]]\nload = 64\nsource = "x"\nspeedup = 1.1\n')
+    p = load_sweep_points(_write(tmp_path, text)).points[0]
+    assert p.baseline == {"tpot_p50_ms": 7.5, "ttft_p50_ms": 40.0, "e2el_p50_ms": 1900.0, "output_tok_s": 1000.0}
+    assert p.speculative["tpot_p50_ms"] == 5.0 and p.speculative["acceptance_length"] == 2.4
+    assert "base-8.json" in p.source and "spec-8.json" in p.source
+    assert p.measured_speedup() == pytest.approx(1.4)
+
+
+@pytest.mark.parametrize(("over", "side", "message"), [
+    ({"max_concurrency": 16}, "{ vllm_result = \"r.json\" }", "ran with --max-concurrency 16, but the point's load is 8"),
+    ({"median_tpot_ms": -1}, "{ vllm_result = \"r.json\" }", "r.json: median_tpot_ms: expected tpot p50 ms"),
+    ({}, "{ vllm_result = \"r.json\", tpot_p50_ms = 3.0 }", "baseline.tpot_p50_ms: also read from vllm_result"),
+])
+def test_a_vllm_result_for_another_load_or_with_bad_numbers_is_refused_in_one_line(tmp_path, over, side, message):
+    _vllm_run(tmp_path, "r.json", **over)
+    text = f'load = "concurrency"\nsource = "x"\n[[points]]\nload = 8\nbaseline = {side}\nspeedup = 1.2\n' \
+           '[[points]]\nload = 64\nspeedup = 1.1\n'
+    with pytest.raises(SpecplanError) as exc:
+        load_sweep_points(_write(tmp_path, text))
+    assert message in str(exc.value) and "\n" not in str(exc.value)

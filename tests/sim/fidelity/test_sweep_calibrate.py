@@ -132,3 +132,19 @@ def test_cli_prints_every_load_the_crossover_and_writes_the_json(tmp_path, capsy
     assert [r["load"] for r in rec["rows"]] == list(map(float, LOADS))
     assert rec["rows"][0]["role"] == "fit" and rec["acceptance_scale"] == pytest.approx(0.7, abs=SCALE_TOLERANCE)
     Profile.from_dict(json.loads((tmp_path / "p2.json").read_text()), "written")  # the calibrated profile loads
+
+
+def test_a_rate_sweep_is_simulated_as_poisson_arrivals_at_each_points_rate(tmp_path):
+    profile = synthetic_profile_dict(name="sweep-synthetic")
+    sc = load_scenario(_scenario(tmp_path, profile)).with_overrides({"run.duration_s": 60})  # ~120 requests at 2/s
+    rows = []
+    for rate in (2.0, 20.0):
+        at = sc.with_overrides({"workload.arrival": "poisson", "workload.rate": rate, "workload.concurrency": None})
+        doc, tsc = apply_terms(profile, at, CANDIDATE, Terms(acceptance_scale=0.8), "the known truth")
+        s = simulate_once(tsc, Profile.from_dict(doc, "truth"), CANDIDATE, 0, keep_itl=False).summary.filter(
+            pl.col("segment") == "all").row(0, named=True)
+        rows += ["[[points]]", f"load = {rate}", f"speculative = {{ tpot_p50_ms = {s['tpot_ms_median']!r} }}"]
+    (tmp_path / "r.toml").write_text("\n".join(['load = "rate"', 'source = "simulated truth"', *rows]) + "\n")
+    cal = calibrate_sweep(load_sweep_points(tmp_path / "r.toml"), sc, profile, "synthetic", CANDIDATE, (0,))
+    assert abs(cal.scale - 0.8) <= SCALE_TOLERANCE
+    assert cal.tpot_worst[1] is not None and cal.tpot_worst[1] <= 0.05  # 20 req/s held out, predicted as served
