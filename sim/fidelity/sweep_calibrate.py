@@ -116,6 +116,18 @@ class SweepCalibration:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+def scenario_at(sc: Scenario, kind: str, load: float, origin: str = "points") -> Scenario:
+    """The scenario at one point's load: N closed-loop clients, or Poisson arrivals at a rate
+    (whatever arrival the scenario had; its other settings kept)."""
+    if kind == "concurrency":
+        if load != int(load):
+            raise SpecplanError(f"{origin}: load {load:g}: a number of clients must be whole")
+        return sc.with_overrides({"workload.arrival": "concurrency", "workload.concurrency": int(load),
+                                  "workload.rate": None})
+    return sc.with_overrides({"workload.arrival": "poisson", "workload.rate": float(load),
+                              "workload.concurrency": None})
+
+
 def _rel(p: float | None, m: float | None) -> float | None:
     return None if p is None or m is None or not m else (p - m) / m
 
@@ -132,14 +144,6 @@ class _SweepModel:
         self.start = starting_terms(profile_doc, scenario)
         self.matched, self.target = self._target()
 
-    def scenario_at(self, sc: Scenario, load: float) -> Scenario:
-        if self.points.load_kind == "concurrency":
-            if load != int(load):
-                raise SpecplanError(f"{self.points.origin}: load {load:g}: a number of clients must be whole")
-            return sc.with_overrides({"workload.arrival": "concurrency", "workload.concurrency": int(load)})
-        return sc.with_overrides({"workload.arrival": "poisson", "workload.rate": float(load),
-                                  "workload.concurrency": None})
-
     def predict(self, scale: float, i: int, cand: str) -> dict[str, float | None]:
         from sim.results.simulation import simulate_once
 
@@ -148,7 +152,7 @@ class _SweepModel:
             terms = self.start.with_value("acceptance_scale", key[0])
             doc, sc = apply_terms(self.doc, self.scenario, cand, terms, "fitted by specplan calibrate --points")
             profile = Profile.from_dict(doc, self.origin)
-            sc = self.scenario_at(sc, self.points.points[i].load)
+            sc = scenario_at(sc, self.points.load_kind, self.points.points[i].load, self.points.origin)
             got: dict[str, list[float]] = {q: [] for q in SUMMARY_COLUMN}
             for seed in self.seeds:
                 run = simulate_once(sc, profile, cand, seed, keep_itl=False)

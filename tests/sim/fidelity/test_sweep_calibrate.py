@@ -18,7 +18,7 @@ from sim.contracts.scenario import load_scenario
 from sim.contracts.sweep_points import load_sweep_points
 from sim.contracts.synthetic import synthetic_profile_dict
 from sim.fidelity.calibration_terms import Terms, apply_terms
-from sim.fidelity.sweep_calibrate import calibrate_sweep, crossover
+from sim.fidelity.sweep_calibrate import calibrate_sweep, crossover, scenario_at
 from sim.results.simulation import simulate_once
 from tests.helpers import scenario_toml
 
@@ -148,3 +148,11 @@ def test_a_rate_sweep_is_simulated_as_poisson_arrivals_at_each_points_rate(tmp_p
     cal = calibrate_sweep(load_sweep_points(tmp_path / "r.toml"), sc, profile, "synthetic", CANDIDATE, (0,))
     assert abs(cal.scale - 0.8) <= SCALE_TOLERANCE
     assert cal.tpot_worst[1] is not None and cal.tpot_worst[1] <= 0.05  # 20 req/s held out, predicted as served
+
+
+@pytest.mark.parametrize(("kind", "load"), [("concurrency", 8), ("rate", 3.5)])
+@pytest.mark.parametrize("scenario", ["scenarios/gpu-chat-h200.toml", "scenarios/concurrency-eagle3-h100.toml"])
+def test_any_scenario_is_set_to_each_points_load_whatever_its_own_arrival(scenario, kind, load):
+    w = scenario_at(load_scenario(scenario), kind, load).workload
+    assert (w.arrival, w.concurrency if kind == "concurrency" else w.rate) == (
+        "concurrency" if kind == "concurrency" else "poisson", load)
