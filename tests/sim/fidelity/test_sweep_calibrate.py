@@ -156,3 +156,16 @@ def test_any_scenario_is_set_to_each_points_load_whatever_its_own_arrival(scenar
     w = scenario_at(load_scenario(scenario), kind, load).workload
     assert (w.arrival, w.concurrency if kind == "concurrency" else w.rate) == (
         "concurrency" if kind == "concurrency" else "poisson", load)
+
+
+def test_held_out_measurements_never_reach_the_fit(tmp_path):
+    """The same lightest point with wildly different heavier ones: the same scale, to the bit."""
+    profile = synthetic_profile_dict(name="sweep-synthetic")
+    sc = load_scenario(_scenario(tmp_path, profile))
+    scales = []
+    for heavy in (0.2, 5.0):
+        path = tmp_path / f"h{heavy}.toml"
+        path.write_text('load = "concurrency"\nsource = "x"\n[[points]]\nload = 1\nspeedup = 1.3\n'
+                        f'[[points]]\nload = 16\nspeedup = {heavy}\nspeculative = {{ tpot_p50_ms = {heavy} }}\n')
+        scales.append(calibrate_sweep(load_sweep_points(path), sc, profile, "synthetic", CANDIDATE, (0,)).scale)
+    assert scales[0] == scales[1]
