@@ -139,3 +139,16 @@ def test_a_vllm_result_for_another_load_or_with_bad_numbers_is_refused_in_one_li
     with pytest.raises(SpecplanError) as exc:
         load_sweep_points(_write(tmp_path, text))
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "give --vllm-results FILE... (per-request runs) or --points FILE"),
+    (["--points", "P", "--vllm-results", "tests/sim/contracts/traces/vllm_bench.json"],
+     "--points and --vllm-results: give one kind of measured input"),
+    (["--vllm-results", "tests/sim/contracts/traces/vllm_bench.json", "--duration", "30"], "--duration: only with --points"),
+])
+def test_cli_needs_exactly_one_kind_of_measured_input(tmp_path, capsys, argv, message):
+    argv = [str(_write(tmp_path, GOOD)) if a == "P" else a for a in argv]
+    rc = main(["calibrate", "scenarios/concurrency-eagle3-h100.toml", *argv])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and message in err and "\n" not in err
