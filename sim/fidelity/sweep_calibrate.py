@@ -26,7 +26,7 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.sweep_points import HIGHER_IS_BETTER, SIDE_FIELDS, SweepPoints, fit_targets
 from sim.fidelity.calibration_search import fit_terms
-from sim.fidelity.calibration_terms import Terms, apply_terms, starting_terms
+from sim.fidelity.calibration_terms import TERM_SPECS, Terms, apply_terms, starting_terms
 from sim.results import metric_names as mn
 
 SUMMARY_COLUMN: dict[str, str] = {
@@ -244,6 +244,12 @@ def calibrate_sweep(points: SweepPoints, scenario: Scenario, profile_doc: dict[s
     terms = model.start.with_value("acceptance_scale", scale)
     doc, sc = apply_terms(profile_doc, scenario, candidate, terms, note, ("acceptance_scale",))
     notes = []
+    miss = math.expm1(float(model.residuals(fit.terms, (0,))[0]))
+    if abs(miss) > 0.02:
+        spec = TERM_SPECS["acceptance_scale"]
+        edge = " at the edge of its box" if min(scale - spec.low, spec.high - scale) < 0.05 * (spec.high - spec.low) else ""
+        notes.append(f"the lightest load's {model.matched} is matched only to {miss:+.1%} (scale {scale:.3g}{edge}): "
+                     "acceptance alone cannot reach it, so another term (step time, an overhead) is off there")
     if any(r.read_from_figure for r in rows):
         notes.append("some measured numbers were read from a figure (marked *), not written by the source")
     return SweepCalibration(points, candidate, base, scale, f"{model.matched} at the lightest load", tuple(rows),

@@ -88,6 +88,7 @@ def sweep_summary(cal: SweepCalibration) -> dict[str, Any]:
                           "text": x.text(kind)} for k, x in cal.crossovers.items()},
         "tpot_p50_worst_heldout": {"default": cal.tpot_worst[0], "calibrated": cal.tpot_worst[1]},
         "bar": bar_lines(cal),
+        "notes": list(cal.notes),
     }
 
 

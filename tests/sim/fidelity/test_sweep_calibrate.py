@@ -169,3 +169,13 @@ def test_held_out_measurements_never_reach_the_fit(tmp_path):
                         f'[[points]]\nload = 16\nspeedup = {heavy}\nspeculative = {{ tpot_p50_ms = {heavy} }}\n')
         scales.append(calibrate_sweep(load_sweep_points(path), sc, profile, "synthetic", CANDIDATE, (0,)).scale)
     assert scales[0] == scales[1]
+
+
+def test_a_lightest_load_acceptance_cannot_reach_is_said_with_the_miss(tmp_path):
+    profile = synthetic_profile_dict(name="sweep-synthetic")
+    sc = load_scenario(_scenario(tmp_path, profile))
+    path = tmp_path / "far.toml"
+    path.write_text('load = "concurrency"\nsource = "x"\n[[points]]\nload = 1\nspeedup = 9.0\n'
+                    '[[points]]\nload = 16\nspeedup = 1.1\n')
+    cal = calibrate_sweep(load_sweep_points(path), sc, profile, "synthetic", CANDIDATE, (0,))
+    assert any("matched only to" in n and "edge of its box" in n for n in cal.notes), cal.notes
