@@ -1,5 +1,8 @@
 """`specplan calibrate`: fit a profile's free terms to the user's own measured runs.
 
+``specplan calibrate SCENARIO --points SWEEP.toml [--candidate NAME] [--duration S]`` fits the
+acceptance scale on a sweep's lightest load and holds out every heavier one (summary points as
+papers and dashboards publish them, ``sim.contracts.sweep_points``).
 ``specplan calibrate SCENARIO --vllm-results A.json B.json C.json [--candidate NAME]
 [--fit acceptance_scale,step_overhead_ms,request_overhead_ms] [--holdout last|lightest|loo]
 [--acceptance-trace FILE --trace-format vllm-per-request] [--spec-metrics FILE] -o OUT.json``
@@ -21,18 +24,24 @@ TRACE_FORMATS = ("vllm-per-request", "specplan", "specdecode-bench-eagle", "spec
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", metavar="SCENARIO", help="scenario TOML: the deployment's engine and candidate")
     parser.add_argument("--profile", metavar="PATH", help="profile to calibrate (default: the scenario's fleet.profile)")
-    parser.add_argument("--vllm-results", nargs="+", required=True, metavar="FILE",
+    parser.add_argument("--vllm-results", nargs="+", metavar="FILE",
                         help="`vllm bench serve --save-result --save-detailed` files, two or more loads in all")
+    parser.add_argument("--points", metavar="FILE", help="a sweep's summary points per load (TOML, docs/fidelity.md "
+                        "\"Calibrating from a published sweep\"): acceptance is fitted on the lightest load only, "
+                        "every heavier load is held out")
+    parser.add_argument("--duration", metavar="S", help="with --points: simulated seconds per load (default the "
+                        "scenario's run.duration_s)")
     parser.add_argument("--candidate", metavar="NAME", help="the candidate that served the runs (default: the "
                         "scenario's first speculative candidate, else the baseline)")
     parser.add_argument("--fit", metavar="T,T", help="terms to fit: acceptance_scale, step_overhead_ms, "
                         "request_overhead_ms, spec_host_us_per_row (default: all but the last with a measured "
                         "acceptance; acceptance_scale,request_overhead_ms without one, since acceptance and the "
                         "per-step cost both move TPOT; step_overhead_ms,request_overhead_ms without speculation)")
-    parser.add_argument("--holdout", default="last", choices=("last", "lightest", "loo"),
-                        help="last: hold out the heaviest load (default); lightest: fit on the lightest load only; "
-                             "loo: leave each load out in turn")
-    parser.add_argument("--seeds", default="0", metavar="N,N", help="arrival/acceptance draws per simulation (default 0)")
+    parser.add_argument("--holdout", choices=("last", "lightest", "loo"),
+                        help="last: hold out the heaviest load (default); lightest: fit on the lightest load only "
+                             "(the only one with --points); loo: leave each load out in turn")
+    parser.add_argument("--seeds", metavar="N,N", help="arrival/acceptance draws per simulation (default 0; with "
+                        "--points the scenario's run.seeds)")
     parser.add_argument("--acceptance-trace", metavar="FILE", help="the deployment's per-request acceptance "
                         "(vLLM --per-request-spec-decode-metrics detailed, one response a line)")
     parser.add_argument("--trace-format", default="vllm-per-request", choices=TRACE_FORMATS,
@@ -79,7 +88,66 @@ def _measured_acceptance(args: argparse.Namespace, k: int | None):  # -> Measure
     return None
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    return tuple(_int(s, "--seeds") for s in text.split(",") if s.strip())
+
+
+def run_points(args: argparse.Namespace) -> int:
+    """``--points``: acceptance fitted on the lightest load of a sweep's summary points."""
+    from sim.contracts.profile import load_profile_document
+    from sim.contracts.scenario import load_scenario
+    from sim.contracts.sweep_points import load_sweep_points
+    from sim.fidelity.sweep_calibrate import calibrate_sweep
+    from sim.fidelity.sweep_report import format_sweep, write_sweep_outputs
+
+    if args.vllm_results:
+        raise SpecplanError("--points and --vllm-results: give one kind of measured input")
+    if args.holdout not in (None, "lightest"):
+        raise SpecplanError(f"--holdout {args.holdout}: with --points acceptance is fitted on the lightest load only "
+                            "(--holdout lightest)")
+    if args.fit not in (None, "acceptance_scale"):
+        raise SpecplanError(f"--fit {args.fit}: with --points only acceptance_scale is fitted (summary points cannot "
+                            "separate the overheads from acceptance); use --vllm-results for the other terms")
+    for flag in ("acceptance_trace", "spec_metrics"):
+        if getattr(args, flag):
+            raise SpecplanError(f"--{flag.replace('_', '-')}: with --points give the measured acceptance in the points "
+                                "file (speculative = { acceptance_length = ... })")
+    pts = load_sweep_points(args.points)
+    scenario = load_scenario(args.scenario)
+    if args.duration is not None:
+        try:
+            d = float(args.duration)
+        except ValueError:
+            raise SpecplanError(f"--duration: expected seconds, got {args.duration!r}") from None
+        if not (d > 0 and d < 1e7):
+            raise SpecplanError(f"--duration: expected seconds > 0, got {args.duration!r}")
+        scenario = scenario.with_overrides({"run.duration_s": d, "run.warmup_s": min(scenario.run.warmup_s, d / 5)})
+    profile_path = args.profile or str(scenario.require_profile_path())
+    doc, profile = load_profile_document(profile_path)
+    name = args.candidate or pts.candidate or next((c.name for c in scenario.candidates if c.speculates), None)
+    if name is None:
+        raise SpecplanError(f"{args.scenario}: no speculative candidate to calibrate; add one or pass --candidate")
+    seeds = _seeds(args.seeds) if args.seeds else scenario.run.seeds
+    cal = calibrate_sweep(pts, scenario, doc, profile.origin, name, seeds)
+    header = [f"specplan calibrate --points: {pts.name} ({len(pts.points)} loads, {pts.load_kind}), profile "
+              f"{profile.name} ({profile.origin}), candidate {name} against {cal.baseline}, "
+              f"{scenario.run.duration_s:g} s simulated per load"]
+    print(format_sweep(cal, header))
+    for line in write_sweep_outputs(cal, Path(args.output) if args.output else None,
+                                    Path(args.scenario_out) if args.scenario_out else None,
+                                    Path(args.json) if args.json else None):
+        print(line)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.points:
+        return run_points(args)
+    if not args.vllm_results:
+        raise SpecplanError("calibrate: give --vllm-results FILE... (per-request runs) or --points FILE (a sweep's "
+                            "summary points)")
+    if args.duration is not None:
+        raise SpecplanError("--duration: only with --points (--vllm-results replays the measured requests)")
     from sim.contracts.profile import load_profile_document
     from sim.contracts.scenario import load_scenario
     from sim.contracts.vllm_results import load_vllm_results
@@ -100,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
                    else "acceptance_scale,step_overhead_ms,request_overhead_ms" if acceptance is not None
                    else "acceptance_scale,request_overhead_ms")
     fit = parse_fit(args.fit or default_fit)
-    seeds = tuple(_int(s, "--seeds") for s in args.seeds.split(",") if s.strip())
+    seeds = _seeds(args.seeds or "0")
     req = CalibrationRequest(
         results=results, scenario=scenario, profile_doc=doc, profile_origin=profile.origin,
-        candidate=cand.name, fit=fit, holdout=args.holdout, seeds=seeds,
+        candidate=cand.name, fit=fit, holdout=args.holdout or "last", seeds=seeds,
         acceptance=acceptance,
         rounds=_int(args.rounds, "--rounds"), evals_per_line=_int(args.evals_per_line, "--evals-per-line"),
         iterations=_int(args.iterations, "--iterations"),

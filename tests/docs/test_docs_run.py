@@ -31,7 +31,7 @@ import pytest
 from cli.main import COMMANDS, main
 from tests.docs.doc_commands import REPO, DocCommand, doc_commands
 
-LINKED = ("scenarios", "profiles")
+LINKED = ("scenarios", "profiles", "docs")
 
 PARSE_ONLY: dict[str, str] = {
     r"^specplan profile --target ": "measures on this machine with torch (minutes to hours; the block "
@@ -86,6 +86,9 @@ STAND_INS: dict[str, tuple[object, str]] = {
 }
 
 EXTRA_ARGS: dict[str, tuple[list[str], str]] = {
+    r"^specplan calibrate \S+ --points ": (["--duration", "30", "--seeds", "1"], "a shorter simulation per load "
+                                          "keeps this suite's CPU budget; tests/docs/test_crossover_doc.py reruns "
+                                          "the documented ones in full against the numbers printed in the docs"),
     r"^specplan sweep ": (["--engine", "serial"], "the default Dask cluster starts a worker process per core "
                           "and a dashboard port; serial runs the same cells"),
 }
