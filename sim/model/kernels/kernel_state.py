@@ -139,7 +139,7 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     cfg[C_FULLW] = bool(getattr(config, "full_width_drafts", False))
     cfg[C_MAXLEN] = getattr(config, "max_model_len", None) or 0
     meta = np.zeros(N_META, np.int64)
-    meta[M_FREE] = config.kv_blocks
+    meta[M_FREE] = config.kv_blocks  # the KV ledger's opening balance: every block free (kv_blocks moves it)
     seqs = config.max_num_seqs
 
     def rows() -> np.ndarray:

@@ -9,8 +9,8 @@ engine that verifies full width (``SchedulerConfig.full_width_drafts``,
 when chunked prefill is on. When a running request needs a block and none is free, the newest
 running request is preempted by recompute (KV freed, back to the front of the queue). Then
 waiting requests, FCFS, into what is left — unless the step preempted; with prefix caching a
-waiting request's cached prefix is computed already (``prefix_cache``). Block arithmetic is
-``kv_blocks``'s; what happened in the step is applied by ``apply_kernels.apply_step``.
+waiting request's cached prefix is computed already (``prefix_cache``). Block arithmetic and
+every move of the KV ledger are ``kv_blocks``'s; what happened in the step is applied by ``apply_kernels.apply_step``.
 
 This is the only home of these rules; ``tests/sim/model/oracle_scheduler.py`` writes them a
 second time, readably, and a property test compares the two after every step.
@@ -22,7 +22,6 @@ import numpy as np
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import kv_blocks as kv
-from sim.model.kernels import prefix_cache as pc
 from sim.model.kernels.kernel_cache import njit
 
 EMPTY = (0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0, -1)
@@ -46,14 +45,13 @@ def plan_step(rp, rq, lg, now, k):
         return NO_ROOM
     budget = c[ks.C_BUDGET]
     k = min(k, budget - 1)
-    budget, free, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft = (
+    budget, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft = (
         _serve_running(rp, rq, budget, k))
     if npre:
         _requeue_preempted(rp, npre, now)
     else:
-        npf, pf_tokens, pf_ctx, free = _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx)
+        npf, pf_tokens, pf_ctx = _admit_waiting(rp, rq, now, budget, npf, pf_tokens, pf_ctx)
     all_draft = all_draft or k == 0
-    m[ks.M_FREE] = free
     m[ks.M_ND] = nd
     m[ks.M_NPF] = npf
     m[ks.M_NPRE] = npre
@@ -62,7 +60,7 @@ def plan_step(rp, rq, lg, now, k):
     m[ks.M_DRAFTS_ALL] = 1 if all_draft else 0
     m[ks.M_NDRAFT] = (nd if all_draft else n_draft) if k and nd else 0
     m[ks.M_QNOTE] = m[ks.M_NWAIT]
-    m[ks.M_KVNOTE] = c[ks.C_KV] - free
+    m[ks.M_KVNOTE] = c[ks.C_KV] - kv.free_blocks(rp)
     if nd == 0 and npf == 0:
         return EMPTY
     bs = c[ks.C_BS]
@@ -86,7 +84,6 @@ def _serve_running(rp, rq, budget, k):
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
-    free = m[ks.M_FREE]
     nrun = m[ks.M_NRUN]
     nd = npf = npre = ctx_sum = ctx_max = pf_tokens = pf_ctx = n_draft = 0
     all_draft = True  # no decoding request met that feeds one token
@@ -111,12 +108,11 @@ def _serve_running(rp, rq, budget, k):
             n = remaining if remaining < budget else budget
             is_decode = False
         need = kv.running_need(computed, n, ints[r, ks.BLOCKS], bs)
-        if need > free:
-            free, nrun, npre, self_out = _preempt(rp, rq, r, need, free, nrun, npre)
+        if need > kv.free_blocks(rp):
+            nrun, npre, self_out = _preempt(rp, rq, r, need, nrun, npre)
             if self_out:
                 break
-        free = kv.take(rp, rq, need, free)  # never negative: a request holds no more than its computed tokens' blocks
-        ints[r, ks.BLOCKS] += need
+        kv.grow(rp, rq, r, need)  # never below 0 free: a request holds no more than its computed tokens' blocks
         if is_decode:
             rp.dec_rows[nd] = i
             rp.dec_draft[nd] = 1 if proposes else 0
@@ -133,26 +129,26 @@ def _serve_running(rp, rq, budget, k):
         budget -= n
         i += 1
     m[ks.M_NRUN] = nrun
-    return budget, free, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft
+    return budget, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft
 
 
 @njit
-def _preempt(rp, rq, r, need, free, nrun, npre):
+def _preempt(rp, rq, r, need, nrun, npre):
     """Preempt the newest running requests (recompute: KV freed, nothing computed) until ``r``
-    fits or is itself preempted. Returns ``(free, nrun, npre, r preempted)``."""
+    fits or is itself preempted. Returns ``(nrun, npre, r preempted)``."""
     ints = rq.ints
-    while need > free:
+    while need > kv.free_blocks(rp):
         nrun -= 1
         v = rp.run_idx[nrun]
-        free += kv.give_back(rp, rq, v)
+        kv.give_back(rp, rq, v)
         ints[v, ks.COMPUTED] = 0
         ints[v, ks.STATUS] = ks.WAITING
         ints[v, ks.PREEMPT] += 1
         rp.pre[npre] = v
         npre += 1
         if v == r:
-            return free, nrun, npre, True
-    return free, nrun, npre, False
+            return nrun, npre, True
+    return nrun, npre, False
 
 
 @njit
@@ -170,12 +166,12 @@ def _requeue_preempted(rp, npre, now):
 
 
 @njit
-def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
+def _admit_waiting(rp, rq, now, budget, npf, pf_tokens, pf_ctx):
     """Waiting requests, FCFS, into what the running ones left of the budget and free blocks
     (vLLM never admits in a step that preempted). With prefix caching, a request's cached prefix
     counts computed and only the blocks it newly needs (and the cached ones it takes off the
     free list) must be free (vLLM ``get_computed_blocks``, ``allocate_slots``).
-    Returns ``(npf, pf_tokens, pf_ctx, free)``."""
+    Returns ``(npf, pf_tokens, pf_ctx)``."""
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
@@ -185,10 +181,7 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
     while m[ks.M_NWAIT] > 0 and budget > 0 and nrun < c[ks.C_SEQS]:
         r = rp.ring[m[ks.M_HEAD]]
         has = ints[r, ks.PROMPT] + ints[r, ks.GENERATED]
-        hit = 0
-        taken = 0
-        if prefix:
-            hit, taken = pc.longest_hit(rp, rq, r, has)
+        hit, taken = kv.cached_prefix(rp, rq, r, has)
         cached = hit * bs
         remaining = has - cached
         if remaining <= budget:
@@ -200,19 +193,16 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
         else:
             break
         need = kv.admission_need(cached + n, bs) - hit
-        if need + taken > free:
+        if need + taken > kv.free_blocks(rp):
             break
         m[ks.M_HEAD] = (m[ks.M_HEAD] + 1) % ring_n
         m[ks.M_NWAIT] -= 1
         log_queue(rp, now, -1.0)
+        kv.admit(rp, rq, r, hit, taken, need)
         if prefix:
-            pc.take_hit(rp, rq, r, hit)
-            free -= taken
             ints[r, ks.COMPUTED] = cached
             if ints[r, ks.EVER] == 0:
                 ints[r, ks.PFX_HIT] = cached
-        free = kv.take(rp, rq, need, free)
-        ints[r, ks.BLOCKS] = hit + need
         ints[r, ks.STATUS] = ks.RUNNING
         if ints[r, ks.EVER] == 0:
             ints[r, ks.EVER] = 1
@@ -226,7 +216,7 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
         pf_ctx += n * cached
         budget -= min(n, budget)
     m[ks.M_NRUN] = nrun
-    return npf, pf_tokens, pf_ctx, free
+    return npf, pf_tokens, pf_ctx
 
 
 @njit
