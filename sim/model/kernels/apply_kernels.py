@@ -26,7 +26,9 @@ def apply_step(rp, rq, lg, end):
     m = rp.meta
     ints, floats = rq.ints, rq.floats
     nd, npf, k = m[ks.M_ND], m[ks.M_NPF], m[ks.M_K]
+    bs = rp.cfg[ks.C_BS]
     some_draft = m[ks.M_DRAFTS_ALL] == 0
+    free = kv.free_blocks(rp)  # carried through the pass, settled at its end
     total = 0
     any_done = False
     for j in range(nd):
@@ -45,13 +47,13 @@ def apply_step(rp, rq, lg, end):
         _burst(rq, lg, r, end)
         if gen >= ints[r, ks.OUTPUT]:
             ints[r, ks.GENERATED] = ints[r, ks.OUTPUT]
-            _complete(rp, rq, r, end)
+            free += _complete(rp, rq, r, end)
             any_done = True
         else:
             ints[r, ks.GENERATED] = gen
             # rejected drafts rolled back: their lookahead blocks return (what is kept never
             # exceeds what was held: the step's blocks covered every token it computed)
-            kv.roll_back(rp, rq, r, computed)
+            free = kv.roll_back(rq, r, computed, bs, free)
     for j in range(npf):
         r = rp.run_idx[rp.pf_rows[j]]
         ints[r, ks.COMPUTED] += rp.pf_n[j]
@@ -65,10 +67,11 @@ def apply_step(rp, rq, lg, end):
             else:
                 _burst(rq, lg, r, end)
             if ints[r, ks.GENERATED] >= ints[r, ks.OUTPUT]:
-                _complete(rp, rq, r, end)
+                free += _complete(rp, rq, r, end)
                 any_done = True
     if any_done:
         keep_running(rp, rq)
+    kv.settle(rp, free)
     return total
 
 
@@ -90,11 +93,12 @@ def _burst(rq, lg, r, end):
 
 @njit
 def _complete(rp, rq, r, end):
-    """End request ``r`` as completed at ``end``, its KV blocks given back."""
-    kv.give_back(rp, rq, r)
+    """End request ``r`` as completed at ``end``; returns the KV blocks that become free."""
+    freed = kv.release(rp, rq, r)
     rq.ints[r, ks.STATUS] = ks.DONE
     rq.ints[r, ks.OUTCOME] = ks.COMPLETED
     rq.floats[r, ks.FINISH] = end
+    return freed
 
 
 @njit

@@ -10,7 +10,8 @@ when chunked prefill is on. When a running request needs a block and none is fre
 running request is preempted by recompute (KV freed, back to the front of the queue). Then
 waiting requests, FCFS, into what is left — unless the step preempted; with prefix caching a
 waiting request's cached prefix is computed already (``prefix_cache``). Block arithmetic and
-every move of the KV ledger are ``kv_blocks``'s; what happened in the step is applied by ``apply_kernels.apply_step``.
+every move of the KV ledger are ``kv_blocks``'s (a plan carries the free count in a local and
+settles it once); what happened in the step is applied by ``apply_kernels.apply_step``.
 
 This is the only home of these rules; ``tests/sim/model/oracle_scheduler.py`` writes them a
 second time, readably, and a property test compares the two after every step.
@@ -45,13 +46,14 @@ def plan_step(rp, rq, lg, now, k):
         return NO_ROOM
     budget = c[ks.C_BUDGET]
     k = min(k, budget - 1)
-    budget, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft = (
+    budget, free, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft = (
         _serve_running(rp, rq, budget, k))
     if npre:
         _requeue_preempted(rp, npre, now)
     else:
-        npf, pf_tokens, pf_ctx = _admit_waiting(rp, rq, now, budget, npf, pf_tokens, pf_ctx)
+        npf, pf_tokens, pf_ctx, free = _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx)
     all_draft = all_draft or k == 0
+    kv.settle(rp, free)
     m[ks.M_ND] = nd
     m[ks.M_NPF] = npf
     m[ks.M_NPRE] = npre
@@ -60,7 +62,7 @@ def plan_step(rp, rq, lg, now, k):
     m[ks.M_DRAFTS_ALL] = 1 if all_draft else 0
     m[ks.M_NDRAFT] = (nd if all_draft else n_draft) if k and nd else 0
     m[ks.M_QNOTE] = m[ks.M_NWAIT]
-    m[ks.M_KVNOTE] = c[ks.C_KV] - kv.free_blocks(rp)
+    m[ks.M_KVNOTE] = c[ks.C_KV] - free
     if nd == 0 and npf == 0:
         return EMPTY
     bs = c[ks.C_BS]
@@ -84,6 +86,7 @@ def _serve_running(rp, rq, budget, k):
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
+    free = kv.free_blocks(rp)
     nrun = m[ks.M_NRUN]
     nd = npf = npre = ctx_sum = ctx_max = pf_tokens = pf_ctx = n_draft = 0
     all_draft = True  # no decoding request met that feeds one token
@@ -108,11 +111,11 @@ def _serve_running(rp, rq, budget, k):
             n = remaining if remaining < budget else budget
             is_decode = False
         need = kv.running_need(computed, n, ints[r, ks.BLOCKS], bs)
-        if need > kv.free_blocks(rp):
-            nrun, npre, self_out = _preempt(rp, rq, r, need, nrun, npre)
+        if need > free:
+            free, nrun, npre, self_out = _preempt(rp, rq, r, need, free, nrun, npre)
             if self_out:
                 break
-        kv.grow(rp, rq, r, need)  # never below 0 free: a request holds no more than its computed tokens' blocks
+        free = kv.grow(rp, rq, r, need, free)  # never below 0: a request holds no more than its computed tokens' blocks
         if is_decode:
             rp.dec_rows[nd] = i
             rp.dec_draft[nd] = 1 if proposes else 0
@@ -129,26 +132,26 @@ def _serve_running(rp, rq, budget, k):
         budget -= n
         i += 1
     m[ks.M_NRUN] = nrun
-    return budget, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft
+    return budget, free, nd, npf, npre, ctx_sum, ctx_max, pf_tokens, pf_ctx, n_draft, all_draft
 
 
 @njit
-def _preempt(rp, rq, r, need, nrun, npre):
+def _preempt(rp, rq, r, need, free, nrun, npre):
     """Preempt the newest running requests (recompute: KV freed, nothing computed) until ``r``
-    fits or is itself preempted. Returns ``(nrun, npre, r preempted)``."""
+    fits or is itself preempted. Returns ``(free, nrun, npre, r preempted)``."""
     ints = rq.ints
-    while need > kv.free_blocks(rp):
+    while need > free:
         nrun -= 1
         v = rp.run_idx[nrun]
-        kv.give_back(rp, rq, v)
+        free += kv.release(rp, rq, v)
         ints[v, ks.COMPUTED] = 0
         ints[v, ks.STATUS] = ks.WAITING
         ints[v, ks.PREEMPT] += 1
         rp.pre[npre] = v
         npre += 1
         if v == r:
-            return nrun, npre, True
-    return nrun, npre, False
+            return free, nrun, npre, True
+    return free, nrun, npre, False
 
 
 @njit
@@ -166,12 +169,12 @@ def _requeue_preempted(rp, npre, now):
 
 
 @njit
-def _admit_waiting(rp, rq, now, budget, npf, pf_tokens, pf_ctx):
+def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
     """Waiting requests, FCFS, into what the running ones left of the budget and free blocks
     (vLLM never admits in a step that preempted). With prefix caching, a request's cached prefix
     counts computed and only the blocks it newly needs (and the cached ones it takes off the
     free list) must be free (vLLM ``get_computed_blocks``, ``allocate_slots``).
-    Returns ``(npf, pf_tokens, pf_ctx)``."""
+    Returns ``(npf, pf_tokens, pf_ctx, free)``."""
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
@@ -193,12 +196,12 @@ def _admit_waiting(rp, rq, now, budget, npf, pf_tokens, pf_ctx):
         else:
             break
         need = kv.admission_need(cached + n, bs) - hit
-        if need + taken > kv.free_blocks(rp):
+        if need + taken > free:
             break
         m[ks.M_HEAD] = (m[ks.M_HEAD] + 1) % ring_n
         m[ks.M_NWAIT] -= 1
         log_queue(rp, now, -1.0)
-        kv.admit(rp, rq, r, hit, taken, need)
+        free = kv.admit(rp, rq, r, hit, taken, need, free)
         if prefix:
             ints[r, ks.COMPUTED] = cached
             if ints[r, ks.EVER] == 0:
@@ -216,7 +219,7 @@ def _admit_waiting(rp, rq, now, budget, npf, pf_tokens, pf_ctx):
         pf_ctx += n * cached
         budget -= min(n, budget)
     m[ks.M_NRUN] = nrun
-    return npf, pf_tokens, pf_ctx
+    return npf, pf_tokens, pf_ctx, free
 
 
 @njit
