@@ -59,7 +59,8 @@ ROOMS: dict[str, Room] = {
         ("sim/model/kernels/plan_kernels.py", "sim/model/kernels/apply_kernels.py", "sim/model/kernels/kv_blocks.py",
          "sim/model/kernels/queue_kernels.py"),
         ("tests/sim/model/test_scheduler.py", "tests/sim/model/test_batch_changes.py",
-         "tests/sim/model/test_num_decoding_rule.py", "tests/sim/model/test_planner_oracle.py",
+         "tests/sim/model/test_num_decoding_rule.py", "tests/sim/model/test_kv_ledger.py",
+         "tests/sim/model/test_planner_oracle.py",
          "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
     "fleet": Room(

@@ -127,7 +127,7 @@ def warm_up(
     for i in range(4):
         motif = torch.randint(0, vocab, (8,), generator=gen).tolist()
         reqs.append(ServingRequest(i, 0.0005 * i, fit_prompt(motif, 24 + 12 * i), 8))
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=96, block_size=16, kv_blocks=64)
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=96, block_size=16, kv_blocks=64)
     pol = policy or OFF
     serve(reqs, cfg, model, policy=pol, proposer_factory=proposer_factory if pol.speculates else None,
           proposer_name=proposer_name, step_timer=FixedStepTimer(0.001))

@@ -40,27 +40,17 @@ def prefix_caching(scenario: Scenario, candidate: Candidate) -> bool:
 
 def scheduler_config(
     scenario: Scenario, kv_blocks: int, limits: EngineLimits | None = None,
-    caching: bool = False, full_width: bool = False, max_model_len: int | None = None,
+    caching: bool = False, full_width: bool = False,
 ) -> SchedulerConfig:
-    """The per-replica engine limits of a scenario (``limits``: unset ones already defaulted
-    for the profile's device; without, specplan's profile-less defaults; ``caching``: prefix
-    caching on; ``full_width``: rows without a proposal verify ``k`` filled slots,
-    ``sim.model.serving_engine``; ``max_model_len``: longer requests rejected on arrival)."""
-    eng = scenario.fleet.engine
+    """One replica's planner settings: ``limits`` (the engine's, built once by
+    ``engine_limits``; without, specplan's profile-less defaults) passed on as they are, plus
+    the scenario's admission, the KV capacity, ``caching`` (prefix caching on) and
+    ``full_width`` (rows without a proposal verify ``k`` filled slots, ``sim.model.serving_engine``)."""
     adm = scenario.fleet.admission
     lim = limits if limits is not None else engine_limits(scenario, None)
-    return SchedulerConfig(
-        max_num_seqs=lim.max_num_seqs,
-        max_num_batched_tokens=lim.max_num_batched_tokens,
-        block_size=eng.block_size,
-        kv_blocks=kv_blocks,
-        chunked_prefill=eng.chunked_prefill,
-        queue_limit=adm.queue_limit,
-        max_queue_time_s=adm.max_queue_time_s,
-        prefix_caching=caching,
-        full_width_drafts=full_width,
-        max_model_len=max_model_len,
-    )
+    return SchedulerConfig(lim, kv_blocks, queue_limit=adm.queue_limit,
+                           max_queue_time_s=adm.max_queue_time_s, prefix_caching=caching,
+                           full_width_drafts=full_width)
 
 
 def acceptance_model(
@@ -187,11 +177,11 @@ def assemble(
     proposer = cand.proposer if policy.speculates else None
     eng = scenario.fleet.engine
     check_replica_shape(scenario.fleet.tensor_parallel_size, profile, scenario.origin)
-    limits = engine_limits(scenario, profile)
     length = model_length(scenario, profile, cand)
+    limits = engine_limits(scenario, profile, max_model_len=length.tokens)
     engine = serving_engine.resolve(eng, profile)
     try:
-        kv = kv_capacity(profile, eng.memory_utilization, eng.block_size, proposer)
+        kv = kv_capacity(profile, eng.memory_utilization, limits.block_size, proposer)
     except SpecplanError as exc:  # the scenario's engine settings ask for what the profile lacks
         raise SpecplanError(
             f"{scenario.origin or 'scenario'}: fleet.engine (memory_utilization "
@@ -215,8 +205,7 @@ def assemble(
     caching = prefix_caching(scenario, cand)
     restart = resolved_restart(scenario.fleet.restart, profile)  # seconds: the scenario's, the profile's, assumed
     spec = FleetSpec(
-        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching, engine.full_width_drafts,
-                                   length.tokens),
+        scheduler=scheduler_config(scenario, kv.kv_blocks, limits, caching, engine.full_width_drafts),
         policy=policy,
         proposer=proposer,
         replicas=scenario.fleet.replicas,
@@ -232,16 +221,16 @@ def assemble(
 def fly(a: Assembled) -> FleetRun:
     """Run what ``assemble`` built: closed-loop clients make their requests as they send them;
     otherwise the workload's requests, with their prompts' block ids where prefix caching is on."""
-    sc, eng = a.scenario, a.scenario.fleet.engine
+    sc, bs = a.scenario, a.limits.block_size
     model = a.model
     if sc.workload.arrival == "concurrency":
         from sim.model.drivers.clients import run_clients
 
         return run_clients(sc, a.spec, a.timer, a.work_ss, a.rates_ss, a.draw_ss,
                            lambda specs, rng: build_requests(specs, model, rng),
-                           eng.block_size if a.caching else None)
+                           bs if a.caching else None)
     reqs = with_blocks(build_requests(a.specs, model, np.random.default_rng(a.rates_ss)), a.specs,
-                       eng.block_size if a.caching else None)
+                       bs if a.caching else None)
     # records straight from the arrays
     return Fleet(a.spec, a.timer, np.random.default_rng(a.draw_ss)).run(reqs, write_back=False)
 

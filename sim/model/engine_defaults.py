@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
+from sim.model.step_plan import EngineLimits
+
+__all__ = ["EngineLimits", "ModelLength", "device_defaults", "engine_limits", "model_length"]
 
 GIB = 1024**3
 LARGE_GPU_BYTES = 70 * GIB
@@ -30,16 +33,6 @@ OTHER_GPU = (2048, 256)
 CPU_DEFAULT = (2048, 256)
 """specplan's defaults for CPU profiles and runs without a profile (unchanged since v1)."""
 VLLM_SOURCE = "vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OpenAI server"
-
-
-@dataclass(frozen=True)
-class EngineLimits:
-    """The limits one replica's scheduler runs with, and where each unset one came from."""
-
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    source: str | None = None
-    """One line naming the default applied; None when the scenario set both."""
 
 
 def device_defaults(profile: Profile | None) -> tuple[int, int, str]:
@@ -59,11 +52,16 @@ def device_defaults(profile: Profile | None) -> tuple[int, int, str]:
     return (*OTHER_GPU, f"{VLLM_SOURCE} for '{name}' ({why})")
 
 
-def engine_limits(scenario: Scenario, profile: Profile | None) -> EngineLimits:
-    """The scenario's engine limits with unset ones defaulted for the profile's device."""
+def engine_limits(scenario: Scenario, profile: Profile | None, *,
+                  max_model_len: int | None = None) -> EngineLimits:
+    """The scenario's engine limits, as the one object that carries them to the kernel row:
+    unset ones defaulted for the profile's device; ``max_model_len`` the candidate's context
+    length (``model_length``; None: nothing refused for length)."""
     eng = scenario.fleet.engine
+    same = {"block_size": eng.block_size, "chunked_prefill": eng.chunked_prefill,
+            "max_model_len": max_model_len}
     if eng.max_num_seqs is not None and eng.max_num_batched_tokens is not None:
-        return EngineLimits(eng.max_num_seqs, eng.max_num_batched_tokens)
+        return EngineLimits(eng.max_num_seqs, eng.max_num_batched_tokens, **same)
     tokens, seqs, why = device_defaults(profile)
     applied = []
     if eng.max_num_batched_tokens is None:
@@ -77,7 +75,7 @@ def engine_limits(scenario: Scenario, profile: Profile | None) -> EngineLimits:
         seqs = eng.max_num_seqs
     if eng.max_num_batched_tokens is None and not eng.chunked_prefill:
         _check_prompts_fit(scenario, tokens)
-    return EngineLimits(seqs, tokens, f"engine: {', '.join(applied)} by default: {why}")
+    return EngineLimits(seqs, tokens, **same, source=f"engine: {', '.join(applied)} by default: {why}")
 
 
 def _check_prompts_fit(scenario: Scenario, tokens: int) -> None:

@@ -186,7 +186,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ objects <-> rows
     def _load(self, req: Request) -> int:
-        """A new row holding ``req``'s state as its object says."""
+        """A new row holding ``req``'s state as its object says (it holds no KV blocks here
+        yet: the ledger's fields are ``kv_blocks``'s to write)."""
         r = len(self._reqs)
         if r == len(self.rq.ints):
             self._grow()
@@ -194,9 +195,9 @@ class Scheduler:
         self._row[id(req)] = r
         self._live.append(r)
         iv, fv = self.rq.ints[r], self.rq.floats[r]
-        iv[[ks.PROMPT, ks.OUTPUT, ks.COMPUTED, ks.GENERATED, ks.BLOCKS, ks.BURSTS, ks.SPEC,
+        iv[[ks.PROMPT, ks.OUTPUT, ks.COMPUTED, ks.GENERATED, ks.BURSTS, ks.SPEC,
             ks.DRAFTS, ks.ACCEPTED, ks.PROPOSES, ks.STATUS, ks.PREEMPT, ks.EVER]] = (
-            req.prompt_tokens, req.output_tokens, req.computed, req.generated, req.blocks,
+            req.prompt_tokens, req.output_tokens, req.computed, req.generated,
             req.num_bursts, req.num_spec_steps, req.num_drafts, req.accepted_tokens,
             req.proposes, req.status, req.preemptions, req.ever_scheduled)
         iv[ks.OUTCOME] = ks.TOO_LONG if req.too_long else ks.OUTCOME_NAMES.index(req.outcome)

@@ -1,4 +1,4 @@
-"""The planner's vocabulary: its limits (SchedulerConfig), a request's state as an object (Request:
+"""The planner's vocabulary: its limits (EngineLimits, inside SchedulerConfig), a request's state as an object (Request:
 what the workload creates and the records read; the planner keeps it as a row of
 ``kernel_state.Requests`` and writes it back), and the frozen plan of one step (StepPlan, vLLM's
 SchedulerOutput)."""
@@ -10,26 +10,53 @@ from typing import Literal
 
 from sim.model.kernels.kernel_state import DONE, RUNNING, WAITING
 
-__all__ = ["DONE", "EMPTY_PLAN", "RUNNING", "WAITING", "Outcome", "Request", "SchedulerConfig",
-           "StepPlan"]
+__all__ = ["DONE", "EMPTY_PLAN", "RUNNING", "WAITING", "EngineLimits", "Outcome", "Request",
+           "SchedulerConfig", "StepPlan"]
 
 Outcome = Literal["completed", "rejected", "timed_out", "unfinished"]
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulerConfig:
-    """Engine limits of one replica (vLLM's names)."""
+class EngineLimits:
+    """The engine's limits for one replica, resolved (vLLM's names), as one object.
+
+    Why one object: these travel together from the scenario's ``[fleet.engine]`` (unset ones
+    defaulted for the profile's device, ``sim.model.engine_defaults.engine_limits``, built once
+    per run) through ``SchedulerConfig`` to the kernel row (``kernel_state.new_replica`` packs
+    them, the one place); a limit copied field by field at each hop is a limit one hop forgets.
+    """
 
     max_num_seqs: int
     """Most requests running (holding KV) at once."""
     max_num_batched_tokens: int
     """Token budget of one step: prompt chunks + (1 + k) per decoding request."""
-    block_size: int
+    block_size: int = 16
     """Tokens per paged-KV block."""
-    kv_blocks: int
-    """Usable KV blocks of this replica (from sim.model.kv_capacity)."""
     chunked_prefill: bool = True
     """Off: a prompt is computed in one step and must fit the token budget whole."""
+    max_model_len: int | None = None
+    """The model's context length (vLLM ``max_model_len``): a request whose prompt + output
+    exceeds it is rejected on arrival (``kv_blocks.too_long``); None: no limit known."""
+    source: str | None = None
+    """One line naming the engine defaults applied (the run's sources); None when the scenario
+    set every limit."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"EngineLimits.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError(f"EngineLimits.max_model_len must be >= 1, got {self.max_model_len}")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """One replica's planner settings: the engine's limits (one object) and what the run adds
+    (its KV capacity, admission, prefix caching, the engine's draft-width rule)."""
+
+    limits: EngineLimits
+    kv_blocks: int
+    """Usable KV blocks of this replica (from sim.model.kv_capacity)."""
     queue_limit: int | None = None
     """Waiting requests beyond this are rejected on arrival."""
     max_queue_time_s: float | None = None
@@ -37,26 +64,49 @@ class SchedulerConfig:
     prefix_caching: bool = False
     """Cache full prompt blocks by prefix and reuse them (vLLM ``enable_prefix_caching``;
     ``sim.model.kernels.prefix_cache``)."""
-    max_model_len: int | None = None
-    """The model's context length (vLLM ``max_model_len``): a request whose prompt + output
-    exceeds it is rejected on arrival (``kv_blocks.too_long``); None: no limit known."""
     full_width_drafts: bool = False
     """A decoding row without a proposal (no n-gram match) still feeds ``k`` filled draft slots
     and verifies them (vLLM's Model Runner V2, SGLang, TensorRT-LLM; ``sim.model.serving_engine``);
     False: it feeds one token, a plain decode (vLLM's V1 runner, specplan's own loop)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_blocks"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SchedulerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_model_len is not None and self.max_model_len < 1:
-            raise ValueError(f"SchedulerConfig.max_model_len must be >= 1, got {self.max_model_len}")
+        if self.kv_blocks < 1:
+            raise ValueError(f"SchedulerConfig.kv_blocks must be >= 1, got {self.kv_blocks}")
         if self.queue_limit is not None and self.queue_limit < 0:
             raise ValueError(f"SchedulerConfig.queue_limit must be >= 0, got {self.queue_limit}")
         if self.max_queue_time_s is not None and not self.max_queue_time_s > 0:
             raise ValueError(
                 f"SchedulerConfig.max_queue_time_s must be > 0, got {self.max_queue_time_s}"
             )
+
+    @classmethod
+    def of(cls, *, max_num_seqs: int, max_num_batched_tokens: int, block_size: int, kv_blocks: int,
+           chunked_prefill: bool = True, max_model_len: int | None = None, **rest) -> SchedulerConfig:
+        """A config built by hand (tests, the profiler's own serving loop: no scenario), its
+        limits named as vLLM names them; ``rest``: the other fields."""
+        return cls(EngineLimits(max_num_seqs, max_num_batched_tokens, block_size, chunked_prefill,
+                                max_model_len), kv_blocks, **rest)
+
+    # the limits, read through (one copy: ``limits``)
+    @property
+    def max_num_seqs(self) -> int:
+        return self.limits.max_num_seqs
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.limits.max_num_batched_tokens
+
+    @property
+    def block_size(self) -> int:
+        return self.limits.block_size
+
+    @property
+    def chunked_prefill(self) -> bool:
+        return self.limits.chunked_prefill
+
+    @property
+    def max_model_len(self) -> int | None:
+        return self.limits.max_model_len
 
     @property
     def kv_tokens(self) -> int:

@@ -57,7 +57,7 @@ def _greedy(model, prompt, n):
 
 
 # small budget and blocks so plans chunk prompts, batch decodes and (below) preempt
-CFG = SchedulerConfig(max_num_seqs=3, max_num_batched_tokens=24, block_size=4, kv_blocks=120)
+CFG = SchedulerConfig.of(max_num_seqs=3, max_num_batched_tokens=24, block_size=4, kv_blocks=120)
 
 
 @pytest.mark.parametrize("speculate", [False, True])
@@ -84,7 +84,7 @@ def test_outputs_equal_plain_greedy_generation(tiny, speculate):
 
 def test_preemption_recomputes_and_stays_exact(tiny):
     reqs = _requests(n=3, gap=0.0)
-    tight = SchedulerConfig(max_num_seqs=3, max_num_batched_tokens=64, block_size=4, kv_blocks=20)
+    tight = SchedulerConfig.of(max_num_seqs=3, max_num_batched_tokens=64, block_size=4, kv_blocks=20)
     res = serve(reqs, tight, tiny, policy=OFF, step_timer=FixedStepTimer(0.01))
     assert res.requests["preemptions"].sum() > 0
     for r in reqs:
@@ -106,7 +106,7 @@ def test_a_steps_prefill_chunks_run_as_one_exact_pass(tiny, speculate):
         passes.clear()
         return 0.01
 
-    wide = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=40, block_size=4, kv_blocks=200)
+    wide = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=40, block_size=4, kv_blocks=200)
     policy = SpeculationPolicy("fixed", k=2) if speculate else OFF
     try:
         res = serve(reqs, wide, tiny, policy=policy, proposer_name="ngram", step_timer=timer,
@@ -342,7 +342,7 @@ def test_a_step_with_no_proposal_is_a_one_token_decode(tiny):
     """Issue 21: as vLLM schedules an n-gram request without a match, with one token."""
     gen = torch.Generator().manual_seed(11)
     reqs = [ServingRequest(0, 0.0, torch.randint(3, 250, (20,), generator=gen).tolist(), 12)]
-    one = SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=64, block_size=4, kv_blocks=120)
+    one = SchedulerConfig.of(max_num_seqs=1, max_num_batched_tokens=64, block_size=4, kv_blocks=120)
     res = serve(reqs, one, tiny, policy=SpeculationPolicy("fixed", k=3),
                 proposer_factory=lambda: NgramProposer(), proposer_name="ngram", step_timer=FixedStepTimer(0.01))
     assert res.outputs[0] == _greedy(tiny, reqs[0].prompt_ids, 12)
@@ -366,7 +366,7 @@ def test_a_row_without_a_proposal_is_budgeted_one_token_leaving_the_rest_to_pref
     reqs = [ServingRequest(0, 0.0, torch.randint(3, 250, (20,), generator=gen).tolist(), 40),
             ServingRequest(1, 0.0, torch.randint(3, 250, (60,), generator=gen).tolist(), 4)]
     k, budget = 3, 6
-    cfg = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=budget, block_size=4, kv_blocks=120)
+    cfg = SchedulerConfig.of(max_num_seqs=2, max_num_batched_tokens=budget, block_size=4, kv_blocks=120)
     res = serve(reqs, cfg, tiny, policy=SpeculationPolicy("fixed", k=k),
                 proposer_factory=lambda: NgramProposer(), proposer_name="ngram", step_timer=FixedStepTimer(0.01))
     for r in reqs:

@@ -20,7 +20,7 @@ def warm() -> None:
     from sim.model.step_time import ProfileStepTimer
 
     # short limits, so queue-time rejections and timeouts of waiting and running requests happen
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64,
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=64,
                           max_queue_time_s=0.05)
     fixed = SpeculationPolicy("off_above_batch", k=2, max_batch=2)
     adaptive = SpeculationPolicy("adaptive", k=2, on_below_batch=1.0, off_above_batch=3.0, window_s=1.0)

@@ -3,9 +3,9 @@
 Each decoding request commits its accepted drafts plus the bonus token as one burst (the
 accepted counts are passed in, ``Replica.acc``: drawn by ``draw_kernels`` in the simulator,
 verified for real in the serving loop), rolls the rejected drafts back out of its computed count
-and returns the lookahead blocks they held. A prefill chunk that completes the prompt (or a
-recompute) samples one token; with prefix caching, the prompt blocks it filled join the
-replica's cache (``prefix_cache.register``). A request with every output token ends ``completed``.
+and returns the lookahead blocks they held (``kv_blocks.roll_back``). A prefill chunk that
+completes the prompt (or a recompute) samples one token; with prefix caching, the prompt blocks it
+filled join the replica's cache (``kv_blocks.filled``). A request with every output token ends ``completed``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import numpy as np
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import kv_blocks as kv
-from sim.model.kernels import prefix_cache as pc
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.plan_kernels import keep_running
 
@@ -24,12 +23,12 @@ def apply_step(rp, rq, lg, end):
     """Apply replica ``rp``'s last planned step, ended at ``end``, with ``rp.acc`` accepted drafts
     per decoding request (ignored without drafts); returns the accepted draft tokens in total.
     Each burst after a request's first is an ITL sample in ``lg`` (the plan made room)."""
-    c, m = rp.cfg, rp.meta
+    m = rp.meta
     ints, floats = rq.ints, rq.floats
     nd, npf, k = m[ks.M_ND], m[ks.M_NPF], m[ks.M_K]
-    bs = c[ks.C_BS]
+    bs = rp.cfg[ks.C_BS]
     some_draft = m[ks.M_DRAFTS_ALL] == 0
-    free = m[ks.M_FREE]
+    free = kv.free_blocks(rp)  # carried through the pass, settled at its end
     total = 0
     any_done = False
     for j in range(nd):
@@ -54,14 +53,11 @@ def apply_step(rp, rq, lg, end):
             ints[r, ks.GENERATED] = gen
             # rejected drafts rolled back: their lookahead blocks return (what is kept never
             # exceeds what was held: the step's blocks covered every token it computed)
-            keep = kv.rollback_keep(computed, bs)
-            free += ints[r, ks.BLOCKS] - keep
-            ints[r, ks.BLOCKS] = keep
+            free = kv.roll_back(rq, r, computed, bs, free)
     for j in range(npf):
         r = rp.run_idx[rp.pf_rows[j]]
         ints[r, ks.COMPUTED] += rp.pf_n[j]
-        if c[ks.C_PREFIX]:
-            pc.register(rp, rq, r)
+        kv.filled(rp, rq, r)
         if ints[r, ks.COMPUTED] >= ints[r, ks.PROMPT] + ints[r, ks.GENERATED]:
             ints[r, ks.GENERATED] += 1
             if np.isnan(floats[r, ks.FIRST_TOKEN]):
@@ -75,7 +71,7 @@ def apply_step(rp, rq, lg, end):
                 any_done = True
     if any_done:
         keep_running(rp, rq)
-    m[ks.M_FREE] = free
+    kv.settle(rp, free)
     return total
 
 
@@ -98,7 +94,7 @@ def _burst(rq, lg, r, end):
 @njit
 def _complete(rp, rq, r, end):
     """End request ``r`` as completed at ``end``; returns the KV blocks that become free."""
-    freed = kv.give_back(rp, rq, r)
+    freed = kv.release(rp, rq, r)
     rq.ints[r, ks.STATUS] = ks.DONE
     rq.ints[r, ks.OUTCOME] = ks.COMPLETED
     rq.floats[r, ks.FINISH] = end

@@ -123,24 +123,26 @@ def new_requests(n: int, k_max: int) -> Requests:
 def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_max: int,
                 prefix_blocks: int = 0) -> Replica:
     """An empty replica of ``config`` (a ``SchedulerConfig``) whose ring holds ``ring`` rows
-    (``prefix_blocks``: distinct prefix-block ids of the run, the cache's size)."""
+    (``prefix_blocks``: distinct prefix-block ids of the run, the cache's size). The one place
+    the engine's limits (``config.limits``, an ``EngineLimits``) become the kernel row."""
+    lim = config.limits
     cfg = np.zeros(N_CFG, np.int64)
     cfg[C_INDEX] = index
-    cfg[C_SEQS] = config.max_num_seqs
-    cfg[C_BUDGET] = config.max_num_batched_tokens
-    cfg[C_BS] = config.block_size
+    cfg[C_SEQS] = lim.max_num_seqs
+    cfg[C_BUDGET] = lim.max_num_batched_tokens
+    cfg[C_BS] = lim.block_size
+    cfg[C_CHUNKED] = lim.chunked_prefill
+    cfg[C_MAXLEN] = lim.max_model_len or 0
     cfg[C_KV] = config.kv_blocks
-    cfg[C_CHUNKED] = config.chunked_prefill
     cfg[C_TRACK] = track
     cfg[C_PARTIAL] = partial
     cfg[C_KMAX] = k_max
     cfg[C_QLIMIT] = -1 if config.queue_limit is None else config.queue_limit
-    cfg[C_PREFIX] = bool(getattr(config, "prefix_caching", False))
-    cfg[C_FULLW] = bool(getattr(config, "full_width_drafts", False))
-    cfg[C_MAXLEN] = getattr(config, "max_model_len", None) or 0
+    cfg[C_PREFIX] = config.prefix_caching
+    cfg[C_FULLW] = config.full_width_drafts
     meta = np.zeros(N_META, np.int64)
-    meta[M_FREE] = config.kv_blocks
-    seqs = config.max_num_seqs
+    meta[M_FREE] = config.kv_blocks  # the KV ledger's opening balance: every block free (kv_blocks moves it)
+    seqs = lim.max_num_seqs
 
     def rows() -> np.ndarray:
         return np.zeros(seqs, np.int64)

@@ -1,11 +1,18 @@
-"""Every piece of paged-KV block arithmetic the planner does, in one place (vLLM's KVCacheManager).
+"""The KV ledger and every piece of paged-KV block arithmetic, in one place (vLLM's KVCacheManager).
 
 A request holds whole blocks of ``block_size`` tokens for what it has computed plus what the step
 computes (prompt chunk, recompute, or the last token and ``k`` lookahead drafts); rejected drafts
 roll back, and the blocks they no longer need return. With prefix caching on, a request's leading
-prompt blocks may be shared through the replica's cache (``prefix_cache``): what it lets go of is
-counted by ``give_back``, and an allocation may first evict (``take``). Compiled (numba inlines these into the
-planning and apply kernels); callable from Python too.
+prompt blocks may be shared through the replica's cache (``prefix_cache``): what it lets go of may
+stay cached, evictable, and an allocation may first evict.
+
+Why one module: the ledger (each request's ``Requests.ints[r, BLOCKS]``, the replica's free count
+``meta[M_FREE]`` and its evictable count ``meta[M_EVICT]``) must balance after every kernel call:
+free + every request's own blocks + the cache's held copies == ``cfg[C_KV]``. So only the
+functions below write those fields, and only they drive the prefix cache (``tests/sim/model/test_kv_ledger.py``
+holds both: no other module writes them, and the sum balances over generated runs). The one other
+write is the constructor's opening balance (``kernel_state.new_replica``: every block free).
+Compiled (numba inlines these into the planning and apply kernels); callable from Python too.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from __future__ import annotations
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import prefix_cache as pc
 from sim.model.kernels.kernel_cache import njit
+
+# ------------------------------------------------------------------ arithmetic (pure)
 
 
 @njit
@@ -56,21 +65,111 @@ def rollback_keep(computed, block_size):
     return blocks_for(computed, block_size)
 
 
+# ------------------------------------------------------------------ the ledger's moves
+# A pass of the planner (``plan_step``, ``apply_step``) carries the free count in a local, as a
+# register, through ``grow``/``admit``/``roll_back``/``release`` (each takes it and returns it
+# moved) and stores it once at its end with ``settle``; the other kernels (``queue_kernels``)
+# move it in place with ``give_back``. Both ways, only this module writes it.
+
+
+@njit
+def free_blocks(rp):
+    """Blocks free (evictable cached ones included, as vLLM's free-block queue holds them)."""
+    return rp.meta[ks.M_FREE]
+
+
+@njit
+def settle(rp, free):
+    """The end of a pass: the free count it carried becomes the replica's."""
+    rp.meta[ks.M_FREE] = free
+
+
+@njit
+def cached_prefix(rp, rq, r, has):
+    """``(blocks, evictable)``: ``r``'s leading prefix blocks cached here (for at most ``has - 1``
+    tokens) and how many of them nobody holds; ``(0, 0)`` with prefix caching off."""
+    if rp.cfg[ks.C_PREFIX]:
+        return pc.longest_hit(rp, rq, r, has)
+    return 0, 0
+
+
+@njit
+def _take(rp, rq, need, free):
+    """``need`` of the ``free`` blocks become used: with prefix caching, cached blocks nobody
+    holds are evicted first until that many are empty (the caller checked ``need <= free``).
+    Returns the free count after."""
+    if rp.cfg[ks.C_PREFIX] and need > 0:
+        short = need - (free - rp.meta[ks.M_EVICT])
+        if short > 0:
+            pc.evict(rp, rq, short)
+            rp.meta[ks.M_EVICT] -= short
+    return free - need
+
+
+@njit
+def grow(rp, rq, r, need, free):
+    """Running request ``r`` takes ``need`` more of the ``free`` blocks for this step's tokens
+    (never more than are free: the planner preempts first). Returns the free count after."""
+    free = _take(rp, rq, need, free)
+    rq.ints[r, ks.BLOCKS] += need
+    return free
+
+
+@njit
+def admit(rp, rq, r, hit, taken, need, free):
+    """Waiting request ``r`` (holding none) is admitted: it shares its ``hit`` cached prefix
+    blocks (``taken`` of them evictable, so they leave the free count) and takes ``need`` new
+    ones (vLLM ``get_computed_blocks``, ``allocate_slots``). Returns the free count after."""
+    if rp.cfg[ks.C_PREFIX]:
+        rp.meta[ks.M_EVICT] -= pc.take_hit(rp, rq, r, hit)
+        free -= taken
+    free = _take(rp, rq, need, free)
+    rq.ints[r, ks.BLOCKS] = hit + need
+    return free
+
+
+@njit
+def roll_back(rq, r, computed, block_size, free):
+    """After a step, ``r`` keeps the blocks of its ``computed`` tokens; the lookahead blocks of
+    its rejected drafts return (what is kept never exceeds what was held). Returns the free
+    count after."""
+    keep = rollback_keep(computed, block_size)
+    free += rq.ints[r, ks.BLOCKS] - keep
+    rq.ints[r, ks.BLOCKS] = keep
+    return free
+
+
+@njit
+def filled(rp, rq, r):
+    """``r`` computed more of its prompt: with prefix caching its newly full prefix blocks join
+    the cache (still held by it: the counts do not move)."""
+    if rp.cfg[ks.C_PREFIX]:
+        pc.register(rp, rq, r)
+
+
+@njit
+def release(rp, rq, r):
+    """``r`` lets go of every block it holds (finished, preempted, ended, evacuated); returns
+    how many become free, for the pass that carries the free count (with prefix caching,
+    blocks it shares stay held by the others; its cached ones stay cached, evictable)."""
+    if rp.cfg[ks.C_PREFIX]:
+        back, evictable = pc.release(rp, rq, r)
+        rp.meta[ks.M_EVICT] += evictable
+    else:
+        back = rq.ints[r, ks.BLOCKS]
+    rq.ints[r, ks.BLOCKS] = 0
+    return back
+
+
 @njit
 def give_back(rp, rq, r):
-    """``r`` lets go of every KV block it holds; returns how many become free (with prefix
-    caching, blocks it shares stay held by the others; its cached ones stay cached)."""
-    if rp.cfg[ks.C_PREFIX]:
-        return pc.release(rp, rq, r)
-    b = rq.ints[r, ks.BLOCKS]
-    rq.ints[r, ks.BLOCKS] = 0
-    return b
+    """``release`` outside a pass: the blocks go straight back to the replica's free count."""
+    rp.meta[ks.M_FREE] += release(rp, rq, r)
 
 
 @njit
-def take(rp, rq, need, free):
-    """About to take ``need`` of the ``free`` blocks: with prefix caching, evict cached blocks
-    nobody holds until that many are empty. Returns the free count after."""
-    if rp.cfg[ks.C_PREFIX] and need > 0:
-        pc.make_room(rp, rq, need, free)
-    return free - need
+def drop_cache(rp):
+    """The replica went down: its prefix cache is gone (every block it held is free already)."""
+    if rp.cfg[ks.C_PREFIX]:
+        pc.clear(rp.cache)
+        rp.meta[ks.M_EVICT] = 0

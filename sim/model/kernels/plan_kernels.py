@@ -9,8 +9,9 @@ engine that verifies full width (``SchedulerConfig.full_width_drafts``,
 when chunked prefill is on. When a running request needs a block and none is free, the newest
 running request is preempted by recompute (KV freed, back to the front of the queue). Then
 waiting requests, FCFS, into what is left — unless the step preempted; with prefix caching a
-waiting request's cached prefix is computed already (``prefix_cache``). Block arithmetic is
-``kv_blocks``'s; what happened in the step is applied by ``apply_kernels.apply_step``.
+waiting request's cached prefix is computed already (``prefix_cache``). Block arithmetic and
+every move of the KV ledger are ``kv_blocks``'s (a plan carries the free count in a local and
+settles it once); what happened in the step is applied by ``apply_kernels.apply_step``.
 
 This is the only home of these rules; ``tests/sim/model/oracle_scheduler.py`` writes them a
 second time, readably, and a property test compares the two after every step.
@@ -22,7 +23,6 @@ import numpy as np
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import kv_blocks as kv
-from sim.model.kernels import prefix_cache as pc
 from sim.model.kernels.kernel_cache import njit
 
 EMPTY = (0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0, -1)
@@ -53,7 +53,7 @@ def plan_step(rp, rq, lg, now, k):
     else:
         npf, pf_tokens, pf_ctx, free = _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx)
     all_draft = all_draft or k == 0
-    m[ks.M_FREE] = free
+    kv.settle(rp, free)
     m[ks.M_ND] = nd
     m[ks.M_NPF] = npf
     m[ks.M_NPRE] = npre
@@ -86,7 +86,7 @@ def _serve_running(rp, rq, budget, k):
     c, m = rp.cfg, rp.meta
     ints = rq.ints
     bs = c[ks.C_BS]
-    free = m[ks.M_FREE]
+    free = kv.free_blocks(rp)
     nrun = m[ks.M_NRUN]
     nd = npf = npre = ctx_sum = ctx_max = pf_tokens = pf_ctx = n_draft = 0
     all_draft = True  # no decoding request met that feeds one token
@@ -115,8 +115,7 @@ def _serve_running(rp, rq, budget, k):
             free, nrun, npre, self_out = _preempt(rp, rq, r, need, free, nrun, npre)
             if self_out:
                 break
-        free = kv.take(rp, rq, need, free)  # never negative: a request holds no more than its computed tokens' blocks
-        ints[r, ks.BLOCKS] += need
+        free = kv.grow(rp, rq, r, need, free)  # never below 0: a request holds no more than its computed tokens' blocks
         if is_decode:
             rp.dec_rows[nd] = i
             rp.dec_draft[nd] = 1 if proposes else 0
@@ -144,7 +143,7 @@ def _preempt(rp, rq, r, need, free, nrun, npre):
     while need > free:
         nrun -= 1
         v = rp.run_idx[nrun]
-        free += kv.give_back(rp, rq, v)
+        free += kv.release(rp, rq, v)
         ints[v, ks.COMPUTED] = 0
         ints[v, ks.STATUS] = ks.WAITING
         ints[v, ks.PREEMPT] += 1
@@ -185,10 +184,7 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
     while m[ks.M_NWAIT] > 0 and budget > 0 and nrun < c[ks.C_SEQS]:
         r = rp.ring[m[ks.M_HEAD]]
         has = ints[r, ks.PROMPT] + ints[r, ks.GENERATED]
-        hit = 0
-        taken = 0
-        if prefix:
-            hit, taken = pc.longest_hit(rp, rq, r, has)
+        hit, taken = kv.cached_prefix(rp, rq, r, has)
         cached = hit * bs
         remaining = has - cached
         if remaining <= budget:
@@ -205,14 +201,11 @@ def _admit_waiting(rp, rq, now, budget, free, npf, pf_tokens, pf_ctx):
         m[ks.M_HEAD] = (m[ks.M_HEAD] + 1) % ring_n
         m[ks.M_NWAIT] -= 1
         log_queue(rp, now, -1.0)
+        free = kv.admit(rp, rq, r, hit, taken, need, free)
         if prefix:
-            pc.take_hit(rp, rq, r, hit)
-            free -= taken
             ints[r, ks.COMPUTED] = cached
             if ints[r, ks.EVER] == 0:
                 ints[r, ks.PFX_HIT] = cached
-        free = kv.take(rp, rq, need, free)
-        ints[r, ks.BLOCKS] = hit + need
         ints[r, ks.STATUS] = ks.RUNNING
         if ints[r, ks.EVER] == 0:
             ints[r, ks.EVER] = 1

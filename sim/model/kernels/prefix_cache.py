@@ -25,6 +25,10 @@ block with both). Reference: vLLM ``v1/core/kv_cache_manager.py`` (``get_compute
 ``allocate_slots``), ``v1/core/block_pool.py`` (``BlockHashToBlockMap``, ``cache_full_blocks``,
 ``get_cached_block``, ``touch``, ``free_blocks``, ``get_new_blocks``),
 ``v1/core/kv_cache_utils.py`` (``FreeKVCacheBlockQueue``, ``hash_block_tokens``).
+
+This module keeps the cache's map (which ids are cached, their references, the LRU order); the
+counts those moves change (free, evictable, a request's blocks) are the KV ledger's, so only
+``kv_blocks`` calls these functions and writes the counts they return.
 """
 
 from __future__ import annotations
@@ -65,31 +69,32 @@ def longest_hit(rp, rq, r, has):
 @njit
 def take_hit(rp, rq, r, h):
     """``r`` shares its first ``h`` prefix blocks (``longest_hit``): each referenced once more,
-    the unreferenced ones out of the LRU list (vLLM ``touch``)."""
+    the unreferenced ones out of the LRU list (vLLM ``touch``). Returns how many were
+    evictable (``kv_blocks.admit`` moves them in the ledger)."""
     cache = rp.cache
     off = rq.ints[r, ks.PFX_OFF]
+    unlinked = 0
     for i in range(h):
         u = rq.pfx[off + i]
         if cache[u, REF] == 0:
             _unlink(cache, u)
-            rp.meta[ks.M_EVICT] -= 1
+            unlinked += 1
         cache[u, REF] += 1
     rq.ints[r, ks.PFX_HELD] = h
     rq.ints[r, ks.PFX_TOUCH] = h
+    return unlinked
 
 
 @njit
-def make_room(rp, rq, need, free):
-    """Evict least-recently-freed cached blocks until ``need`` blocks are empty (``free``
-    counts the evictable ones; the caller checked ``need <= free``). An evicted id with a held
-    duplicate stays cached: that copy becomes its first."""
-    m = rp.meta
+def evict(rp, rq, n):
+    """Evict the ``n`` least-recently-freed cached blocks nobody holds (``kv_blocks`` asks for
+    as many as an allocation lacks empty ones, and moves them in the ledger). An evicted id
+    with a held duplicate stays cached: that copy becomes its first."""
     cache = rp.cache
     s = cache.shape[0] - 1
-    while free - m[ks.M_EVICT] < need:
+    for _ in range(n):
         u = cache[s, NEXT]
         _unlink(cache, u)
-        m[ks.M_EVICT] -= 1
         cache[u, REF] = -1
         if cache[u, DUP] > 0:
             holder = _dup_holder(rp, rq, u)
@@ -139,14 +144,16 @@ def register(rp, rq, r):
 
 @njit
 def release(rp, rq, r):
-    """``r`` lets go of its KV; returns the blocks that become free: its own ones, its
-    duplicates, and the first copies nobody else holds (those stay cached, evictable, newest at
-    the LRU tail, the deepest block first)."""
+    """``r`` lets go of its KV; returns ``(free, evictable)``: the blocks that become free (its
+    own ones, its duplicates, and the first copies nobody else holds) and how many of those stay
+    cached, evictable (newest at the LRU tail, the deepest block first). ``kv_blocks.give_back``
+    moves both in the ledger."""
     ints = rq.ints
     cache = rp.cache
     h = ints[r, ks.PFX_HELD]
     touched = ints[r, ks.PFX_TOUCH]
     back = ints[r, ks.BLOCKS] - h
+    evictable = 0
     off = ints[r, ks.PFX_OFF]
     for i in range(h - 1, -1, -1):
         u = rq.pfx[off + i]
@@ -159,12 +166,11 @@ def release(rp, rq, r):
         cache[u, REF] -= 1
         if cache[u, REF] == 0:
             _append(cache, u)
-            rp.meta[ks.M_EVICT] += 1
+            evictable += 1
             back += 1
-    ints[r, ks.BLOCKS] = 0
     ints[r, ks.PFX_HELD] = 0
     ints[r, ks.PFX_TOUCH] = 0
-    return back
+    return back, evictable
 
 
 @njit

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import kv_blocks as kv
-from sim.model.kernels import prefix_cache as pc
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.plan_kernels import forget_batch, log_queue
 
@@ -53,7 +52,7 @@ def enqueue(rp, rq, r, t):
 @njit
 def end_request(rp, rq, r, outcome, at):
     """End request ``r`` (rejected, timed out) at ``at``: its KV blocks back to ``rp``."""
-    rp.meta[ks.M_FREE] += kv.give_back(rp, rq, r)
+    kv.give_back(rp, rq, r)
     rq.ints[r, ks.STATUS] = ks.DONE
     rq.ints[r, ks.OUTCOME] = outcome
     rq.floats[r, ks.FINISH] = at
@@ -118,12 +117,10 @@ def evacuate(rp, rq, out, now):
         log_queue(rp, now, -1.0)
     for i in range(n):
         r = out[i]
-        m[ks.M_FREE] += kv.give_back(rp, rq, r)
+        kv.give_back(rp, rq, r)
         ints[r, ks.COMPUTED] = 0
         ints[r, ks.STATUS] = ks.WAITING
-    if rp.cfg[ks.C_PREFIX]:  # the cache went down with the process
-        pc.clear(rp.cache)
-        m[ks.M_EVICT] = 0
+    kv.drop_cache(rp)  # the cache went down with the process
     forget_batch(rp, rq)
     m[ks.M_NRUN] = 0
     m[ks.M_NWAIT] = 0

@@ -11,7 +11,7 @@ from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer
 from sim.results.records import requests_frame
 
-CFG = SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=16, block_size=16, kv_blocks=4)
+CFG = SchedulerConfig.of(max_num_seqs=1, max_num_batched_tokens=16, block_size=16, kv_blocks=4)
 
 
 def md1_requests(rho: float, seed: int, duration_s: float = 120.0) -> pl.DataFrame:

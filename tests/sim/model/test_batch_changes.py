@@ -12,7 +12,7 @@ from sim.model.speculation import OFF
 from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_protocol import DecodeBatchRows
 
-CFG = SchedulerConfig(max_num_seqs=3, max_num_batched_tokens=16, block_size=4, kv_blocks=200)
+CFG = SchedulerConfig.of(max_num_seqs=3, max_num_batched_tokens=16, block_size=4, kv_blocks=200)
 
 
 def _timer(shape) -> float:

@@ -18,8 +18,8 @@ from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer, ProfileStepTimer
 from sim.results.records import requests_frame, steps_frame
 
-ROOMY = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=2048, block_size=16, kv_blocks=20_000)
-TINY = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=8, block_size=4, kv_blocks=100)
+ROOMY = SchedulerConfig.of(max_num_seqs=64, max_num_batched_tokens=2048, block_size=16, kv_blocks=20_000)
+TINY = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=8, block_size=4, kv_blocks=100)
 
 
 def frames(fleet: ClientFleet, reqs: list[Request]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -90,7 +90,7 @@ def test_never_more_than_n_in_flight(n: int, think: float, seqs: int, timeout: f
     """Whatever the limits (a batch smaller than N queues; client timeouts end requests early),
     a client has at most one request in flight, sends the next at its end + think, and the
     records hold only what was sent, in the pool's order."""
-    cfg = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=256, block_size=16, kv_blocks=2_000)
+    cfg = SchedulerConfig.of(max_num_seqs=seqs, max_num_batched_tokens=256, block_size=16, kv_blocks=2_000)
     reqs = [Request(i, i, 0.0, 8 + i % 50, 3 + (5 * i) % 40, timeout_s=timeout) for i in range(3000)]
     fleet = ClientFleet(FleetSpec(cfg), ProfileStepTimer(synthetic_profile()), None, n, think, 0.6)
     rf, _ = frames(fleet, reqs)
@@ -223,7 +223,7 @@ def test_python_priced_steps_give_the_compiled_records(monkeypatch: pytest.Monke
     def run() -> tuple[pl.DataFrame, pl.DataFrame]:
         reqs = [Request(i, i, 0.0, 8 + (13 * i) % 120, 2 + (7 * i) % 30, timeout_s=0.4) for i in range(3000)]
         over = np.array([0.02 + 0.0004 * r.prompt_tokens for r in reqs])
-        cfg = SchedulerConfig(max_num_seqs=6, max_num_batched_tokens=128, block_size=16, kv_blocks=400)
+        cfg = SchedulerConfig.of(max_num_seqs=6, max_num_batched_tokens=128, block_size=16, kv_blocks=400)
         fleet = ClientFleet(FleetSpec(cfg, replicas=2), ProfileStepTimer(synthetic_profile()), None, 9, 0.01,
                             3.0, over)
         return frames(fleet, reqs)

@@ -18,7 +18,7 @@ from sim.model.step_plan import Request, SchedulerConfig
 from sim.model.step_time import FixedStepTimer
 from sim.results.records import REQUEST_SCHEMA, STEP_SCHEMA, requests_frame, steps_frame
 
-CFG = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=8, block_size=4, kv_blocks=100)
+CFG = SchedulerConfig.of(max_num_seqs=2, max_num_batched_tokens=8, block_size=4, kv_blocks=100)
 
 
 def three(rates: tuple[list[float], list[float], list[float]] | None = None) -> list[Request]:
@@ -156,7 +156,7 @@ def restart_run(on_restart: str, replicas: int = 1, extra: list[Request] | None 
     a = Request(0, 0, 0.0, 4, 10, "chat", None, [-1.0, -1.0])
     reqs = [a, *(extra or [])]
     spec = FleetSpec(
-        SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100),
+        SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100),
         SpeculationPolicy("fixed", k=2),
         proposer="p",
         replicas=replicas,

@@ -178,7 +178,7 @@ def test_a_scenario_crossing_both_thresholds_goes_off_then_on_without_flapping(t
 
 def test_the_real_serving_loop_runs_the_same_rule() -> None:
     """``StepCycle`` (the wall-clock driver) calls the compiled rule on its replica's KV use."""
-    cfg = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=256, block_size=4, kv_blocks=40)
+    cfg = SchedulerConfig.of(max_num_seqs=8, max_num_batched_tokens=256, block_size=4, kv_blocks=40)
     cycle = StepCycle(0, Scheduler(cfg), _policy(2, 0.5, 0.2, 0.05), "ngram", array("d"))
     for i in range(6):
         cycle.scheduler.add_request(Request(i, i, 0.0, 40, 30), 0.0, 2)

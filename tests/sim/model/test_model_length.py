@@ -34,7 +34,7 @@ def test_refused_exactly_when_prompt_plus_output_exceeds_max_model_len(prompt: i
     """vLLM's rule: HTTP 400 when prompt + max_tokens > max_model_len (a prompt of max_model_len
     tokens or more never fits: one output token at least); with room in the KV cache, nothing
     else refuses the request."""
-    sched = Scheduler(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=256, block_size=16,
+    sched = Scheduler(SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=256, block_size=16,
                                       kv_blocks=1000, max_model_len=limit))
     req = Request(0, 0, 0.0, prompt, output)
     admitted = sched.add_request(req, 0.0)

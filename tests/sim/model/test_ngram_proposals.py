@@ -65,7 +65,7 @@ def test_step_price_uses_the_tokens_actually_fed() -> None:
 
 
 def test_a_request_without_a_proposal_is_scheduled_with_one_token() -> None:
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100)
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100)
     s = Scheduler(cfg)
     a, b = (Request(i, i, 0.0, 4, 10, "chat", None, [-1.0] * 3) for i in range(2))
     for r in (a, b):
@@ -85,7 +85,7 @@ def _fleet_steps(proposal: float, n: int = 40, out: int = 60) -> pl.DataFrame:
     reqs = [Request(i, i, 10.0 * i, 8, out, "chat", None, [-0.5] * 3) for i in range(n)]
     for r in reqs:
         r.proposal = proposal
-    cfg = SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=64, block_size=4, kv_blocks=1000)
+    cfg = SchedulerConfig.of(max_num_seqs=1, max_num_batched_tokens=64, block_size=4, kv_blocks=1000)
     run = Fleet(FleetSpec(cfg, SpeculationPolicy("fixed", k=3), proposer="p"), FixedStepTimer(0.01),
                 np.random.default_rng(5)).run(reqs)
     return steps_frame(run, "c", 0)

@@ -17,7 +17,7 @@ def _decoding_by_definition(sched: Scheduler) -> int:
 def test_num_decoding_excludes_a_request_recomputing_after_preemption() -> None:
     # 6 blocks of 2 tokens, a 4-token step budget: the newest request is preempted by recompute
     # and then re-prefills its prompt + generated tokens in chunks of 4
-    sched = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4, block_size=2,
+    sched = Scheduler(SchedulerConfig.of(max_num_seqs=8, max_num_batched_tokens=4, block_size=2,
                                       kv_blocks=6))
     reqs = [Request(i, i, 0.0, 4, 6) for i in range(3)]
     for r in reqs:

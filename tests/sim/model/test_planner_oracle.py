@@ -51,7 +51,7 @@ def replicas(draw, cache_pressure: bool = False):
     many = st.integers(16, 400)
     fold = st.integers(1, 3) if cache_pressure else many if big else st.one_of(st.integers(1, 4), many)
     kv = max(1, -(-longest // bs) * draw(fold) + draw(st.integers(-2, 6)))
-    cfg = SchedulerConfig(
+    cfg = SchedulerConfig.of(
         max_num_seqs=seqs, max_num_batched_tokens=budget, block_size=bs, kv_blocks=kv,
         chunked_prefill=chunked, queue_limit=draw(st.one_of(st.none(), st.integers(0, 40))),
         max_queue_time_s=draw(st.one_of(st.none(), st.floats(0.05, 3.0))),

@@ -21,7 +21,7 @@ BS = 4
 
 
 def _cfg(kv: int, caching: bool = True, budget: int = 64) -> SchedulerConfig:
-    return SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=budget, block_size=BS,
+    return SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=budget, block_size=BS,
                            kv_blocks=kv, prefix_caching=caching)
 
 

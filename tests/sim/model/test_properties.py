@@ -56,7 +56,7 @@ def fleets(draw):
     # running requests compete for blocks and preemption happens
     longest = max(r.prompt_tokens + r.output_tokens for r in reqs) + k
     kv_blocks = max(1, -(-longest // block_size) * draw(st.integers(1, 3)) + draw(st.integers(-2, 4)))
-    cfg = SchedulerConfig(
+    cfg = SchedulerConfig.of(
         max_num_seqs=draw(st.integers(1, 6)),
         max_num_batched_tokens=draw(st.integers(4, 48)),
         block_size=block_size,
@@ -197,7 +197,7 @@ def test_compiled_logs_grow_and_records_stay_the_same(replicas: int) -> None:
     times = np.cumsum(rng.exponential(0.04 / replicas, 2600)).tolist()
     reqs = [Request(i, i, t, int(rng.integers(4, 40)), int(rng.integers(20, 60)), "s", 600.0, [-0.3, -0.1])
             for i, t in enumerate(times)]
-    cfg = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64, block_size=4, kv_blocks=400,
+    cfg = SchedulerConfig.of(max_num_seqs=8, max_num_batched_tokens=64, block_size=4, kv_blocks=400,
                           queue_limit=None, max_queue_time_s=300.0)
     spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=replicas)
     frames = []
@@ -227,7 +227,7 @@ def test_replicas_whose_steps_end_together_draw_in_simpy_order(routing: str) -> 
     for j in range(30):
         for _ in range(2):
             reqs.append(Request(len(reqs), len(reqs), 0.37 * j, 24 + j % 5, 12 + j % 7, "s", None, [-0.6, -0.3]))
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200)
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200)
     spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=2, routing=routing)
     frames = []
     for engine in ("compiled", "python"):

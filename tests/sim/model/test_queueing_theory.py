@@ -23,7 +23,7 @@ N_REQUESTS = 25_000
 WARMUP = 1_000  # requests dropped per seed
 SEEDS = range(20)
 
-CFG = SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=16, block_size=16, kv_blocks=4)
+CFG = SchedulerConfig.of(max_num_seqs=1, max_num_batched_tokens=16, block_size=16, kv_blocks=4)
 
 
 def poisson_requests(rng: np.random.Generator, n: int) -> list[Request]:

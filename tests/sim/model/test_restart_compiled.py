@@ -75,7 +75,7 @@ def test_steps_ending_together_after_a_restart_keep_simpy_order(routing: str) ->
     for j in range(30):
         for _ in range(3):
             reqs.append(Request(len(reqs), len(reqs), 0.37 * j, 24 + j % 5, 12 + j % 7, "s", None, [-0.6, -0.3]))
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200)
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200)
     restart = RestartConfig(at_s=0.37 * 10 + 0.001, replica=2, cold_start_s=0.5, on_restart="reroute",
                             fallback="same")
     spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=3, routing=routing,

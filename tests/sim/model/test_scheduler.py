@@ -14,7 +14,7 @@ from sim.model.step_plan import DONE, RUNNING, WAITING, Request, SchedulerConfig
 def cfg(**kw) -> SchedulerConfig:
     base = dict(max_num_seqs=8, max_num_batched_tokens=64, block_size=2, kv_blocks=100)
     base.update(kw)
-    return SchedulerConfig(**base)
+    return SchedulerConfig.of(**base)
 
 
 def prefilled(sched: Scheduler, req: Request, now: float = 0.0) -> None:

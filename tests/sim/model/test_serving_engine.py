@@ -76,7 +76,7 @@ def test_an_unknown_engine_or_a_runner_off_vllm_is_one_line_naming_the_valid_val
 
 def _two_decoding(full: bool) -> tuple[Scheduler, list[Request]]:
     """Two requests past their prompts; the second's proposer found no match."""
-    s = Scheduler(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100,
+    s = Scheduler(SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100,
                                   full_width_drafts=full))
     reqs = [Request(i, i, 0.0, 4, 10) for i in range(2)]
     for r in reqs:

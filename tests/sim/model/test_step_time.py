@@ -125,7 +125,7 @@ def test_engine_steps_carry_their_start_time() -> None:
         return 0.1
 
     reqs = [Request(i, i, t, 6, 3, "chat", None, None) for i, t in enumerate((0.0, 0.05, 1.0))]
-    run = Fleet(FleetSpec(SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=8, block_size=4,
+    run = Fleet(FleetSpec(SchedulerConfig.of(max_num_seqs=2, max_num_batched_tokens=8, block_size=4,
                                           kv_blocks=100)), timer).run(reqs)
     starts = steps_frame(run, "c", 0)["t_start_s"].to_list()
     assert seen == pytest.approx(starts) and seen[0] == 0.0 and max(seen) >= 1.0

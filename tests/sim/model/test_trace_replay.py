@@ -48,7 +48,7 @@ def _replay_run(trace: TraceRequest, out: int, k: int = 3):
     req = Request(0, 0, 0.0, 8, out, "chat", None, [-0.0] * k)
     req.replay = trace
     req.proposes = trace.layout == "positions" or trace.values[0] >= 0
-    cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100)
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=100)
     run = Fleet(FleetSpec(cfg, SpeculationPolicy("fixed", k=k), proposer="p"), FixedStepTimer(0.01),
                 np.random.default_rng(0)).run([req])
     return requests_frame(run, "c", 0, 0.0).row(0, named=True)
