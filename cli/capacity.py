@@ -127,11 +127,14 @@ def run(args: argparse.Namespace) -> int:
         workers=_jobs(args.jobs),
         max_seeds=_max_seeds(args.max_seeds),
     )
-    from sim.decisions.answer import capacity_answer, device_of
+    from sim.decisions.answer import capacity_answer, device_of, with_capacity_acceptance_doubt
     from sim.decisions.engine_config import deployability
 
     engines = deployability(scenario, profile, [c.candidate for c in report.candidates])
-    answer = capacity_answer(report, device=device_of(profile, scenario), engines=engines)
+    device = device_of(profile, scenario)
+    answer = with_capacity_acceptance_doubt(
+        capacity_answer(report, device=device, engines=engines), report, scenario, profile, device=device,
+        engines=engines, progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)))
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)

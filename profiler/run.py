@@ -23,7 +23,7 @@ from profiler.grids.padded_batch import measure_padded_batch
 from profiler.grids.profile_request import ProfiledProposer, ProfileRequest, build_proposers
 from profiler.grids.run_plan import acceptance_plan as _acceptance_plan
 from profiler.grids.run_plan import plan_line, run_plan
-from profiler.grids.timing_assembly import assemble_timing
+from profiler.grids.timing_assembly import assemble_timing, batch_origin
 from profiler.grids.timing_grids import (
     Measured,
     TimingGrids,
@@ -181,6 +181,7 @@ def run_profile(req: ProfileRequest, *, on_point: PointHook | None = None, say: 
                               "process_peak": peaks.section(resumed=ckpt.reused > 0)}}
     profile = _assemble(req, target, proposers, grids, measured, mem, acceptance,
                         wall, phase_s, ckpt.reused, load, ckpt.records["padded_batch"], budget_notes)
+    profile["timing"]["batch_origin"] = batch_origin(plan.grids, grids)
     profile["x-run"]["plan"] = {"estimated_s": {k: round(v, 1) for k, v in plan.phases.items()},
                                 "budget_s": plan.budget_s, "shrunk": list(plan.shrunk),
                                 "grid_checks": [c.line() for c in checks]}

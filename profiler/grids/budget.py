@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from profiler.grids.timing_grids import Point, TimingGrids
+from profiler.grids.timing_grids import SMALL_BATCHES, Point, TimingGrids
 from sim.contracts.errors import SpecplanError
 
 _BUDGET_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -245,7 +245,7 @@ def _fewer_tokens(g: TimingGrids, a: AcceptancePlan | None) -> Any:
 def _drop_last(field: str, keep: int = 1) -> Shrink:
     def shrink(g: TimingGrids, a: AcceptancePlan | None) -> Any:
         vals = getattr(g, field)
-        if len(vals) <= keep:
+        if len(vals) <= keep or (field == "batch" and vals[-1] in SMALL_BATCHES):
             return None
         ng = replace(g, **{field: vals[:-1]})
         if field == "context" and ng.overhead_context not in ng.context:
@@ -255,11 +255,11 @@ def _drop_last(field: str, keep: int = 1) -> Shrink:
 
 
 def _thin_batch(g: TimingGrids, a: AcceptancePlan | None) -> Any:
-    """Drop an interior batch size (the grid checks measure it again if step time is not smooth
-    there and the budget has room)."""
-    if len(g.batch) <= 2:
+    """Drop an interior batch size above ``SMALL_BATCHES`` (the grid checks measure it again if
+    step time is not smooth there and the budget has room); the small ones are never dropped."""
+    inner = [b for b in g.batch[1:-1] if b not in SMALL_BATCHES]
+    if not inner:
         return None
-    inner = list(g.batch[1:-1])
     drop = inner[len(inner) // 2]
     return replace(g, batch=tuple(b for b in g.batch if b != drop)), a, f"batch {drop} dropped"
 
@@ -269,7 +269,8 @@ SHRINK_ORDER: tuple[Shrink, ...] = (
     _drop_last("prefill_context"), _thin_batch, _drop_last("draft_batch"), _drop_last("overhead_batch"),
     _drop_last("prefill_tokens"), _drop_last("batch", keep=2),
 )
-"""Cheapest loss first: repeats, then acceptance length and prompts, then grid points."""
+"""Cheapest loss first: repeats, then acceptance length and prompts, then grid points (never a
+batch in ``SMALL_BATCHES``)."""
 
 
 def fit_budget(grids: TimingGrids, proposers: Sequence[str], cost: CostModel, *, rounds: int,

@@ -62,3 +62,10 @@ def assemble_timing(grids: TimingGrids, proposer_names: Sequence[str],
             limits.append({"quantity": q, "point": m.point.as_dict(), "reason": m.limit})
     section["limits"] = limits
     return section
+
+
+def batch_origin(planned: TimingGrids, final: TimingGrids) -> dict[str, list[int]]:
+    """``timing.batch_origin``: the batch sizes the run planned (after any budget cut) and those
+    the grid checks added; validate's per-batch errors name each row's origin from it."""
+    return {"measured": [int(b) for b in final.batch if b in planned.batch],
+            "refined": [int(b) for b in final.batch if b not in planned.batch]}

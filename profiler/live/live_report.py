@@ -30,15 +30,16 @@ def capacity_lines(caps: dict[str, live_load.CapacityEstimate], basis: str) -> l
     return [f"loads: fractions of {what}: {first.rate:.3g} req/s ({first.method})"]
 
 
-def residual_lines(parts: list[pl.DataFrame], corrected: bool) -> list[str]:
+def residual_lines(parts: list[pl.DataFrame], corrected: bool, timing: Any = None) -> list[str]:
     """The report line on measured/predicted step time by pass size, over every real run so far
-    (against the drift-corrected prediction with ``--drift-correct``, else the raw profile)."""
+    (against the drift-corrected prediction with ``--drift-correct``, else the raw profile);
+    ``timing``: the profile's, so each batch row says whether it was measured or interpolated."""
     frame = pl.concat(parts, how="diagonal_relaxed") if parts else None
     if frame is None or frame.is_empty():
         return []
     frame = frame.filter(pl.col("drift_corrected") == corrected)
     what = "drift-corrected" if corrected else "raw profile"
-    return [*live_load.residual_lines(frame, what), *batch_error_lines(frame, what)]
+    return [*live_load.residual_lines(frame, what), *batch_error_lines(frame, what, timing)]
 
 
 def probe_lines(parts: list[pl.DataFrame]) -> list[str]:
@@ -74,7 +75,8 @@ def header_lines(facts: dict[str, Any], caps: dict[str, live_load.CapacityEstima
                  drifts: Sequence[dict[str, Any]], frames: dict[str, list[pl.DataFrame]],
                  correction: list[str], sources: set[str], notes: Sequence[str]) -> list[str]:
     """The header above the error table; ``facts``: scenario, requests, seed, real_runs, model,
-    device, threads, wall_s, profile, layout, drift_correct."""
+    device, threads, wall_s, profile, layout, drift_correct, and optionally timing (the
+    profile's, for each batch row's origin)."""
     f = facts
     return [
         f"specplan validate {f['scenario']}: real serving vs simulator, {f['requests']} requests per load, "
@@ -86,7 +88,7 @@ def header_lines(facts: dict[str, Any], caps: dict[str, live_load.CapacityEstima
         "acceptance vs the profile's step-time and acceptance models",
         *drift_check.drift_lines(drifts),
         *probe_lines(frames["probes"]),
-        *residual_lines(frames["step_residuals"], f["drift_correct"]),
+        *residual_lines(frames["step_residuals"], f["drift_correct"], f.get("timing")),
         *correction,
         *[f"source: {s}" for s in sorted(sources)],
         *[f"note: {n}" for n in comparison.compact_notes(notes)],

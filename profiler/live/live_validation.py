@@ -225,7 +225,7 @@ class _Live:
         facts = {"scenario": v.scenario_path, "requests": v.requests, "seed": v.seed, "real_runs": v.real_reps,
                  "model": self.target.label, "device": v.device, "threads": self.threads,
                  "wall_s": time.time() - self.started, "profile": v.profile.name, "layout": self.layout,
-                 "drift_correct": v.drift_correct}
+                 "drift_correct": v.drift_correct, "timing": v.profile.timing}
         header = live_report.header_lines(facts, v.capacities, v.load_basis, self.drifts, self.frames, correction,
                                           self.sources, self.notes)
         meta = {**meta, "drift": self.drifts, "drift_corrections": self.corrections, "complete": complete}

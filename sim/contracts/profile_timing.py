@@ -88,6 +88,27 @@ class PaddedBatchTiming:
 
 
 @dataclass(frozen=True)
+class BatchOrigin:
+    """Which decode batch sizes of ``target_forward`` a run planned and measured, and which the
+    grid checks added where step time was not smooth; every other batch size is interpolated
+    between (or extrapolated beyond) the axis. Why on record: validate's per-batch errors say
+    which rows rest on a measurement."""
+
+    measured: tuple[int, ...]
+    refined: tuple[int, ...] = ()
+
+
+def origin_of(batch: int, axis: tuple[float, ...], origin: BatchOrigin | None = None) -> str:
+    """``measured``, ``refined``, ``interpolated`` or ``extrapolated``: how the profile prices a
+    decode pass of ``batch`` sequences (without a record, a value on the axis counts as measured)."""
+    if origin is not None and batch in origin.refined:
+        return "refined"
+    if batch in axis:
+        return "measured"
+    return "interpolated" if axis[0] < batch < axis[-1] else "extrapolated"
+
+
+@dataclass(frozen=True)
 class Timing:
     """Step-time grids: target forward (T, V(k)), prefill P(n) and per-proposer D(k), H(k)."""
 
@@ -108,6 +129,9 @@ class Timing:
     """Optional sampling time per scored position; None: in the grids (measured) or not priced."""
     cuda_graphs: CudaGraphs | None = None
     """Optional captured CUDA-graph sizes a fused step's dense ops are padded to."""
+    batch_origin: BatchOrigin | None = None
+    """Optional: which batch sizes were planned and which the grid checks added (a profiler run
+    writes it; imported and older profiles have none)."""
 
     def describe(self) -> str:
         """The timing sources line: provenance and how a step is composed."""
@@ -122,7 +146,7 @@ class TimingReader(IdentityReader):
     def timing(self, v: Any, path: str, proposers: Mapping[str, ProposerIdentity]) -> Timing:
         v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"),
                      ("proposers", "limits", "padded_batch", "step_composition", "fused", "step_overhead",
-                      "sampler", "cuda_graphs"))
+                      "sampler", "cuda_graphs", "batch_origin"))
         prov = self.provenance(v["provenance"], join_path(path, "provenance"))
         tf = self.grid(v["target_forward"], join_path(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], join_path(path, "target_prefill"), TARGET_PREFILL_AXES)
@@ -167,7 +191,24 @@ class TimingReader(IdentityReader):
             )
         comp, fused, step_overhead = parse_extras(self, v, path)
         sampler, graphs = parse_step_terms(self, v, path)
-        return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead, sampler, graphs)
+        return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead, sampler, graphs,
+                      self.batch_origin(v["batch_origin"], join_path(path, "batch_origin"), tf)
+                      if "batch_origin" in v else None)
+
+    def batch_origin(self, v: Any, path: str, tf: TimingGrid) -> BatchOrigin:
+        v = self.obj(v, path, ("measured",), ("refined",))
+        axis = set(tf.axes[tf.axis_names.index("batch")])
+        lists: dict[str, tuple[int, ...]] = {}
+        for key in ("measured", "refined"):
+            raw = v.get(key, [])
+            if not isinstance(raw, list):
+                raise self.fail(join_path(path, key), f"expected a list of batch sizes, got {json_type(raw)}")
+            lists[key] = tuple(self.int_(x, f"{join_path(path, key)}[{i}]", minimum=1) for i, x in enumerate(raw))
+            off = [b for b in lists[key] if b not in axis]
+            if off:
+                raise self.fail(join_path(path, key), f"batch {off[0]} is not on target_forward's batch axis "
+                                f"({', '.join(f'{b:g}' for b in sorted(axis))})")
+        return BatchOrigin(lists["measured"], lists["refined"])
 
     def grid(self, v: Any, path: str, expected: tuple[str, ...]) -> TimingGrid:
         v = self.obj(v, path, ("axes", "median"), ("p10", "p90", "repeats"))

@@ -235,6 +235,67 @@ def changed(estimate: Decision, end: Decision) -> bool:
     return not open_ or any(c.leader not in estimate.leaders for c in open_)
 
 
+def candidate_samples(sc: Any, profile: Any, name: str) -> tuple[Any, Any, int, tuple[SegmentSample, ...]] | None:
+    """(the candidate as run, its profile, its k, each scenario segment's sample) for a speculative candidate
+    whose acceptance is the profile's; None for assumed acceptance or a replayed trace (no sample
+    to doubt). Shared by simulate's and capacity's checks (``capacity_doubt``)."""
+    from sim.model.assembly import acceptance_model
+    from sim.model.k_schedule import resolve_candidate
+    from sim.results.runner import candidate_profiles
+
+    prof = candidate_profiles(sc, profile, [sc.candidate(name)])[name]
+    cand = resolve_candidate(sc, prof, sc.candidate(name))  # as run_scenario ran it (schedule = "auto")
+    if cand.assumed_acceptance is not None or cand.acceptance_trace is not None:
+        return None
+    model = acceptance_model(sc.for_candidate(cand), prof, cand)
+    if model is None or model.traces is not None:
+        return None
+    entry = prof.acceptance[cand.proposer]
+
+    def source(seg_name: str) -> Any:
+        key = model.segment(seg_name).key
+        return next((s for s in entry.segments if s.key == key), None)
+
+    k = cand.max_k
+    return cand, prof, k, samples(model, source, [(s.name, s.share) for s in sc.workload.segments], k)
+
+
+Verdict = Callable[[float, bool], Decision]
+"""``verdict(u, below)``: the decision with the candidate's segments moved ``u`` of the way to
+the low (``below``) or high end of its acceptance interval (``moved``)."""
+
+
+def judge(name: str, k: int, segs: tuple[SegmentSample, ...], estimate: Decision, verdict: Verdict, *,
+          bisect: int = 2, differs: Callable[[Decision, Decision], bool] | None = None,
+          runs: Callable[[], int] = lambda: 0) -> AcceptanceDoubt:
+    """One candidate's :class:`AcceptanceDoubt`: the answer at both ends of its interval, and
+    where between the estimate and a flipping end the answer changes (``bisect`` evaluations).
+    ``differs(estimate, end)``: whether an end's answer is another (default ``changed``)."""
+    from sim.decisions.answer_text import headline
+
+    differs = differs or changed
+    assumed = _mix(segs, 0.0, True, k)
+    why = _unknown(segs)
+    if why:
+        return AcceptanceDoubt(name, k, segs, assumed, unknown=why)
+    low, high = _mix(segs, 1.0, True, k), _mix(segs, 1.0, False, k)
+    at_lo, at_hi = verdict(1.0, True), verdict(1.0, False)
+    flips_lo, flips_hi = differs(estimate, at_lo), differs(estimate, at_hi)
+    change = None
+    if flips_lo or flips_hi:
+        below = flips_lo
+        same, other = 0.0, 1.0
+        for _ in range(bisect):
+            mid = (same + other) / 2
+            if not differs(estimate, verdict(mid, below)):
+                same = mid
+            else:
+                other = mid
+        change = (_mix(segs, same, below, k), _mix(segs, other, below, k))
+    return AcceptanceDoubt(name, k, segs, assumed, low, high, headline(at_lo), headline(at_hi),
+                           flips_lo, flips_hi, change, runs=runs())
+
+
 def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = "replica",
                       progress: Callable[[int, int, str], None] | None = None,
                       bisect: int = 2) -> tuple[AcceptanceDoubt, ...]:
@@ -244,9 +305,6 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     ``bisect``: extra evaluations that locate a flip (for M)."""
     from sim.contracts.trace import read_trace
     from sim.decisions.answer import answer_of
-    from sim.model.assembly import acceptance_model
-    from sim.model.k_schedule import resolve_candidate
-    from sim.results.runner import candidate_profiles
     from sim.results.simulation import simulate_once
     from sim.workload.workload import generate_requests
 
@@ -255,33 +313,15 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     names = [n for n in result.candidates if n != base and sc.candidate(n).speculates]
     if not names or not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
         return ()
-    shares = [(s.name, s.share) for s in sc.workload.segments]
     trace = read_trace(sc.workload.trace) if sc.workload.arrival == "trace" else None
     out = []
     done = [0]
     total = 2 * len(names) * len(result.seeds)
     for name in names:
-        prof = candidate_profiles(sc, getattr(result, "profiles", None) or profile, [sc.candidate(name)])[name]
-        cand = resolve_candidate(sc, prof, sc.candidate(name))  # as run_scenario ran it (schedule = "auto")
-        if cand.assumed_acceptance is not None or cand.acceptance_trace is not None:
+        got = candidate_samples(sc, getattr(result, "profiles", None) or profile, name)
+        if got is None:
             continue
-        model = acceptance_model(sc.for_candidate(cand), prof, cand)
-        if model is None or model.traces is not None:
-            continue
-        entry = prof.acceptance[cand.proposer]
-
-        def source(seg_name: str, entry: Any = entry, model: Any = model) -> Any:
-            key = model.segment(seg_name).key
-            return next((s for s in entry.segments if s.key == key), None)
-
-        k = cand.max_k
-        segs = samples(model, source, shares, k)
-        assumed = _mix(segs, 0.0, True, k)
-        why = _unknown(segs)
-        if why:
-            out.append(AcceptanceDoubt(name, k, segs, assumed, unknown=why))
-            continue
-        low, high = _mix(segs, 1.0, True, k), _mix(segs, 1.0, False, k)
+        cand, prof, k, segs = got
         runs = [0]
 
         def verdict(u: float, below: bool, cand: Any = cand, prof: Any = prof, segs: Any = segs,
@@ -303,23 +343,7 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
                     progress(done[0], total, f"acceptance interval: {cand.name}")
             return answer_of(_Result(result, cand.name, RequestParts(tuple(frames))), device=device).whole
 
-        from sim.decisions.answer_text import headline
-
-        at_lo, at_hi = verdict(1.0, True), verdict(1.0, False)
-        flips_lo, flips_hi = changed(estimate, at_lo), changed(estimate, at_hi)
-        change = None
-        if flips_lo or flips_hi:
-            below = flips_lo
-            same, other = 0.0, 1.0
-            for _ in range(bisect):
-                mid = (same + other) / 2
-                if not changed(estimate, verdict(mid, below)):
-                    same = mid
-                else:
-                    other = mid
-            change = (_mix(segs, same, below, k), _mix(segs, other, below, k))
-        out.append(AcceptanceDoubt(name, k, segs, assumed, low, high, headline(at_lo), headline(at_hi),
-                                   flips_lo, flips_hi, change, runs=runs[0]))
+        out.append(judge(name, k, segs, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0]))
     return tuple(out)
 
 

@@ -193,6 +193,19 @@ def with_acceptance_doubt(answer: Answer, result: Any, profile: Any, **kw: Any) 
     return dataclasses.replace(answer, whole=undetermined_by(answer.whole, doubts), doubts=doubts)
 
 
+def with_capacity_acceptance_doubt(answer: Answer, report: Any, scenario: Any, profile: Any, **kw: Any) -> Answer:
+    """``answer`` (``capacity_answer(report)``) with each speculative candidate's acceptance
+    interval judged by searching its capacity again at the ends (``sim.decisions.capacity_doubt``),
+    undetermined when the winner or its replica count changes inside it."""
+    import dataclasses
+
+    from sim.decisions.acceptance_doubt import undetermined_by
+    from sim.decisions.capacity_doubt import capacity_doubts
+
+    doubts = capacity_doubts(report, scenario, profile, answer.whole, **kw)
+    return dataclasses.replace(answer, whole=undetermined_by(answer.whole, doubts), doubts=doubts)
+
+
 def capacity_answer(report: Any, *, device: str = "replica", engines: dict[str, Any] | None = None) -> Answer:
     """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``; ``engines``:
     ``engine_config.deployability`` of its candidates)."""

@@ -91,9 +91,7 @@ def plan_capacity(
         raise SpecplanError(f"--target-rate: must be > 0 req/s, got {target}")
     seeds_asked = seeds
     seeds = tuple(int(s) for s in (seeds if seeds is not None else scenario.run.seeds))
-    if not scenario.run.drain:
-        # an undrained run drops its backlog unseen; capacity must see it
-        scenario = scenario.with_overrides({"run.drain": True})
+    scenario = searched_scenario(scenario)
     load = SimulatedLoad(scenario, profile, criteria, min_requests, cache_dir, profiles=named)
     say = progress or (lambda _msg: None)
     pw = scenario.workload.piecewise
@@ -164,6 +162,12 @@ def plan_capacity(
                                               search, workers)
     operating = pl.from_dicts(op_rows, infer_schema_length=None) if op_rows else pl.DataFrame()
     return report_at(results, load_summary, bottlenecks, operating)
+
+
+def searched_scenario(scenario: Any) -> Any:
+    """The scenario as every capacity probe runs it: drained (an undrained run drops its backlog
+    unseen; capacity must see it)."""
+    return scenario if scenario.run.drain else scenario.with_overrides({"run.drain": True})
 
 
 def _decided(report: CapacityReport, devices: Mapping[str, str] | None) -> bool:

@@ -24,7 +24,8 @@ class SimulatedLoad:
 
     def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
                  min_requests: int = 0, cache_dir: Any = None, timer_scale: float = 1.0,
-                 profiles: dict[str, Any] | None = None, resolved: dict[str, Any] | None = None) -> None:
+                 profiles: dict[str, Any] | None = None, resolved: dict[str, Any] | None = None,
+                 acceptance_shift: dict[str, dict[str, float]] | None = None) -> None:
         from sim.results.runner import (
             run_scenario,  # the simulator; imported late to keep this testable
         )
@@ -37,6 +38,12 @@ class SimulatedLoad:
         self.profiles = profiles
         """Each candidate's profile by name when some run on [fleets.NAME] (``run_scenario``'s
         ``candidate_profiles``, loaded once); None: every candidate runs on ``profile``."""
+        self.acceptance_shift = acceptance_shift
+        """Candidate → segment → mean acceptance length its runs are moved to (an acceptance
+        interval's end, ``capacity_doubt``); None: the profile's estimate. Such a load keeps no
+        probe cache (its probes are not the estimate's)."""
+        if acceptance_shift and cache_dir is not None:
+            raise ValueError("a load with an acceptance shift keeps no probe cache")
         self.criteria = criteria
         self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
@@ -92,7 +99,7 @@ class SimulatedLoad:
             layout, scale = sc.fleet.engine.kv_layout, self.timer_scale
             factory = lambda p: ProfileStepTimer(p, kv_layout=layout, scale=scale)  # noqa: E731
         return self._run(sc, profile=self.profiles or self.profile, candidates=[self.candidate_of(candidate)],
-                         seeds=list(seeds), step_timer_factory=factory)
+                         seeds=list(seeds), step_timer_factory=factory, acceptance_shift=self.acceptance_shift)
 
     def prefetch(self, jobs: Sequence[tuple[str, float, int, tuple[int, ...]]], workers: int) -> None:
         """Simulate independent loads ``(candidate, rate, replicas, seeds)`` on ``workers``

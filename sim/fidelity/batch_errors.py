@@ -8,7 +8,11 @@ look like queueing noise. Per batch size, a bad cell names itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
+
+from sim.contracts.profile_timing import origin_of
 
 BATCH_TOLERANCE = 0.10
 """The fidelity bar's ±10 %, applied to each batch size's median step-time error."""
@@ -21,14 +25,17 @@ BATCH_ERROR_SCHEMA: dict[str, pl.DataType] = {
     "predicted_ms_median": pl.Float64(),
     "rel_error_median": pl.Float64(),
     "within": pl.Boolean(),
+    "origin": pl.String(),
 }
 
 
-def batch_errors(residuals: pl.DataFrame) -> pl.DataFrame:
+def batch_errors(residuals: pl.DataFrame, timing: Any = None) -> pl.DataFrame:
     """Per candidate (when the frame is tagged with one) and decode batch size, over decode-only
     steps: step count, median measured and predicted
     times, and the median over steps of ``predicted / measured − 1`` (the error's sign as in
-    the error table: negative = the profile prices the pass too cheap)."""
+    the error table: negative = the profile prices the pass too cheap); ``origin``: how the
+    profile's ``timing`` (``sim.contracts.profile_timing.Timing``) prices that batch size
+    (measured, refined, interpolated, extrapolated; null without ``timing``)."""
     dec = residuals.filter((pl.col("kind") == "decode") & (pl.col("measured_s") > 0))
     if dec.is_empty():
         return pl.DataFrame(schema=BATCH_ERROR_SCHEMA)
@@ -42,12 +49,20 @@ def batch_errors(residuals: pl.DataFrame) -> pl.DataFrame:
         err.median().alias("rel_error_median"),
     ).sort("candidate", "decode_seqs", maintain_order=True))
     out = out.with_columns((pl.col("rel_error_median").abs() <= BATCH_TOLERANCE).alias("within"))
+    if timing is None:
+        out = out.with_columns(pl.lit(None, pl.String()).alias("origin"))
+    else:
+        tf = timing.target_forward
+        axis = tf.axes[tf.axis_names.index("batch")]
+        out = out.with_columns(pl.col("decode_seqs").map_elements(
+            lambda b: origin_of(int(b), axis, timing.batch_origin), return_dtype=pl.String()).alias("origin"))
     return out.select(list(BATCH_ERROR_SCHEMA)).cast(BATCH_ERROR_SCHEMA)  # type: ignore[arg-type]
 
 
-def batch_error_lines(residuals: pl.DataFrame, what: str) -> list[str]:
-    """The report's per-batch block: a head line and one line per decode batch size."""
-    table = batch_errors(residuals)
+def batch_error_lines(residuals: pl.DataFrame, what: str, timing: Any = None) -> list[str]:
+    """The report's per-batch block: a head line and one line per decode batch size, each with
+    how the profile prices that batch size when ``timing`` is given."""
+    table = batch_errors(residuals, timing)
     if table.is_empty():
         return []
     lines = [f"step time error per decode batch size ({what}; median over decode-only steps of "
@@ -56,7 +71,8 @@ def batch_error_lines(residuals: pl.DataFrame, what: str) -> list[str]:
         lines.append(f"  {cand}: {int(grp['within'].sum())} of {grp.height} batch sizes within ±{BATCH_TOLERANCE:.0%}")
         for r in grp.iter_rows(named=True):
             mark = "" if r["within"] else "  <- outside"
+            how = f", {r['origin']} in the profile" if r["origin"] else ""
             lines.append(f"    batch {r['decode_seqs']:>3}: {r['rel_error_median']:+7.1%}  (measured "
                          f"{r['measured_ms_median']:.1f} ms, predicted {r['predicted_ms_median']:.1f} ms, "
-                         f"{r['steps']} steps){mark}")
+                         f"{r['steps']} steps{how}){mark}")
     return lines

@@ -211,8 +211,11 @@ def run_scenario(
     seeds: Sequence[int] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     step_timer_factory: Callable[[Profile], StepTimer] | None = None,
+    acceptance_shift: Mapping[str, Mapping[str, float]] | None = None,
 ) -> ScenarioResult:
-    """Simulate every candidate on every seed; ``progress(done, total, label)`` after each run.
+    """Simulate every candidate on every seed; ``progress(done, total, label)`` after each run;
+    ``acceptance_shift``: candidate → its segments' mean acceptance lengths (``simulate_once``),
+    what capacity's acceptance-interval ends are searched at (``sim.decisions.capacity_doubt``).
 
     A candidate with ``fleet = NAME`` runs on that fleet's profile, replica shape and prices;
     every candidate is served the same requests per seed whatever its hardware."""
@@ -250,7 +253,7 @@ def run_scenario(
             prof = profs[cand.name]
             timer = step_timer_factory(prof) if step_timer_factory is not None else None
             run = simulate_once(scenario.for_candidate(cand), prof, cand, seed, timer, requests=specs,
-                                keep_itl=False)
+                                keep_itl=False, acceptance_shift=(acceptance_shift or {}).get(cand.name))
             runs.append(_kept(run))  # (the run without its records, its requests packed)
             del run  # its ITL samples and full-width records go before the next run starts
             give_back_freed()  # (sim/results/heap.py: else they stay resident under the next run)

@@ -112,12 +112,13 @@ def test_the_profile_cli_refuses_an_impossible_budget_in_one_line(tmp_path: Path
 
 
 def test_the_grid_checks_fill_a_kink_within_the_budget(tmp_path: Path):
-    quick = default_grids(load_model("config:tiny-llama", device="cpu"), quick=True, k_max=6)
+    sparse = replace(default_grids(load_model("config:tiny-llama", device="cpu"), quick=True, k_max=6), batch=(1, 4))
     made: list[FakePasses] = []
-    req = replace(request(tmp_path / "p.json", grids=quick), measure_acceptance=False)
+    req = replace(request(tmp_path / "p.json", grids=sparse), measure_acceptance=False)
     profile = run_profile(req, passes=factory(step=kinked(2, 1.5), made=made))
     tf = profile["timing"]["target_forward"]
     assert tf["axes"]["batch"][:3] == [1, 2, 3]  # 2 disagreed with 1..4; 3 then with 2..4
+    assert profile["timing"]["batch_origin"] == {"measured": [1, 4], "refined": [2, 3]}
     assert any("grid check: batch 2" in n for n in profile["timing"]["provenance"]["notes"].split("; "))
 
 

@@ -44,3 +44,25 @@ def test_the_error_of_a_batch_size_is_the_median_of_its_steps(steps: list[tuple[
 
 def test_no_decode_steps_no_lines():
     assert batch_error_lines(residuals([("c", "prefill", 1, 0.1, 0.1)]), "raw profile") == []
+
+
+def test_each_batch_row_says_whether_the_profile_measured_refined_or_interpolated_it():
+    """A quick profile's batch 2 and 3 must read "measured"; a batch between grid values reads
+    "interpolated" (the row a reader should distrust first), beyond the grid "extrapolated"."""
+    import dataclasses
+
+    from sim.contracts.profile import load_profile
+    from sim.contracts.profile_timing import BatchOrigin
+
+    timing = load_profile("profiles/smollm2-135m-cpu.json").timing
+    axis = [int(b) for b in timing.target_forward.axes[0]]
+    assert 9 not in axis and 2 in axis and 3 in axis and max(axis) < 20
+    refined = dataclasses.replace(timing, batch_origin=BatchOrigin(tuple(b for b in axis if b != 3), (3,)))
+    rows = [("c", "decode", b, 0.05, 0.05) for b in (2, 3, 9, 20)]
+    t = batch_errors(residuals(rows), refined)
+    assert dict(zip(t["decode_seqs"].to_list(), t["origin"].to_list(), strict=True)) == {
+        2: "measured", 3: "refined", 9: "interpolated", 20: "extrapolated"}
+    assert batch_errors(residuals(rows))["origin"].to_list() == [None] * 4
+    lines = batch_error_lines(residuals(rows), "raw profile", refined)
+    assert any("batch   3:" in x and "refined in the profile" in x for x in lines)
+    assert any("batch   9:" in x and "interpolated in the profile" in x for x in lines)

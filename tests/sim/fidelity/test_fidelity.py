@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import polars as pl
 import pytest
@@ -195,7 +196,9 @@ def test_short_live_validate_run_writes_the_error_table(tmp_path, capsys):
     batches = sorted(set(raw.filter(pl.col("kind") == "decode")["decode_seqs"]))
     per_batch = [line for line in meta["header"] if line.lstrip().startswith("batch ")]
     assert len(per_batch) == len(set(raw.filter(pl.col("kind") == "decode").select("candidate", "decode_seqs").rows()))
-    assert batches and all("% " in line and "steps)" in line for line in per_batch)
+    # each row names how the profile prices that batch size (timing.batch_origin and the axis)
+    assert batches and all("% " in line and re.search(r" steps, (measured|refined|interpolated|extrapolated) "
+                                                      r"in the profile\)", line) for line in per_batch)
     probes_file = out / "probes.parquet"
     if probes_file.exists():  # idle gaps long enough for a pass: how many is up to the machine
         probes = pl.read_parquet(probes_file)

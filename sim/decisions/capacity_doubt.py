@@ -1,0 +1,100 @@
+"""Does capacity's decision survive the profile's acceptance interval?
+
+Why: ``specplan capacity`` answers from the same acceptance sample as ``simulate``; a winner, or
+a speculative candidate's replica count, that holds at the sample's estimate but changes inside
+its interval is not an answer ("undetermined: the profile measured N prompts for segment S;
+measure about M more").
+
+The rule is ``acceptance_doubt``'s (one home: the ends of the mix, the bisection, M, the
+reason's words, ``undetermined_by``); only what is re-run at an end differs: here each
+speculative candidate's capacity search and replica count on the plan's own seeds, with its
+segments moved to the end (``SimulatedLoad(acceptance_shift=…)``), and the decision taken again
+by ``capacity_answer``. An end changes the answer when ``acceptance_doubt.changed`` says so, or
+when the candidate's replica count for the target rate differs from the estimate's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from sim.decisions.acceptance_doubt import AcceptanceDoubt, candidate_samples, changed, judge, moved
+from sim.decisions.decision import Decision
+
+
+def replicas_of(d: Decision, name: str) -> int | None:
+    """The replicas the decision's facts give ``name`` for the target rate; None when there is no
+    settled count (none carries, or the seeds leave n − 1 open: more seeds, not prompts, tell)."""
+    c = next((c for c in d.facts.candidates if c.name == name), None)
+    return None if c is None or c.replicas is None or c.replicas_undetermined else c.replicas
+
+
+def differs(estimate: Decision, end: Decision, name: str) -> bool:
+    """Whether the capacity answer at an interval's end is another: the decision changed
+    (``acceptance_doubt.changed``), or ``name``'s settled replica count did (both settled)."""
+    a, b = replicas_of(estimate, name), replicas_of(end, name)
+    return changed(estimate, end) or (a is not None and b is not None and a != b)
+
+
+def capacity_doubts(report: Any, scenario: Any, profile: Any, estimate: Decision, *, device: str = "replica",
+                    engines: Mapping[str, Any] | None = None, min_requests: int = 200,
+                    max_replicas: int = 256, progress: Callable[[str], None] | None = None,
+                    bisect: int = 1) -> tuple[AcceptanceDoubt, ...]:
+    """One :class:`AcceptanceDoubt` per speculative candidate of ``report`` whose acceptance is the
+    profile's; ``estimate``: ``capacity_answer(report).whole``; ``min_requests`` and
+    ``max_replicas`` as ``plan_capacity`` ran (its defaults)."""
+    from sim.decisions.answer import capacity_answer
+    from sim.decisions.capacity import _Search, searched_scenario
+    from sim.decisions.capacity_report import CandidateCapacity
+    from sim.decisions.fleet_sizing import fewest_replicas
+    from sim.decisions.load_scaling import arrival_rate
+    from sim.decisions.simulated_load import SimulatedLoad
+    from sim.results.runner import candidate_profiles
+
+    sc = searched_scenario(scenario)
+    names = [r.candidate for r in report.candidates
+             if r.candidate != report.baseline and sc.candidate(r.candidate).speculates]
+    if not names or len(report.candidates) < 2 or estimate.outcome == "undetermined":
+        return ()
+    profiles = candidate_profiles(sc, profile, [sc.candidate(r.candidate) for r in report.candidates])
+    named = profiles if sc.has_named_fleets else None
+    say = progress or (lambda _m: None)
+    base_rate = arrival_rate(sc)
+    out = []
+    for name in names:
+        got = candidate_samples(sc, profiles, name)
+        if got is None:
+            continue
+        _cand, prof, k, segs = got
+        r = next(c for c in report.candidates if c.candidate == name)
+        runs = [0]
+
+        def verdict(u: float, below: bool, name: str = name, prof: Any = prof, segs: Any = segs, k: int = k,
+                    r: Any = r, runs: list[int] = runs) -> Decision:
+            """The capacity decision with ``name`` searched again, its segments ``u`` of the way to
+            the interval's low (``below``) or high end."""
+            load = SimulatedLoad(sc, prof, report.criteria, min_requests, profiles=named,
+                                 acceptance_shift={name: moved(segs, u, below, k)})
+            say(f"{name}: capacity at {'low' if below else 'high'} end of its acceptance interval "
+                f"({u:.0%} of the way)")
+            search = _Search(load, r.seeds, r.fleet_replicas, report.rel_tol, report.max_evals, say)
+            per = search.per_seed(name, r.seeds, base_rate, r.per_seed)  # warm start: the estimate's
+            cap = float(np.mean([s.rate for s in per])) / r.fleet_replicas
+            trace = sc.workload.arrival == "trace"
+            size = fewest_replicas(load, name, r.target_rate, cap if cap > 0 or not trace else r.target_rate,
+                                   r.seeds, report.criteria, max_replicas, {})
+            runs[0] += len(load.rows)
+            moved_cap = CandidateCapacity(name, per, r.seeds, r.target_rate, size.n, size.status, size.row,
+                                          fleet_replicas=r.fleet_replicas, operating_seeds=tuple(size.seed_rows),
+                                          replicas_low=size.low, replicas_below=size.below)
+            at_end = dataclasses.replace(report, candidates=tuple(
+                moved_cap if c.candidate == name else c for c in report.candidates))
+            return capacity_answer(at_end, device=device, engines=dict(engines or {})).whole
+
+        out.append(judge(name, k, segs, estimate, verdict, bisect=bisect,
+                         differs=lambda est, end, name=name: differs(est, end, name),
+                         runs=lambda runs=runs: runs[0]))
+    return tuple(out)
