@@ -35,6 +35,7 @@ import numpy as np
 
 from sim.contracts.acceptance_interval import more_prompts
 from sim.decisions.decision import Decision, Standing
+from sim.decisions.replaced_runs import with_candidate_runs
 
 CHANGES = "the answer changes inside its acceptance interval"
 """How a standing says the profile's acceptance interval left it undetermined (the headline reads it)."""
@@ -341,45 +342,10 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
                 done[0] += 1
                 if progress is not None:
                     progress(done[0], total, f"acceptance interval: {cand.name}")
-            return answer_of(_Result(result, cand.name, RequestParts(tuple(frames))), device=device).whole
+            return answer_of(with_candidate_runs(result, cand.name, RequestParts(tuple(frames))), device=device).whole
 
         out.append(judge(name, k, segs, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0]))
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class _Result:
-    """``result`` with ``name``'s per-request records replaced by ``parts`` (what
-    ``facts.fleet_facts`` reads: scenario, candidates, seeds, profiles, request_parts)."""
-
-    base: Any
-    name: str
-    parts: Any
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.base, attr)
-
-    @property
-    def request_parts(self) -> Any:
-        return _Parts(self.base.request_parts, self.name, self.parts)
-
-
-@dataclass(frozen=True)
-class _Parts:
-    base: Any
-    name: str
-    parts: Any
-
-    def frames(self) -> Any:
-        import polars as pl
-
-        from sim.results import metric_names as mn
-
-        for f in self.base.frames():
-            kept = f.filter(pl.col(mn.CANDIDATE) != self.name)
-            if kept.height:
-                yield kept
-        yield from self.parts.frames()
 
 
 def undetermined_by(decision: Decision, doubts: Sequence[AcceptanceDoubt]) -> Decision:
