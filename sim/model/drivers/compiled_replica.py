@@ -29,8 +29,8 @@ from sim.model.speculation import OFF, PolicyState
 from sim.model.step_plan import Request
 from sim.model.step_time import StepShape
 
-_NO_FLAT: tuple = (None, None, None, (), ())
-"""``CompiledReplica.flat``'s cache when empty."""
+_NO_SEAMS: tuple = (None, None, None, ())
+"""``CompiledReplica.seams``'s cache when empty."""
 
 
 class CompiledReplica:
@@ -57,18 +57,18 @@ class CompiledReplica:
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
-        self._flat: tuple = _NO_FLAT
+        self._seams: tuple = _NO_SEAMS
 
-    def flat(self) -> tuple[tuple, tuple]:
-        """The state's arrays for ``kernel_entry`` (with the policy and the timer's after them),
-        rebuilt only when an array was replaced (a log grown, uniforms refilled, a restart)."""
+    def seams(self) -> tuple[tuple, tuple, tuple, tuple]:
+        """The replica, its requests, the logs and the timer's arrays as ``kernel_entry`` takes
+        them (``ke.fields``), rebuilt only when an array was replaced (a log grown, uniforms
+        refilled, a restart)."""
         rp, lg, pol = self.rp, self.arrays.lg, self.pol
-        f = self._flat
+        f = self._seams
         if f[0] is not rp or f[1] is not lg or f[2] is not pol:
-            state = ke.flat_state(rp, self.arrays.rq, lg)
-            timer = (pol, *self.timer.arrays) if self.timer is not None and pol is not None else ()
-            f = self._flat = (rp, lg, pol, state, state + timer)
-        return f[3], f[4]
+            ta = ke.fields(self.timer.arrays) if self.timer is not None else ()
+            f = self._seams = (rp, lg, pol, (ke.fields(rp), ke.fields(self.arrays.rq), ke.fields(lg), ta))
+        return f[3]
 
     # ------------------------------------------------------------------ routing and arrivals
     def outstanding(self) -> int:
@@ -134,7 +134,8 @@ class CompiledReplica:
                 if t >= deadline:
                     self.expire(t)
                     deadline = self.deadlines.next(ints)
-                why, t, dt = ke.advance(*self.flat()[1], float(t), self.horizon(t), deadline)
+                rp, rq, lg, ta = self.seams()
+                why, t, dt = ke.advance(rp, rq, lg, self.pol, ta, float(t), self.horizon(t), deadline)
                 if why == rk.DEADLINE:
                     continue
                 again = self.serviced(why, t, dt)
@@ -174,7 +175,10 @@ class CompiledReplica:
         self._qlog_room(2 * seqs + 1)
 
     def _finish(self, start: float, dt: float, end: float) -> None:
-        while ke.finish(*self.flat()[0], start, dt, end) < 0:
+        while True:
+            rp, rq, lg, _ = self.seams()
+            if ke.finish(rp, rq, lg, start, dt, end) >= 0:
+                return
             self.arrays.refill()
 
     def _idle(self, t: float):
@@ -197,13 +201,13 @@ class CompiledReplica:
             if self.deadlines.timeouts or self.deadlines.queue:
                 self.expire(now)
             policy = self.policy
-            state = self.flat()[0]
+            rp, rq, lg, _ = self.seams()
             if self.pol is not None:
-                k = ke.choose_k(*state, self.pol, now)
+                k = ke.choose_k(self.pol, rp, rq, now)
             else:
-                k = policy.k_for(self.state, ke.decoding(*state))
-            nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(*state, now, k)
-            state = None  # not held across a wait: the run may end there, its logs let go (``release``)
+                k = policy.k_for(self.state, ke.decoding(rp, rq))
+            nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(rp, rq, lg, now, k)
+            rp = rq = lg = None  # not held across a wait: the run may end there, its logs let go (``release``)
             if nd < 0:  # a log might overflow this step: grow it and plan again
                 self._grow_logs()
                 continue
@@ -283,4 +287,4 @@ def release(replicas: list[CompiledReplica]) -> None:
     run; a full collection costs ~0.1 s, and what the cycle keeps without its logs is small."""
     replicas[0].arrays.release_logs()
     for rep in replicas:
-        rep._flat = _NO_FLAT
+        rep._seams = _NO_SEAMS

@@ -30,6 +30,7 @@ class SoloReplica(CompiledReplica):
                  requests: Sequence[Request]) -> None:
         super().__init__(fleet, 0, arrays, timer, track)
         self.av = ak.arrivals(requests, fleet.spec.scheduler.max_queue_time_s)
+        self.av_fields = ke.fields(self.av)
 
     def submit(self, req: Request, now: float) -> None:
         raise RuntimeError("a lone compiled replica takes its arrivals itself; nothing submits to it")
@@ -46,7 +47,8 @@ class SoloReplica(CompiledReplica):
         while True:
             t = float(env.now)
             while True:
-                why, t, dt = ke.advance_alone(*self.flat()[1], *self.av, t, float(env.peek()))
+                rp, rq, lg, ta = self.seams()
+                why, t, dt = ke.advance_alone(rp, rq, lg, self.pol, ta, self.av_fields, t, float(env.peek()))
                 again = self.serviced(why, t, dt)
                 if again is None:
                     break
