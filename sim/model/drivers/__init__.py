@@ -1,1 +1,1 @@
-"""The drivers that clock the planner: the SimPy fleet, compiled and solo replicas, the routed fleet loop, closed-loop clients."""
+"""The drivers that clock the planner: the SimPy fleet and its replicas (the reference semantics), the compiled fleet loop, closed-loop clients."""

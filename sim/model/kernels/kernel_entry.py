@@ -30,23 +30,15 @@ def fields(state: tuple) -> tuple:
 
 
 @njit
-def advance(rp, rq, lg, pol, ta, now, horizon, deadline):
-    """``run_kernel.advance``."""
-    return rk.advance(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),
-                      now, horizon, deadline)
+def plan_and_price(rp, rq, lg, pol, ta, now):
+    """``run_kernel.plan_and_price``."""
+    return rk.plan_and_price(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta), now)
 
 
 @njit
 def finish(rp, rq, lg, start, duration, end):
     """``run_kernel.finish``."""
     return rk.finish(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), start, duration, end)
-
-
-@njit
-def advance_alone(rp, rq, lg, pol, ta, av, now, horizon):
-    """``arrival_kernels.advance_alone``."""
-    return ak.advance_alone(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),
-                            ak.Arrivals(*av), now, horizon)
 
 
 @njit
