@@ -1,8 +1,9 @@
 """A replica of the simulated fleet: the compiled planner (``kernel_state.Replica``), clocked by SimPy.
 
 The reference semantics of the simulator, one SimPy event per step: plan and price it (one
-kernel call when the step timer and the policy are compiled; else planned compiled and priced in
-Python: the adaptive policy, timers only Python runs, a user's own policy), ``yield
+kernel call when the step timer is compiled, with the ``k`` of a policy only Python runs, the
+adaptive one or a user's own, chosen before it; else planned compiled and priced by the Python
+timer: a machine-speed timeline, a random or custom timer), ``yield
 env.timeout(dt)``, draw and apply (one kernel call). Arrivals, routing, deadlines
 (``sim.model.deadlines``) and restarts are Python around the kernels. Built-in policies on a
 profile's timer run in the fleet kernel instead (``routed_fleet``), whose records equal these bit
@@ -145,21 +146,24 @@ class CompiledReplica:
         self.wake = None
 
     def _each_step(self):
-        """One SimPy event per step: expire what fell due, plan and price the step (compiled,
-        ``run_kernel.plan_and_price``, when the timer and the policy are; else planned compiled and
-        priced in Python: the adaptive policy, fed after each step, and timers only Python runs),
-        let the clock run, apply what happened."""
+        """One SimPy event per step: expire what fell due, plan and price the step in one kernel
+        call when the timer is compiled (``run_kernel.plan_and_price``; ``price_planned`` with the
+        ``k`` the adaptive policy chose in Python, fed after each step), else planned compiled and
+        priced by the Python timer (a timer only Python runs), let the clock run, apply what
+        happened."""
         env = self.fleet.env
         while True:
             now = float(env.now)  # one compiled signature (SimPy's clock starts at int 0)
             if now >= self.deadlines.next(self.arrays.rq.ints):
                 self.expire(now)
-            if self.timer is not None and self.pol is not None:
-                rp, rq, lg, ta = self.seams()
-                why, dt = ke.plan_and_price(rp, rq, lg, self.pol, ta, now)
-                nd = 0
+            rp, rq, lg, ta = self.seams()
+            if self.timer is None:
+                why, dt, nd = self._priced_in_python(rp, rq, lg, now)
+            elif self.pol is not None:
+                why, dt, nd = ke.plan_and_price(rp, rq, lg, self.pol, ta, now)
             else:
-                why, dt, nd = self._priced_in_python(now)
+                k = self.policy.k_for(self.state, ke.decoding(rp, rq))
+                why, dt, nd = ke.price_planned(rp, rq, lg, ta, now, k)
             rp = rq = lg = ta = None  # not held across a wait: the run may end there, its logs let go (``release``)
             if why == rk.NEED_LOGS:  # a log might overflow this step: grow it and plan again
                 self._grow_logs()
@@ -173,10 +177,9 @@ class CompiledReplica:
             if self.policy.name == "adaptive":
                 self.policy.observe(self.state, end, dt, nd)
 
-    def _priced_in_python(self, now: float) -> tuple[int, float, int]:
+    def _priced_in_python(self, rp: tuple, rq: tuple, lg: tuple, now: float) -> tuple[int, float, int]:
         """The step at ``now`` planned compiled and priced by the Python step timer:
         ``(run_kernel``'s code, seconds, decoding requests)``."""
-        rp, rq, lg, _ = self.seams()
         if self.pol is not None:
             k = ke.choose_k(self.pol, rp, rq, now)
         else:

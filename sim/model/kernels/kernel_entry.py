@@ -36,6 +36,12 @@ def plan_and_price(rp, rq, lg, pol, ta, now):
 
 
 @njit
+def price_planned(rp, rq, lg, ta, now, k):
+    """``run_kernel.price_planned``."""
+    return rk.price_planned(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pk.TimerArrays(*ta), now, k)
+
+
+@njit
 def finish(rp, rq, lg, start, duration, end):
     """``run_kernel.finish``."""
     return rk.finish(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), start, duration, end)

@@ -4,8 +4,8 @@ Why: SimPy's event machinery and the Python around each step cost more than a co
 The fleet kernel (``fleet_kernels.run_fleet``) runs every step that ends strictly before the
 emulated queue's next event here, back to back, exactly as the one-event-per-step loop would run
 it; the SimPy driver (``sim.model.drivers.compiled_replica.CompiledReplica``, the reference
-semantics) plans and prices each step here too (``plan_and_price``) when the timer and the
-policy are compiled, and clocks it on SimPy.
+semantics) plans and prices each step here too (``plan_and_price``, or ``price_planned`` with
+the ``k`` a Python policy chose) when the timer is compiled, and clocks it on SimPy.
 
 One step is: choose ``k`` (``policy_kernels``), plan (``plan_kernels``), price (``price_kernels``), draw
 what happened (``draw_kernels``), apply it (``apply_kernels``), log the row.
@@ -37,15 +37,21 @@ def finish(rp, rq, lg, start, duration, end):
 
 @njit
 def plan_and_price(rp, rq, lg, pol, ta, now):
-    """Plan ``rp``'s step at ``now`` with its policy's ``k`` and price it. Returns ``(why, dt)``:
+    """Plan ``rp``'s step at ``now`` with its policy's ``k`` and price it: ``price_planned``."""
+    return price_planned(rp, rq, lg, ta, now, policy_k(pol, rp, rq, now))
+
+
+@njit
+def price_planned(rp, rq, lg, ta, now, k):
+    """Plan ``rp``'s step at ``now`` with ``k`` and price it. Returns ``(why, dt, decoding)``:
     ``PENDING`` (planned, takes ``dt``: apply it with ``finish`` at its end), ``IDLE`` (nothing to
     run) or ``NEED_LOGS`` (a log might overflow: grow them, plan again)."""
-    p = plan_step(rp, rq, lg, now, policy_k(pol, rp, rq, now))
+    p = plan_step(rp, rq, lg, now, k)
     if p[0] < 0:
-        return NEED_LOGS, 0.0
+        return NEED_LOGS, 0.0, 0
     if p[0] == 0 and p[1] == 0:
-        return IDLE, 0.0
-    return PENDING, pk.price_plan(ta, p)
+        return IDLE, 0.0, 0
+    return PENDING, pk.price_plan(ta, p), p[0]
 
 
 @njit
@@ -54,7 +60,7 @@ def step_until(rp, rq, lg, pol, ta, now, horizon):
     Returns ``(why, dt)``: ``why`` -1 when it was applied, else ``IDLE``, ``NEED_LOGS``,
     ``PENDING`` (it ends at or after ``horizon``) or ``NEED_UNIFORMS`` (it ends before
     ``horizon`` but needs more uniforms: refill, then ``finish`` it)."""
-    why, dt = plan_and_price(rp, rq, lg, pol, ta, now)
+    why, dt, _ = plan_and_price(rp, rq, lg, pol, ta, now)
     if why != PENDING:
         return why, dt
     if not now + dt < horizon:
