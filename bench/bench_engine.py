@@ -76,10 +76,11 @@ def _load(kind: str, tmp: Path):
 def measure(case: str, repeats: int) -> dict[str, float]:
     """Run one case ``repeats`` times in this process (the tree on sys.path)."""
     import sim.results.simulation as simulation
+    from sim.model.drivers.engine import Fleet  # the class every run builds (``assembly.fly``)
 
     kind, cand = CASES[case]
     engine_cpu: list[float] = []
-    orig = simulation.Fleet.run
+    orig = Fleet.run
 
     def timed_run(self, reqs, **kwargs):
         t0 = time.process_time()
@@ -87,7 +88,7 @@ def measure(case: str, repeats: int) -> dict[str, float]:
         engine_cpu.append(time.process_time() - t0)
         return out
 
-    simulation.Fleet.run = timed_run
+    Fleet.run = timed_run
     with tempfile.TemporaryDirectory() as td:
         sc, prof = _load(kind, Path(td))
         simulation.simulate_once(sc, prof, cand, 1)  # warm: imports, grid caches
@@ -97,7 +98,7 @@ def measure(case: str, repeats: int) -> dict[str, float]:
             t0 = time.process_time()
             res = simulation.simulate_once(sc, prof, cand, 1)
             totals.append(time.process_time() - t0)
-    simulation.Fleet.run = orig
+    Fleet.run = orig
     steps = res.steps.height
     req_iters = int(res.steps["decode_seqs"].sum())
     eng = statistics.median(engine_cpu)
