@@ -1,5 +1,4 @@
-"""A fleet whose arrivals are routed inside the compiled loop (``fleet_kernels``): any number of
-replicas, one included (nothing to choose then, but the same loop: one home for the step loop).
+"""A fleet of several replicas whose arrivals are routed inside the compiled loop (``fleet_kernels``).
 
 The replicas' states are stacked (each ``Replica`` field one row per replica) so one kernel call
 holds them all; each ``RoutedReplica`` keeps views of its row, which is what the router's reads,

@@ -1,15 +1,21 @@
-"""The fleet's arrivals and deadlines as arrays the compiled fleet loop reads (``fleet_kernels``).
+"""A lone replica's arrivals and deadlines inside the compiled loop.
 
-Why: an arrival then needs no SimPy event of its own, nor the Python around it (its event, the
-router, ``submit``, the client-timeout heaps), which cost more than the steps between arrivals
-once those ran compiled. The fleet kernel hands each arrival over at the instant SimPy would
-have, and each replica applies client timeouts and queue-time limits from deadline arrays here.
+Why: with one replica there is nothing to route, so an arrival needs no SimPy event of its own.
+At GPU-sized and CPU-sized batches alike the Python around each arrival (its event, the router,
+``submit``, the client-timeout heaps) cost more than the steps between arrivals once those ran
+compiled. Here the replica's kernel takes every arrival itself, in order, at the instant SimPy
+would have handed it over, and applies client timeouts and queue-time limits from deadline
+arrays, so one call runs from one idle period or stop to the next.
 
 What keeps the records identical to the one-event-per-arrival engine
 (``sim.model.drivers.engine.Fleet._arrivals`` with ``CompiledReplica.submit`` and ``sim.model.deadlines``):
 
 - An arrival's time is the arrival process's SimPy clock, ``c_i = c_{i-1} + (a_i - c_{i-1})``
   (only when positive), not ``a_i`` itself: the two can differ in the last bit.
+- Arrival events are urgent, so an arrival at the instant a step ends is queued before the next
+  step is planned; the kernel submits every arrival with ``c <= now`` before planning at ``now``.
+- Arrivals during a step change nothing the step's end reads (``run_kernel.finish`` touches neither
+  the waiting ring nor the queue log), so submitting them after it, at the next plan, is the same.
 - Deadlines are popped in ``(deadline, request)`` order, as the heaps pop them; a deadline at or
   before ``now`` always belongs to a request that has arrived (timeouts and queue limits are > 0).
 """
@@ -21,9 +27,10 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.plan_kernels import keep_running
-from sim.model.kernels.queue_kernels import client_gone, queue_time_up
+from sim.model.kernels.queue_kernels import admit, client_gone, queue_time_up
 
 
 class Arrivals(NamedTuple):
@@ -41,6 +48,34 @@ class Arrivals(NamedTuple):
     t_row: np.ndarray
     max_queue_s: np.ndarray
     """The queue-time limit (one value; <= 0: none)."""
+
+
+@njit
+def next_clock(av, i):
+    """SimPy's clock when arrival ``i`` is handed over (``clock[0]``: the previous one's)."""
+    t = av.clock[0]
+    dt = av.arr_s[i] - t
+    return t + dt if dt > 0 else t
+
+
+@njit
+def submit_until(rp, rq, av, upto, strict):
+    """Submit the arrivals handed over at or before ``upto`` (before it, when ``strict``);
+    False when the queue log is full (grow it, call again)."""
+    m = rp.meta
+    n = av.arr_s.shape[0]
+    while av.arrived[0] < n:
+        r = av.arrived[0]
+        t = next_clock(av, r)
+        if t > upto or (strict and t == upto):
+            break
+        if m[ks.M_QLOG] + 2 > rp.qlog.shape[0]:
+            return False
+        av.clock[0] = t
+        av.arrived[0] = r + 1
+        av.routed[r] = rp.cfg[ks.C_INDEX]
+        admit(rp, rq, r, t)
+    return True
 
 
 @njit
@@ -82,6 +117,31 @@ def expire_due(rp, rq, av, now):
     if changed:
         keep_running(rp, rq)
     return ok
+
+
+@njit
+def advance_alone(rp, rq, lg, pol, ta, av, now, horizon):
+    """``run_kernel.advance`` for a lone replica that also takes its arrivals and deadlines:
+    from ``now``, submit what has arrived, expire what is due, plan, price and apply each step
+    that ends before ``horizon`` (the run's stop, or inf), and skip idle time to the next arrival.
+    Returns ``(why, t, dt)`` with ``run_kernel``'s codes (never ``DEADLINE``): ``IDLE`` means no
+    arrival is left before ``horizon``."""
+    n = av.arr_s.shape[0]
+    m = rp.meta
+    while True:
+        if not submit_until(rp, rq, av, now, False) or not expire_due(rp, rq, av, now):
+            return rk.NEED_LOGS, now, 0.0
+        why, dt = rk.step_until(rp, rq, lg, pol, ta, now, horizon)
+        if why == rk.IDLE:
+            if av.arrived[0] < n and m[ks.M_NRUN] == 0 and m[ks.M_NWAIT] == 0:
+                t = next_clock(av, av.arrived[0])
+                if t < horizon:  # idle until the next arrival wakes the replica
+                    now = t
+                    continue
+            return rk.IDLE, now, 0.0
+        if why >= 0:
+            return why, now, dt
+        now = now + dt
 
 
 def arrivals(requests, max_queue_time_s: float | None) -> Arrivals:
