@@ -59,10 +59,15 @@ def step_until(rp, rq, lg, pol, ta, now, horizon):
     """Plan and price one step at ``now`` and, when it ends before ``horizon``, apply it.
     Returns ``(why, dt)``: ``why`` -1 when it was applied, else ``IDLE``, ``NEED_LOGS``,
     ``PENDING`` (it ends at or after ``horizon``) or ``NEED_UNIFORMS`` (it ends before
-    ``horizon`` but needs more uniforms: refill, then ``finish`` it)."""
-    why, dt, _ = plan_and_price(rp, rq, lg, pol, ta, now)
-    if why != PENDING:
-        return why, dt
+    ``horizon`` but needs more uniforms: refill, then ``finish`` it). ``price_planned``'s lines
+    written out here: calling it from this loop cost ~5 % of a lone replica's step (a third
+    value returned; ``bench/bench_engine.py`` small-ngram-k3, 1.29 against 1.23 µs a step)."""
+    p = plan_step(rp, rq, lg, now, policy_k(pol, rp, rq, now))
+    if p[0] < 0:
+        return NEED_LOGS, 0.0
+    if p[0] == 0 and p[1] == 0:
+        return IDLE, 0.0
+    dt = pk.price_plan(ta, p)
     if not now + dt < horizon:
         return PENDING, dt
     if finish(rp, rq, lg, now, dt, now + dt) < 0:
