@@ -75,8 +75,9 @@ def _load(kind: str, tmp: Path):
 
 def measure(case: str, repeats: int) -> dict[str, float]:
     """Run one case ``repeats`` times in this process (the tree on sys.path)."""
+    # the engine whose run is timed (sim/model/assembly.py builds it)
     import sim.results.simulation as simulation
-    from sim.model.drivers.engine import Fleet  # the class every run builds (``assembly.fly``)
+    from sim.model.drivers.engine import Fleet
 
     kind, cand = CASES[case]
     engine_cpu: list[float] = []
