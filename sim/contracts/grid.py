@@ -74,9 +74,9 @@ class GridInterpolator:
         shape = tuple(len(a) for a in axes)
         if arr.shape != shape:
             raise ValueError(f"{name}: values have shape {arr.shape}, axes give {shape}")
-        for a in axes:
-            if any(not b > c for c, b in zip(a, a[1:], strict=False)):
-                raise ValueError(f"{name}: axis values must be strictly increasing: {list(a)}")
+        for xs in axes:
+            if any(not b > c for c, b in zip(xs, xs[1:], strict=False)):
+                raise ValueError(f"{name}: axis values must be strictly increasing: {list(xs)}")
         filled, n_filled = fill_nulls(arr)
         self.name = name
         self.axis_names = tuple(axis_names) if axis_names is not None else tuple(f"x{i}" for i in range(len(axes)))

@@ -110,10 +110,8 @@ def grown(size: int, at_s: float, duration_s: float, clients: int) -> int:
 
 
 class ClientReplica(CompiledReplica):
-    """A replica that hands back to SimPy after every step, so the clients see each end."""
-
-    def horizon(self, t: float) -> float:
-        return float(t)  # the step planned at t always goes back to SimPy
+    """A replica whose clients look at their requests after every step (and expiry), so they
+    see each end."""
 
     def _finish(self, start: float, dt: float, end: float) -> None:
         super()._finish(start, dt, end)

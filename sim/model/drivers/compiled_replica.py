@@ -1,11 +1,14 @@
 """A replica of the simulated fleet: the compiled planner (``kernel_state.Replica``), clocked by SimPy.
 
-With a profile's step timer, every step that ends before the simulation's next event runs in
-one kernel call (``run_kernel.advance``) and SimPy clocks the one that crosses it; otherwise
-(the adaptive policy, a timer only Python can run) one SimPy event per step: plan (one kernel
-call), price in Python, ``yield env.timeout(dt)``, draw and apply (one kernel call). Arrivals,
-routing, deadlines (``sim.model.deadlines``) and restarts are Python around the kernels, except
-where the kernels take the arrivals and deadlines themselves (``solo_replica``, ``routed_fleet``).
+The reference semantics of the simulator, one SimPy event per step: plan and price it (one
+kernel call when the step timer is compiled, with the ``k`` of a policy only Python runs, the
+adaptive one or a user's own, chosen before it; else planned compiled and priced by the Python
+timer: a machine-speed timeline, a random or custom timer), ``yield
+env.timeout(dt)``, draw and apply (one kernel call). Arrivals, routing, deadlines
+(``sim.model.deadlines``) and restarts are Python around the kernels. Built-in policies on a
+profile's timer run in the kernels instead (``solo_replica``, ``routed_fleet``), whose records
+equal these bit for bit (``tests/sim/model/test_properties.py``); a restart at 0 s and closed-loop clients
+(``clients``) step here.
 """
 
 from __future__ import annotations
@@ -24,13 +27,12 @@ from sim.model.kernels import price_kernels as pk
 from sim.model.kernels import queue_kernels as qk
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.policy_kernels import policy_array
-from sim.model.sim_clock import jump
 from sim.model.speculation import OFF, PolicyState
 from sim.model.step_plan import Request
 from sim.model.step_time import StepShape
 
-_NO_FLAT: tuple = (None, None, None, (), ())
-"""``CompiledReplica.flat``'s cache when empty."""
+_NO_SEAMS: tuple = (None, None, None, ())
+"""``CompiledReplica.seams``'s cache when empty."""
 
 
 class CompiledReplica:
@@ -57,18 +59,19 @@ class CompiledReplica:
         self.up = True
         self.wake: simpy.Event | None = None
         self.proc: simpy.Process | None = None
-        self._flat: tuple = _NO_FLAT
+        self._seams: tuple = _NO_SEAMS
+        self._price = _pricer(fleet.step_timer)
 
-    def flat(self) -> tuple[tuple, tuple]:
-        """The state's arrays for ``kernel_entry`` (with the policy and the timer's after them),
-        rebuilt only when an array was replaced (a log grown, uniforms refilled, a restart)."""
+    def seams(self) -> tuple[tuple, tuple, tuple, tuple]:
+        """The replica, its requests, the logs and the timer's arrays as ``kernel_entry`` takes
+        them (``ke.fields``), rebuilt only when an array was replaced (a log grown, uniforms
+        refilled, a restart)."""
         rp, lg, pol = self.rp, self.arrays.lg, self.pol
-        f = self._flat
+        f = self._seams
         if f[0] is not rp or f[1] is not lg or f[2] is not pol:
-            state = ke.flat_state(rp, self.arrays.rq, lg)
-            timer = (pol, *self.timer.arrays) if self.timer is not None and pol is not None else ()
-            f = self._flat = (rp, lg, pol, state, state + timer)
-        return f[3], f[4]
+            ta = ke.fields(self.timer.arrays) if self.timer is not None else ()
+            f = self._seams = (rp, lg, pol, (ke.fields(rp), ke.fields(self.arrays.rq), ke.fields(lg), ta))
+        return f[3]
 
     # ------------------------------------------------------------------ routing and arrivals
     def outstanding(self) -> int:
@@ -114,57 +117,10 @@ class CompiledReplica:
         """The replica's SimPy process; a restart interrupts it wherever it waits."""
         while True:
             try:
-                if self.timer is None or self.pol is None:
-                    yield from self._each_step()
-                else:
-                    yield from self._advancing()
+                yield from self._each_step()
             except simpy.Interrupt:
                 self.wake = None
                 yield from self._restart()
-
-    def _advancing(self):
-        """Every step that ends before the simulation's next event in one compiled call
-        (``run_kernel.advance``), the one that does not on SimPy's clock."""
-        env = self.fleet.env
-        while True:
-            t = env.now
-            while True:
-                ints = self.arrays.rq.ints
-                deadline = self.deadlines.next(ints)
-                if t >= deadline:
-                    self.expire(t)
-                    deadline = self.deadlines.next(ints)
-                why, t, dt = ke.advance(*self.flat()[1], float(t), self.horizon(t), deadline)
-                if why == rk.DEADLINE:
-                    continue
-                again = self.serviced(why, t, dt)
-                if again is None:
-                    break
-                t = again
-            if why == rk.IDLE:
-                yield from self._idle(t)
-                continue
-            jump(env, t)  # the step starts here; no event of the simulation lies before it
-            yield env.timeout(dt)
-            self._finish(t, dt, env.now)
-
-    def horizon(self, t: float) -> float:
-        """Steps that end before this run back to back in the kernel: the simulation's next
-        event (closed-loop clients, ``sim.model.drivers.clients``, return at every step instead)."""
-        return float(self.fleet.env.peek())
-
-    def serviced(self, why: int, t: float, dt: float) -> float | None:
-        """After a kernel call that stopped for room: grow the logs, or refill the uniforms and
-        apply the step that waited for them; the time to call again from. None: it stopped for
-        SimPy (idle, or a step that crosses the next event)."""
-        if why == rk.NEED_LOGS:
-            self._grow_logs()
-            return t
-        if why == rk.NEED_UNIFORMS:
-            self.arrays.refill()
-            self._finish(t, dt, t + dt)
-            return t + dt
-        return None
 
     def _grow_logs(self) -> None:
         """Room for a step's worst case in every log a kernel stopped for (``plan_step``: two
@@ -174,7 +130,10 @@ class CompiledReplica:
         self._qlog_room(2 * seqs + 1)
 
     def _finish(self, start: float, dt: float, end: float) -> None:
-        while ke.finish(*self.flat()[0], start, dt, end) < 0:
+        while True:
+            rp, rq, lg, _ = self.seams()
+            if ke.finish(rp, rq, lg, start, dt, end) >= 0:
+                return
             self.arrays.refill()
 
     def _idle(self, t: float):
@@ -187,36 +146,53 @@ class CompiledReplica:
         self.wake = None
 
     def _each_step(self):
-        """One kernel call per planned step, the step priced in Python: for the adaptive policy
-        (fed after each step) and timers that only Python can run."""
+        """One SimPy event per step: expire what fell due, plan and price the step in one kernel
+        call when the timer is compiled (``run_kernel.plan_and_price``; ``price_planned`` with the
+        ``k`` the adaptive policy chose in Python, fed after each step), else planned compiled and
+        priced by the Python timer (a timer only Python runs), let the clock run, apply what
+        happened."""
         env = self.fleet.env
-        price = _pricer(self.fleet.step_timer)
-        proposer = self.fleet.spec.proposer
         while True:
             now = float(env.now)  # one compiled signature (SimPy's clock starts at int 0)
-            if self.deadlines.timeouts or self.deadlines.queue:
+            if now >= self.deadlines.next(self.arrays.rq.ints):
                 self.expire(now)
-            policy = self.policy
-            state = self.flat()[0]
-            if self.pol is not None:
-                k = ke.choose_k(*state, self.pol, now)
+            rp, rq, lg, ta = self.seams()
+            if self.timer is None:
+                why, dt, nd = self._priced_in_python(rp, rq, lg, now)
+            elif self.pol is not None:
+                why, dt, nd = ke.plan_and_price(rp, rq, lg, self.pol, ta, now)
             else:
-                k = policy.k_for(self.state, ke.decoding(*state))
-            nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(*state, now, k)
-            state = None  # not held across a wait: the run may end there, its logs let go (``release``)
-            if nd < 0:  # a log might overflow this step: grow it and plan again
+                k = self.policy.k_for(self.state, ke.decoding(rp, rq))
+                why, dt, nd = ke.price_planned(rp, rq, lg, ta, now, k)
+            rp = rq = lg = ta = None  # not held across a wait: the run may end there, its logs let go (``release``)
+            if why == rk.NEED_LOGS:  # a log might overflow this step: grow it and plan again
                 self._grow_logs()
                 continue
-            if not nd and not npf:
+            if why == rk.IDLE:
                 yield from self._idle(now)
                 continue
-            dt = price(nd, ctx, k, proposer if k else None, pf_tokens, pfc, cmax, now, joined, left,
-                       None if drafting < 0 else drafting)
             yield env.timeout(dt)
             end = env.now
             self._finish(now, dt, end)
-            if policy.name == "adaptive":
-                policy.observe(self.state, end, dt, nd)
+            if self.policy.name == "adaptive":
+                self.policy.observe(self.state, end, dt, nd)
+
+    def _priced_in_python(self, rp: tuple, rq: tuple, lg: tuple, now: float) -> tuple[int, float, int]:
+        """The step at ``now`` planned compiled and priced by the Python step timer:
+        ``(run_kernel``'s code, seconds, decoding requests)``."""
+        if self.pol is not None:
+            k = ke.choose_k(self.pol, rp, rq, now)
+        else:
+            k = self.policy.k_for(self.state, ke.decoding(rp, rq))
+        nd, npf, k, ctx, cmax, pf_tokens, pfc, joined, left, drafting = ke.plan(rp, rq, lg, now, k)
+        if nd < 0:
+            return rk.NEED_LOGS, 0.0, 0
+        if not nd and not npf:
+            return rk.IDLE, 0.0, 0
+        proposer = self.fleet.spec.proposer if k else None
+        dt = self._price(nd, ctx, k, proposer, pf_tokens, pfc, cmax, now, joined, left,
+                         None if drafting < 0 else drafting)
+        return rk.PENDING, dt, nd
 
     def _restart(self):
         """Go down now, hand in-flight work on (or drop it), come back after the cold start."""
@@ -283,4 +259,4 @@ def release(replicas: list[CompiledReplica]) -> None:
     run; a full collection costs ~0.1 s, and what the cycle keeps without its logs is small."""
     replicas[0].arrays.release_logs()
     for rep in replicas:
-        rep._flat = _NO_FLAT
+        rep._seams = _NO_SEAMS

@@ -5,7 +5,8 @@ it with the step timer, let the clock run, draw every speculating request's acce
 apply the outcome (steps that end before the simulation's next event run back to back in one
 kernel call). Tokens never get events of their own: a step's accepted drafts plus the bonus
 token reach the user as one burst at the step's end. Arrivals are their own process feeding a
-:class:`~sim.model.router.Router` (a lone replica takes them in its kernel). An optional restart
+:class:`~sim.model.router.Router` (unless the kernels take them: ``solo_replica``,
+``routed_fleet``). An optional restart
 takes one replica down for a cold start; its in-flight requests are re-routed (recomputed from
 scratch elsewhere, or on the same replica after it comes back) or dropped (they end
 ``rejected``: the client got an error).
@@ -158,10 +159,11 @@ class Fleet:
 
 
 def build_replicas(fleet, requests: Sequence[Request], track: bool) -> list[compiled_replica.CompiledReplica]:
-    """The replicas of ``fleet`` over ``requests``: their kernels take the arrivals (a lone
-    replica's, or the whole fleet's, routed there, a restart included: ``sim.model.drivers.routed_fleet``)
-    unless Python prices the steps or a restart falls at 0 (its timeout ties with the first
-    wake-ups, scheduled before it: not emulated)."""
+    """The replicas of ``fleet`` over ``requests``: the kernels take the arrivals (a lone
+    replica's: ``sim.model.drivers.solo_replica``; or the whole fleet's, routed there, a restart
+    included: ``sim.model.drivers.routed_fleet``) unless Python chooses k or prices the steps, a
+    restart falls at 0 (its timeout ties with the first wake-ups, scheduled before it: not
+    emulated); then one SimPy process per replica, the reference semantics."""
     spec = fleet.spec
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
@@ -173,9 +175,7 @@ def build_replicas(fleet, requests: Sequence[Request], track: bool) -> list[comp
             from sim.model.drivers.solo_replica import SoloReplica
 
             return [SoloReplica(fleet, arrays, timer, track, requests)]
-        from sim.model.drivers import (
-            routed_fleet,  # arrivals routed in the kernel (a restart included)
-        )
+        from sim.model.drivers import routed_fleet
 
         return routed_fleet.build(fleet, arrays, timer, track, requests)
     return [compiled_replica.CompiledReplica(fleet, i, arrays, timer, track) for i in range(spec.replicas)]

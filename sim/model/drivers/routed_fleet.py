@@ -93,8 +93,8 @@ class FleetLoop:
         env = self.fleet.env
         assert rep0.pol is not None and rep0.timer is not None
         while True:
-            why = ke.run_fleet(*self.st, *arrays.rq, *arrays.lg, self.pol, *rep0.timer.arrays, *self.av,
-                               *self.fc)
+            why = ke.run_fleet(ke.fields(self.st), ke.fields(arrays.rq), ke.fields(arrays.lg), self.pol,
+                               ke.fields(rep0.timer.arrays), ke.fields(self.av), ke.fields(self.fc))
             if why == rk.NEED_LOGS:
                 self._grow()
             elif why == rk.NEED_UNIFORMS:

@@ -30,6 +30,7 @@ class SoloReplica(CompiledReplica):
                  requests: Sequence[Request]) -> None:
         super().__init__(fleet, 0, arrays, timer, track)
         self.av = ak.arrivals(requests, fleet.spec.scheduler.max_queue_time_s)
+        self.av_fields = ke.fields(self.av)
 
     def submit(self, req: Request, now: float) -> None:
         raise RuntimeError("a lone compiled replica takes its arrivals itself; nothing submits to it")
@@ -46,7 +47,8 @@ class SoloReplica(CompiledReplica):
         while True:
             t = float(env.now)
             while True:
-                why, t, dt = ke.advance_alone(*self.flat()[1], *self.av, t, float(env.peek()))
+                rp, rq, lg, ta = self.seams()
+                why, t, dt = ke.advance_alone(rp, rq, lg, self.pol, ta, self.av_fields, t, float(env.peek()))
                 again = self.serviced(why, t, dt)
                 if again is None:
                     break
@@ -58,6 +60,19 @@ class SoloReplica(CompiledReplica):
             self._submit_until(env.peek(), strict=True)  # arrivals before the stop, during this step
             yield env.timeout(dt)
             self._finish(t, dt, env.now)
+
+    def serviced(self, why: int, t: float, dt: float) -> float | None:
+        """After a kernel call that stopped for room: grow the logs, or refill the uniforms and
+        apply the step that waited for them; the time to call again from. None: it stopped for
+        SimPy (idle, or a step that crosses the run's stop)."""
+        if why == rk.NEED_LOGS:
+            self._grow_logs()
+            return t
+        if why == rk.NEED_UNIFORMS:
+            self.arrays.refill()
+            self._finish(t, dt, t + dt)
+            return t + dt
+        return None
 
     def _submit_until(self, upto: float, strict: bool) -> None:
         while not ak.submit_until(self.rp, self.arrays.rq, self.av, float(upto), strict):

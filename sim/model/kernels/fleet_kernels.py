@@ -7,7 +7,7 @@ event as SimPy orders it, so one call runs the whole simulation (back to Python 
 log or refill the uniforms).
 
 What keeps the records identical to the engine with one SimPy process per replica and an arrival
-process (``sim.model.drivers.compiled_replica.CompiledReplica._advancing``, ``engine.Fleet._arrivals``):
+process (``sim.model.drivers.compiled_replica.CompiledReplica._each_step``, ``engine.Fleet._arrivals``):
 events are ordered by ``(time, priority, id)`` with SimPy's ids, i.e. one counter advanced at
 every event it would schedule, in the order it would schedule them: the processes' starts at 0
 (replicas, each planning once and finding nothing, then the arrival process), the run's stop (``until``), each arrival's urgent timeout

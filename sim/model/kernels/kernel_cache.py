@@ -1,6 +1,6 @@
 """Where the compiled kernels are cached on disk, keyed by the kernels' own source.
 
-Why: numba's on-disk cache checks only the file that defines a function. ``run_kernel.advance``
+Why: numba's on-disk cache checks only the file that defines a function. ``fleet_kernels.run_fleet``
 inlines the planning, apply, draw and price kernels, so after an edit of those alone (a ``git pull``)
 it would load stale machine code. Every kernel is cached in a folder named after a digest of all
 the kernel files instead, so any change to any of them compiles afresh.

@@ -1,11 +1,14 @@
-"""Where Python calls the fleet's kernels: each state object passed as its arrays, one by one.
+"""Where Python calls the fleet's kernels: one named parameter per state object.
 
-Why: numba unboxes a NamedTuple argument field by field in Python, about 2.5x slower than the
-same arrays passed as separate arguments (measured on this VM: ~28 µs against ~10 µs for a
-replica and its requests under load; the ratio held across runs). The fleet calls a kernel once or
-twice per engine step of a multi-replica run, so it calls these entries, which take the arrays
-flat (``*args``) and rebuild the NamedTuples inside compiled code, where that costs nothing; the
-kernels themselves take the state objects. ``flat_state`` gives the arrays in the order below.
+Why each state object arrives as a plain tuple of its arrays (``fields(rp)``), not as the
+NamedTuple itself: numba types a call's arguments before it dispatches, and it types a plain tuple
+of arrays on its C fast path but a NamedTuple in Python, field by field, ~3x slower (measured on
+this VM, ``num_decoding`` on a replica and its requests: 0.76 µs a call as plain tuples or as
+the arrays one by one, 2.26 µs as NamedTuples). The fleet calls a kernel once or twice per engine
+step of a run that Python clocks, so these entries take ``fields`` of each object and rebuild the
+NamedTuple inside compiled code, where that costs nothing; the kernels themselves take the state
+objects. An entry never slices a packed argument list: its parameters name the seams
+(``tests/test_architecture.py`` checks that).
 """
 
 from __future__ import annotations
@@ -19,59 +22,58 @@ from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.plan_kernels import num_decoding, plan_step
 from sim.model.kernels.policy_kernels import policy_k
 
-# the flat layout: Replica (13 arrays), Requests (5), Logs (5), then pol and TimerArrays (7)
-assert (len(ks.Replica._fields), len(ks.Requests._fields), len(ks.Logs._fields),
-        len(pk.TimerArrays._fields), len(ak.Arrivals._fields), len(fk.FleetClock._fields)) == (13, 5, 5, 7, 7, 9)
-STATE = 23
-"""Arrays of (Replica, Requests, Logs)."""
 
-
-def flat_state(rp: ks.Replica, rq: ks.Requests, lg: ks.Logs) -> tuple:
-    return (*rp, *rq, *lg)
+def fields(state: tuple) -> tuple:
+    """A state object (``ks.Replica``, ``ks.Requests``, ``ks.Logs``, ``pk.TimerArrays``,
+    ``ak.Arrivals``, ``fk.FleetClock``) as the plain tuple of its arrays an entry takes."""
+    return tuple(state)
 
 
 @njit
-def advance(*a):
-    """``run_kernel.advance(rp, rq, lg, pol, ta, now, horizon, deadline)``, flat."""
-    return rk.advance(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
-                      pk.TimerArrays(*a[24:31]), a[31], a[32], a[33])
+def plan_and_price(rp, rq, lg, pol, ta, now):
+    """``run_kernel.plan_and_price``."""
+    return rk.plan_and_price(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta), now)
 
 
 @njit
-def finish(*a):
-    """``run_kernel.finish(rp, rq, lg, start, duration, end)``, flat."""
-    return rk.finish(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23], a[24],
-                     a[25])
+def price_planned(rp, rq, lg, ta, now, k):
+    """``run_kernel.price_planned``."""
+    return rk.price_planned(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pk.TimerArrays(*ta), now, k)
 
 
 @njit
-def advance_alone(*a):
-    """``arrival_kernels.advance_alone(rp, rq, lg, pol, ta, av, now, horizon)``, flat."""
-    return ak.advance_alone(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
-                            pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:38]), a[38], a[39])
+def finish(rp, rq, lg, start, duration, end):
+    """``run_kernel.finish``."""
+    return rk.finish(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), start, duration, end)
 
 
 @njit
-def run_fleet(*a):
-    """``fleet_kernels.run_fleet(st, rq, lg, pol, ta, av, fc)`` (``st``: every replica's arrays
-    stacked), flat."""
-    return fk.run_fleet(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23],
-                        pk.TimerArrays(*a[24:31]), ak.Arrivals(*a[31:38]), fk.FleetClock(*a[38:47]))
+def advance_alone(rp, rq, lg, pol, ta, av, now, horizon):
+    """``arrival_kernels.advance_alone``."""
+    return ak.advance_alone(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),
+                            ak.Arrivals(*av), now, horizon)
 
 
 @njit
-def plan(*a):
-    """``plan_kernels.plan_step(rp, rq, lg, now, k)``, flat."""
-    return plan_step(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), ks.Logs(*a[18:23]), a[23], a[24])
+def run_fleet(st, rq, lg, pol, ta, av, fc):
+    """``fleet_kernels.run_fleet`` (``st``: every replica's arrays stacked, one ``ks.Replica``)."""
+    return fk.run_fleet(ks.Replica(*st), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),
+                        ak.Arrivals(*av), fk.FleetClock(*fc))
 
 
 @njit
-def decoding(*a):
-    """``plan_kernels.num_decoding(rp, rq)`` (``a``: the state), flat."""
-    return num_decoding(ks.Replica(*a[0:13]), ks.Requests(*a[13:18]))
+def plan(rp, rq, lg, now, k):
+    """``plan_kernels.plan_step``."""
+    return plan_step(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), now, k)
 
 
 @njit
-def choose_k(*a):
-    """``policy_kernels.policy_k(pol, rp, rq, now)`` (``a``: the state, then pol and now), flat."""
-    return policy_k(a[23], ks.Replica(*a[0:13]), ks.Requests(*a[13:18]), a[24])
+def decoding(rp, rq):
+    """``plan_kernels.num_decoding``."""
+    return num_decoding(ks.Replica(*rp), ks.Requests(*rq))
+
+
+@njit
+def choose_k(pol, rp, rq, now):
+    """``policy_kernels.policy_k``."""
+    return policy_k(pol, ks.Replica(*rp), ks.Requests(*rq), now)

@@ -3,7 +3,7 @@
 Why: once the planner is compiled, pricing a step in Python (~3 µs: four to six grid lookups)
 and handing it to SimPy are most of what a small-batch step costs. With the timer compiled too,
 a replica can run every step that ends before the next event of the simulation without coming
-back to Python (``sim.model.kernels.run_kernel.advance``). The arithmetic is ``GridInterpolator._compute``
+back to Python (``sim.model.kernels.fleet_kernels.run_fleet``). The arithmetic is ``GridInterpolator._compute``
 and ``ProfileStepTimer.price`` operation for operation, so the seconds are the same floats, and
 extrapolations are counted per grid and axis as the Python lookups count them (``unpack``
 adds them back to the timer's grids at the end of a run).
