@@ -134,21 +134,30 @@ def calibrated_profile_document(cal: Calibration) -> dict[str, Any]:
 
 def write_outputs(cal: Calibration, profile_out: Path | None, scenario_out: Path | None, json_out: Path | None) -> list[str]:
     """Write what was asked for (each file whole or not at all); the lines saying where."""
+    return write_calibrated(lambda: calibrated_profile_document(cal), cal.scenario,
+                            lambda: {**summary(cal), "rows": cal.table.to_dicts()}, profile_out, scenario_out, json_out)
+
+
+def write_calibrated(profile_doc: Any, scenario: Any, record: Any, profile_out: Path | None,
+                     scenario_out: Path | None, json_out: Path | None) -> list[str]:
+    """The one writer of a calibration's files (``--vllm-results`` and ``--points`` alike):
+    ``profile_doc()`` and ``record()`` are built only when their file is asked for; the scenario
+    points at the calibrated profile when both are written. Each file whole or not at all."""
     from sim.results.atomic_io import write_text_atomic
 
     said = []
     try:
         if profile_out is not None:
-            write_text_atomic(profile_out, json.dumps(calibrated_profile_document(cal), indent=1))
+            write_text_atomic(profile_out, json.dumps(profile_doc(), indent=1))
             said.append(f"wrote calibrated profile {profile_out}")
         if scenario_out is not None:
-            sc = cal.scenario
+            sc = scenario
             if profile_out is not None:
                 sc = sc.with_overrides({"fleet.profile": str(Path(profile_out).resolve())})
             write_text_atomic(scenario_out, sc.to_toml())
             said.append(f"wrote calibrated scenario {scenario_out}")
         if json_out is not None:
-            write_text_atomic(json_out, json.dumps({**summary(cal), "rows": cal.table.to_dicts()}, indent=1, default=str))
+            write_text_atomic(json_out, json.dumps(record(), indent=1, default=str))
             said.append(f"wrote table {json_out}")
     except OSError as exc:
         raise SpecplanError(f"{exc.filename or 'output'}: cannot write ({exc.strerror})") from None

@@ -7,12 +7,10 @@ Kept apart from the fit (``sweep_calibrate``) so every surface renders the same 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.fidelity.sweep_calibrate import TPOT_BAR, SweepCalibration, load_text
 
@@ -96,25 +94,12 @@ def write_sweep_outputs(cal: SweepCalibration, profile_out: Path | None, scenari
                         json_out: Path | None) -> list[str]:
     """Write the calibrated profile (validated first), the scenario (a candidate's assumed
     acceptance lives there) and the JSON record; the lines saying where."""
-    from sim.results.atomic_io import write_text_atomic
+    from sim.fidelity.calibration_report import write_calibrated
 
-    said = []
-    try:
-        if profile_out is not None:
-            doc = dict(cal.profile_doc)
-            doc["x-calibration"] = sweep_summary(cal)
-            Profile.from_dict(doc, "calibrated profile")
-            write_text_atomic(profile_out, json.dumps(doc, indent=1))
-            said.append(f"wrote calibrated profile {profile_out}")
-        if scenario_out is not None:
-            sc = cal.scenario
-            if profile_out is not None:
-                sc = sc.with_overrides({"fleet.profile": str(Path(profile_out).resolve())})
-            write_text_atomic(scenario_out, sc.to_toml())
-            said.append(f"wrote calibrated scenario {scenario_out}")
-        if json_out is not None:
-            write_text_atomic(json_out, json.dumps(sweep_summary(cal), indent=1, default=str))
-            said.append(f"wrote table {json_out}")
-    except OSError as exc:
-        raise SpecplanError(f"{exc.filename or 'output'}: cannot write ({exc.strerror})") from None
-    return said
+    def profile_doc() -> dict[str, Any]:
+        doc = dict(cal.profile_doc)
+        doc["x-calibration"] = sweep_summary(cal)
+        Profile.from_dict(doc, "calibrated profile")
+        return doc
+
+    return write_calibrated(profile_doc, cal.scenario, lambda: sweep_summary(cal), profile_out, scenario_out, json_out)
