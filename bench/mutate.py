@@ -81,7 +81,7 @@ ROOMS: dict[str, Room] = {
          "tests/sim/results/test_interval_clipping.py")),
     "sizing": Room(
         ("sim/decisions/carry.py", "sim/decisions/fleet_sizing.py"),
-        ("tests/sim/decisions/test_carry_rules.py", "tests/sim/decisions/test_fleet_sizing.py")),
+        ("tests/sim/decisions/test_carry_rules.py",)),
     "results": Room(
         ("sim/results/metrics.py", "sim/results/time_weighted.py", "sim/results/cost.py"),
         ("tests/sim/results/test_metric_rules.py", "tests/sim/results/test_metrics.py",

@@ -93,6 +93,8 @@ def test_carry_words_name_the_binding_check_and_its_interval_clipped_at_zero() -
     assert Carry("undetermined", "tpot_ms_p95", 0.9, -0.2, 1.07, 4).words() == \
         "TPOT p95 0.00–1.07 × its limit over 4 seeds"
     assert Carry("carries", "ttft_ms_median", 0.5, None, None, 1).words() == "TTFT p50 0.50 × its limit (one seed)"
+    for low, high in ((None, 0.7), (0.3, None)):  # an interval needs both ends: else the point alone
+        assert Carry("carries", "lost", 0.5, low, high, 2).words() == "requests lost 0.50 × its limit (one seed)"
     assert Carry("cannot carry", "lost", 2.0, 1.5, 2.5, 3).words() == "requests lost 1.50–2.50 × its limit over 3 seeds"
     assert Carry("cannot carry", "queue", 10.0, 9.0, 11.0, 2).words().startswith("the queue (runaway: growing) 9.00")
     assert Carry("undetermined", "", 0.5, None, None, 4).words() == "passes on 2 of 4 seeds"
