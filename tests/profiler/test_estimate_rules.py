@@ -157,3 +157,109 @@ def test_calibration_clamps_efficiency_to_at_most_one_for_cells_faster_than_the_
                     row[k] = v * ratio
     eff = calibrate(measured, "m.json")
     assert (eff.bandwidth, eff.compute) == (1.0, 1.0)
+
+
+def _measured(eff: Efficiency) -> dict:
+    """An estimate at ``eff`` relabelled as measured on an H100 (what calibration reads)."""
+    _, prof = h100_8b(eff)
+    measured = copy.deepcopy(prof)
+    measured["timing"]["provenance"]["method"] = "measured"
+    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    return measured
+
+
+def _blank(grid: list) -> None:
+    """Every cell of a nested timing grid unmeasured (None)."""
+    for i, v in enumerate(grid):
+        if isinstance(v, list):
+            _blank(v)
+        else:
+            grid[i] = None
+
+
+def test_calibration_recovers_the_efficiencies_an_estimate_was_built_with() -> None:
+    # memory-bound decode cells take bytes / (bw · e_b), compute-bound prefill cells FLOPs / (peak · e_c)
+    eff = calibrate(_measured(Efficiency(compute=0.45, bandwidth=0.6, source="test")), "m.json")
+    assert (eff.compute, eff.bandwidth) == (pytest.approx(0.45, rel=1e-9), pytest.approx(0.6, rel=1e-9))
+    assert "calibrated from m.json measured on NVIDIA H100 80GB HBM3" in eff.source
+
+
+def test_calibration_takes_the_default_for_a_side_without_cells_and_says_so_and_refuses_neither() -> None:
+    no_decode = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    _blank(no_decode["timing"]["target_forward"]["median"])
+    eff = calibrate(no_decode, "m.json")
+    assert (eff.compute, eff.bandwidth) == (pytest.approx(0.45, rel=1e-9), Efficiency().bandwidth)
+    assert "0 decode cells - bandwidth default" in eff.source and "compute default" not in eff.source
+    no_prefill = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    _blank(no_prefill["timing"]["target_prefill"]["median"])
+    eff = calibrate(no_prefill, "m.json")
+    assert (eff.compute, eff.bandwidth) == (Efficiency().compute, pytest.approx(0.6, rel=1e-9))
+    assert "0 prefill cells - compute default" in eff.source and "bandwidth default" not in eff.source
+    _blank(no_prefill["timing"]["target_forward"]["median"])
+    with pytest.raises(SpecplanError, match="no memory-bound decode or compute-bound prefill cells"):
+        calibrate(no_prefill, "m.json")
+
+
+@pytest.mark.parametrize("field,value,ok", [
+    ("dtype", "float16", True), ("dtype", None, True), ("dtype", "fp8", False), ("dtype", "float32", False),
+    ("method", "estimated", False), ("device", {"name": "NVIDIA H100 80GB HBM3"}, True),
+    ("device", {"name": "TPU v5e"}, False), ("device", None, False),
+])
+def test_calibration_needs_a_measured_16_bit_profile_from_a_gpu_with_a_datasheet(field, value, ok) -> None:
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    measured["timing"]["provenance"][field] = value
+    if ok:  # fp16 has bf16's bytes and peak: the same efficiencies
+        assert calibrate(measured, "m.json").bandwidth == pytest.approx(0.6, rel=1e-9)
+        return
+    with pytest.raises(SpecplanError, match=f"m.json: timing.provenance.{field}"):
+        calibrate(measured, "m.json")
+
+
+def _estimate(dtype: str = "bfloat16", kv_dtype: str | None = None, gpu: str = "H100", proposers=()) -> dict:
+    from profiler.estimates.estimate import estimate_profile
+    from profiler.hf_config import read_config
+
+    target = read_config("config:llama-3.1-8b")
+    return estimate_profile(gpu=gpu_spec(gpu), target_identity=target.identity, max_positions=4096,
+                            proposers=list(proposers), dtype=dtype, k_max=2, eff=Efficiency(), command="test",
+                            kv_dtype=kv_dtype)
+
+
+@pytest.mark.parametrize("dtype,kv_dtype,gpu,error", [
+    ("float32", None, "H100", "--dtype float32"), ("int4", None, "H100", "--dtype int4"),
+    ("bfloat16", "fp8", "A100", "--kv-cache-dtype fp8: A100-80GB has no FP8 support"),
+    ("bfloat16", "int8", "H100", "--kv-cache-dtype int8: valid: auto, bf16, fp16, fp8"),
+])
+def test_estimate_refuses_weight_and_kv_dtypes_it_cannot_price_in_one_line(dtype, kv_dtype, gpu, error) -> None:
+    with pytest.raises(SpecplanError, match=error):
+        _estimate(dtype, kv_dtype, gpu)
+
+
+@pytest.mark.parametrize("dtype,kv_dtype,kv_bytes", [
+    ("bfloat16", None, 2), ("float16", None, 2), ("fp8", None, 2),  # an 8-bit checkpoint keeps a 16-bit KV cache
+    ("bfloat16", "fp8", 1), ("fp8", "fp8", 1)])
+def test_kv_cache_is_16_bit_unless_fp8_is_asked_and_weights_are_layers_at_dtype_plus_16_bit_embeddings(
+        dtype, kv_dtype, kv_bytes) -> None:
+    from profiler.estimates.roofline import DTYPE_BYTES
+    from profiler.hf_config import read_config
+    from profiler.model_shape import body_params, kv_values_per_token_layer
+
+    arch = read_config("config:llama-3.1-8b").identity["architecture"]
+    mem = _estimate(dtype, kv_dtype)["memory"]
+    assert mem["target_kv_bytes_per_token"] == arch["num_layers"] * kv_values_per_token_layer(arch, 1) * kv_bytes
+    body = body_params(arch)
+    rest = max(arch["num_parameters"] - body, arch["vocab_size"] * arch["hidden_size"] + arch["hidden_size"])
+    assert mem["target_weight_bytes"] == int(body * DTYPE_BYTES[dtype] + rest * 2)
+    assert rest == arch["num_parameters"] - body  # untied embeddings and head: the config's own count
+
+
+@pytest.mark.parametrize("at_weight_dtype,per_param", [(False, 2), (True, 1)])
+def test_a_heads_resident_weights_are_16_bit_unless_stored_at_the_checkpoints_dtype(at_weight_dtype, per_param) -> None:
+    from profiler.estimates.estimate import EstimateProposer
+    from profiler.hf_config import read_config
+
+    target = read_config("config:llama-3.1-8b").identity
+    head = EstimateProposer("head", {"kind": "eagle"}, target["architecture"], layers=1,
+                            resident_params=1_000_000, resident_at_weight_dtype=at_weight_dtype)
+    mem = _estimate("fp8", proposers=[head])["memory"]["proposers"]["head"]
+    assert mem["weight_bytes"] == 1_000_000 * per_param
