@@ -88,8 +88,8 @@ ROOMS: dict[str, Room] = {
          "tests/sim/results/test_cost.py")),
     "profiler": Room(
         ("profiler/estimates/roofline.py", "profiler/estimates/estimate.py", "profiler/grids/timing_assembly.py"),
-        ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_estimate_rules.py",
-         "tests/profiler/test_timing.py",
+        ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_timing_assembly_rules.py",
+         "tests/profiler/test_estimate_rules.py", "tests/profiler/test_timing.py",
          "tests/profiler/test_estimate.py", "tests/profiler/test_estimate_roofline.py")),
 }
 OUTSIDE_KERNELS = ("decisions", "sizing", "results", "profiler")
