@@ -6,6 +6,7 @@ efficiency carries no step overhead of its own."""
 from __future__ import annotations
 
 import copy
+import functools
 import re
 
 import pytest
@@ -25,6 +26,20 @@ from sim.contracts.errors import SpecplanError
 from tests.profiler.test_estimate import h100_8b
 
 H100 = gpu_spec("H100")
+
+
+@functools.cache
+def _estimated(eff: Efficiency) -> dict:
+    return h100_8b(eff)[1]
+
+
+def _measured(eff: Efficiency) -> dict:
+    """An estimate at ``eff`` relabelled as measured on an H100 (what calibration reads); built
+    once per ``eff`` (each mutant of the runner reruns these tests)."""
+    measured = copy.deepcopy(_estimated(eff))
+    measured["timing"]["provenance"]["method"] = "measured"
+    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    return measured
 
 
 def vllm_tp_ok(heads: int, kv: int, t: int) -> bool:
@@ -87,10 +102,7 @@ def test_weights_fit_only_strictly_under_gpu_memory_and_the_hint_names_the_next_
 
 
 def test_calibrated_efficiency_adds_no_step_overhead_and_stays_in_range() -> None:
-    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, step_overhead_s=0.0, source="test"))
-    measured = copy.deepcopy(prof)
-    measured["timing"]["provenance"]["method"] = "measured"
-    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, step_overhead_s=0.0, source="test"))
     eff = calibrate(measured, "m.json")
     assert eff.step_overhead_s == 0.0 and eff.draft_pass_overhead_s == 0.0
     assert 0 < eff.compute <= 1 and 0 < eff.bandwidth <= 1
@@ -112,10 +124,7 @@ def test_default_efficiency_adds_no_fixed_overhead_as_its_source_says() -> None:
 def test_calibration_reads_memory_bound_decode_cells_of_batch_8_or_less_only() -> None:
     # decode cells built at bandwidth efficiency 0.6 are rescaled per batch so the ratios are
     # 0.2 (batch 1), 0.4 (2), 0.6 (4), 0.8 (8), 0.99 (16 and up): the median of batches <= 8 is 0.5
-    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
-    measured = copy.deepcopy(prof)
-    measured["timing"]["provenance"]["method"] = "measured"
-    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
     tf = measured["timing"]["target_forward"]
     want = {1: 0.2, 2: 0.4, 4: 0.6, 8: 0.8}
     for i, b in enumerate(tf["axes"]["batch"]):
@@ -128,10 +137,7 @@ def test_calibration_reads_every_measured_prefill_cell_short_ones_included() -> 
     # prefill cells rescaled: under a second at compute efficiency 0.9 (so they stay short), a
     # second or more at 0.3; most compute-bound cells are short, so the median is 0.9 only when
     # they all count
-    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
-    measured = copy.deepcopy(prof)
-    measured["timing"]["provenance"]["method"] = "measured"
-    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
     med = measured["timing"]["target_prefill"]["median"]
     for row in med:
         for k, t in enumerate(row):
@@ -141,10 +147,7 @@ def test_calibration_reads_every_measured_prefill_cell_short_ones_included() -> 
 
 
 def test_calibration_clamps_efficiency_to_at_most_one_for_cells_faster_than_the_datasheet() -> None:
-    _, prof = h100_8b(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
-    measured = copy.deepcopy(prof)
-    measured["timing"]["provenance"]["method"] = "measured"
-    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
     for grid, ratio in ((measured["timing"]["target_forward"]["median"], 0.6 / 1.5),
                         (measured["timing"]["target_prefill"]["median"], 0.45 / 1.5)):
         stack = [grid]
@@ -159,13 +162,6 @@ def test_calibration_clamps_efficiency_to_at_most_one_for_cells_faster_than_the_
     assert (eff.bandwidth, eff.compute) == (1.0, 1.0)
 
 
-def _measured(eff: Efficiency) -> dict:
-    """An estimate at ``eff`` relabelled as measured on an H100 (what calibration reads)."""
-    _, prof = h100_8b(eff)
-    measured = copy.deepcopy(prof)
-    measured["timing"]["provenance"]["method"] = "measured"
-    measured["timing"]["provenance"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
-    return measured
 
 
 def _blank(grid: list) -> None:
