@@ -222,7 +222,9 @@ def _estimate(dtype: str = "bfloat16", kv_dtype: str | None = None, gpu: str = "
 
 
 @pytest.mark.parametrize("dtype,kv_dtype,gpu,error", [
-    ("float32", None, "H100", "--dtype float32"), ("int4", None, "H100", "--dtype int4"),
+    ("float32", None, "H100", "--dtype float32: the roofline estimate covers bf16, fp16, fp8 and fp4 weights"),
+    ("int4", None, "H100", "--dtype int4: the roofline estimate covers"),
+    ("fp4", None, "H100", "--dtype fp4: H100-SXM has no fp4 tensor cores"),
     ("bfloat16", "fp8", "A100", "--kv-cache-dtype fp8: A100-80GB has no FP8 support"),
     ("bfloat16", "int8", "H100", "--kv-cache-dtype int8: valid: auto, bf16, fp16, fp8"),
 ])
@@ -259,3 +261,57 @@ def test_a_heads_resident_weights_are_16_bit_unless_stored_at_the_checkpoints_dt
                             resident_params=1_000_000, resident_at_weight_dtype=at_weight_dtype)
     mem = _estimate("fp8", proposers=[head])["memory"]["proposers"]["head"]
     assert mem["weight_bytes"] == 1_000_000 * per_param
+
+
+@pytest.mark.parametrize("kw,ok", [
+    (dict(compute=1.0, bandwidth=1.0), True), (dict(compute=1e-9, bandwidth=0.5), True),
+    (dict(compute=1.0 + 1e-9), False), (dict(bandwidth=1.5), False), (dict(compute=0.0), False),
+    (dict(bandwidth=-0.1), False), (dict(step_overhead_s=0.0, draft_pass_overhead_s=0.0), True),
+    (dict(step_overhead_s=-1e-9), False), (dict(draft_pass_overhead_s=-1e-9), False)])
+def test_efficiency_is_a_share_in_0_to_1_and_overheads_are_never_negative(kw, ok) -> None:
+    if ok:
+        Efficiency(**kw)
+        return
+    with pytest.raises(SpecplanError, match=r"must be in \(0, 1\]|must be >= 0 seconds"):
+        Efficiency(**kw)
+
+
+def test_calibration_floors_efficiency_at_one_in_ten_thousand_for_cells_far_slower_than_the_datasheet() -> None:
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    for grid, slower in ((measured["timing"]["target_forward"]["median"], 0.6 / 5e-5),
+                         (measured["timing"]["target_prefill"]["median"], 0.45 / 5e-5)):
+        stack = [grid]
+        while stack:  # every cell 20,000× slower than the datasheet: efficiency 5e-5, floored
+            row = stack.pop()
+            for k, v in enumerate(row):
+                if isinstance(v, list):
+                    stack.append(v)
+                elif v is not None:
+                    row[k] = v * slower
+    eff = calibrate(measured, "m.json")
+    assert (eff.bandwidth, eff.compute) == (1e-4, 1e-4)
+
+
+def test_a_draft_model_must_split_over_the_targets_tensor_parallel_size_too() -> None:
+    from dataclasses import replace
+
+    from profiler.estimates.estimate import EstimateProposer
+    from profiler.hf_config import read_config
+
+    draft = read_config("config:llama-3.2-1b").identity
+    odd = dict(draft["architecture"], num_attention_heads=12, num_kv_heads=3)  # 12 heads: not over 8 GPUs
+    with pytest.raises(SpecplanError, match="draft d's 12 attention heads"):
+        check_tensor_parallel(odd, 8, "draft d", H100)
+    from profiler.estimates.estimate import estimate_profile
+
+    target = read_config("config:llama-3.1-8b").identity
+    for prop, error in ((EstimateProposer("d", {"kind": "draft_model"}, odd), "draft d"),
+                        (replace(EstimateProposer("d", {"kind": "draft_model"}, odd), layers=1), None)):
+        run = lambda p=prop: estimate_profile(gpu=H100, target_identity=target, max_positions=4096,  # noqa: E731
+                                              proposers=[p], dtype="bfloat16", k_max=2, eff=Efficiency(),
+                                              command="test", tensor_parallel_size=8)
+        if error is None:  # the target's own first layers: the target's split, already checked
+            run()
+        else:
+            with pytest.raises(SpecplanError, match=error):
+                run()

@@ -129,3 +129,13 @@ def test_interval_touching_the_range_ends_is_not_clipped() -> None:
 def test_seeds_that_all_agree_read_plus_minus_zero_and_others_their_half_width() -> None:
     assert mean_interval([2.0, 2.0, 2.0]) == (2.0, 0.0, "± 0 (all 3 seeds agree)")
     assert mean_interval([101.0, 103.0])[2] == "± 13"  # 12.706 · √2 / √2
+
+
+@pytest.mark.parametrize("a,b", [([math.inf, 1.0], [1.0, 1.0]), ([1.0, 2.0], [math.inf, math.inf]),
+                                 ([math.nan, 1.0], [1.0, 1.0])])
+def test_a_seed_without_a_finite_value_leaves_the_comparison_undetermined_without_an_indifference_amount(a, b) -> None:
+    # an infinite mean has no share to take: the amount is 0, and the difference is not a number
+    p = paired(a, b, higher_better=False, rel_delta=0.05)
+    assert p.n == 2 and math.isnan(p.diff) and p.half is None and p.verdict == "undetermined"
+    if any(math.isinf(x) for x in (*a, *b)):
+        assert p.delta == 0.0

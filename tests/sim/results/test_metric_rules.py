@@ -130,3 +130,22 @@ def test_a_one_token_answer_has_no_tpot_and_unfinished_requests_have_no_latencie
     assert math.isnan(tpot[0]) and tpot[1] == pytest.approx(0.5) and math.isnan(tpot[2])
     assert ttft[:2].tolist() == [1.0, 1.0] and e2el[:2].tolist() == [1.5, 3.0]
     assert math.isnan(ttft[2]) and math.isnan(e2el[2])
+
+
+@pytest.mark.parametrize("window,replicas,gpus,ok", [
+    (0.0, 1, 1, True), (0.5, 1, 1, True), (1.0, 0, 1, True), (1.0, 1, 1, True),  # the edges are valid
+    (-1e-9, 1, 1, False), (1.0, -1, 1, False), (1.0, 1, 0, False)])  # each bound alone refuses
+def test_fleet_cost_needs_a_window_and_replicas_at_least_zero_and_one_gpu_per_replica(window, replicas, gpus, ok) -> None:
+    if ok:
+        assert fleet_cost_usd(window, replicas, 2.0, gpus_per_replica=gpus) == pytest.approx(
+            replicas * 2.0 * gpus * window / 3600.0)
+        return
+    with pytest.raises(ValueError, match="gpus_per_replica >= 1"):
+        fleet_cost_usd(window, replicas, 2.0, gpus_per_replica=gpus)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=samples)
+def test_the_0th_and_100th_percentiles_are_the_smallest_and_largest_sample(values) -> None:
+    lo, hi = linear_percentiles(np.asarray(values, dtype=np.float64), (0.0, 1.0))
+    assert (lo, hi) == (min(values), max(values))
