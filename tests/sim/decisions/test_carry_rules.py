@@ -63,7 +63,7 @@ def test_each_checks_interval_is_scipys_student_t_and_the_verdict_reads_every_bo
     assert (got.low, got.high) == (pytest.approx(lo, abs=tol), pytest.approx(hi, abs=tol))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(r=seed)
 def test_one_seed_has_no_interval_and_its_point_decides_the_label(r) -> None:
     got = carry_of([r])
@@ -146,7 +146,7 @@ class FakeLoad:
         return Probe(target, r <= 1.0, r)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(need=st.floats(0.3, 40.0), spread=st.lists(st.floats(0.7, 1.3), min_size=1, max_size=5),
        cap=st.floats(0.05, 50.0), max_replicas=st.integers(1, 64))
 def test_fewest_replicas_is_the_smallest_count_that_carries_by_brute_force(need, spread, cap, max_replicas) -> None:
