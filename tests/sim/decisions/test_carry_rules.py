@@ -238,8 +238,13 @@ def test_fleet_sizes_start_at_the_scenarios_fleet_and_add_seeds_while_a_count_is
     monkeypatch.setattr(sustain, "criteria_from_scenario", lambda sc: Criteria())
     sc = _scenario(4.0, 800.0, 2, "round_robin").with_overrides({"fleet.replicas": replicas, "run.drain": False})
     said: list[str] = []
+
+    def say(line: str) -> None:  # one line per candidate and round of seeds: a loop that adds none never ends
+        said.append(line)
+        assert len(said) < 50, "the seeds stopped growing below the budget"
+
     sizes, used = fleet_sizes(sc, dd1_profile(), candidates=["baseline"], seeds=seeds, max_seeds=max_seeds,
-                              progress=said.append)
+                              progress=say)
     assert used == grown and sizes["baseline"].n == 2
     assert sizes["baseline"].undetermined == undetermined
     assert made[0].rows[0]["replicas"] == replicas  # the search starts at the scenario's own fleet
