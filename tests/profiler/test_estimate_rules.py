@@ -315,3 +315,9 @@ def test_a_draft_model_must_split_over_the_targets_tensor_parallel_size_too() ->
         else:
             with pytest.raises(SpecplanError, match=error):
                 run()
+
+
+def test_a_dense_models_estimate_notes_name_no_experts_and_no_latent_attention() -> None:
+    notes = _estimate()["timing"]["provenance"]["notes"]
+    assert notes.startswith("roofline on 1x H100-SXM") and "(KV cache bfloat16)" in notes
+    assert "mixture of experts" not in notes and "latent" not in notes and "tensor parallel" not in notes
