@@ -321,3 +321,16 @@ def test_a_dense_models_estimate_notes_name_no_experts_and_no_latent_attention()
     notes = _estimate()["timing"]["provenance"]["notes"]
     assert notes.startswith("roofline on 1x H100-SXM") and "(KV cache bfloat16)" in notes
     assert "mixture of experts" not in notes and "latent" not in notes and "tensor parallel" not in notes
+
+
+def test_a_draft_models_weights_are_its_whole_architecture_and_a_self_draft_adds_none() -> None:
+    from profiler.estimates.estimate import EstimateProposer, _weight_bytes
+    from profiler.hf_config import read_config
+
+    draft = read_config("config:llama-3.2-1b").identity
+    target = read_config("config:llama-3.1-8b").identity
+    own = EstimateProposer("d", {"kind": "draft_model"}, draft["architecture"])
+    early = EstimateProposer("early", {"kind": "self_draft"}, target["architecture"], layers=2, weight_bytes_extra=False)
+    mem = _estimate("bfloat16", proposers=[own, early])["memory"]["proposers"]
+    assert mem["d"]["weight_bytes"] == _weight_bytes(draft["architecture"], 2) > 2e9  # ~1.2B parameters in bf16
+    assert mem["early"]["weight_bytes"] == 0  # the target's own first layers: nothing more resident

@@ -149,3 +149,22 @@ def test_fleet_cost_needs_a_window_and_replicas_at_least_zero_and_one_gpu_per_re
 def test_the_0th_and_100th_percentiles_are_the_smallest_and_largest_sample(values) -> None:
     lo, hi = linear_percentiles(np.asarray(values, dtype=np.float64), (0.0, 1.0))
     assert (lo, hi) == (min(values), max(values))
+
+
+def test_rates_hold_over_a_window_under_a_second_and_tokens_per_step_is_one_plus_accepted_per_speculative_step() -> None:
+    from sim.results import metric_names as mn
+    from sim.results.metrics import summarize
+    from tests.sim.results.test_metrics import empty_itl, empty_steps, req_frame
+
+    rows = [dict(arrival_s=0.0, first_token_s=0.1, finish_s=0.4, output_tokens=5, outcome="completed",
+                 num_drafts=2, accepted_tokens=3, num_spec_steps=4),
+            dict(arrival_s=0.1, first_token_s=0.2, finish_s=0.3, output_tokens=3, outcome="completed",
+                 num_drafts=1, accepted_tokens=1, num_spec_steps=2)]
+    s = summarize(req_frame(rows), empty_steps(), empty_itl(), segments=[], slo_ms={"ttft": 800}, warmup_s=0.0,
+                  duration_s=0.5, replicas=1, cost_total_usd=None, keys={mn.CANDIDATE: "c", mn.SEED: 1})
+    row = s.row(0, named=True)
+    assert (row[mn.WINDOW_START_S], row[mn.WINDOW_END_S]) == (0.0, 0.5)
+    assert row[mn.REQUEST_THROUGHPUT] == pytest.approx(2 / 0.5) and row[mn.OUTPUT_THROUGHPUT] == pytest.approx(8 / 0.5)
+    assert row[mn.REQUEST_GOODPUT] == pytest.approx(2 / 0.5)
+    assert row[mn.MEAN_ACCEPTANCE_LENGTH] == pytest.approx(1 + 4 / 3)  # vLLM: 1 + accepted / drafts
+    assert row[mn.TOKENS_PER_STEP] == pytest.approx(1 + 4 / 6)  # the bonus token + accepted per speculative step
