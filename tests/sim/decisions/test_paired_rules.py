@@ -139,3 +139,10 @@ def test_a_seed_without_a_finite_value_leaves_the_comparison_undetermined_withou
     assert p.n == 2 and math.isnan(p.diff) and p.half is None and p.verdict == "undetermined"
     if any(math.isinf(x) for x in (*a, *b)):
         assert p.delta == 0.0
+
+
+def test_seed_intervals_skip_missing_and_nan_seeds_and_an_infinite_seed_has_no_interval() -> None:
+    mean, half = mean_ci95([1.0, None, math.nan, 3.0])
+    assert mean == 2.0 and half == pytest.approx(stats.t.ppf(0.975, 1) * stats.tstd([1.0, 3.0]) / math.sqrt(2), rel=1e-4)
+    assert mean_ci95([None, math.nan]) == (None, None)
+    assert mean_ci95([1.0, math.inf]) == (math.inf, None) and mean_ci95([math.inf, -math.inf]) == (-math.inf, None)
