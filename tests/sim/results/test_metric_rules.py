@@ -168,3 +168,22 @@ def test_rates_hold_over_a_window_under_a_second_and_tokens_per_step_is_one_plus
     assert row[mn.REQUEST_GOODPUT] == pytest.approx(2 / 0.5)
     assert row[mn.MEAN_ACCEPTANCE_LENGTH] == pytest.approx(1 + 4 / 3)  # vLLM: 1 + accepted / drafts
     assert row[mn.TOKENS_PER_STEP] == pytest.approx(1 + 4 / 6)  # the bonus token + accepted per speculative step
+
+
+def test_a_two_token_answer_has_a_tpot_the_gap_after_its_first_token() -> None:
+    a = {"_done": np.array([True]), "arrival_s": np.array([0.0]), "first_token_s": np.array([1.0]),
+         "finish_s": np.array([1.25]), "generated_tokens": np.array([2])}
+    assert _latencies(a)[1].tolist() == [0.25]  # (finish − first token) / (tokens − 1)
+
+
+def test_summary_counts_and_preemptions_are_integers_and_rates_are_floats() -> None:
+    from sim.results import metric_names as mn
+    from sim.results.metrics import summarize
+    from tests.sim.results.test_metrics import empty_itl, empty_steps, req_frame
+
+    rows = [dict(arrival_s=0.0, first_token_s=0.1, finish_s=0.4, output_tokens=5, outcome="completed")]
+    s = summarize(req_frame(rows), empty_steps(), empty_itl(), segments=[], slo_ms={"ttft": 800}, warmup_s=0.0,
+                  duration_s=1.0, replicas=1, cost_total_usd=None, keys={mn.CANDIDATE: "c", mn.SEED: 1})
+    for col in (*mn.COUNT_COLUMNS, mn.PREEMPTIONS):
+        assert s.schema[col] == pl.Int64, col
+    assert s.schema[mn.REQUEST_THROUGHPUT] == pl.Float64 and s.schema[mn.QUEUE_LEN_TW] == pl.Float64
