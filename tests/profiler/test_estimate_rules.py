@@ -334,3 +334,12 @@ def test_a_draft_models_weights_are_its_whole_architecture_and_a_self_draft_adds
     mem = _estimate("bfloat16", proposers=[own, early])["memory"]["proposers"]
     assert mem["d"]["weight_bytes"] == _weight_bytes(draft["architecture"], 2) > 2e9  # ~1.2B parameters in bf16
     assert mem["early"]["weight_bytes"] == 0  # the target's own first layers: nothing more resident
+
+
+def test_calibration_skips_cells_measured_at_zero_seconds() -> None:
+    # a zero time is no measurement (a timer's floor): it must neither divide nor count
+    measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
+    measured["timing"]["target_forward"]["median"][0][0][0] = 0.0
+    measured["timing"]["target_prefill"]["median"][-1][0] = 0.0
+    eff = calibrate(measured, "m.json")
+    assert (eff.compute, eff.bandwidth) == (pytest.approx(0.45, rel=1e-9), pytest.approx(0.6, rel=1e-9))
