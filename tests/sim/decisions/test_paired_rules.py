@@ -81,6 +81,8 @@ def test_one_seed_has_no_interval_and_never_decides() -> None:
     (0.0, 0.1000001, 0.1, "undetermined"),
     (-0.2, 0.3, 0.1, "undetermined"),  # the mirror: mean below -delta yet interval crosses 0
     (-0.1, 0.1, 0.1, "undetermined"),  # interval ends at 0 yet reaches past -delta: not settled
+    (-0.2, 0.2, 0.1, "undetermined"),  # beyond -delta but the interval touches 0: not worse
+    (0.2, 0.2, 0.1, "undetermined"),   # beyond delta but the interval touches 0: not better
     (0.1, 0.1, 0.1, "undetermined"),
     (0.3, 0.25, 0.1, "better"),
     (-0.3, 0.25, 0.1, "worse"),

@@ -187,3 +187,10 @@ def test_summary_counts_and_preemptions_are_integers_and_rates_are_floats() -> N
     for col in (*mn.COUNT_COLUMNS, mn.PREEMPTIONS):
         assert s.schema[col] == pl.Int64, col
     assert s.schema[mn.REQUEST_THROUGHPUT] == pl.Float64 and s.schema[mn.QUEUE_LEN_TW] == pl.Float64
+
+
+def test_a_missing_count_reads_as_zero_and_a_missing_time_as_nan() -> None:
+    from sim.results.metrics import _arrays
+
+    got = _arrays(pl.DataFrame({"n": [3, None], "t": [1.5, None]}), floats=["t"], counts=["n"])
+    assert got["n"].tolist() == [3, 0] and got["t"][0] == 1.5 and math.isnan(got["t"][1])
