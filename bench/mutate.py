@@ -16,10 +16,17 @@ a signature, a docstring, a comment or a string):
 - ``float``: a float constant changed (``2.0`` → ``1.0``, ``0.5`` → ``1.0``, ``1.0`` → ``2.0``,
   others doubled): a factor in a formula;
 - ``keyword``: a numeric keyword argument moved (``ddof=1`` → ``ddof=0``, ``0`` → ``1``, other
-  values as above): a library call's convention.
+  values as above): a library call's convention;
+- ``boolop``: ``and`` ↔ ``or`` (a compound condition);
+- ``minmax``: ``min`` ↔ ``max`` (a clamp or a bound taken from the wrong side);
+- ``not``: a ``not`` dropped (``if not x`` → ``if x``, ``is not`` → ``is``, ``not in`` → ``in``);
+- ``slice``: a slice's named bound moved by one (``a[:n]`` → ``a[:n + 1]``, ``a[i:]`` →
+  ``a[i + 1:]``; a numeric bound is ``bump``'s).
 
 The draw takes ``--count`` mutants spread evenly over the rooms and, within a room, over the
-kinds it has sites of, at random with ``--seed``. A mutant whose tests run past ``--timeout``
+kinds it has sites of (when a room's share is smaller than its kinds, which kinds get one is
+drawn too), at random with ``--seed``. ``SKIP_SITES`` names the few sites whose every mutation is
+proven equivalent, each with its reason. A mutant whose tests run past ``--timeout``
 hangs, which counts as caught (CI's time limit would stop the suite). Prints one line per
 mutant (site, mutation, ``caught by <test>`` or ``SURVIVED``) and a total; exits 1 when one
 survived. Read a survivor as one of: an equivalent mutant (no input tells the two apart), an
@@ -42,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+ROOM_KINDS = ("flip", "bump", "float", "keyword", "boolop", "minmax", "not", "slice")
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class Room:
 
     targets: tuple[str, ...]
     tests: tuple[str, ...]
-    kinds: tuple[str, ...] = ("flip", "bump", "float", "keyword")
+    kinds: tuple[str, ...] = ROOM_KINDS
 
 
 ROOMS: dict[str, Room] = {
@@ -72,17 +80,22 @@ ROOMS: dict[str, Room] = {
         ("sim/decisions/paired.py", "sim/decisions/capacity_search.py", "sim/results/intervals.py"),
         ("tests/sim/decisions/test_paired_rules.py", "tests/sim/decisions/test_capacity_search_rules.py",
          "tests/sim/results/test_interval_clipping.py")),
+    "sizing": Room(
+        ("sim/decisions/carry.py", "sim/decisions/fleet_sizing.py"),
+        ("tests/sim/decisions/test_carry_rules.py",)),
     "results": Room(
         ("sim/results/metrics.py", "sim/results/time_weighted.py", "sim/results/cost.py"),
         ("tests/sim/results/test_metric_rules.py", "tests/sim/results/test_metrics.py",
          "tests/sim/results/test_cost.py")),
     "profiler": Room(
         ("profiler/estimates/roofline.py", "profiler/estimates/estimate.py", "profiler/grids/timing_assembly.py"),
-        ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_estimate_rules.py",
-         "tests/profiler/test_timing.py",
+        ("tests/profiler/test_roofline_rules.py", "tests/profiler/test_timing_assembly_rules.py",
+         "tests/profiler/test_estimate_rules.py", "tests/profiler/test_timing.py",
          "tests/profiler/test_estimate.py", "tests/profiler/test_estimate_roofline.py")),
 }
-OUTSIDE_KERNELS = ("decisions", "results", "profiler")
+OUTSIDE_KERNELS = ("decisions", "sizing", "results", "profiler")
+BOOLOPS = {"and": "or", "or": "and"}
+MINMAX = {"min": "max", "max": "min"}
 FLIPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
 BUMPS = {"1": "2", "0": "1"}
 FLOATS = {"2.0": "1.0", "0.5": "1.0", "1.0": "2.0", "0.0": "1.0"}
@@ -90,6 +103,21 @@ KWARG_INTS = {"1": "0", "0": "1"}
 SKIP_LINES = (".shape[0]", "G_COUNTER")
 """Kernel lines that check a log's room or number the emulated queue's events (any increasing
 count orders them the same): not rules."""
+SKIP_SITES: tuple[tuple[str, str], ...] = (
+    # A fast path's guard: it picks between a lookup table over request ids and a join, which give
+    # the same gaps for any ids (the table is sized by ``top``; the guard only keeps it small and
+    # off negative ids, which request ids never are). Every mutation of these two lines either
+    # keeps the same path or takes the other exact one: equivalent.
+    ("sim/results/metrics.py", "top = int(max(ids.max(initial=-1), done.max(initial=-1)))"),
+    ("sim/results/metrics.py", "if ids.size and min(ids.min(), done.min(initial=0)) >= 0 and top < 4 * (len(done) + len(ids)):"),
+    # A search's upper end past the head count: a size t > heads never divides heads, so
+    # ``heads + 2`` lists the same sizes as ``heads + 1``: equivalent.
+    ("profiler/estimates/estimate.py", "heads + 1)"),
+    ('profiler/estimates/estimate.py', 'arch["num_attention_heads"] + 1)'),
+)
+"""``(file, text)``: the sites inside ``text`` (a piece of one line) every mutation of which is
+proven equivalent (the reason above each): the draw never picks them. Keep this list short and
+reviewed; prefer removing the equivalent site from the code."""
 
 
 def _float_change(text: str) -> str | None:
@@ -112,28 +140,69 @@ def _keyword_change(text: str) -> str | None:
     return _float_change(text)
 
 
-def sites(path: Path, kinds: tuple[str, ...] = ("flip", "bump", "float", "keyword")
-          ) -> list[tuple[int, int, str, str, str]]:
+def _skipped(path: Path, tok: tokenize.TokenInfo) -> bool:
+    """A site on a ``SKIP_LINES`` line or inside a ``SKIP_SITES`` piece of its file."""
+    if any(s in tok.line for s in SKIP_LINES):
+        return True
+    rel = path.resolve().relative_to(REPO).as_posix() if path.resolve().is_relative_to(REPO) else path.name
+    col = tok.start[1]
+    for f, text in SKIP_SITES:
+        at = tok.line.find(text) if f == rel else -1
+        while at >= 0:
+            if at <= col < at + len(text):
+                return True
+            at = tok.line.find(text, at + 1)
+    return False
+
+
+def _slice_bound(toks: list[tokenize.TokenInfo], i: int, brackets: list[str]) -> int | None:
+    """The index of a one-name slice bound next to the ``:`` at ``i`` (``a[:n]``, ``a[i:]``),
+    else None."""
+    if not brackets or brackets[-1] != "[" or toks[i].string != ":":
+        return None
+    nxt, prv = toks[i + 1:i + 3], toks[i - 2:i]
+    if len(nxt) == 2 and nxt[0].type == tokenize.NAME and nxt[1].string in ("]", ",", ":"):
+        return i + 1
+    if len(prv) == 2 and prv[1].type == tokenize.NAME and prv[0].string in ("[", ",", ":"):
+        return i - 1
+    return None
+
+
+def sites(path: Path, kinds: tuple[str, ...] = ROOM_KINDS) -> list[tuple[int, int, str, str, str]]:
     """Every ``(line, column, old, new, kind)`` a mutation of ``kinds`` can change in the code of
     the file's functions and classes (not module constants, signatures, docstrings, comments or
     strings)."""
     out = []
     toks = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
-    depth, indent, in_signature = 0, 0, False
+    depth, indent, in_signature, brackets = 0, 0, False, []
     for i, tok in enumerate(toks):
         indent += (tok.type == tokenize.INDENT) - (tok.type == tokenize.DEDENT)
         if tok.type == tokenize.NAME and tok.string == "def":
             in_signature = True
         elif tok.type == tokenize.OP and tok.string in "([{":
             depth += 1
+            brackets.append(tok.string)
         elif tok.type == tokenize.OP and tok.string in ")]}":
             depth -= 1
+            brackets.pop()
         elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
             in_signature = False
-        if in_signature or indent == 0 or any(s in tok.line for s in SKIP_LINES):
+        if in_signature or indent == 0 or _skipped(path, tok):
             continue
+        b = _slice_bound(toks, i, brackets) if "slice" in kinds else None
+        if b is not None:
+            out.append((*toks[b].start, toks[b].string, f"{toks[b].string} + 1", "slice"))
         if tok.type == tokenize.OP and tok.string in FLIPS and "flip" in kinds:
             out.append((*tok.start, tok.string, FLIPS[tok.string], "flip"))
+        elif tok.type == tokenize.NAME and tok.string in BOOLOPS and "boolop" in kinds:
+            out.append((*tok.start, tok.string, BOOLOPS[tok.string], "boolop"))
+        elif (tok.type == tokenize.NAME and tok.string in MINMAX and toks[i + 1].string == "("
+              and toks[i - 1].string != "." and "minmax" in kinds):
+            out.append((*tok.start, tok.string, MINMAX[tok.string], "minmax"))
+        elif tok.type == tokenize.NAME and tok.string == "not" and "not" in kinds:
+            end = toks[i + 1].start
+            if end[0] == tok.start[0]:  # `not x` → `x` (the space after it too)
+                out.append((*tok.start, tok.line[tok.start[1]:end[1]], "", "not"))
         elif tok.type != tokenize.NUMBER:
             continue
         elif (i >= 2 and depth > 0 and toks[i - 1].string == "=" and toks[i - 2].type == tokenize.NAME
@@ -159,7 +228,7 @@ def mutate(text: str, line: int, col: int, old: str, new: str) -> str:
 def draw(rooms: list[str], count: int, seed: int) -> list[tuple[str, str, int, int, str, str, str]]:
     """``count`` mutants ``(room, target, line, col, old, new, kind)``: an even share per room
     and, within a room, per kind it has sites of (a kind with too few sites gives its share to
-    the others)."""
+    the others; the kinds that get one more are drawn)."""
     rng = random.Random(seed)
     chosen = []
     for r, name in enumerate(rooms):
@@ -168,11 +237,14 @@ def draw(rooms: list[str], count: int, seed: int) -> list[tuple[str, str, int, i
         pools = {k: [(name, t, *s[:4], k) for t in room.targets for s in sites(REPO / t, room.kinds)
                      if s[4] == k] for k in room.kinds}
         pools = {k: p for k, p in pools.items() if p}
-        left, kinds = share, sorted(pools, key=lambda k: len(pools[k]))
-        for j, k in enumerate(kinds):
-            want = min(len(pools[k]), left // (len(kinds) - j))  # the last kind takes what is left
-            chosen += rng.sample(pools[k], want)
-            left -= want
+        order = sorted(pools)
+        rng.shuffle(order)  # which kinds get the odd mutants when the share does not divide
+        want = dict.fromkeys(order, 0)
+        for _ in range(min(share, sum(map(len, pools.values())))):
+            k = min((k for k in order if want[k] < len(pools[k])), key=lambda k: want[k])
+            want[k] += 1
+        for k in sorted(pools):
+            chosen += rng.sample(pools[k], want[k])
     return chosen
 
 
@@ -229,7 +301,7 @@ def main(argv: list[str] | None = None, default_rooms: str = ",".join(OUTSIDE_KE
         tree = Path(tmp)
         copy_tree(tree)
         for i, (room, target, line, col, old, new, kind) in chosen:
-            original = (REPO / target).read_text()
+            original = (tree / target).read_text()  # as copied: edits to the checkout meanwhile do not race
             (tree / target).write_text(mutate(original, line, col, old, new))
             t0 = time.perf_counter()
             try:

@@ -64,6 +64,28 @@ def scenario_toml(name: str, *, run: dict[str, Any], workload: dict[str, Any],
     return "\n".join(lines) + "\n"
 
 
+MINIMAL_SCENARIO = scenario_toml(
+    "t", run={"duration_s": 100}, workload={"arrival": "poisson", "rate": 1.0},
+    segments=[segment("a", 1, prompt=10, output=5, task="support")],
+)
+"""The smallest valid scenario: one segment, fixed lengths, no fleet or candidates (validation
+tests edit one field of it)."""
+
+
+def write_text(folder: Path, text: str, name: str = "s.toml") -> Path:
+    """``text`` written as ``folder/name`` (UTF-8); its path."""
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load_scenario_text(folder: Path, text: str) -> Any:
+    """The scenario that ``text`` describes, loaded through the file path users take."""
+    from sim.contracts.scenario import load_scenario
+
+    return load_scenario(write_text(folder, text))
+
+
 def write_scenario(
     folder: Path, scenario_toml: str, *, profile_file: str = "profile.json",
     scenario_file: str = "s.toml", **profile_args: Any,

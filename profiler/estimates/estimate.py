@@ -102,7 +102,7 @@ def check_tensor_parallel(arch: dict[str, Any], tp: int, who: str, gpu: GpuSpec)
     heads, kv = arch["num_attention_heads"], arch["num_kv_heads"]
 
     def ok(t: int) -> bool:
-        return heads % t == 0 and (kv % t == 0 if kv >= t else t % kv == 0)
+        return heads % t == 0 and (kv % t == 0 or t % kv == 0)
 
     if tp < 1 or not ok(tp):
         valid = [t for t in range(1, heads + 1) if ok(t)]

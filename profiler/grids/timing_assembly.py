@@ -57,8 +57,8 @@ def assemble_timing(grids: TimingGrids, proposer_names: Sequence[str],
     limits = []
     for m in measured:
         if m.limit is not None:
-            q = m.point.quantity
-            q = f"proposers.{q.split(':', 1)[1]}.{q.split(':', 1)[0]}" if ":" in q else q
+            kind, colon, name = m.point.quantity.partition(":")  # draft:NAME → proposers.NAME.draft
+            q = f"proposers.{name}.{kind}" if colon else m.point.quantity
             limits.append({"quantity": q, "point": m.point.as_dict(), "reason": m.limit})
     section["limits"] = limits
     return section

@@ -151,9 +151,9 @@ def _next_point(lo: Probe, hi: Probe, interpolate: bool = True) -> float:
     a, b = math.log(lo.rate), math.log(hi.rate)
     x = 0.5 * (a + b)
     if (interpolate and lo.margin is not None and hi.margin is not None and lo.margin > 0 and hi.margin > 0
-            and math.isfinite(hi.margin) and hi.margin > lo.margin):
+            and math.isfinite(hi.margin)):
         fa, fb = math.log(lo.margin), math.log(hi.margin)
-        if fb > 0 >= fa:
+        if fb > 0 >= fa:  # a crossing inside the bracket (so hi.margin > lo.margin)
             x = a + (b - a) * (0.0 - fa) / (fb - fa)
     lo_x, hi_x = a + 0.1 * (b - a), b - 0.1 * (b - a)
     return math.exp(min(max(x, lo_x), hi_x))

@@ -79,3 +79,27 @@ def test_attention_flops_are_a_causal_sum_each_new_token_attends_the_context_and
     assert unit > 0
     assert flops(n, 0) - n * flops(1, 0) == pytest.approx(unit * (n * (n + 1) / 2 - n), rel=1e-9, abs=1e-3)
     assert flops(n, 1000) - flops(n, 0) == pytest.approx(unit * n * 1000, rel=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(model=st.sampled_from(["config:llama-3.1-8b", "config:llama-3.1-70b"]), batch=st.integers(1, 256),
+       new=st.integers(1, 64), context=st.integers(0, 32_768), logits=st.integers(0, 64),
+       tp=st.sampled_from([1, 2, 4, 8]), nbytes=st.sampled_from([0.5, 1, 2]), kv=st.sampled_from([None, 1, 2]))
+def test_a_dense_forward_multiplies_every_weight_twice_per_token_and_reads_weights_once_plus_the_kv_cache(
+        model, batch, new, context, logits, tp, nbytes, kv) -> None:
+    """Closed form of a dense pass on each of ``tp`` GPUs: FLOPs = (2·P·T + 2·V·H·logits +
+    layers·a·T·(c + (n+1)/2)) / tp; bytes = (P·dtype + (V·H + H)·16 bit) / tp + (B·c + T)·KV bytes
+    per token (K and V of this GPU's heads in every layer); T = B·n new tokens, P the layer weights."""
+    from profiler.model_shape import attention_flops_per_query, body_params
+
+    arch = read_config(model).identity["architecture"]
+    layers, hidden, vocab = arch["num_layers"], arch["hidden_size"], arch["vocab_size"]
+    kv_heads = arch["num_kv_heads"] // tp if arch["num_kv_heads"] >= tp else 1
+    head_dim = arch.get("head_dim") or hidden // arch["num_attention_heads"]
+    kv_per_token = layers * 2 * kv_heads * head_dim * (nbytes if kv is None else kv)
+    tokens = batch * new
+    flops = (2 * body_params(arch) * tokens + 2 * vocab * hidden * logits
+             + layers * attention_flops_per_query(arch) * tokens * (context + (new + 1) / 2)) / tp
+    moved = (body_params(arch) * nbytes + (vocab * hidden + hidden) * 2) / tp + (batch * context + tokens) * kv_per_token
+    got = forward_cost(arch, nbytes, batch, new, context, logits, None, tp, kv)
+    assert got == (pytest.approx(flops, rel=1e-12), pytest.approx(moved, rel=1e-12))

@@ -13,30 +13,11 @@ from sim.contracts.errors import SpecplanError
 from sim.contracts.lengths import LengthDist
 from sim.contracts.scenario import Scenario, load_scenario
 from sim.contracts.scenario_fields import resolve_path
-from tests.helpers import scenario_toml
+from tests.helpers import MINIMAL_SCENARIO, load_scenario_text, write_text
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
 TRACES = REPO.parent / "shared" / "traces"
-
-MINIMAL = scenario_toml(
-    't',
-    run={'duration_s': 100},
-    workload={'arrival': 'poisson', 'rate': 1.0},
-    segments=[
-        {'name': 'a', 'share': 1, 'prompt_tokens': {'dist': 'fixed', 'value': 10}, 'output_tokens': {'dist': 'fixed', 'value': 5}, 'acceptance': {'task': 'support', 'language': 'en'}},
-    ],
-)
-
-
-def _write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return p
-
-
-def _load_text(tmp_path: Path, text: str) -> Scenario:
-    return load_scenario(_write(tmp_path, text))
 
 
 # ---------------------------------------------------------------------------- shipped files
@@ -91,7 +72,7 @@ def test_decision_grid_candidates() -> None:
 
 
 def test_minimal_defaults_and_baseline_added(tmp_path: Path) -> None:
-    s = _load_text(tmp_path, MINIMAL)
+    s = load_scenario_text(tmp_path, MINIMAL_SCENARIO)
     assert s.run.seeds == (0,) and s.run.warmup_s == 0.0 and s.run.drain is True
     assert s.candidate_names == ("baseline",)
     assert s.baseline.max_k == 0
@@ -101,18 +82,18 @@ def test_minimal_defaults_and_baseline_added(tmp_path: Path) -> None:
 
 
 def test_baseline_added_first_when_absent(tmp_path: Path) -> None:
-    s = _load_text(tmp_path, MINIMAL + '[[candidates]]\nname = "ng"\nproposer = "ngram"\nk = 3\n')
+    s = load_scenario_text(tmp_path, MINIMAL_SCENARIO + '[[candidates]]\nname = "ng"\nproposer = "ngram"\nk = 3\n')
     assert s.candidate_names == ("baseline", "ng")
     assert s.speculative[0].max_k == 3 and not s.speculative[0].is_baseline
 
 
 def test_name_defaults_to_file_stem(tmp_path: Path) -> None:
-    s = load_scenario(_write(tmp_path, MINIMAL.replace('name = "t"\n', ""), "my-case.toml"))
+    s = load_scenario(write_text(tmp_path, MINIMAL_SCENARIO.replace('name = "t"\n', ""), "my-case.toml"))
     assert s.name == "my-case"
 
 
 def test_slo_limits_and_derived(tmp_path: Path) -> None:
-    s = _load_text(tmp_path, MINIMAL + "[slo]\nttft_ms = 500\npause_ms = 900\npercentile = 99\n")
+    s = load_scenario_text(tmp_path, MINIMAL_SCENARIO + "[slo]\nttft_ms = 500\npause_ms = 900\npercentile = 99\n")
     assert s.slo.limits == {"ttft": 500.0, "pause": 900.0}
     assert s.run.measured_s == 100.0
 
@@ -139,30 +120,30 @@ def test_path_resolution_scenario_folder_then_cwd(tmp_path: Path, monkeypatch: p
 
 
 def test_require_profile_path(tmp_path: Path) -> None:
-    s = _load_text(tmp_path, MINIMAL + '[fleet]\nprofile = "missing.json"\n')
+    s = load_scenario_text(tmp_path, MINIMAL_SCENARIO + '[fleet]\nprofile = "missing.json"\n')
     with pytest.raises(SpecplanError, match=r"fleet\.profile: file not found; looked in .*missing\.json"):
         s.require_profile_path()
     (tmp_path / "missing.json").write_text("{}")
     assert s.require_profile_path() == (tmp_path / "missing.json").resolve()
     with pytest.raises(SpecplanError, match=r"fleet\.profile: not set"):
-        _load_text(tmp_path, MINIMAL).require_profile_path()
+        load_scenario_text(tmp_path, MINIMAL_SCENARIO).require_profile_path()
 
 
 def test_trace_path_resolved_relative_to_scenario(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-    text = MINIMAL.replace('rate = 1.0', 'trace = {path = "data/t.csv", rate_scale = 2.0}')
+    text = MINIMAL_SCENARIO.replace('rate = 1.0', 'trace = {path = "data/t.csv", rate_scale = 2.0}')
     text = text.replace('arrival = "poisson"', 'arrival = "trace"')
     text = text.replace('prompt_tokens = {dist = "fixed", value = 10}\n', "")
     text = text.replace('output_tokens = {dist = "fixed", value = 5}\n', "")
-    s = _load_text(tmp_path, text)
+    s = load_scenario_text(tmp_path, text)
     assert s.trace_path == (tmp_path / "data" / "t.csv").resolve()
     assert s.workload.trace is not None and s.workload.trace.effective_window_s(100) == 200.0
 
 
 # ---------------------------------------------------------------------------- validation table
 
-# (replacement applied to MINIMAL or text appended, expected substring of the message)
+# (replacement applied to MINIMAL_SCENARIO or text appended, expected substring of the message)
 BAD: list[tuple[str, tuple[str, str] | None, str, str]] = [
     # id, (old, new) replacement or None, appended text, expected substring
     ("unknown-top", ('name = "t"', 'nmae = "x"\nname = "t"'), "", "s.toml: nmae: unknown key; valid: name, run, workload"),
@@ -312,7 +293,7 @@ def test_validation_names_the_field(
     tmp_path: Path, replace: tuple[str, str] | None, append: str, expected: str
 ) -> None:
     (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,1,1\n")
-    text = MINIMAL
+    text = MINIMAL_SCENARIO
     if replace is not None:
         assert replace[0] in text, f"test table out of date: {replace[0]!r}"
         text = text.replace(replace[0], replace[1], 1)
@@ -320,7 +301,7 @@ def test_validation_names_the_field(
         text = text[: text.index("[[workload.segments]]")]
     text += append
     with pytest.raises(SpecplanError) as info:
-        _load_text(tmp_path, text)
+        load_scenario_text(tmp_path, text)
     msg = str(info.value)
     assert "\n" not in msg
     assert msg.startswith(str(tmp_path / "s.toml") + ":")
@@ -329,7 +310,7 @@ def test_validation_names_the_field(
 
 def test_toml_syntax_error_reports_line(tmp_path: Path) -> None:
     with pytest.raises(SpecplanError, match=r"s\.toml:5: TOML syntax error"):
-        _load_text(tmp_path, 'name = "t"\n[run]\nduration_s = 100\n\nrate = = 2\n')
+        load_scenario_text(tmp_path, 'name = "t"\n[run]\nduration_s = 100\n\nrate = = 2\n')
 
 
 def test_missing_file() -> None:
@@ -343,9 +324,9 @@ def test_direct_construction_errors_are_located() -> None:
 
 
 def test_assumed_acceptance_without_segment_keys_is_fine(tmp_path: Path) -> None:
-    text = MINIMAL.replace('acceptance = {task = "support", language = "en"}\n', "")
+    text = MINIMAL_SCENARIO.replace('acceptance = {task = "support", language = "en"}\n', "")
     text += '[[candidates]]\nname = "x"\nproposer = "ngram"\nk = 2\nassumed_acceptance = [0.6, 0.3]\n'
-    s = _load_text(tmp_path, text)
+    s = load_scenario_text(tmp_path, text)
     assert s.candidate("x").assumed_acceptance == (0.6, 0.3)
 
 

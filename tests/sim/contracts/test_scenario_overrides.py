@@ -11,28 +11,9 @@ import pytest
 from sim.contracts.errors import SpecplanError
 from sim.contracts.scenario import Scenario, load_scenario
 from sim.contracts.toml_writer import dumps_toml
-from tests.helpers import scenario_toml
+from tests.helpers import MINIMAL_SCENARIO, load_scenario_text
 
 REPO = Path(__file__).resolve().parents[3]
-SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
-TRACES = REPO.parent / "shared" / "traces"
-
-MINIMAL = scenario_toml(
-    't',
-    run={'duration_s': 100},
-    workload={'arrival': 'poisson', 'rate': 1.0},
-    segments=[
-        {'name': 'a', 'share': 1, 'prompt_tokens': {'dist': 'fixed', 'value': 10}, 'output_tokens': {'dist': 'fixed', 'value': 5}, 'acceptance': {'task': 'support', 'language': 'en'}},
-    ],
-)
-
-
-
-
-def _load_text(tmp_path: Path, text: str) -> Scenario:
-    p = tmp_path / "s.toml"
-    p.write_text(text, encoding="utf-8")
-    return load_scenario(p)
 
 
 @pytest.fixture()
@@ -125,7 +106,7 @@ def test_load_scale_every_arrival_kind(default: Scenario, tmp_path: Path) -> Non
 
 
 def test_to_toml_round_trip_with_every_feature(tmp_path: Path) -> None:
-    text = MINIMAL.replace('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\n'
+    text = MINIMAL_SCENARIO.replace('arrival = "poisson"\nrate = 1.0', 'arrival = "piecewise"\n'
                            'piecewise = {shape = "daily", points = [[0, 0.5], [12, 3.0]], start_h = 9.5}')
     text += (
         "[slo]\nttft_ms = 1500\n"
@@ -136,7 +117,7 @@ def test_to_toml_round_trip_with_every_feature(tmp_path: Path) -> None:
         '[[candidates]]\nname = "ad"\nproposer = "selfdraft-l6"\npolicy = "adaptive"\nk = 3\n'
         "adaptive = {on_below_batch = 2, off_above_batch = 6}\nassumed_acceptance = [0.7, 0.5, 0.2]\n"
     )
-    s = _load_text(tmp_path, 'description = "quotes \\" and ünïcode"\n' + text)
+    s = load_scenario_text(tmp_path, 'description = "quotes \\" and ünïcode"\n' + text)
     out = s.to_toml()
     again = Scenario.from_dict(tomllib.loads(out), s.origin, s.base_dir)
     assert again == s
@@ -154,7 +135,7 @@ def test_documented_example_loads(tmp_path: Path) -> None:
     doc = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
     start = doc.index("```toml\n") + len("```toml\n")
     text = doc[start : doc.index("```", start)]
-    s = _load_text(tmp_path, text)
+    s = load_scenario_text(tmp_path, text)
     assert s.candidate_names[:2] == ("baseline", "ngram-k3")
     assert s.candidate("ngram-by-batch").max_k == 5
     assert s.candidate("ngram-assumed").assumed_acceptance == (0.7, 0.5, 0.35)

@@ -145,3 +145,43 @@ def test_a_passing_end_with_margin_exactly_one_is_the_boundary_so_the_step_goes_
     # log-margins 0 (at lo) and log 10 (at hi): the crossing is lo itself; the clamp keeps the
     # probe 10 % of the log-bracket inside, at 100^0.1
     assert _next_point(Probe(1.0, True, 1.0), Probe(100.0, False, 10.0)) == pytest.approx(100 ** 0.1)
+
+
+def trailing_run(sides: list[str]) -> int:
+    """How many of the last entries are the same as the last one (0 for none)."""
+    run = 0
+    for s in reversed(sides):
+        if s != sides[-1]:
+            break
+        run += 1
+    return run
+
+
+@settings(max_examples=200, deadline=None)
+@given(boundary=st.floats(0.1, 1e3), start=st.floats(0.1, 1e3), below=st.floats(0.2, 5.0),
+       above=st.floats(0.2, 5.0), rel_tol=st.sampled_from([1e-4, 0.01, 0.05]))
+def test_narrowing_bisects_after_the_same_end_moved_twice_running_else_interpolates(
+        boundary, start, below, above, rel_tol) -> None:
+    # a kinked margin (different log-slopes each side of the boundary) makes the secant land on
+    # one side again and again; the safeguard must bisect once that side has moved twice running
+    def check(rate: float) -> Probe:
+        r = rate / boundary
+        return Probe(rate, r <= 1.0, r ** (below if r <= 1.0 else above))
+    res = find_capacity(check, start, rel_tol=rel_tol, max_evals=40)
+    lo = hi = None
+    sides: list[str] = []
+    for p in res.probes:
+        if lo is not None and hi is not None:  # a narrowing probe: replay the rule
+            assert p.rate == _next_point(lo, hi, interpolate=trailing_run(sides) < 2)
+            sides.append("lo" if p.sustained else "hi")
+        if p.sustained:
+            lo = p if lo is None or p.rate > lo.rate else lo
+        else:
+            hi = p if hi is None or p.rate < hi.rate else hi
+
+
+@pytest.mark.parametrize("lo_margin,hi_margin", [(0.5, None), (None, 2.0), (0.0, 2.0), (0.5, math.inf),
+                                                 (-0.5, 2.0), (0.5, 0.0)])
+def test_next_probe_bisects_unless_both_ends_have_a_finite_positive_margin(lo_margin, hi_margin) -> None:
+    # log(margin) is the interpolation's axis: a missing, zero, negative or infinite margin has none
+    assert _next_point(Probe(1.0, True, lo_margin), Probe(100.0, False, hi_margin)) == pytest.approx(10.0)

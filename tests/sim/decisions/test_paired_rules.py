@@ -81,6 +81,8 @@ def test_one_seed_has_no_interval_and_never_decides() -> None:
     (0.0, 0.1000001, 0.1, "undetermined"),
     (-0.2, 0.3, 0.1, "undetermined"),  # the mirror: mean below -delta yet interval crosses 0
     (-0.1, 0.1, 0.1, "undetermined"),  # interval ends at 0 yet reaches past -delta: not settled
+    (-0.2, 0.2, 0.1, "undetermined"),  # beyond -delta but the interval touches 0: not worse
+    (0.2, 0.2, 0.1, "undetermined"),   # beyond delta but the interval touches 0: not better
     (0.1, 0.1, 0.1, "undetermined"),
     (0.3, 0.25, 0.1, "better"),
     (-0.3, 0.25, 0.1, "worse"),
@@ -129,3 +131,20 @@ def test_interval_touching_the_range_ends_is_not_clipped() -> None:
 def test_seeds_that_all_agree_read_plus_minus_zero_and_others_their_half_width() -> None:
     assert mean_interval([2.0, 2.0, 2.0]) == (2.0, 0.0, "± 0 (all 3 seeds agree)")
     assert mean_interval([101.0, 103.0])[2] == "± 13"  # 12.706 · √2 / √2
+
+
+@pytest.mark.parametrize("a,b", [([math.inf, 1.0], [1.0, 1.0]), ([1.0, 2.0], [math.inf, math.inf]),
+                                 ([math.nan, 1.0], [1.0, 1.0])])
+def test_a_seed_without_a_finite_value_leaves_the_comparison_undetermined_without_an_indifference_amount(a, b) -> None:
+    # an infinite mean has no share to take: the amount is 0, and the difference is not a number
+    p = paired(a, b, higher_better=False, rel_delta=0.05)
+    assert p.n == 2 and math.isnan(p.diff) and p.half is None and p.verdict == "undetermined"
+    if any(math.isinf(x) for x in (*a, *b)):
+        assert p.delta == 0.0
+
+
+def test_seed_intervals_skip_missing_and_nan_seeds_and_an_infinite_seed_has_no_interval() -> None:
+    mean, half = mean_ci95([1.0, None, math.nan, 3.0])
+    assert mean == 2.0 and half == pytest.approx(stats.t.ppf(0.975, 1) * stats.tstd([1.0, 3.0]) / math.sqrt(2), rel=1e-4)
+    assert mean_ci95([None, math.nan]) == (None, None)
+    assert mean_ci95([1.0, math.inf]) == (math.inf, None) and mean_ci95([math.inf, -math.inf]) == (-math.inf, None)

@@ -130,3 +130,67 @@ def test_a_one_token_answer_has_no_tpot_and_unfinished_requests_have_no_latencie
     assert math.isnan(tpot[0]) and tpot[1] == pytest.approx(0.5) and math.isnan(tpot[2])
     assert ttft[:2].tolist() == [1.0, 1.0] and e2el[:2].tolist() == [1.5, 3.0]
     assert math.isnan(ttft[2]) and math.isnan(e2el[2])
+
+
+@pytest.mark.parametrize("window,replicas,gpus,ok", [
+    (0.0, 1, 1, True), (0.5, 1, 1, True), (1.0, 0, 1, True), (1.0, 1, 1, True),  # the edges are valid
+    (-1e-9, 1, 1, False), (1.0, -1, 1, False), (1.0, 1, 0, False)])  # each bound alone refuses
+def test_fleet_cost_needs_a_window_and_replicas_at_least_zero_and_one_gpu_per_replica(window, replicas, gpus, ok) -> None:
+    if ok:
+        assert fleet_cost_usd(window, replicas, 2.0, gpus_per_replica=gpus) == pytest.approx(
+            replicas * 2.0 * gpus * window / 3600.0)
+        return
+    with pytest.raises(ValueError, match="gpus_per_replica >= 1"):
+        fleet_cost_usd(window, replicas, 2.0, gpus_per_replica=gpus)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=samples)
+def test_the_0th_and_100th_percentiles_are_the_smallest_and_largest_sample(values) -> None:
+    lo, hi = linear_percentiles(np.asarray(values, dtype=np.float64), (0.0, 1.0))
+    assert (lo, hi) == (min(values), max(values))
+
+
+def test_rates_hold_over_a_window_under_a_second_and_tokens_per_step_is_one_plus_accepted_per_speculative_step() -> None:
+    from sim.results import metric_names as mn
+    from sim.results.metrics import summarize
+    from tests.sim.results.test_metrics import empty_itl, empty_steps, req_frame
+
+    rows = [dict(arrival_s=0.0, first_token_s=0.1, finish_s=0.4, output_tokens=5, outcome="completed",
+                 num_drafts=2, accepted_tokens=3, num_spec_steps=4),
+            dict(arrival_s=0.1, first_token_s=0.2, finish_s=0.3, output_tokens=3, outcome="completed",
+                 num_drafts=1, accepted_tokens=1, num_spec_steps=2)]
+    s = summarize(req_frame(rows), empty_steps(), empty_itl(), segments=[], slo_ms={"ttft": 800}, warmup_s=0.0,
+                  duration_s=0.5, replicas=1, cost_total_usd=None, keys={mn.CANDIDATE: "c", mn.SEED: 1})
+    row = s.row(0, named=True)
+    assert (row[mn.WINDOW_START_S], row[mn.WINDOW_END_S]) == (0.0, 0.5)
+    assert row[mn.REQUEST_THROUGHPUT] == pytest.approx(2 / 0.5) and row[mn.OUTPUT_THROUGHPUT] == pytest.approx(8 / 0.5)
+    assert row[mn.REQUEST_GOODPUT] == pytest.approx(2 / 0.5)
+    assert row[mn.MEAN_ACCEPTANCE_LENGTH] == pytest.approx(1 + 4 / 3)  # vLLM: 1 + accepted / drafts
+    assert row[mn.TOKENS_PER_STEP] == pytest.approx(1 + 4 / 6)  # the bonus token + accepted per speculative step
+
+
+def test_a_two_token_answer_has_a_tpot_the_gap_after_its_first_token() -> None:
+    a = {"_done": np.array([True]), "arrival_s": np.array([0.0]), "first_token_s": np.array([1.0]),
+         "finish_s": np.array([1.25]), "generated_tokens": np.array([2])}
+    assert _latencies(a)[1].tolist() == [0.25]  # (finish − first token) / (tokens − 1)
+
+
+def test_summary_counts_and_preemptions_are_integers_and_rates_are_floats() -> None:
+    from sim.results import metric_names as mn
+    from sim.results.metrics import summarize
+    from tests.sim.results.test_metrics import empty_itl, empty_steps, req_frame
+
+    rows = [dict(arrival_s=0.0, first_token_s=0.1, finish_s=0.4, output_tokens=5, outcome="completed")]
+    s = summarize(req_frame(rows), empty_steps(), empty_itl(), segments=[], slo_ms={"ttft": 800}, warmup_s=0.0,
+                  duration_s=1.0, replicas=1, cost_total_usd=None, keys={mn.CANDIDATE: "c", mn.SEED: 1})
+    for col in (*mn.COUNT_COLUMNS, mn.PREEMPTIONS):
+        assert s.schema[col] == pl.Int64, col
+    assert s.schema[mn.REQUEST_THROUGHPUT] == pl.Float64 and s.schema[mn.QUEUE_LEN_TW] == pl.Float64
+
+
+def test_a_missing_count_reads_as_zero_and_a_missing_time_as_nan() -> None:
+    from sim.results.metrics import _arrays
+
+    got = _arrays(pl.DataFrame({"n": [3, None], "t": [1.5, None]}), floats=["t"], counts=["n"])
+    assert got["n"].tolist() == [3, 0] and got["t"][0] == 1.5 and math.isnan(got["t"][1])
