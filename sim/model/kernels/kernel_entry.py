@@ -8,7 +8,7 @@ the arrays one by one, 2.26 µs as NamedTuples). The fleet calls a kernel once o
 step of a run that Python clocks, so these entries take ``fields`` of each object and rebuild the
 NamedTuple inside compiled code, where that costs nothing; the kernels themselves take the state
 objects. An entry never slices a packed argument list: its parameters name the seams
-(``tests/test_architecture.py`` checks that).
+(``tests/test_kernel_seams.py`` checks that).
 """
 
 from __future__ import annotations
