@@ -28,6 +28,7 @@ from sim.contracts.sweep_points import HIGHER_IS_BETTER, SIDE_FIELDS, SweepPoint
 from sim.fidelity.calibration_search import fit_terms
 from sim.fidelity.calibration_terms import TERM_SPECS, Terms, apply_terms, starting_terms
 from sim.results import metric_names as mn
+from sim.results.plain_numbers import rate
 
 SUMMARY_COLUMN: dict[str, str] = {
     "tpot_p50_ms": "tpot_ms_median", "ttft_p50_ms": "ttft_ms_median", "e2el_p50_ms": "e2el_ms_median",
@@ -40,7 +41,7 @@ TPOT_BAR = 0.15
 
 def load_text(kind: str, load: float) -> str:
     """A load as a reader says it: ``N = 64`` clients, or ``2.5 req/s``."""
-    return f"N = {load:g}" if kind == "concurrency" else f"{load:g} req/s"
+    return f"N = {load:g}" if kind == "concurrency" else rate(load)
 
 
 @dataclass(frozen=True, slots=True)

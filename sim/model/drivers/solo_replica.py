@@ -49,6 +49,7 @@ class SoloReplica(CompiledReplica):
             while True:
                 rp, rq, lg, ta = self.seams()
                 why, t, dt = ke.advance_alone(rp, rq, lg, self.pol, ta, self.av_fields, t, float(env.peek()))
+                rp = rq = lg = ta = None  # not held across a wait: the run may end there, its logs let go (``release``)
                 again = self.serviced(why, t, dt)
                 if again is None:
                     break
