@@ -18,10 +18,12 @@ The planner-oracle test compares the same counts with the oracle's; this one nee
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import prefix_cache as pc
@@ -176,3 +178,18 @@ def test_kv_ledger_balances_after_every_call(case) -> None:
 @given(replicas(cache_pressure=True))
 def test_kv_ledger_balances_under_prefix_cache_eviction(case) -> None:
     _run(case, _balances)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 2000), st.integers(0, 8), st.sampled_from([1, 2, 16, 32]),
+       st.integers(1, 400))
+def test_a_request_fits_at_all_exactly_when_its_longest_form_needs_no_more_blocks_than_the_replica_has(
+        prompt, output, k_max, block_size, total):
+    """Admission's "could it ever run here" (``kv_blocks.fits_at_all``): prompt, every output
+    token and a step's lookahead drafts, rounded up to whole blocks, within the replica's blocks;
+    the boundary (exactly as many blocks as there are) fits."""
+    from sim.model.kernels import kv_blocks as kv
+
+    need = math.ceil((prompt + output + k_max) / block_size)
+    assert kv.fits_at_all(prompt, output, k_max, block_size, total) == (need <= total)
+    assert kv.fits_at_all(prompt, output, k_max, block_size, need)  # exactly enough blocks
