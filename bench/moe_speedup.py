@@ -129,6 +129,10 @@ def published_runs(context: int) -> None:
                   f"break-even on the priced passes {pub.break_even_drafting(p, r, context) * 1e3:.2f}")
         if r.stand_in:
             print(f"    stand-in: {r.stand_in}")
+        if r.topk > 1:
+            tree, chain = pub.tree_drafting(r, context)
+            print(f"    draft passes as SGLang runs the tree (top-{r.topk}, {r.k} steps): {tree * 1e3:.3f} ms; as the "
+                  f"import's chain of {r.k}: {chain * 1e3:.3f} ms ({(tree - chain) * 1e3:+.3f} ms; host overheads not in either)")
         print(f"    source: {r.source}; row: {r.row}")
     print(f"\n  signs wrong: {wrong} of {len(pub.RUNS)}")
 
