@@ -169,6 +169,19 @@ def tree_drafting(run: MoeRun, context: int) -> tuple[float, float]:
     return tree * 1e-3, head.draft(run.batch, run.k, context) * 1e-3
 
 
+def implied_speculative_host(profile: Any, run: MoeRun, context: float) -> float:
+    """Seconds a speculative step of ``run`` spent beyond its own plain step and the kernels the
+    profile prices for the difference (verify over decode, draft passes): ``spec step - base step
+    - (V - T + D)``. Why: the run's plain step carries the engine's per-step host time, so what is
+    left is time only a speculative step pays that no kernel here accounts for (drafting's host
+    work, the tree's bookkeeping, synchronisations); an implied figure, not a measurement of it."""
+    tf, prop = profile.timing.target_forward, profile.timing.proposers[run.method]
+    b, k = run.batch, run.k
+    kernels = (cell(tf, batch=b, tokens_per_seq=k + 1, context=context) - cell(tf, batch=b, tokens_per_seq=1, context=context)
+               + cell(prop.draft, batch=b, k=k, context=context))
+    return run.spec_step_s - run.batch / run.base_tok_s - kernels
+
+
 def import_for(run: MoeRun, command: str) -> Any:
     """The profile aiconfigurator-core's database gives for ``run``'s model, GPU, engine and TP."""
     import json

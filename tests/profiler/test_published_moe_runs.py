@@ -144,3 +144,18 @@ def test_a_moe_family_without_measured_evidence_keeps_the_packages_default_routi
     layout = _layout(ImportRequest("h200_sxm", "vllm", "openai/gpt-oss-120b"))
     eng = db.compile_engine("openai/gpt-oss-120b", "h200_sxm", "vllm", db.resolve_version("h200_sxm", "vllm", "0.24.0"), layout)
     assert eng.routing is not None and "default" in eng.routing and aic_routing.ROUTING not in eng.routing
+
+
+@pytest.mark.parametrize("key", [r.key for r in RUNS])
+def test_a_published_speculative_step_costs_at_least_its_plain_step_and_the_kernels_priced_for_the_difference(key) -> None:
+    """What the run's speculative step spent beyond its own plain step and the priced kernels
+    (verify over decode, draft passes) is time no kernel accounts for; it is never negative here,
+    and it exceeds the assumed host overheads priced for the step (docs/fidelity-gpu.md §6)."""
+    _needs_database()
+    from profiler.imported.published_moe_runs import cell, implied_speculative_host
+
+    run = _run(key)
+    p = _profile(run)
+    implied = implied_speculative_host(p, run, 1024)
+    assumed = cell(p.timing.proposers[run.method].overhead, batch=run.batch, k=run.k)
+    assert implied > assumed > 0, f"{key}: implied {implied * 1e3:.2f} ms, assumed {assumed * 1e3:.2f} ms"
