@@ -158,4 +158,6 @@ def test_a_published_speculative_step_costs_at_least_its_plain_step_and_the_kern
     p = _profile(run)
     implied = implied_speculative_host(p, run, 1024)
     assumed = cell(p.timing.proposers[run.method].overhead, batch=run.batch, k=run.k)
+    beyond_plain = run.spec_step_s - run.batch / run.base_tok_s  # the run's own step difference
     assert implied > assumed > 0, f"{key}: implied {implied * 1e3:.2f} ms, assumed {assumed * 1e3:.2f} ms"
+    assert implied < beyond_plain, f"{key}: the priced kernels (verify over decode, draft passes) are positive"
