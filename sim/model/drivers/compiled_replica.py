@@ -27,7 +27,7 @@ from sim.model.kernels import price_kernels as pk
 from sim.model.kernels import queue_kernels as qk
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.policy_kernels import policy_array
-from sim.model.speculation import OFF, PolicyState
+from sim.model.speculation import PolicyState, after_restart
 from sim.model.step_plan import Request
 from sim.model.step_time import StepShape
 
@@ -205,17 +205,13 @@ class CompiledReplica:
         m = self.rp.meta
         out = np.empty(int(m[ks.M_NRUN] + m[ks.M_NWAIT]), np.int64)
         rq = self.arrays.rq
-        n = qk.evacuate(self._qlog_room(len(out)), rq, out, now)
+        n = qk.go_down(self._qlog_room(len(out)), rq, out, plan.on_restart == "drop", now)
         self.deadlines.clear()
         for r in out[:n].tolist():
-            if plan.on_restart == "drop":
-                qk.end_request(self.rp, rq, r, ks.REJECTED, now)
-            else:
-                fleet.replicas[fleet.router.pick()].adopt(fleet.requests[r], now)
+            fleet.replicas[fleet.router.pick()].adopt(fleet.requests[r], now)
         yield env.timeout(plan.cold_start_s)
         self.up = True
-        if plan.fallback == "baseline":
-            self.policy = OFF
+        self.policy = after_restart(self.policy, plan)
         self.pol = policy_array(self.policy)  # started afresh: a kv_fallback's state too
 
 

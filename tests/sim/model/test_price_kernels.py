@@ -148,3 +148,25 @@ def test_timers_the_compiled_loops_cannot_run_are_not_packed() -> None:
     fixed = pack(FixedStepTimer(0.25), None)
     assert fixed is not None
     assert pk.price(fixed.arrays, (3, 0.0, 0, 0, 0.0, 0.0, 0, 0, -1)) == 0.25
+
+
+GRID_ATTRS = {"_forward", "_prefill", "_draft", "_overhead", "_join", "_leave", "_dense", "_logits",
+              "_dattn", "_pattn", "_draft_prefill"}
+
+
+def test_no_second_pricing_rule_in_the_python_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ProfileStepTimer.price`` is the compiled kernel's answer, whatever it is, and
+    ``step_time.py`` composes no step itself (no grid looked up, no verified tokens counted)."""
+    import ast
+
+    from sim.model import step_time
+    from sim.model.kernels import kernel_entry as ke
+
+    timer, _, proposer = _pair("cpu-speed")
+    monkeypatch.setattr(ke, "price", lambda ta, shape: 123.25)
+    assert timer.price(3, 100.0, 2, proposer, 64, 0.0, None, 1.0, 0, 0, None) == 123.25
+    tree = ast.parse(Path(step_time.__file__).read_text(encoding="utf-8"))
+    called = [ast.unparse(c.func) for c in ast.walk(tree) if isinstance(c, ast.Call)]
+    looked_up = [f for f in called if f.split(".")[-1] in GRID_ATTRS or "]" in f and f.split("[")[0].split(".")[-1] in GRID_ATTRS]
+    assert not looked_up, f"step_time.py looks grids up itself: {looked_up}"
+    assert not [f for f in called if f.endswith(("verify_tokens_per_row", "graph_tokens"))]
