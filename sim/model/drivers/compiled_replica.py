@@ -3,9 +3,11 @@
 The reference semantics of the simulator, one SimPy event per step: plan and price it (one
 kernel call when the step timer is compiled, with the ``k`` of a policy only Python runs, the
 adaptive one or a user's own, chosen before it; else planned compiled and priced by the Python
-timer: a machine-speed timeline, a random or custom timer), ``yield
-env.timeout(dt)``, draw and apply (one kernel call). Arrivals, routing, deadlines
-(``sim.model.deadlines``) and restarts are Python around the kernels. Built-in policies on a
+timer: a machine-speed timeline, a random or custom timer; a profile's timer prices through the
+compiled kernel even then), ``yield env.timeout(dt)``, draw and apply (one kernel call).
+Arrivals, deadlines (``sim.model.deadlines``) and a restart's clock are Python around the
+kernels; what a restart takes down (``queue_kernels.go_down``) and where each request goes
+(``router`` → ``route_kernels.pick``) are the compiled rules the fleet kernel runs. Built-in policies on a
 profile's timer run in the kernels instead (``solo_replica``, ``routed_fleet``), whose records
 equal these bit for bit (``tests/sim/model/test_properties.py``); a restart at 0 s and closed-loop clients
 (``clients``) step here.
