@@ -6,7 +6,8 @@ whose arrivals the Python router routes (the path of a speed timeline or a custo
 Each case is one child process (imports and kernels warm first, then timed; medians of
 ``--repeats``); ``--tree OTHER_CHECKOUT`` measures another checkout the same way, interleaved,
 and the ratio other/this is printed. The outputs (schedule, speed-ups, the run's mean TTFT) are
-printed too, so two trees can be seen to compute the same numbers.
+printed too (the run's: the sum of finish times, of replica indices, the request count), so
+two trees can be seen to compute the same numbers.
 Run: ``.venv/bin/python bench/bench_pricing.py [--tree /path/to/old/checkout] [--repeats 5]``.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = ("schedule", "breakeven", "price-call", "simpy-python-priced")
+"""``simpy-python-priced``: decision-grid.toml on 2 replicas, its second candidate, seed 1."""
 
 CHILD = r'''
 import json, statistics, sys, time
@@ -63,7 +65,8 @@ else:  # the SimPy driver with the Python timer and router: as a speed timeline 
     prof = load_profile(sc.require_profile_path())
     with mock.patch.object(timer_packing, "pack", lambda timer, proposer: None):
         s, out = timed(lambda: simulate_once(sc, prof, sc.candidate_names[1], 1), max(1, repeats // 2))
-    print(json.dumps({"s": s, "out": float(out.requests["ttft_s"].mean())}))
+    req = out.requests
+    print(json.dumps({"s": s, "out": [float(req["finish_s"].sum()), int(req["replica"].sum()), req.height]}))
 '''
 
 
