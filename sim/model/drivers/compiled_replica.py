@@ -38,8 +38,8 @@ _NO_SEAMS: tuple = (None, None, None, ())
 
 
 class CompiledReplica:
-    """One replica: its planner state, policy and SimPy process (submit, adopt, outstanding,
-    up, run: what the router and the fleet ask of a replica)."""
+    """One replica: its planner state, policy and SimPy process (``rp`` and ``up``, what the
+    router reads; submit, adopt, run: what the fleet asks of a replica)."""
 
     takes_arrivals = False
     """True for a replica whose kernel takes the run's arrivals itself (no arrival process)."""
@@ -75,11 +75,7 @@ class CompiledReplica:
             f = self._seams = (rp, lg, pol, (ke.fields(rp), ke.fields(self.arrays.rq), ke.fields(lg), ta))
         return f[3]
 
-    # ------------------------------------------------------------------ routing and arrivals
-    def outstanding(self) -> int:
-        m = self.rp.meta
-        return int(m[ks.M_NRUN] + m[ks.M_NWAIT])
-
+    # ------------------------------------------------------------------ arrivals
     def submit(self, req: Request, now: float) -> None:
         """A new arrival routed here (``queue_kernels.admit``)."""
         req.replica = self.index
