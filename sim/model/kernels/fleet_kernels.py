@@ -38,7 +38,8 @@ from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.arrival_kernels import expire_due
 from sim.model.kernels.kernel_cache import njit
-from sim.model.kernels.queue_kernels import admit, end_request, enqueue, evacuate
+from sim.model.kernels.queue_kernels import admit, enqueue, go_down
+from sim.model.kernels.route_kernels import pick
 
 # a replica's pending event (FleetClock.kind)
 IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
@@ -155,32 +156,9 @@ def _next_event(fc):
 
 
 @njit
-def _outstanding(st, r):
-    return st.meta[r, ks.M_NRUN] + st.meta[r, ks.M_NWAIT]
-
-
-@njit
 def _pick(st, fc):
-    """``router.Router.pick``: round robin, or the least outstanding requests (running and
-    waiting), ties to the lowest index; a replica that is down only when all are."""
-    n = fc.kind.shape[0]
-    some_up = True
-    if fc.g[G_EXTRA]:
-        some_up = False
-        for r in range(n):
-            some_up = some_up or fc.kind[r] != DOWN
-    least = fc.g[G_LEAST] != 0
-    start = 0 if least else fc.g[G_RR]
-    best = start
-    for s in range(n):  # the first replica that may take it, from the round-robin turn
-        best = (start + s) % n
-        if not some_up or fc.kind[best] != DOWN:
-            break
-    if least:
-        for r in range(best + 1, n):
-            if (not some_up or fc.kind[r] != DOWN) and _outstanding(st, r) < _outstanding(st, best):
-                best = r
-    return best
+    """The replica for the next request: ``route_kernels.pick``, the routing rule's one home."""
+    return pick(st.meta, fc.kind, DOWN, fc.g[G_RR], fc.g[G_LEAST] != 0)
 
 
 @njit
@@ -259,12 +237,9 @@ def _restart(st, rq, av, fc, t):
     fc.kind[r] = DOWN
     g[G_EXTRA] += 1
     out = fc.out
-    n = evacuate(rp, rq, out, t)
+    n = go_down(rp, rq, out, g[G_DROP] != 0, t)
     for i in range(n):
         q = out[i]
-        if g[G_DROP]:
-            end_request(rp, rq, q, ks.REJECTED, t)
-            continue
         j = _pick(st, fc)
         g[G_RR] = (j + 1) % fc.kind.shape[0]
         av.routed[q] = j
