@@ -139,7 +139,7 @@ def published_step(profile: Path, out: Path) -> Path:
                                        for b in da["batch"]]
     pa = f["prefill_attention"]["axes"]
     f["prefill_attention"]["median"] = [[PUB_TARGET_KV * c for c in pa["context"]] for _ in pa["tokens"]]
-    for key in ("sampler", "cuda_graphs"):  # inside the fitted pass
+    for key in ("sampler", "cuda_graphs", "host_rows"):  # inside the fitted pass and overhead
         t.pop(key, None)
     g = t["proposers"]["eagle"]
     g.pop("prefill", None)  # the paper's simulator charges no drafting on prefill steps

@@ -22,7 +22,7 @@ from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from profiler.imported import aic_database as db
 from profiler.imported import aic_proposers
 from profiler.imported.aic_grids import GridBuilder, target_forward_notes
-from profiler.imported.aic_step_terms import cuda_graph_entry, sampler_entry
+from profiler.imported.aic_step_terms import cuda_graph_entry, host_rows_entry, sampler_entry
 from profiler.imported.import_sanity import sanitize
 from profiler.imported.published_library import prefer_published
 from profiler.imported.vllm_kv_dtype import KvChoice, resolve_auto
@@ -162,7 +162,8 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     target_id = _identity(db.ALIASES.get(req.target, req.target), tcfg)
     vocab = int(target_id["architecture"]["vocab_size"])
     for key, entry in (("sampler", sampler_entry(vocab, req.system, lambda n: _assumed(n, req))),
-                       ("cuda_graphs", cuda_graph_entry(req.backend, version, lambda n: _assumed(n, req)))):
+                       ("cuda_graphs", cuda_graph_entry(req.backend, version, lambda n: _assumed(n, req))),
+                       ("host_rows", host_rows_entry(req.backend, lambda n: _assumed(n, req)))):
         if entry is not None:
             timing[key] = entry
     wdt, kdt = quant["weights"], quant["kv_cache"]

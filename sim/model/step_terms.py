@@ -57,6 +57,13 @@ def decode_step_terms(timer: ProfileStepTimer, b: int, k: int, context: float,
         out.append(StepTerm(f"draft D({b}, {k})", timer._draft[proposer](b, k, context), f"{grid_src} + modelled"))
         out.append(StepTerm(f"draft host H({b}, {k})", timer._overhead[proposer](b, k),
                             _method(pt.overhead_provenance or t.provenance)))
+    hr = t.host_rows
+    if hr is not None:
+        src = _method(hr.provenance)
+        out.append(StepTerm(f"host, scheduler update over {b} requests", hr.seconds(b, False), src))
+        if k > 0 and proposer is not None:
+            out.append(StepTerm(f"host, verified tokens to lists ({b} requests)", hr.seconds(b, True) - hr.seconds(b, False),
+                                src))
     if timer.step_overhead_s:
         out.append(StepTerm("per-step host overhead", timer.step_overhead_s,
                             _method(t.step_overhead.provenance if t.step_overhead else None)))

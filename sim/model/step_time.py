@@ -20,6 +20,7 @@ from sim.model.kernels.price_kernels import (  # the rules, compiled
     KIND_FUSED,
     KIND_SUMMED,
     graph_tokens,
+    host_seconds,
     timer_constants,
     verify_tokens_per_row,
 )
@@ -145,6 +146,11 @@ class ProfileStepTimer:
         self.step_overhead_s = t.step_overhead.seconds if t.step_overhead is not None else 0.0
         self.sample_s = t.sampler.seconds_per_position if t.sampler is not None else 0.0
         """Sampling per scored position (``timing.sampler``): decode rows × (k+1), one per prompt chunk."""
+        hr = t.host_rows
+        self.host_rows = (hr.seconds_per_row, hr.spec_seconds, hr.spec_seconds_per_row) if hr else (0.0, 0.0, 0.0)
+        """``timing.host_rows``: host seconds per scheduled request, per verifying step and per
+        request when verifying (``price_kernels.host_seconds``)."""
+        self._host_tm = timer_constants(KIND_FUSED, False, 1.0, 1.0, 0.0, host_rows=self.host_rows)
         self.capture_sizes = t.cuda_graphs.capture_sizes if self.fused and t.cuda_graphs is not None else ()
         """Captured CUDA-graph token counts a fused step's dense ops are padded to."""
         self._graphs = timer_constants(KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=self.capture_sizes)
@@ -159,7 +165,8 @@ class ProfileStepTimer:
     def tm(self) -> np.ndarray:
         """The constants the compiled ``price_kernels.price`` reads, from this timer's now."""
         return timer_constants(KIND_FUSED if self.fused else KIND_SUMMED, self.padded, self.scale,
-                               self.prefill_scale, self.step_overhead_s, 0.0, self.sample_s, self.capture_sizes)
+                               self.prefill_scale, self.step_overhead_s, 0.0, self.sample_s, self.capture_sizes,
+                               self.host_rows)
 
     def check_proposer(self, proposer: str, k: int | None = None) -> None:
         """Raise a one-line error if the profile cannot time ``proposer`` (at ``k``)."""
@@ -223,7 +230,8 @@ class ProfileStepTimer:
         if n > 0:
             total += (self._prefill(n, c0) + self.sample_s) * sp
             total += self._draft_prefill_s(proposer, n, c0) * sp
-        return total + self.step_overhead_s
+        verifies = b > 0 and k > 0 and (drafting is None or drafting > 0)
+        return total + self.step_overhead_s + host_seconds(self._host_tm, b, n, verifies)
 
     def _scales(self, start_s: float) -> tuple[float, float]:
         """Multipliers of the step's decode and prefill parts (``scale``, and the machine's
@@ -272,7 +280,7 @@ class ProfileStepTimer:
                 total += ((self._join(b, c) if joined else 0.0) + left * self._leave(b, c)) * sd
         if n > 0:
             total += self._draft_prefill_s(proposer, n, c0) * sp
-        return total + self.step_overhead_s
+        return total + self.step_overhead_s + host_seconds(self._host_tm, b, n, b > 0 and k > 0 and nd > 0)
 
     def grids(self) -> list[GridInterpolator]:
         """Every grid this timer looks up."""
