@@ -207,7 +207,8 @@ def test_bench_prints_each_terms_source() -> None:
     text = out.stdout
     assert "arXiv 2601.11580" in text
     for part, src in (("dense ops", "imported"), ("sampling", "estimated"), ("draft host H", "assumed"),
-                      ("per-step host overhead", "assumed")):
+                      ("per-step host overhead", "assumed"), ("host, scheduler update", "published"),
+                      ("host, verified tokens to lists", "published")):
         assert part in text and f"[{src}" in text
     for line in (ln for ln in text.splitlines() if "[profile] step" in ln and "k=3, context" in ln):
         assert line.count("ms [") >= 6, line
@@ -241,3 +242,12 @@ def test_the_published_step_diagnostic_prices_a_step_as_the_papers_fit(tmp_path_
     want = sum(s for _, s, _ in bench.published_fit_terms(b, k, c))
     got = t.price(b, float(c), k, "eagle" if k else None, 0, 0.0, None, 0.0, 0, 0, None)
     assert got == pytest.approx(want, rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(s1=st.floats(5e-3, 20e-3), t1=st.floats(4e-3, 10e-3), s32=st.floats(6e-3, 30e-3), t32=st.floats(5e-3, 15e-3),
+       change=st.floats(-0.2, 0.2))
+def test_the_benchs_per_request_gap_gives_back_the_speedup_change_it_was_asked_for(s1, t1, s32, t32, change) -> None:
+    """bench's equivalence: x per request on every spec step turns S/T(1) ÷ S/T(32) into 1 + change."""
+    x = _bench().gap_per_request(s1, t1, s32, t32, change)
+    assert ((s1 + x) / t1) / ((s32 + 32 * x) / t32) == pytest.approx(1 + change, rel=1e-9)
