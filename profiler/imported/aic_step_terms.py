@@ -77,6 +77,29 @@ def cuda_graph_entry(backend: str, version: str, provenance: Callable[[str], dic
     return {"capture_sizes": sizes, "provenance": prov}
 
 
+FA3_BLOCK_M = 128
+"""Query rows of one FlashAttention-3 forward tile on Hopper: ``tile_size_fwd_sm90`` gives 128
+for head dims 128-256 (192 for 64 and 96), so 128 is the smallest and never optimistic."""
+HOPPER_SYSTEMS = ("h100_sxm", "h200_sxm", "gh200", "h20")
+
+
+def fa3_pack_gqa_group(backend: str, system: str, cfg: dict[str, Any]) -> int | None:
+    """Query heads per KV head when verification attention runs as vLLM's FlashAttention-3 on
+    Hopper (``FLASH_ATTN``, the V1 default there; ``flash_attn_varlen_func`` over every scheduled
+    token), else None.
+
+    Why it matters: FA3 packs a KV head's query heads into the tile's rows for every varlen call
+    (``hopper/heuristics.h`` ``should_pack_gqa``: ``if (varlen_q) return true``), so a row's
+    ``s`` queries take ``ceil(s·g / 128)`` tiles per KV head, each loading that head's KV; while
+    ``s·g`` fits one tile, verifying ``k+1`` tokens reads and computes what one decode token does
+    (``GridBuilder.decode_attention``). Other engines and GPUs: not checked, so not claimed."""
+    if backend != "vllm" or system not in HOPPER_SYSTEMS:
+        return None
+    heads = int(cfg.get("num_attention_heads") or 0)
+    kv = int(cfg.get("num_key_value_heads") or heads)
+    return max(heads // kv, 1) if heads and kv else None
+
+
 UPDATE_FROM_OUTPUT_US = ((128, 142.0), (256, 287.0))
 """vLLM ``Scheduler.update_from_output`` per step, µs, by batch (decode only, no speculation):
 PR 46112 (2026-06-18), ``benchmarks/overheads/benchmark_scheduler_update_from_output.py``,
@@ -124,5 +147,5 @@ def host_rows_entry(backend: str, provenance: Callable[[str], dict[str, Any]]) -
     return {"seconds_per_row": row, "spec_seconds": fixed, "spec_seconds_per_row": spec_row, "provenance": prov}
 
 
-__all__ = ["SAMPLER_PASSES", "cuda_graph_entry", "host_rows_entry", "host_rows_values", "sampler_entry",
+__all__ = ["FA3_BLOCK_M", "SAMPLER_PASSES", "cuda_graph_entry", "fa3_pack_gqa_group", "host_rows_entry", "host_rows_values", "sampler_entry",
            "vllm_capture_sizes"]
