@@ -89,11 +89,7 @@ class HostRows:
     spec_seconds_per_row: float
     """The same, per scheduled request (its per-row NumPy filter and ``tolist``)."""
     provenance: Provenance
-
-    def seconds(self, rows: int, verifies: bool) -> float:
-        """Host seconds of a step scheduling ``rows`` requests (``verifies``: drafts checked)."""
-        spec = self.spec_seconds + self.spec_seconds_per_row * rows if verifies else 0.0
-        return self.seconds_per_row * rows + spec
+    """The rule that prices these is ``sim.model.kernels.price_kernels.host_seconds``."""
 
 
 @dataclass(frozen=True)

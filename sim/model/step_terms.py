@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.model.kernels.price_kernels import graph_tokens
+from sim.model.kernels.price_kernels import graph_tokens, host_seconds
 from sim.model.step_time import ProfileStepTimer
 
 
@@ -60,10 +60,11 @@ def decode_step_terms(timer: ProfileStepTimer, b: int, k: int, context: float,
     hr = t.host_rows
     if hr is not None:
         src = _method(hr.provenance)
-        out.append(StepTerm(f"host, scheduler update over {b} requests", hr.seconds(b, False), src))
+        every = host_seconds(timer._host_tm, b, 0, False)
+        out.append(StepTerm(f"host, scheduler update over {b} requests", every, src))
         if k > 0 and proposer is not None:
-            out.append(StepTerm(f"host, verified tokens to lists ({b} requests)", hr.seconds(b, True) - hr.seconds(b, False),
-                                src))
+            out.append(StepTerm(f"host, verified tokens to lists ({b} requests)",
+                                host_seconds(timer._host_tm, b, 0, True) - every, src))
     if timer.step_overhead_s:
         out.append(StepTerm("per-step host overhead", timer.step_overhead_s,
                             _method(t.step_overhead.provenance if t.step_overhead else None)))

@@ -16,7 +16,7 @@ from profiler.imported.aic_step_terms import (
     host_rows_entry,
     host_rows_values,
 )
-from sim.contracts.timing_extras import HostRows
+from sim.model.kernels import price_kernels as pk
 
 
 def _prov(note: str) -> dict:
@@ -47,6 +47,6 @@ def test_host_rows_are_published_with_their_citation_for_vllm_only() -> None:
 @pytest.mark.parametrize(("rows", "verifies"), [(1, False), (1, True), (32, True), (128, False), (128, True)])
 def test_a_verifying_step_pays_parse_output_on_top_of_the_scheduler_update(rows: int, verifies: bool) -> None:
     row, fixed, spec_row = host_rows_values()
-    hr = HostRows(row, fixed, spec_row, provenance=None)  # type: ignore[arg-type]
+    tm = pk.timer_constants(pk.KIND_FUSED, False, 1.0, 1.0, 0.0, host_rows=(row, fixed, spec_row))
     want = row * rows + ((fixed + spec_row * rows) if verifies else 0.0)
-    assert hr.seconds(rows, verifies) == pytest.approx(want)
+    assert pk.host_seconds(tm, rows, 0, verifies) == pytest.approx(want)
