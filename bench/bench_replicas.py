@@ -23,50 +23,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TRACE = (REPO / ".." / "shared" / "traces" / "azure_llm_2023_conv.csv").resolve()
 PROFILE = REPO / "profiles" / "llama-3.1-8b-h100-vllm.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenario_text import bench_scenario  # noqa: E402
 
-SCENARIO = """\
-name = "bench-replicas"
-[run]
-duration_s = 3600
-warmup_s = 0
-seeds = [1]
-[workload]
-arrival = "trace"
-trace = {{path = "{trace}"}}
-client_timeout_s = 120
-[[workload.segments]]
-name = "chat"
-share = 1.0
-acceptance = {{task = "chat", language = "any"}}
-temperature = 0.0
-[slo]
-ttft_ms = 2000
-tpot_ms = 60
-percentile = 95
-[fleet]
-profile = "{profile}"
-replicas = {replicas}
-routing = "{routing}"
-price_per_gpu_hour = 4.0
-[fleet.engine]
-block_size = 16
-memory_utilization = 0.9
-chunked_prefill = true
-[[candidates]]
-name = "baseline"
-speculation = "off"
-[[candidates]]
-name = "eagle3-k3"
-proposer = "eagle3"
-k = 3
-"""
+
+def scenario(replicas: int, routing: str) -> str:
+    """The trace's first hour at its own rate, baseline vs EAGLE-3 k = 3, on ``replicas``."""
+    return bench_scenario(
+        "bench-replicas", run={"duration_s": 3600, "warmup_s": 0, "seeds": [1]},
+        workload={"arrival": "trace", "trace": {"path": str(TRACE)}, "client_timeout_s": 120},
+        segment={"name": "chat", "share": 1.0, "acceptance": {"task": "chat", "language": "any"}, "temperature": 0.0},
+        slo={"ttft_ms": 2000, "tpot_ms": 60, "percentile": 95},
+        fleet={"profile": str(PROFILE), "replicas": replicas, "routing": routing, "price_per_gpu_hour": 4.0},
+        candidates=[{"name": "eagle3-k3", "proposer": "eagle3", "k": 3}])
 
 
 def once(tree: Path, replicas: int, routing: str, work: Path) -> tuple[float, int]:
     """CPU seconds of one ``specplan simulate`` process and the engine iterations it simulated."""
     name = f"r{replicas}-{routing}-{tree.name}"
     toml = work / f"{name}.toml"
-    toml.write_text(SCENARIO.format(trace=TRACE, profile=PROFILE, replicas=replicas, routing=routing))
+    toml.write_text(scenario(replicas, routing))
     out = work / name
     py = tree / ".venv" / "bin" / "python"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

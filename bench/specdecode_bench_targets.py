@@ -28,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenario_text import bench_scenario  # noqa: E402
+
 DEFAULT_PROFILE = REPO / "profiles" / "llama-3.1-8b-h100-vllm.json"
 CITATION = ("Liu, Yu, Park, Stoica, Cheung, \"Speculative Decoding: Performance or Illusion?\", "
             "arXiv 2601.11580 and specdecode-bench.github.io (2026-03-20), section End-to-End Performance")
@@ -38,46 +40,22 @@ TARGETS = {
     "sharegpt": ("speed-up change from batch 1 to 32", -0.043, (-0.063, -0.023),
                  "\"For EAGLE on ShareGPT, going from batch 1 to 32 reduces speedup by 4.3% on the 8B model\""),
 }
-SCENARIO = """\
-name = "specdecode-bench-{ds}"
-description = "SpecDecode-Bench {ds}: Llama-3.1-8B, 1x H100, N closed-loop clients, EAGLE k=3 (trace replay)"
-[run]
-duration_s = {duration}
-warmup_s = {warmup}
-seeds = [1]
-[workload]
-arrival = "concurrency"
-concurrency = 1
-think_time_s = 0.0
-[[workload.segments]]
-name = "{ds}"
-share = 1.0
-prompt_tokens = {{dist = "empirical", values = {prompts}}}
-output_tokens = {{dist = "empirical", values = {outputs}}}
-temperature = 0.0
-[slo]
-ttft_ms = 10000
-tpot_ms = 1000
-percentile = 95
-[fleet]
-profile = "{profile}"
-replicas = 1
-[fleet.engine]
-block_size = 16
-memory_utilization = 0.9
-chunked_prefill = true
-[[candidates]]
-name = "baseline"
-speculation = "off"
-[[candidates]]
-name = "eagle-k3"
-proposer = "eagle"
-k = 3
-policy = "fixed"
-acceptance_trace = "{trace}"
-trace_format = "specdecode-bench-eagle"
-trace_replay = true
-"""
+
+
+def scenario(ds: str, duration: float, warmup: float, prompts: list[int], outputs: list[int], profile: Path,
+             trace: Path) -> str:
+    """One dataset as N closed-loop clients (N set per run), EAGLE k = 3 replaying its trace."""
+    return bench_scenario(
+        f"specdecode-bench-{ds}",
+        description=f"SpecDecode-Bench {ds}: Llama-3.1-8B, 1x H100, N closed-loop clients, EAGLE k=3 (trace replay)",
+        run={"duration_s": duration, "warmup_s": warmup, "seeds": [1]},
+        workload={"arrival": "concurrency", "concurrency": 1, "think_time_s": 0.0},
+        segment={"name": ds, "share": 1.0, "prompt_tokens": {"dist": "empirical", "values": prompts},
+                 "output_tokens": {"dist": "empirical", "values": outputs}, "temperature": 0.0},
+        slo={"ttft_ms": 10000, "tpot_ms": 1000, "percentile": 95},
+        fleet={"profile": str(profile), "replicas": 1},
+        candidates=[{"name": "eagle-k3", "proposer": "eagle", "k": 3, "policy": "fixed", "acceptance_trace": str(trace),
+                     "trace_format": "specdecode-bench-eagle", "trace_replay": True}])
 
 
 FIT = ("SpecDecode-Bench/simulator predictor.py, class Llama8BH100 (fitted on its vLLM 0.10.1 H100 runs): "
@@ -272,8 +250,7 @@ def _predict(args, profile: Path, seeds: list[int], tmp: Path, label: str) -> No
         print(f"acceptance (trace): {trace.name} sha256:{digest}…, {len(prompts)} requests, EAGLE mean "
               f"tokens per step at k=3 {al:.2f} (replayed per request); lengths from the same requests")
         sc = tmp / f"{ds}.toml"
-        sc.write_text(SCENARIO.format(ds=ds, duration=args.duration, warmup=args.warmup, prompts=prompts,
-                                      outputs=outputs, profile=profile, trace=trace.resolve()))
+        sc.write_text(scenario(ds, args.duration, args.warmup, prompts, outputs, profile, trace.resolve()))
         sp = _speedups(sc, [int(n) for n in args.n.split(",")], seeds)
         print(f"  predicted speed-up {ds}: " + ", ".join(f"N={n} {v:.3f}x" for n, v in sp.items()))
         what, pub, (lo, hi), quote = TARGETS[ds]

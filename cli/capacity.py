@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "recorded trace on its own: replicas per window, peak and mean GPUs (what an "
                         "autoscaler would follow), beside the whole trace's fleet")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
+    parser.add_argument("--out", metavar="DIR", help="also write capacity.json and Parquet frames here; finished probes (the acceptance interval's too) are kept in DIR/probes/ and a rerun (after Ctrl-C or kill -9) reuses them")
     parser.add_argument("--verbose", action="store_true", help="the full provenance and every note")
     parser.add_argument("--no-profile-band", action="store_true",
                         help="skip the two extra searches at the profile's p90/p10 step times")
@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     device = device_of(profile, scenario)
     answer = with_capacity_acceptance_doubt(
         capacity_answer(report, device=device, engines=engines), report, scenario, profile, device=device,
-        engines=engines, progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)))
+        engines=engines, progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
+        cache_dir=Path(args.out) / "probes" if args.out else None)
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)

@@ -103,10 +103,7 @@ class PassRunner:
                 raise MemoryError("estimated KV cache exceeds free device memory")
             cache = self.prefill(self.model, b, c) if c > 0 else None
         except Exception as exc:
-            if not is_oom(exc):
-                raise
-            _free_after_oom(self.device)
-            yield from (Measured.limited(p, OOM_REASON) for p in todo)
+            yield from self._out_of_memory(exc, todo)
             return
         for pt in todo:
             n = pt.as_dict()[key]
@@ -134,10 +131,15 @@ class PassRunner:
             return Measured.of(pt, time_op(fn, warmup=self.grids.warmup, repeats=repeats,
                                            device=self.device, setup=setup))
         except Exception as exc:
-            if not is_oom(exc):
-                raise
-            _free_after_oom(self.device)
-            return Measured.limited(pt, OOM_REASON)
+            return self._out_of_memory(exc, [pt])[0]
+
+    def _out_of_memory(self, exc: Exception, todo: Sequence[Point]) -> list[Measured]:
+        """Every point of ``todo`` limited by out-of-memory, the device's cache freed first, so the
+        grid goes on with the next cell; any other error is raised (a bug, not a limit)."""
+        if not is_oom(exc):
+            raise exc
+        _free_after_oom(self.device)
+        return [Measured.limited(p, OOM_REASON) for p in todo]
 
     # -- target_prefill: one task per context, points over tokens
     def prefill_tasks(self) -> list[Task]:
@@ -196,10 +198,7 @@ class PassRunner:
 
             times = time_steps(step, g.k_max, warmup=g.warmup, repeats=g.repeats, device=self.device, setup=setup)
         except Exception as exc:
-            if not is_oom(exc):
-                raise
-            _free_after_oom(self.device)
-            yield from (Measured.limited(pt, OOM_REASON) for pt in todo)
+            yield from self._out_of_memory(exc, todo)
             return
         for pt in todo:
             yield Measured.of(pt, times[pt.as_dict()["k"] - 1])
@@ -232,10 +231,7 @@ class PassRunner:
                 dcache = self.prefill(p.model, b, c)
             contexts = [self.ids(1, c).flatten().tolist() for _ in range(b)]
         except Exception as exc:
-            if not is_oom(exc):
-                raise
-            _free_after_oom(self.device)
-            yield from (Measured.limited(pt, OOM_REASON) for pt in todo)
+            yield from self._out_of_memory(exc, todo)
             return
         last = self.ids(b, 1)
         line = Timeline(self.device)
@@ -292,10 +288,7 @@ class PassRunner:
                         parts["verify"].append(t_verify - t_draft)
                         parts["overhead"].append(max(0.0, t_cycle - t_draft - (t_verify - t_draft)))
             except Exception as exc:
-                if not is_oom(exc):
-                    raise
-                _free_after_oom(self.device)
-                yield Measured.limited(pt, OOM_REASON)
+                yield from self._out_of_memory(exc, [pt])
                 continue
             h = Timing.from_samples(parts["overhead"])
             yield Measured.of(pt, h, **{w: float(np.median(parts[w])) for w in ("cycle", "draft", "verify")})

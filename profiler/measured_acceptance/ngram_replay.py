@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import DynamicCache
 
-from profiler.passes.speculative import DraftRecord, SpecResult, _finish
+from profiler.passes.speculative import DraftRecord, SpecResult, commit_step
 
 Lookup = Callable[[list[int], int], list[int]]
 
@@ -46,13 +46,10 @@ def replay_steps(
         accepted = 0
         while accepted < len(draft) and draft[accepted] == continuation[g + accepted]:
             accepted += 1
-        records.append(DraftRecord(proposed=len(draft), accepted=accepted))
-        new = [*draft[:accepted], int(continuation[g + accepted])]
-        ids.extend(new)
-        generated.extend(new)
-        out, stop = _finish(generated, max_new_tokens, eos_token_id)
-        if stop:
-            return SpecResult(tokens=tuple(out), drafts=tuple(records), k=k)
+        done = commit_step(ids, generated, records, draft, accepted, int(continuation[g + accepted]),
+                           max_new_tokens, eos_token_id)
+        if done is not None:
+            return SpecResult(tokens=done, drafts=tuple(records), k=k)
 
 
 @torch.inference_mode()

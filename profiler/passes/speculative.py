@@ -181,6 +181,21 @@ def _finish(tokens: list[int], max_new_tokens: int, eos_token_id: int | Sequence
     return tokens[:max_new_tokens], len(tokens) >= max_new_tokens
 
 
+def commit_step(ids: list[int], generated: list[int], records: list[DraftRecord], draft: Sequence[int],
+                accepted: int, nxt: int, max_new_tokens: int,
+                eos_token_id: int | Sequence[int] | None) -> tuple[int, ...] | None:
+    """Record one step's draft, commit its accepted tokens and the target's next one; the
+    request's tokens once it stops (``max_new_tokens`` or EOS), else None. Why one home: the
+    verifying loop and the n-gram replay must count drafts and stop on the same token, or the
+    replay's "same steps, token for token" no longer holds."""
+    records.append(DraftRecord(proposed=len(draft), accepted=accepted))
+    new = [*draft[:accepted], nxt]
+    ids.extend(new)
+    generated.extend(new)
+    out, stop = _finish(generated, max_new_tokens, eos_token_id)
+    return tuple(out) if stop else None
+
+
 @torch.inference_mode()
 def speculative_generate(
     target_model: torch.nn.Module,
@@ -214,14 +229,10 @@ def speculative_generate(
         cached = cache.get_seq_length()
         logits = _forward(target_model, [ids[-1], *draft], cache)
         accepted, nxt = verify(draft, q, logits, temperature, generator)
-        records.append(DraftRecord(proposed=len(draft), accepted=accepted))
         crop_cache(cache, cached + 1 + accepted)
-        new = [*draft[:accepted], nxt]
-        ids.extend(new)
-        generated.extend(new)
-        out, stop = _finish(generated, max_new_tokens, eos_token_id)
-        if stop:
-            return SpecResult(tokens=tuple(out), drafts=tuple(records), k=k)
+        done = commit_step(ids, generated, records, draft, accepted, nxt, max_new_tokens, eos_token_id)
+        if done is not None:
+            return SpecResult(tokens=done, drafts=tuple(records), k=k)
 
 
 @torch.inference_mode()

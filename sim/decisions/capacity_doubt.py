@@ -42,10 +42,12 @@ def differs(estimate: Decision, end: Decision, name: str) -> bool:
 def capacity_doubts(report: Any, scenario: Any, profile: Any, estimate: Decision, *, device: str = "replica",
                     engines: Mapping[str, Any] | None = None, min_requests: int = 200,
                     max_replicas: int = 256, progress: Callable[[str], None] | None = None,
-                    bisect: int = 1) -> tuple[AcceptanceDoubt, ...]:
+                    bisect: int = 1, cache_dir: Any = None) -> tuple[AcceptanceDoubt, ...]:
     """One :class:`AcceptanceDoubt` per speculative candidate of ``report`` whose acceptance is the
     profile's; ``estimate``: ``capacity_answer(report).whole``; ``min_requests`` and
-    ``max_replicas`` as ``plan_capacity`` ran (its defaults)."""
+    ``max_replicas`` as ``plan_capacity`` ran (its defaults); ``cache_dir``: the plan's probe
+    folder (``--out DIR/probes``), where each end's probes are kept beside the estimate's, keyed
+    by the acceptance they ran at, and read back by a rerun instead of simulated again."""
     from sim.decisions.answer import capacity_answer
     from sim.decisions.capacity import _Search, searched_scenario
     from sim.decisions.capacity_report import CandidateCapacity
@@ -76,7 +78,7 @@ def capacity_doubts(report: Any, scenario: Any, profile: Any, estimate: Decision
                     r: Any = r, runs: list[int] = runs) -> Decision:
             """The capacity decision with ``name`` searched again, its segments ``u`` of the way to
             the interval's low (``below``) or high end."""
-            load = SimulatedLoad(sc, prof, report.criteria, min_requests, profiles=named,
+            load = SimulatedLoad(sc, prof, report.criteria, min_requests, cache_dir, profiles=named,
                                  acceptance_shift={name: moved(segs, u, below, k)})
             say(f"{name}: capacity at {'low' if below else 'high'} end of its acceptance interval "
                 f"({u:.0%} of the way)")

@@ -40,10 +40,8 @@ class SimulatedLoad:
         ``candidate_profiles``, loaded once); None: every candidate runs on ``profile``."""
         self.acceptance_shift = acceptance_shift
         """Candidate → segment → mean acceptance length its runs are moved to (an acceptance
-        interval's end, ``capacity_doubt``); None: the profile's estimate. Such a load keeps no
-        probe cache (its probes are not the estimate's)."""
-        if acceptance_shift and cache_dir is not None:
-            raise ValueError("a load with an acceptance shift keeps no probe cache")
+        interval's end, ``capacity_doubt``); None: the profile's estimate. Part of every probe's
+        key (``_probe_key``), so such probes sit beside the estimate's in ``cache_dir``."""
         self.criteria = criteria
         self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
@@ -52,6 +50,10 @@ class SimulatedLoad:
         """Folder of finished probes' summaries (``--out DIR/probes``): a rerun after Ctrl-C or
         kill -9 reads them instead of simulating again."""
         self.reused = 0
+        self._judged_once: dict[tuple[str, float, int, tuple[int, ...], float], tuple[Any, Any]] = {}
+        """Each load judged in this process, by its inputs: a capacity search and the replica
+        count after it probe the same rate on the same replicas and seed (the scenario's rate on
+        its fleet), and a run depends on nothing else, so the second asks for the first's."""
         self._ready: dict[tuple[str, float, int, tuple[int, ...]], Any] = {}
         """Results ``prefetch`` simulated in worker processes, handed out once by ``result``."""
         self.sources: set[str] = set()
@@ -141,8 +143,16 @@ class SimulatedLoad:
 
     def _judged(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
                 stretch: float = 1.0) -> tuple[Any, Any]:
-        """The summary and queue trend of one load, from ``cache_dir`` when that probe finished
-        before (a rerun after Ctrl-C or kill -9 redoes nothing finished)."""
+        """The summary and queue trend of one load: judged once per process, and from
+        ``cache_dir`` when that probe finished before (a rerun after Ctrl-C or kill -9 redoes
+        nothing finished)."""
+        once = (candidate, rate, replicas, tuple(seeds), stretch)
+        if once not in self._judged_once:
+            self._judged_once[once] = self._judged_new(candidate, rate, replicas, seeds, stretch)
+        return self._judged_once[once]
+
+    def _judged_new(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
+                    stretch: float) -> tuple[Any, Any]:
         import json
         from pathlib import Path
 
@@ -157,7 +167,8 @@ class SimulatedLoad:
         sc = at_load(self.scenario, rate, replicas, self.min_requests)
         if stretch != 1.0:
             sc = with_duration(sc, sc.run.duration_s * stretch)
-        key = _probe_key(sc, self.profile_of(candidate), candidate, seeds, self.timer_scale)
+        key = _probe_key(sc, self.profile_of(candidate), candidate, seeds, self.timer_scale,
+                         (self.acceptance_shift or {}).get(candidate))
         base = Path(self.cache_dir) / key
         done = base.with_suffix(".json")
         if done.is_file() and base.with_suffix(".parquet").is_file():
@@ -220,10 +231,12 @@ def _simulate_job(job: tuple[str, float, int, tuple[int, ...]]) -> Any:
     return load.simulate(at_load(load.scenario, rate, replicas, load.min_requests), candidate, seeds)
 
 
-def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], timer_scale: float = 1.0) -> str:
+def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], timer_scale: float = 1.0,
+               shift: dict[str, float] | None = None) -> str:
     """What a probe's result depends on: the probed scenario, the profile's bytes, candidate,
-    seeds and the step-time scale of a profile-band search (sim.decisions.sweep's digest, so both resume
-    the same way)."""
+    seeds, the step-time scale of a profile-band search and the acceptance an interval's end
+    moves the candidate's segments to (sim.decisions.sweep's digest, so both resume the same
+    way; a key without the last two is the one written before they existed)."""
     import hashlib
     from pathlib import Path
 
@@ -235,5 +248,7 @@ def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], time
     prof = getattr(profile, "name", "")
     if origin and Path(origin).is_file():
         prof = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
-    extra = [] if timer_scale == 1.0 else [timer_scale]
+    extra: list[Any] = [] if timer_scale == 1.0 else [timer_scale]
+    if shift:
+        extra.append({"acceptance_shift": {k: float(v) for k, v in sorted(shift.items())}})
     return content_digest(sc.to_dict(), prof, candidate, list(seeds), *extra)[:24]

@@ -150,3 +150,75 @@ def uncertainty(ev: Objective, fit: Fit, names: Sequence[str]
                   for a in range(p) for b in range(a + 1, p)
                   if sd[a] > 0 and sd[b] > 0 and abs(inv[a, b] / (sd[a] * sd[b])) > 0.9)
     return {name: float(math.sqrt(s2) * sd[j]) for j, name in enumerate(names)}, pairs
+
+
+@dataclass(frozen=True)
+class Band:
+    """One term fitted on a rough residual: the value, the values the measurement cannot tell
+    from it, whether the residual moves with the term at all beyond its own step-to-step
+    scatter, and that scatter (a log error: what "matched" can mean here)."""
+
+    value: float
+    low: float
+    high: float
+    pinned: bool
+    scatter: float
+
+
+def _trend(residual: Callable[[float], float], lo: float, hi: float, n: int, tolerance: float
+           ) -> tuple[float, tuple[float, float], float, float, float]:
+    """A straight line fitted to ``residual`` at ``n`` even points of [lo, hi]: where it crosses
+    zero; the values consistent with zero (within twice the points' scatter about the line, or
+    ``tolerance`` if more: the crossing ± that over the slope, and every point whose own residual
+    is that small, with the grid step either side of it); the slope, its standard error and the
+    scatter."""
+    xs = np.linspace(lo, hi, n)
+    ys = np.array([residual(float(x)) for x in xs])
+    slope, icept = np.polyfit(xs, ys, 1)
+    scatter = float(np.sqrt(np.sum((ys - (icept + slope * xs)) ** 2) / (n - 2)))
+    se = scatter / float(np.sqrt(np.sum((xs - xs.mean()) ** 2)))
+    if slope == 0.0:
+        return float(xs.mean()), (lo, hi), 0.0, se, scatter
+    at, step = float(-icept / slope), (hi - lo) / (n - 1)
+    tol = max(2.0 * scatter, tolerance)
+    half = max(tol / abs(float(slope)), step)
+    near = [float(x) for x, y in zip(xs, ys, strict=True) if abs(y) <= tol]
+    return (at, (min([at - half, *(x - step for x in near)]), max([at + half, *(x + step for x in near)])),
+            float(slope), se, scatter)
+
+
+def fit_rough(residual: Callable[[float], float], low: float, high: float, evals: int,
+              tolerance: float = 0.0, window: float = 0.1, grid: int = 9) -> Band:
+    """One term fitted where its residual (a log error) is a step function of it — a median of a
+    few dozen simulated requests jumps from one request to the next as the term moves, so
+    several values match the measurement to within a step, and a golden section over the whole
+    box ends in whichever its first brackets hold (the round trip's scale 0.543 came back 0.59).
+
+    So: a golden section over the box finds the basin; a straight line through ``grid`` points
+    within ±``window`` of it (re-centred once if it crosses zero outside) gives the trend, and
+    the values within twice the points' scatter about it — or ``tolerance``, how far the
+    measurement itself may sit from another sample's, if more — are those the one measurement
+    cannot tell apart (the band); a golden section inside the band, and the best value
+    evaluated there is kept. A trend whose slope is within two standard errors of zero pins nothing: the
+    basin's value is kept, ``pinned`` False."""
+    seen: dict[float, float] = {}
+
+    def r(v: float) -> float:
+        if v not in seen:
+            seen[v] = residual(v)
+        return seen[v]
+
+    x0, _ = _line_search(lambda v: r(v) ** 2, low, high, evals)
+    for _ in range(2):
+        lo, hi = max(low, x0 - window), min(high, x0 + window)
+        at, (b_lo, b_hi), slope, se, scatter = _trend(r, lo, hi, grid, tolerance)
+        if abs(slope) <= 2.0 * se:
+            return Band(x0, lo, hi, False, scatter)
+        inside = lo <= at <= hi
+        x0 = min(high, max(low, at))
+        if inside:
+            break
+    b_lo, b_hi = max(low, min(b_lo, x0)), min(high, max(b_hi, x0))  # a zero past the box: its edge
+    _line_search(lambda v: r(v) ** 2, b_lo, b_hi, evals)
+    best = min((abs(y), x) for x, y in seen.items() if b_lo <= x <= b_hi)[1]
+    return Band(best, b_lo, b_hi, True, scatter)

@@ -25,9 +25,10 @@ from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.scenario import Scenario
 from sim.contracts.sweep_points import HIGHER_IS_BETTER, SIDE_FIELDS, SweepPoints, fit_targets
-from sim.fidelity.calibration_search import fit_terms
+from sim.fidelity.calibration_search import fit_rough
 from sim.fidelity.calibration_terms import TERM_SPECS, Terms, apply_terms, starting_terms
 from sim.results import metric_names as mn
+from sim.results.metrics import latency_arrays
 from sim.results.plain_numbers import rate
 
 SUMMARY_COLUMN: dict[str, str] = {
@@ -95,6 +96,8 @@ class PointResult:
     values: dict[str, tuple[float | None, float | None, float | None]]
     """``side.quantity`` → (measured, default, calibrated), every quantity the point gives, plus
     the predicted acceptance length."""
+    band: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """``speculative.quantity`` → predicted at the low and high end of the scale band."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +109,18 @@ class SweepCalibration:
     matched: str
     rows: tuple[PointResult, ...]
     crossovers: dict[str, Crossover]
-    """``measured``, ``default``, ``calibrated``."""
+    """``measured``, ``default``, ``calibrated``, and ``band_low``, ``band_high``: at the scale
+    band's ends (when all three calibrated ones agree, the lightest load pins the crossover)."""
     tpot_worst: tuple[float | None, float | None]
     """Worst |TPOT p50 error| over the held-out loads: (default, calibrated); None when no held-out
     load writes a TPOT p50."""
+    tpot_band_worst: float | None
+    """Worst |TPOT p50 error| over the held-out loads to the nearest of the predictions over the
+    scale band (its ends and the fitted scale; 0 where the measurement lies between them): how
+    far from the held-out loads the scales the lightest load cannot tell apart can leave them."""
     simulations: int
+    scale_band: tuple[float, float]
+    """The scales the lightest load cannot tell from ``scale`` (``calibration_search.fit_rough``)."""
     profile_doc: dict[str, Any]
     scenario: Scenario
     seeds: tuple[int, ...]
@@ -129,8 +139,40 @@ def scenario_at(sc: Scenario, kind: str, load: float, origin: str = "points") ->
                               "workload.concurrency": None})
 
 
+MEDIANS = ("ttft_p50_ms", "tpot_p50_ms", "e2el_p50_ms")
+"""The medians a point may write, in ``latency_arrays``' order."""
+WIDTH = ":halfwidth"
+"""Suffix of a median's ``median_halfwidth`` in a prediction (the fitted load only)."""
+
+
+def median_ranks(n: int) -> tuple[int, int]:
+    """The order statistics (0-based) bounding the distribution-free 95 % interval of the median
+    of ``n`` values: n/2 ∓ 1.96·√n/2, widened to whole ranks (the whole sample under 6 values)."""
+    h = 1.96 * math.sqrt(n) / 2.0
+    return max(0, math.floor(n / 2.0 - h)), min(n - 1, math.ceil(n / 2.0 + h))
+
+
+def median_halfwidth(values: np.ndarray) -> float | None:
+    """Half the log-width of the 95 % interval of a sample's median (``median_ranks``). Why: the
+    measured p50 is itself one sample's median, so the scales whose simulated p50 lies that
+    close to it cannot be told apart by it; None under three values."""
+    v = np.sort(values[np.isfinite(values)])
+    if v.size < 3:
+        return None
+    j, k = median_ranks(v.size)
+    return math.log(v[k] / v[j]) / 2.0 if v[j] > 0 else None
+
+
 def _rel(p: float | None, m: float | None) -> float | None:
     return None if p is None or m is None or not m else (p - m) / m
+
+
+def _outside(m: float | None, predicted: Sequence[float | None]) -> float | None:
+    """|relative distance| of ``m`` to the span of ``predicted`` (0 inside it)."""
+    got = [v for v in predicted if v is not None]
+    if m is None or not m or not got:
+        return None
+    return max(0.0, min(got) - m, m - max(got)) / abs(m)
 
 
 class _SweepModel:
@@ -161,6 +203,10 @@ class _SweepModel:
                 for q, col in SUMMARY_COLUMN.items():
                     if (v := row.get(col)) is not None and math.isfinite(v):
                         got[q].append(float(v))
+                if i == 0:  # the fitted load: how far one sample's p50 may sit from another's
+                    for q, w in zip(MEDIANS, latency_arrays(run.requests.filter(pl.col("in_window"))), strict=True):
+                        if (h := median_halfwidth(w)) is not None:
+                            got.setdefault(q + WIDTH, []).append(h)
                 self.simulations += 1
             self.cache[key] = {q: (float(np.mean(v)) if v else None) for q, v in got.items()}
         return self.cache[key]
@@ -176,6 +222,18 @@ class _SweepModel:
             assert s is not None
             return q, s
         return q, spec[q]
+
+    def tolerance(self) -> float:
+        """How far (log) the lightest load's fitted value may sit from the simulated one by
+        sampling alone: a median's ``median_halfwidth`` (both sides' for a speed-up of
+        medians, in quadrature); 0 for a mean or a rate (the trend's scatter says it)."""
+        light = self.points.points[0]
+        q = light.speedup_quantity() if self.matched == "speedup" else self.matched
+        if q not in MEDIANS:
+            return 0.0
+        sides = (self.candidate, self.baseline) if self.matched == "speedup" else (self.candidate,)
+        widths = [self.predict(1.0, 0, c).get(q + WIDTH) for c in sides]
+        return math.sqrt(sum(w * w for w in widths if w is not None))
 
     def speedup(self, scale: float, i: int, quantity: str | None) -> float | None:
         q = quantity or "output_tok_s"
@@ -211,8 +269,10 @@ def calibrate_sweep(points: SweepPoints, scenario: Scenario, profile_doc: dict[s
                             "acceptance scale to fit (use a candidate with the profile's or an assumed acceptance)")
     base = scenario.baseline.name
     model = _SweepModel(points, scenario, profile_doc, origin, candidate, base, tuple(seeds), cand.k)
-    fit = fit_terms(model, model.start, ["acceptance_scale"], (0,), 1, evals_per_line, 8)
-    scale = fit.terms.acceptance_scale
+    box = TERM_SPECS["acceptance_scale"]
+    band = fit_rough(lambda v: float(model.residuals(model.start.with_value("acceptance_scale", v), (0,))[0]),
+                     box.low, box.high, evals_per_line, tolerance=(tol := model.tolerance()))
+    scale = band.value
     rows = []
     for i, p in enumerate(points.points):
         q = p.speedup_quantity()
@@ -229,29 +289,42 @@ def calibrate_sweep(points: SweepPoints, scenario: Scenario, profile_doc: dict[s
         values["speculative.acceptance_length"] = (acc.get("acceptance_length"),
                                                    model.predict(1.0, i, candidate).get("acceptance_length"),
                                                    model.predict(scale, i, candidate).get("acceptance_length"))
+        ends = {} if i == 0 else {f"speculative.{qty}": (model.predict(band.low, i, candidate).get(qty),
+                                                          model.predict(band.high, i, candidate).get(qty))
+                                  for qty in SIDE_FIELDS if qty in p.speculative}
         rows.append(PointResult(p.load, "fit" if i == 0 else "held out", p.source, p.read_from_figure,
-                                (p.measured_speedup(), model.speedup(1.0, i, q), model.speedup(scale, i, q)), q, values))
+                                (p.measured_speedup(), model.speedup(1.0, i, q), model.speedup(scale, i, q)), q, values,
+                                ends))
     loads = [r.load for r in rows]
     crossovers = {name: crossover(loads, [r.speedup[j] for r in rows])
                   for j, name in enumerate(("measured", "default", "calibrated"))}
+    for end, at in (("band_low", band.low), ("band_high", band.high)):  # where the band's ends put it
+        crossovers[end] = crossover(loads, [model.speedup(at, i, r.speedup_of) for i, r in enumerate(rows)])
     worst: list[float | None] = []
     for j in (1, 2):
         errs = [abs(e) for r in rows if r.role == "held out" for key, v in r.values.items()
                 if key.endswith("tpot_p50_ms") and (e := _rel(v[j], v[0])) is not None]
         worst.append(max(errs) if errs else None)
+    spans = [_outside(v[0], (v[2], *r.band[key])) for r in rows if r.role == "held out"
+             for key, v in r.values.items() if key == "speculative.tpot_p50_ms" and key in r.band]
+    band_worst = max((e for e in spans if e is not None), default=None)
     note = (f"acceptance scale {scale:.4g} fitted by specplan calibrate --points {points.origin} on its lightest load "
             f"({load_text(points.load_kind, points.points[0].load)}, {model.matched}); candidate {candidate}, "
             f"seeds {','.join(map(str, seeds))}")
     terms = model.start.with_value("acceptance_scale", scale)
     doc, sc = apply_terms(profile_doc, scenario, candidate, terms, note, ("acceptance_scale",))
     notes = []
-    miss = math.expm1(float(model.residuals(fit.terms, (0,))[0]))
-    if abs(miss) > 0.02:
+    miss = math.expm1(float(model.residuals(terms, (0,))[0]))
+    if abs(miss) > max(0.02, 2.0 * band.scatter, tol):  # within the value's own steps or sampling: a match
         spec = TERM_SPECS["acceptance_scale"]
         edge = " at the edge of its box" if min(scale - spec.low, spec.high - scale) < 0.05 * (spec.high - spec.low) else ""
         notes.append(f"the lightest load's {model.matched} is matched only to {miss:+.1%} (scale {scale:.3g}{edge}): "
                      "acceptance alone cannot reach it, so another term (step time, an overhead) is off there")
+    if not band.pinned:
+        notes.append(f"the lightest load's {model.matched} does not move with the acceptance scale beyond its own "
+                     f"step-to-step scatter over {band.low:.3g}–{band.high:.3g}: that load does not pin the scale")
     if any(r.read_from_figure for r in rows):
         notes.append("some measured numbers were read from a figure (marked *), not written by the source")
     return SweepCalibration(points, candidate, base, scale, f"{model.matched} at the lightest load", tuple(rows),
-                            crossovers, (worst[0], worst[1]), model.simulations, doc, sc, tuple(seeds), tuple(notes))
+                            crossovers, (worst[0], worst[1]), band_worst, model.simulations, (band.low, band.high),
+                            doc, sc, tuple(seeds), tuple(notes))

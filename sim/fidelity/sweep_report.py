@@ -42,6 +42,13 @@ def bar_lines(cal: SweepCalibration) -> list[str]:
     m, dd, cc = (cal.crossovers[k] for k in ("measured", "default", "calibrated"))
     lands = ("not checkable (the source writes a speed-up at fewer than two loads)" if m.kind == "unknown"
              else "yes" if cc.same_as(m) else "no")
+    lo_x, hi_x = cal.crossovers.get("band_low"), cal.crossovers.get("band_high")
+    if lo_x is not None and hi_x is not None and not (lo_x.same_as(cc) and hi_x.same_as(cc)):
+        lands += (f" (not pinned: at the scale band's ends {lo_x.text(kind)} / {hi_x.text(kind)})")
+    if cal.tpot_band_worst is not None:
+        lo, hi = cal.scale_band
+        tpot += (f"; over the scales the lightest load cannot tell apart ({lo:.3g}–{hi:.3g}) the held-out "
+                 f"predictions come within {cal.tpot_band_worst:.1%} of the measured")
     return [tpot,
             f"crossover: measured {m.text(kind)}; default {dd.text(kind)}; calibrated {cc.text(kind)} — "
             f"calibrated lands where measured: {lands}"]
@@ -52,6 +59,8 @@ def format_sweep(cal: SweepCalibration, header: list[str]) -> str:
     out = [*header,
            f"acceptance scale {cal.scale:.4g} × (fitted on {cal.matched}, {load_text(kind, cal.points.points[0].load)}; "
            f"{cal.simulations} simulations, seeds {','.join(map(str, cal.seeds))}); every heavier load held out",
+           f"the lightest load's {cal.matched.split(' at ')[0]} cannot tell scales {cal.scale_band[0]:.3g}–"
+           f"{cal.scale_band[1]:.3g} apart (within its own steps or sampling error)",
            "", f"{'load':>7}  {'role':<9}{'speed-up: measured':>19}{'default':>10}{'calibrated':>11}"]
     for r in cal.rows:
         fig = "*" if r.read_from_figure else ""
@@ -76,15 +85,19 @@ def sweep_summary(cal: SweepCalibration) -> dict[str, Any]:
     return {
         "points": cal.points.origin, "load": cal.points.load_kind, "candidate": cal.candidate,
         "baseline": cal.baseline, "acceptance_scale": cal.scale, "fitted_on": cal.matched,
+        "acceptance_scale_band": list(cal.scale_band),
         "seeds": list(cal.seeds), "simulations": cal.simulations,
         "rows": [{"load": r.load, "role": r.role, "source": r.source, "read_from_figure": r.read_from_figure,
                   "speedup_of": r.speedup_of, "speedup_measured": r.speedup[0], "speedup_default": r.speedup[1],
                   "speedup_calibrated": r.speedup[2],
-                  "values": {k: {"measured": v[0], "default": v[1], "calibrated": v[2]} for k, v in r.values.items()}}
+                  "values": {k: {"measured": v[0], "default": v[1], "calibrated": v[2],
+                                 **({"band_low": r.band[k][0], "band_high": r.band[k][1]} if k in r.band else {})}
+                             for k, v in r.values.items()}}
                  for r in cal.rows],
         "crossover": {k: {"kind": x.kind, "load": x.load, "bracket": x.bracket, "direction": x.direction,
                           "text": x.text(kind)} for k, x in cal.crossovers.items()},
-        "tpot_p50_worst_heldout": {"default": cal.tpot_worst[0], "calibrated": cal.tpot_worst[1]},
+        "tpot_p50_worst_heldout": {"default": cal.tpot_worst[0], "calibrated": cal.tpot_worst[1],
+                                   "over_scale_band": cal.tpot_band_worst},
         "bar": bar_lines(cal),
         "notes": list(cal.notes),
     }

@@ -91,3 +91,62 @@ def test_a_settled_replica_count_that_changes_at_an_end_is_a_change_and_an_open_
     assert not differs(d, d, "spec")
     assert differs(d, with_spec(replicas=2, replicas_low=2), "spec")
     assert not differs(d, with_spec(replicas=2, replicas_low=1), "spec")  # n − 1 open: the seeds' doing
+
+
+def _counting(monkeypatch) -> list[tuple[str, int]]:
+    """Every simulation a ``SimulatedLoad`` runs, as (candidate, seeds) (the probes read back from
+    a folder or judged before run none)."""
+    from sim.decisions.simulated_load import SimulatedLoad
+
+    calls: list[tuple[str, int]] = []
+    real = SimulatedLoad.simulate
+
+    def simulate(self, sc, candidate, seeds):
+        calls.append((candidate, len(seeds)))
+        return real(self, sc, candidate, seeds)
+
+    monkeypatch.setattr(SimulatedLoad, "simulate", simulate)
+    return calls
+
+
+def test_the_intervals_probes_are_kept_with_the_plans_and_a_rerun_simulates_none_of_them(tmp_path, monkeypatch):
+    from sim.decisions.capacity_doubt import capacity_doubts
+
+    sc = load_scenario(capacity_root(tmp_path, 1))
+    probes = tmp_path / "out" / "probes"
+    report = plan_capacity(sc, None, cache_dir=probes, **SEARCH)
+    estimate = capacity_answer(report).whole
+    kept = len(list(probes.glob("*.json")))
+    first = capacity_doubts(report, sc, None, estimate, min_requests=SEARCH["min_requests"], cache_dir=probes)
+    assert len(list(probes.glob("*.json"))) > kept  # each end's probes beside the estimate's
+    calls = _counting(monkeypatch)
+    again = capacity_doubts(report, sc, None, estimate, min_requests=SEARCH["min_requests"], cache_dir=probes)
+    assert calls == []  # every probe of both ends and the bisection read back
+    assert again == first and first[0].flips_low  # the same doubt, to the flip
+
+
+def test_a_probes_key_names_the_acceptance_its_candidates_segments_ran_at(tmp_path):
+    from sim.decisions.simulated_load import _probe_key
+
+    sc = load_scenario(capacity_root(tmp_path, 1))
+    key = lambda shift: _probe_key(sc, None, "spec", [1], 1.0, shift)  # noqa: E731
+    assert key(None) == key({}) == _probe_key(sc, None, "spec", [1])  # the estimate's, as written before
+    assert key({"chat": 2.0}) != key(None) and key({"chat": 2.0}) != key({"chat": 2.5})
+    assert key({"a": 1.5, "b": 2.0}) == key({"b": 2.0, "a": 1.5})  # the same ends, in any order
+
+
+def test_a_load_judged_twice_in_a_process_is_simulated_once(tmp_path, monkeypatch):
+    from sim.decisions.simulated_load import SimulatedLoad
+    from sim.decisions.sustain import SustainCriteria
+
+    sc = load_scenario(capacity_root(tmp_path, 60))
+    load = SimulatedLoad(sc, None, SustainCriteria({"tpot": 8.0}, 50.0), SEARCH["min_requests"],
+                         acceptance_shift={"spec": {"chat": 2.0}})
+    calls = _counting(monkeypatch)
+    first = load.probe("spec", 0.1, 1, 1)
+    once = len(calls)
+    assert once >= 1
+    assert load.probe("spec", 0.1, 1, 1) == first and len(load.rows) == 2  # judged again, from the first
+    assert len(calls) == once
+    load.probe("spec", 0.1, 2, 1)  # another seed is another load
+    assert len(calls) > once

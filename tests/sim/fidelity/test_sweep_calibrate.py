@@ -5,11 +5,13 @@ the speed-up passes 1 between the two loads around it."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
@@ -17,8 +19,15 @@ from sim.contracts.profile import Profile
 from sim.contracts.scenario import load_scenario
 from sim.contracts.sweep_points import load_sweep_points
 from sim.contracts.synthetic import synthetic_profile_dict
+from sim.fidelity.calibration_search import fit_rough
 from sim.fidelity.calibration_terms import Terms, apply_terms
-from sim.fidelity.sweep_calibrate import calibrate_sweep, crossover, scenario_at
+from sim.fidelity.sweep_calibrate import (
+    calibrate_sweep,
+    crossover,
+    median_halfwidth,
+    median_ranks,
+    scenario_at,
+)
 from sim.results.simulation import simulate_once
 from tests.helpers import scenario_toml
 
@@ -67,25 +76,76 @@ def _truth_points(folder: Path, scenario_path: Path, profile: dict, scale: float
     return path
 
 
-# derandomize: the same three generated cases every run. A random draw found a case the held-out
-# bound misses (scale 0.543, base 9 ms, 0.75 ms per sequence, fitted to TPOT p50: 7.6 % > 5 %),
-# an open defect of the fit written in the closing note of issue 37, not a bound to loosen here.
-@settings(max_examples=3, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scale=st.floats(0.45, 1.0), base_ms=st.floats(4.0, 12.0), per_seq_ms=st.floats(0.2, 1.5),
        fit_to=st.sampled_from(["speedup", "tpot_p50_ms"]))
-def test_lightest_load_acceptance_round_trip_recovers_the_scale_and_predicts_the_held_out_loads(
+# a free draw found it: a golden section over the whole box matched the lightest load's TPOT p50
+# at scale 0.59 as well as at the truth, and predicted the heaviest load 7.6 % off
+@example(scale=0.543, base_ms=9.0, per_seq_ms=0.75, fit_to="tpot_p50_ms")
+# 200 free draws found it: the truth pays at N = 16 by a hair, the fitted scale (inside the band)
+# stops paying there; the band's ends disagree, so the lightest load does not pin the crossover
+@example(scale=0.45, base_ms=4.0, per_seq_ms=0.7964265095900724, fit_to="tpot_p50_ms")
+def test_lightest_load_fit_brackets_the_true_scale_and_its_band_predicts_the_held_out_loads(
         tmp_path_factory, scale, base_ms, per_seq_ms, fit_to):
     folder = tmp_path_factory.mktemp("sweep")
     profile = synthetic_profile_dict(name="sweep-synthetic", base_step_s=base_ms / 1000, per_seq_s=per_seq_ms / 1000)
     sc_path = _scenario(folder, profile)
     pts = load_sweep_points(_truth_points(folder, sc_path, profile, scale, fit_to))
     cal = calibrate_sweep(pts, load_scenario(sc_path), profile, "synthetic", CANDIDATE, (0,))
-    assert abs(cal.scale - scale) <= SCALE_TOLERANCE, (cal.scale, scale)
+    lo, hi = cal.scale_band
+    assert lo <= scale <= hi and lo <= cal.scale <= hi, (cal.scale_band, cal.scale, scale)
     assert [r.role for r in cal.rows] == ["fit", "held out", "held out"]
-    # the held-out loads were not fitted, yet come out as simulated: the scale is all that differed
-    assert cal.tpot_worst[1] is not None and cal.tpot_worst[1] <= 0.05, cal.tpot_worst
-    assert cal.crossovers["calibrated"].same_as(cal.crossovers["measured"])
+    # the held-out loads were not fitted, yet the scales the lightest load cannot tell apart
+    # predict them as simulated: the scale is all that differed
+    assert cal.tpot_band_worst is not None and cal.tpot_band_worst <= 0.05, cal.tpot_band_worst
+    x = cal.crossovers
+    if x["band_low"].same_as(x["calibrated"]) and x["band_high"].same_as(x["calibrated"]):
+        assert x["calibrated"].same_as(x["measured"])  # a crossover the band pins is the measured one
+
+
+STEP_RESIDUALS = st.tuples(st.floats(0.4, 1.6), st.floats(-3.0, -0.3), st.floats(0.0, 0.04),
+                           st.floats(-1.0, 1.0), st.integers(0, 2**16))
+
+
+@given(case=STEP_RESIDUALS)
+@example(case=(1.0, -0.3, 0.04, 1.0, 0))  # every step to one side: the trend's zero lies 0.13 from the match
+def test_a_step_shaped_residual_is_fitted_within_a_band_that_holds_its_exact_match(case):
+    """A residual that is a straight line plus steps of up to ``amp`` (a median jumping from one
+    request to the next), all to one side (``bias``) or scattered, but zero on the step holding
+    ``at`` (where the measurement was taken): the band, given the steps' size as its tolerance,
+    holds ``at`` and the fitted value, however far the steps push the trend's zero off it."""
+    at, slope, amp, bias, salt = case
+
+    def residual(v: float) -> float:
+        cell = math.floor(v * 80.0)  # flat for 1/80 of the scale, then a jump
+        if cell == math.floor(at * 80.0):
+            return slope * (v - at)
+        return slope * (v - at) + amp * (bias + (1.0 - abs(bias)) * math.sin(cell * 12.9898 + salt))
+
+    band = fit_rough(residual, 0.25, 2.0, 12, tolerance=2.0 * amp)
+    assert band.pinned
+    assert band.low <= at <= band.high and band.low <= band.value <= band.high, (band, at)
+    assert abs(residual(band.value)) <= 3.0 * amp + 0.01 * abs(slope) * (band.high - band.low)  # golden-section steps
+
+
+@settings(deadline=None)  # scipy's first import
+@given(n=st.integers(6, 5000))
+def test_the_medians_interval_covers_the_true_median_95_percent_of_the_time(n):
+    """Exact, whatever the distribution: the count of values below the true median is
+    Binomial(n, 1/2), so ranks j < k cover it with probability F(k) − F(j) (scipy's binomial)."""
+    from scipy.stats import binom
+
+    j, k = median_ranks(n)
+    assert binom.cdf(k, n, 0.5) - binom.cdf(j, n, 0.5) >= 0.945  # 95 % to the normal approximation's 0.5 %
+    assert j < n // 2 <= k  # around the sample's own median
+
+
+def test_the_medians_halfwidth_is_half_the_log_span_of_its_ranks():
+    v = np.exp(np.linspace(0.0, 1.0, 101))  # log-values 0, 0.01, … 1
+    j, k = median_ranks(101)
+    assert median_halfwidth(v[::-1].copy()) == pytest.approx((k - j) / 100 / 2)  # sorted inside
+    assert median_halfwidth(np.array([1.0, 2.0])) is None
 
 
 def test_the_fit_moves_only_the_candidates_acceptance_and_says_so_in_its_provenance(tmp_path):
