@@ -3,7 +3,7 @@
 KV use never exceeds capacity (and every block comes back), every arrival ends in exactly one
 outcome, replicas never run two steps at once, utilisation stays within [0, 1], and completed
 requests got exactly the tokens they asked for. And the planner's drivers — the kernels that
-take the arrivals (a lone replica's, or the whole fleet's routed there) and run the steps back to
+take the arrivals (the fleet kernel: routed, or a lone replica's inline) and run the steps back to
 back, and SimPy's one event per step (the reference semantics), priced in Python — give the same
 frames, bit for bit, on every such fleet. (The rules
 themselves are compared step by step with the oracle in ``test_planner_oracle.py``.)
