@@ -7,7 +7,7 @@ timer: a machine-speed timeline, a random or custom timer), ``yield
 env.timeout(dt)``, draw and apply (one kernel call). Arrivals, routing, deadlines
 (``sim.model.deadlines``) and restarts are Python around the kernels. Built-in policies on a
 profile's timer run in the fleet kernel instead (``routed_fleet``), whose records
-equal these bit for bit (``tests/sim/model/test_properties.py``); a restart at 0 s and closed-loop clients
+equal these bit for bit (``tests/sim/model/test_properties.py``); closed-loop clients
 (``clients``) step here.
 """
 

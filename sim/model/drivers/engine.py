@@ -161,16 +161,14 @@ class Fleet:
 def build_replicas(fleet, requests: Sequence[Request], track: bool) -> list[compiled_replica.CompiledReplica]:
     """The replicas of ``fleet`` over ``requests``: the fleet kernel takes the arrivals (routed
     there, one replica's inline, a restart included: ``sim.model.drivers.routed_fleet``) unless
-    Python chooses k or prices the steps, a
-    restart falls at 0 (its timeout ties with the first wake-ups, scheduled before it: not
-    emulated); then one SimPy process per replica, the reference semantics."""
+    Python chooses k or prices the steps; then one SimPy process per replica, the reference
+    semantics."""
     spec = fleet.spec
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
                          slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
     timer = timer_packing.pack(fleet.step_timer, spec.proposer)
-    restart = spec.restart
-    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
+    if timer is not None and policy_array(spec.policy) is not None:
         from sim.model.drivers import routed_fleet
 
         return routed_fleet.build(fleet, arrays, timer, track, requests)

@@ -15,9 +15,9 @@ arrival process's own end. A replica's process at an event: finish the step that
 expire, plan, price and apply steps while each ends before the next event (``run_kernel.step_until``).
 
 A restart (``CompiledReplica._restart``) is emulated the same way (``_restart``). Its timeout is
-a normal event scheduled at the start, so at its instant it comes after the urgent events
-(arrivals, the stop) and before every other. It interrupts the replica (urgent: handled at once)
-and ends its own process (a normal event that does nothing). The replica's pending step end or
+a normal event queued right after the arrival process's start: at its instant it comes after the
+urgent events and the wake-ups queued then (a restart at 0 s), before every other. It interrupts
+the replica (urgent: handled at once) and ends its own process (a normal event doing nothing). The replica's pending step end or
 wake-up stays queued with nobody waiting (a "ghost": it only moves the clock). The replica goes
 down (the router skips it), its work is evacuated and re-routed (or dropped), idle replicas that
 get some are woken, its cold start's end is its next event; then it serves with the fallback's
@@ -43,16 +43,14 @@ IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
 A_NONE, A_HAND, A_END, A_START = range(4)
 # FleetClock.g (int64)
 (G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST, G_RESTART_REP,
- G_DROP, G_ROOM, G_STARTED, G_EXTRA) = range(13)
+ G_DROP, G_ROOM, G_STARTED, G_EXTRA, G_RESTART_ID) = range(14)
 """``G_EXTRA``: ghosts queued, plus one while a replica is down (0: every lookup's fast path)."""
-G_GHOST = 13
+G_GHOST, N_GHOSTS = 14, 3
 """Ids of the ghosts (events nobody waits on) from here, ``N_GHOSTS`` of them."""
-N_GHOSTS = 3
 N_G = G_GHOST + N_GHOSTS
 # FleetClock.f (float64)
 F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T, F_COLD = range(6)
-F_GHOST = 6
-"""The ghosts' times (inf: none) from here."""
+F_GHOST = 6  # the ghosts' times (inf: none) from here
 N_F = F_GHOST + N_GHOSTS
 # what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
 DONE, STOPPED, STUCK = 10, 11, 12
@@ -82,9 +80,9 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, rest
               back: np.ndarray, room: int) -> FleetClock:
     """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
     replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
-    restart's timeout (``restart``, a ``RestartConfig``; only its time is kept: it wins every
-    tie with a normal event), the policy row its replica comes back with and ``room`` rows for
-    its evacuation (a replica's most requests in flight)."""
+    restart's timeout (``restart``, a ``RestartConfig``; its id taken once the arrival process
+    has started), the policy row its replica comes back with and ``room`` rows for its
+    evacuation (a replica's most requests in flight)."""
     g = np.zeros(N_G, np.int64)
     f = np.zeros(N_F, np.float64)
     f[F_GHOST:] = np.inf
@@ -125,8 +123,8 @@ def _next_event(fc):
         if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
             who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
     t = f[F_RESTART_T]
-    if t < bt or (t == bt and bp == _PRIO_NORMAL):  # scheduled before every normal event
-        who, bt, bp, bid = -4, t, _PRIO_NORMAL, -1
+    if t < bt or (t == bt and bp == _PRIO_NORMAL):  # before the arrivals' end (which does nothing)
+        who, bt, bp, bid = -4, t, _PRIO_NORMAL, g[G_RESTART_ID]
     for r in range(fc.kind.shape[0]):
         k = fc.kind[r]
         if k == STEP or k == WAKE or k == DOWN:
@@ -178,7 +176,7 @@ def _hand_over(st, rq, av, fc, t):
     (nothing of the request in hand done; grow it, call again)."""
     g = fc.g
     n = av.arr_s.shape[0]
-    first = g[G_ARR_KIND] == A_START  # nothing in hand yet
+    first = start = g[G_ARR_KIND] == A_START  # nothing in hand yet
     while True:
         i = av.arrived[0]
         if not first:
@@ -208,6 +206,9 @@ def _hand_over(st, rq, av, fc, t):
         fc.f[F_ARR_T] = t
         g[G_ARR_ID] = g[G_COUNTER]
         g[G_COUNTER] += 1
+        if start:  # a restart's process starts next: its timeout queued after what this one did
+            g[G_RESTART_ID] = g[G_COUNTER]
+            g[G_COUNTER] += 1
         return True
 
 
@@ -334,11 +335,10 @@ def _alone(st, rq, lg, pol, ta, av, fc):
             fc.start[0], fc.dt[0], f[F_ACT_T], g[G_FINISHING] = t, dt, t + dt, 1
         if why == rk.NEED_LOGS or why == rk.NEED_UNIFORMS:
             return why
-        if why == rk.IDLE:  # no arrival left before the stop
+        if why == rk.IDLE:  # no arrival left before the stop (or stuck: work queued, none fits)
             f[F_NOW] = t
-            if rp.meta[ks.M_NRUN] or rp.meta[ks.M_NWAIT]:
-                return STUCK
-            return DONE if stop == np.inf else STOPPED
+            stuck = rp.meta[ks.M_NRUN] or rp.meta[ks.M_NWAIT]
+            return STUCK if stuck else DONE if stop == np.inf else STOPPED
         fc.kind[0] = STEP
     return STOPPED if submit_until(rp, rq, av, stop, True) else rk.NEED_LOGS
 

@@ -61,8 +61,7 @@ def test_a_lone_replica_in_the_fleet_kernel_gives_simpys_records(case, stop, pic
         at = times[pick % len(times)] if stop == "at an arrival" and times else stop_s
         spec = replace(spec, drain=False, duration_s=at)
     kinds, compiled = _run(spec, reqs, python=False)
-    if restart is None or restart.at_s > 0:
-        assert kinds == {"RoutedReplica"}, "a lone replica no longer runs in the fleet kernel"
+    assert kinds == {"RoutedReplica"}, "a lone replica no longer runs in the fleet kernel"
     _same(_records(compiled), _records(_run(spec, reqs, python=True)[1]))
 
 
