@@ -73,8 +73,8 @@ ROOMS: dict[str, Room] = {
         kinds=("flip", "bump")),
     "fleet": Room(
         ("sim/model/kernels/fleet_kernels.py", "sim/model/kernels/arrival_kernels.py"),
-        ("tests/sim/model/test_restart_compiled.py", "tests/sim/model/test_properties.py",
-         "tests/sim/results/test_golden_frames.py"),
+        ("tests/sim/model/test_lone_replica.py", "tests/sim/model/test_restart_compiled.py",
+         "tests/sim/model/test_properties.py", "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
     "decisions": Room(
         ("sim/decisions/paired.py", "sim/decisions/capacity_search.py", "sim/results/intervals.py"),
