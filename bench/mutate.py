@@ -74,8 +74,8 @@ ROOMS: dict[str, Room] = {
     "fleet": Room(
         ("sim/model/kernels/fleet_kernels.py", "sim/model/kernels/arrival_kernels.py",
          "sim/model/kernels/route_kernels.py"),
-        ("tests/sim/model/test_route_rules.py", "tests/sim/model/test_restart_compiled.py",
-         "tests/sim/model/test_properties.py",
+        ("tests/sim/model/test_route_rules.py", "tests/sim/model/test_lone_replica.py",
+         "tests/sim/model/test_restart_compiled.py", "tests/sim/model/test_properties.py",
          "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
     "decisions": Room(

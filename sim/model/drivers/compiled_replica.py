@@ -8,8 +8,8 @@ compiled kernel even then), ``yield env.timeout(dt)``, draw and apply (one kerne
 Arrivals, deadlines (``sim.model.deadlines``) and a restart's clock are Python around the
 kernels; what a restart takes down (``queue_kernels.go_down``) and where each request goes
 (``router`` → ``route_kernels.pick``) are the compiled rules the fleet kernel runs. Built-in policies on a
-profile's timer run in the kernels instead (``solo_replica``, ``routed_fleet``), whose records
-equal these bit for bit (``tests/sim/model/test_properties.py``); a restart at 0 s and closed-loop clients
+profile's timer run in the fleet kernel instead (``routed_fleet``), whose records equal these
+bit for bit (``tests/sim/model/test_properties.py``); closed-loop clients
 (``clients``) step here.
 """
 

@@ -5,8 +5,8 @@ it with the step timer, let the clock run, draw every speculating request's acce
 apply the outcome (steps that end before the simulation's next event run back to back in one
 kernel call). Tokens never get events of their own: a step's accepted drafts plus the bonus
 token reach the user as one burst at the step's end. Arrivals are their own process feeding a
-:class:`~sim.model.router.Router` (the compiled routing rule; unless the kernels take them:
-``solo_replica``, ``routed_fleet``). An optional restart
+:class:`~sim.model.router.Router` (the compiled routing rule; unless the fleet kernel takes them:
+``routed_fleet``). An optional restart
 takes one replica down for a cold start; its in-flight requests are re-routed (recomputed from
 scratch elsewhere, or on the same replica after it comes back) or dropped (they end
 ``rejected``: the client got an error).
@@ -159,22 +159,16 @@ class Fleet:
 
 
 def build_replicas(fleet, requests: Sequence[Request], track: bool) -> list[compiled_replica.CompiledReplica]:
-    """The replicas of ``fleet`` over ``requests``: the kernels take the arrivals (a lone
-    replica's: ``sim.model.drivers.solo_replica``; or the whole fleet's, routed there, a restart
-    included: ``sim.model.drivers.routed_fleet``) unless Python chooses k or prices the steps, a
-    restart falls at 0 (its timeout ties with the first wake-ups, scheduled before it: not
-    emulated); then one SimPy process per replica, the reference semantics."""
+    """The replicas of ``fleet`` over ``requests``: the fleet kernel takes the arrivals (routed
+    there, one replica's inline, a restart included: ``sim.model.drivers.routed_fleet``) unless
+    Python chooses k or prices the steps; then one SimPy process per replica, the reference
+    semantics."""
     spec = fleet.spec
     # a step may ask for room for two batches of ITL samples (``plan_step``'s worst case)
     arrays = FleetArrays(requests, fleet.k_max, fleet.accept_rng,
                          slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=fleet.replay)
     timer = timer_packing.pack(fleet.step_timer, spec.proposer)
-    restart = spec.restart
-    if timer is not None and policy_array(spec.policy) is not None and (restart is None or restart.at_s > 0):
-        if spec.replicas == 1 and restart is None:  # nothing to route: arrivals in the kernel
-            from sim.model.drivers.solo_replica import SoloReplica
-
-            return [SoloReplica(fleet, arrays, timer, track, requests)]
+    if timer is not None and policy_array(spec.policy) is not None:
         from sim.model.drivers import routed_fleet
 
         return routed_fleet.build(fleet, arrays, timer, track, requests)

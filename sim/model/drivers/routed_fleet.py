@@ -1,4 +1,5 @@
-"""A fleet of several replicas whose arrivals are routed inside the compiled loop (``fleet_kernels``).
+"""A fleet whose arrivals are taken inside the compiled loop (``fleet_kernels``): routed among
+several replicas, or inline by a lone one (``fleet_kernels._alone``).
 
 The replicas' states are stacked (each ``Replica`` field one row per replica) so one kernel call
 holds them all; each ``RoutedReplica`` keeps views of its row, which is what the router's reads,

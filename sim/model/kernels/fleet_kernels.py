@@ -1,31 +1,27 @@
 """Every replica of a fleet, its arrivals and their routing in one compiled loop.
 
-Why: with two replicas or more each arrival and nearly every step (it crosses another replica's
-step) was a SimPy event with Python around it, so a run cost ~2.7x the CPU per engine iteration
-of a lone replica. Here the fleet's event queue is emulated inside compiled code, event for
-event as SimPy orders it, so one call runs the whole simulation (back to Python only to grow a
-log or refill the uniforms).
+Why: with SimPy, each arrival and nearly every step (it crosses another replica's) was an event
+with Python around it (~2.7x the CPU per engine iteration). Here its queue is emulated compiled:
+one call runs the whole simulation (back to Python only to grow a log or refill the uniforms).
 
-What keeps the records identical to the engine with one SimPy process per replica and an arrival
-process (``sim.model.drivers.compiled_replica.CompiledReplica._each_step``, ``engine.Fleet._arrivals``):
-events are ordered by ``(time, priority, id)`` with SimPy's ids, i.e. one counter advanced at
-every event it would schedule, in the order it would schedule them: the processes' starts at 0
-(replicas, each planning once and finding nothing, then the arrival process), the run's stop (``until``), each arrival's urgent timeout
-(scheduled when the previous arrival is handed over), a replica's wake-up (when an arrival is
-queued at an idle replica), the step a replica starts that ends at or after the next event
-(scheduled when the replica reaches it: the steps before it ran compiled), and the arrival
-process's own end after its last arrival. A replica's process at an event: finish the step
-that ended, then expire, plan, price and apply steps while each ends before the earliest other
-event (``run_kernel.step_until``), the one that does not becomes its next event.
+What keeps the records identical to one SimPy process per replica and an arrival process
+(``CompiledReplica._each_step``, ``engine.Fleet._arrivals``): events are ordered by ``(time,
+priority, id)`` with SimPy's ids, one counter advanced at every event it would schedule, in its
+order: the processes' starts at 0 (replicas, each planning once and finding nothing, then the
+arrival process), the run's stop (``until``), each arrival's urgent timeout (scheduled when the
+previous one is handed over), a replica's wake-up (an arrival queued at an idle replica), the step
+a replica starts that ends at or after the next event (the steps before it ran compiled), and the
+arrival process's own end. A replica's process at an event: finish the step that ended, then
+expire, plan, price and apply steps while each ends before the next event (``run_kernel.step_until``).
 
-A restart (``CompiledReplica._restart`` in SimPy) is emulated the same way (``_restart``). Its
-timeout is a normal event scheduled at the start, before any step's end or wake-up, so at its
-instant it comes after the urgent events (arrivals, the run's stop) and before every other. It
-interrupts the replica (an urgent event, so handled at once) and ends its own process (a normal
-event that does nothing). The replica's pending step end or wake-up stays queued with nobody
-waiting on it (a "ghost": it only moves the clock). The replica goes down (the router skips it),
-its work is evacuated and re-routed (or dropped), idle replicas that get some are woken, and its
-cold start's end is its next event, after which it serves with the fallback policy's fresh row.
+A restart (``CompiledReplica._restart``) is emulated the same way (``_restart``). Its timeout is
+a normal event queued right after the arrival process's start: at its instant it comes after the
+urgent events and the wake-ups queued then (a restart at 0 s), before every other. It interrupts
+the replica (urgent: handled at once) and ends its own process (a normal event doing nothing). The replica's pending step end or
+wake-up stays queued with nobody waiting (a "ghost": it only moves the clock). The replica goes
+down (the router skips it), its work is evacuated and re-routed (or dropped), idle replicas that
+get some are woken, its cold start's end is its next event; then it serves with the fallback's
+fresh row. A lone replica with no restart ahead has nothing to route: ``_alone`` takes its arrivals.
 """
 
 from __future__ import annotations
@@ -36,8 +32,9 @@ import numpy as np
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import run_kernel as rk
-from sim.model.kernels.arrival_kernels import expire_due
+from sim.model.kernels.arrival_kernels import advance_alone, expire_due, submit_until
 from sim.model.kernels.kernel_cache import njit
+from sim.model.kernels.kernel_state import replica_at
 from sim.model.kernels.queue_kernels import admit, enqueue, go_down
 from sim.model.kernels.route_kernels import pick
 
@@ -47,17 +44,14 @@ IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
 A_NONE, A_HAND, A_END, A_START = range(4)
 # FleetClock.g (int64)
 (G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST, G_RESTART_REP,
- G_DROP, G_ROOM, G_STARTED, G_EXTRA) = range(13)
-"""``G_EXTRA``: ghosts queued, plus one while a replica is down (0: the fast path of every
-lookup, as in a run without a restart)."""
-G_GHOST = 13
+ G_DROP, G_ROOM, G_STARTED, G_EXTRA, G_RESTART_ID) = range(14)
+"""``G_EXTRA``: ghosts queued, plus one while a replica is down (0: every lookup's fast path)."""
+G_GHOST, N_GHOSTS = 14, 3
 """Ids of the ghosts (events nobody waits on) from here, ``N_GHOSTS`` of them."""
-N_GHOSTS = 3
 N_G = G_GHOST + N_GHOSTS
 # FleetClock.f (float64)
 F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T, F_COLD = range(6)
-F_GHOST = 6
-"""The ghosts' times (inf: none) from here."""
+F_GHOST = 6  # the ghosts' times (inf: none) from here
 N_F = F_GHOST + N_GHOSTS
 # what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
 DONE, STOPPED, STUCK = 10, 11, 12
@@ -87,9 +81,9 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, rest
               back: np.ndarray, room: int) -> FleetClock:
     """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
     replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
-    restart's timeout (``restart``, a ``RestartConfig``; only its time is kept: it wins every
-    tie with a normal event), the policy row its replica comes back with and ``room`` rows for
-    its evacuation (a replica's most requests in flight)."""
+    restart's timeout (``restart``, a ``RestartConfig``; its id taken once the arrival process
+    has started), the policy row its replica comes back with and ``room`` rows for its
+    evacuation (a replica's most requests in flight)."""
     g = np.zeros(N_G, np.int64)
     f = np.zeros(N_F, np.float64)
     f[F_GHOST:] = np.inf
@@ -116,14 +110,6 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, rest
 
 
 @njit
-def replica_at(st, r):
-    """Replica ``r`` of the fleet's stacked state (each field one row per replica), as views."""
-    return ks.Replica(st.cfg[r], st.meta[r], st.run_idx[r], st.ring[r], st.qlog[r], st.dec_rows[r],
-                      st.dec_draft[r], st.pf_rows[r], st.pf_n[r], st.prev_idx[r], st.pre[r], st.acc[r],
-                      st.cache[r])
-
-
-@njit
 def _next_event(fc):
     """The event SimPy would pop next: ``(who, t)``, who a replica, -2 the arrival process, -3
     the stop, -4 a restart, -5 - i ghost ``i``, -1 none. The active replica's own event is not in
@@ -138,8 +124,8 @@ def _next_event(fc):
         if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
             who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
     t = f[F_RESTART_T]
-    if t < bt or (t == bt and bp == _PRIO_NORMAL):  # scheduled before every normal event
-        who, bt, bp, bid = -4, t, _PRIO_NORMAL, -1
+    if t < bt or (t == bt and bp == _PRIO_NORMAL):  # before the arrivals' end (which does nothing)
+        who, bt, bp, bid = -4, t, _PRIO_NORMAL, g[G_RESTART_ID]
     for r in range(fc.kind.shape[0]):
         k = fc.kind[r]
         if k == STEP or k == WAKE or k == DOWN:
@@ -168,7 +154,7 @@ def _hand_over(st, rq, av, fc, t):
     (nothing of the request in hand done; grow it, call again)."""
     g = fc.g
     n = av.arr_s.shape[0]
-    first = g[G_ARR_KIND] == A_START  # nothing in hand yet
+    first = start = g[G_ARR_KIND] == A_START  # nothing in hand yet
     while True:
         i = av.arrived[0]
         if not first:
@@ -198,6 +184,9 @@ def _hand_over(st, rq, av, fc, t):
         fc.f[F_ARR_T] = t
         g[G_ARR_ID] = g[G_COUNTER]
         g[G_COUNTER] += 1
+        if start:  # a restart's process starts next: its timeout queued after what this one did
+            g[G_RESTART_ID] = g[G_COUNTER]
+            g[G_COUNTER] += 1
         return True
 
 
@@ -293,6 +282,7 @@ def _process(st, rq, lg, pol, ta, av, fc, r):
             if rp.meta[ks.M_NRUN] or rp.meta[ks.M_NWAIT]:
                 return STUCK
             fc.kind[r] = IDLE
+            f[F_NOW] = t  # SimPy's clock after its last step (no event left: the run's end)
             return -1
         fc.kind[r] = STEP  # PENDING: the step that ends at or after the next event
         fc.ev_t[r] = t + dt
@@ -304,12 +294,40 @@ def _process(st, rq, lg, pol, ta, av, fc, r):
 
 
 @njit
+def _alone(st, rq, lg, pol, ta, av, fc):
+    """The only replica from ``f[F_ACT_T]``, arrivals inline (an event each cost 10-20 %:
+    ``docs/architecture.md``). Kind ``STEP``: the step across the stop planned, arrivals next."""
+    rp = replica_at(st, 0)
+    g, f = fc.g, fc.f
+    t, stop = f[F_ACT_T], f[F_STOP_T]
+    if fc.kind[0] == ACTIVE:
+        if g[G_FINISHING] and rk.finish(rp, rq, lg, fc.start[0], fc.dt[0], t) < 0:
+            return rk.NEED_UNIFORMS
+        g[G_FINISHING] = 0
+        why, t, dt = advance_alone(rp, rq, lg, pol[0], ta, av, t, stop)
+        f[F_ACT_T] = t
+        if why == rk.NEED_UNIFORMS:  # planned and priced: refill, then finish it at t + dt
+            fc.start[0], fc.dt[0], f[F_ACT_T], g[G_FINISHING] = t, dt, t + dt, 1
+        if why == rk.NEED_LOGS or why == rk.NEED_UNIFORMS:
+            return why
+        if why == rk.IDLE:  # no arrival left before the stop (or stuck: work queued, none fits)
+            f[F_NOW] = t
+            stuck = rp.meta[ks.M_NRUN] or rp.meta[ks.M_NWAIT]
+            return STUCK if stuck else DONE if stop == np.inf else STOPPED
+        fc.kind[0] = STEP
+    return STOPPED if submit_until(rp, rq, av, stop, True) else rk.NEED_LOGS
+
+
+@njit
 def run_fleet(st, rq, lg, pol, ta, av, fc):
     """Run the fleet from where it stands to the end: ``DONE`` (no event left; ``f[F_NOW]`` the
     last one's time), ``STOPPED`` (the run's stop), or
     run_kernel's ``NEED_LOGS`` (grow every log and queue log, call again) or ``NEED_UNIFORMS``
     (refill, call again). ``pol`` has one row per replica: a kv_fallback's own state."""
     g, f = fc.g, fc.f
+    alone = fc.kind.shape[0] == 1
+    if alone and g[G_STARTED] == 0 and f[F_RESTART_T] == np.inf:  # alone from the start
+        g[G_STARTED], g[G_ACTIVE], fc.kind[0] = 1, 0, ACTIVE
     while g[G_STARTED] < fc.kind.shape[0]:  # each replica's process starts at 0: it plans, idle
         r = g[G_STARTED]
         f[F_ACT_T] = 0.0
@@ -321,6 +339,8 @@ def run_fleet(st, rq, lg, pol, ta, av, fc):
     while True:
         r = g[G_ACTIVE]
         if r >= 0:
+            if alone and f[F_RESTART_T] == np.inf and g[G_EXTRA] == 0:  # nothing left to route
+                return _alone(st, rq, lg, pol, ta, av, fc)
             why = _process(st, rq, lg, pol, ta, av, fc, r)
             if why >= 0:
                 return why

@@ -54,13 +54,6 @@ def finish(rp, rq, lg, start, duration, end):
 
 
 @njit
-def advance_alone(rp, rq, lg, pol, ta, av, now, horizon):
-    """``arrival_kernels.advance_alone``."""
-    return ak.advance_alone(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),
-                            ak.Arrivals(*av), now, horizon)
-
-
-@njit
 def run_fleet(st, rq, lg, pol, ta, av, fc):
     """``fleet_kernels.run_fleet`` (``st``: every replica's arrays stacked, one ``ks.Replica``)."""
     return fk.run_fleet(ks.Replica(*st), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),

@@ -1,7 +1,7 @@
 """The state the planner reads and writes, one object each, with one set of field constants.
 
 Why here and only here: the planner is the compiled kernels (``plan_kernels``, ``apply_kernels``,
-``queue_kernels``); every driver (the SimPy fleet, a lone replica, restarts, trace replay, the
+``queue_kernels``); every driver (the SimPy fleet, the fleet kernel, restarts, trace replay, the
 ``Scheduler`` facade the real serving loop uses) holds these NamedTuples of arrays, which numba
 takes as they are. A request is one row of ``Requests.ints``/``floats`` (its fields read and
 written together), a replica one ``Replica`` (its limits, counters, running list, waiting ring,
@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+
+from sim.model.kernels.kernel_cache import njit
 
 # status of a request
 WAITING, RUNNING, DONE = 0, 1, 2
@@ -183,3 +185,11 @@ def doubled(a: np.ndarray, used: int) -> np.ndarray:
     out = np.empty(2 * len(a), a.dtype)
     out[:used] = a[:used]
     return out
+
+
+@njit
+def replica_at(st, r):
+    """Replica ``r`` of a fleet's stacked state (each field one row per replica), as views."""
+    return Replica(st.cfg[r], st.meta[r], st.run_idx[r], st.ring[r], st.qlog[r], st.dec_rows[r],
+                   st.dec_draft[r], st.pf_rows[r], st.pf_n[r], st.prev_idx[r], st.pre[r], st.acc[r],
+                   st.cache[r])

@@ -3,7 +3,7 @@
 KV use never exceeds capacity (and every block comes back), every arrival ends in exactly one
 outcome, replicas never run two steps at once, utilisation stays within [0, 1], and completed
 requests got exactly the tokens they asked for. And the planner's drivers — the kernels that
-take the arrivals (a lone replica's, or the whole fleet's routed there) and run the steps back to
+take the arrivals (the fleet kernel: routed, or a lone replica's inline) and run the steps back to
 back, and SimPy's one event per step (the reference semantics), priced in Python — give the same
 frames, bit for bit, on every such fleet. (The rules
 themselves are compared step by step with the oracle in ``test_planner_oracle.py``.)
@@ -119,10 +119,10 @@ _PROFILE = synthetic_profile()
        st.one_of(st.none(), st.floats(0.1, 4.0)), st.booleans())
 def test_drivers_agree(case, proposal, timing, stop_s, write_back) -> None:
     """Same fleet, same requests, same seed: the same request, step and ITL frames and queue
-    log, whether the replicas price steps compiled (a profile's timer: the kernels that take the
-    arrivals, or one SimPy event per step planned and priced in one kernel call for a restart at
-    0 s) or in Python (one SimPy event per step), drained or stopped at ``stop_s``, restarted or not, its records written back into the
-    requests or read from its arrays."""
+    log, whether the replicas price steps compiled (a profile's timer: the fleet kernel, which
+    takes the arrivals) or in Python (one SimPy event per step), drained or stopped at ``stop_s``,
+    restarted or not (at 0 s too), its records written back into the requests or read from its
+    arrays."""
     spec, reqs = case
     spec = replace(spec, proposer="ngram" if spec.proposer else None)
     if stop_s is not None:

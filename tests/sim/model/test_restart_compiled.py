@@ -88,3 +88,25 @@ def test_steps_ending_together_after_a_restart_keep_simpy_order(routing: str) ->
     assert (later["t_start_s"] + later["duration_s"]).is_duplicated().any()  # the ties happen
     for a, b in zip(compiled, python, strict=True):
         assert a.equals(b) if isinstance(a, pl.DataFrame) else a == b
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_restart_at_0_s_comes_after_the_wake_ups_queued_before_it(replicas: int) -> None:
+    """At 0 s the restart's timeout ties with the wake-ups that the arrivals at 0 queued when the
+    arrival process started, before the restart's own process started: SimPy runs those first
+    (each woken replica schedules its requests; the restarted one's step is left queued), then
+    the restart. So the re-routed requests were scheduled once and the queue-time limit (for
+    requests never scheduled) spares them through the cold start. The fleet kernel emulates that
+    order: it runs the case, with SimPy's records."""
+    reqs = [Request(i, i, 0.0 if i < 3 else 0.05 * i, 20 + i, 10 + i % 4, "s", None, [-0.6, -0.3])
+            for i in range(12)]
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=4, kv_blocks=200,
+                             max_queue_time_s=0.5)
+    restart = RestartConfig(at_s=0.0, replica=0, cold_start_s=1.0, on_restart="reroute", fallback="same")
+    spec = FleetSpec(cfg, SpeculationPolicy("fixed", k=2), proposer="ngram", replicas=replicas,
+                     restart=restart)
+    kinds, compiled = _frames(spec, reqs, python=False)
+    assert kinds == {"RoutedReplica"}, "a restart at 0 s no longer runs in the fleet kernel"
+    _, python = _frames(spec, reqs, python=True)
+    for a, b in zip(compiled, python, strict=True):
+        assert a.equals(b) if isinstance(a, pl.DataFrame) else a == b

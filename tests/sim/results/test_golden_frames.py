@@ -105,13 +105,13 @@ NEWER_ZERO_COLUMNS = {"prefix_hit_tokens", "too_long"}
 """Record columns newer than the goldens, all 0 (false) in these runs: prefix caching off, no
 context length known (the synthetic and shipped CPU profiles record none) or none exceeded."""
 
-RUNS_ON = {"default": {"SoloReplica"}, "gpu-chat": {"SoloReplica"}, "replay": {"SoloReplica"},
+RUNS_ON = {"default": {"RoutedReplica"}, "gpu-chat": {"RoutedReplica"}, "replay": {"RoutedReplica"},
            "restart": {"RoutedReplica"}, "gpu-chat-2lo": {"RoutedReplica"},
            "tight-chunked": {"RoutedReplica", "CompiledReplica"},
            "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
-"""Which replicas each case runs on: one replica without a restart takes its arrivals in the
-kernel (``sim.model.drivers.solo_replica``), several, or any with a restart, have them routed there
-(``sim.model.drivers.routed_fleet``, a restart included); the adaptive policy (priced in Python) runs one
+"""Which replicas each case runs on: every built-in policy on a compiled timer takes its arrivals
+in the fleet kernel (``sim.model.drivers.routed_fleet``: a lone replica's inline, several routed, a
+restart included); the adaptive policy (priced in Python) runs one
 SimPy event per step."""
 
 
