@@ -36,10 +36,13 @@ from sim.contracts.scenario import Scenario
 from sim.contracts.work_limits import workload_size
 from sim.contracts.workload_config import WorkloadConfig
 from sim.model import timer_packing
+from sim.model.drivers import routed_fleet
 from sim.model.drivers.compiled_replica import CompiledReplica
 from sim.model.drivers.engine import Fleet, FleetSpec, StepTimer
 from sim.model.fleet_arrays import FleetArrays
+from sim.model.kernels import client_kernels as ck
 from sim.model.kernels import kernel_state as ks
+from sim.model.kernels.policy_kernels import policy_array
 from sim.model.sim_clock import urgent_timeout
 from sim.model.step_plan import Request
 from sim.model.step_protocol import FleetRun
@@ -134,8 +137,12 @@ class ClientFleet(Fleet):
 
     def __init__(self, spec: FleetSpec, step_timer: StepTimer, accept_rng: np.random.Generator | None,
                  clients: int, think_s: float | np.ndarray, stop_s: float,
-                 overhead_s: float | np.ndarray = 0.0) -> None:
+                 overhead_s: float | np.ndarray = 0.0, kernel: bool = True) -> None:
         super().__init__(spec, step_timer, accept_rng)
+        self.kernel = kernel
+        """False: always the SimPy reference driver (``ClientReplica``), even where the fleet
+        kernel could run the clients (``_in_kernel``)."""
+        self._loop = None
         self.clients = int(clients)
         self.think_s = think_s if isinstance(think_s, np.ndarray) else float(think_s)
         """Seconds from a request's end to its client's next: one for all, or one per pool row
@@ -157,11 +164,35 @@ class ClientFleet(Fleet):
         again after the next step, not in the same instant."""
 
     def _replicas(self, requests: Sequence[Request], track: bool) -> list:
-        spec = self.spec  # as ``engine.build_replicas``, every replica stepping through SimPy
+        """In the fleet kernel when it can run them (``_in_kernel``), else every replica stepping
+        through SimPy (``ClientReplica``), the reference semantics."""
+        spec = self.spec
         arrays = FleetArrays(requests, self.k_max, self.accept_rng,
                              slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=self.replay)
         timer = timer_packing.pack(self.step_timer, spec.proposer)
+        if self._in_kernel(timer, requests):
+            think = self.think_s if isinstance(self.think_s, np.ndarray) else np.full(len(requests), self.think_s)
+            cl = ck.new_clients(self.clients, think[:len(requests)], self.stop_s, float(self.overhead_s),
+                                requests[0].timeout_s if requests else None)
+            replicas = routed_fleet.build(self, arrays, timer, track, requests, cl)
+            self._loop = replicas[0].loop
+            return replicas
+        self._loop = None
         return [ClientReplica(self, i, arrays, timer, track) for i in range(spec.replicas)]
+
+    def _in_kernel(self, timer, requests: Sequence[Request]) -> bool:
+        """The fleet kernel runs the clients (``client_kernels``) where it runs the open-loop
+        fleet (a compiled timer, a built-in policy, no restart at 0 s) and every request reaches
+        the engine in the order sent (one overhead for all) with one timeout for all; else SimPy."""
+        restart = self.spec.restart
+        timeouts = {r.timeout_s for r in requests}
+        return (self.kernel and timer is not None and policy_array(self.spec.policy) is not None
+                and (restart is None or restart.at_s > 0) and not isinstance(self.overhead_s, np.ndarray)
+                and len(timeouts) <= 1 and all(t is None or t > 0 for t in timeouts))
+
+    def pool_ran_out(self, at_s: float) -> None:
+        """The kernel's clients sent every pooled request at ``at_s``."""
+        raise PoolExhausted(at_s)
 
     def _arrivals(self, requests: Sequence[Request]):
         """Every client's first request at time 0, then only what ``poll`` releases."""
@@ -261,6 +292,11 @@ class ClientFleet(Fleet):
     def run(self, requests: Sequence[Request], write_back: bool = True) -> FleetRun:
         """The run, cut to the requests the clients sent."""
         out = super().run(requests, write_back)
+        if self._loop is not None:  # the kernel sent them: their engine arrivals are its
+            self.sent = int(self._loop.cl.g[ck.CG_SENT])
+            for req, t in zip(requests, self._loop.av.arr_s[: self.sent].tolist(), strict=False):
+                req.arrival_s = t
+            self._loop = None
         n = self.sent
         cols = None if out.columns is None else {k: v[:n] for k, v in out.columns.items()}
         return FleetRun(list(requests[:n]), out.steps, out.gap_idx, out.gap_s, out.end_s,

@@ -1,0 +1,140 @@
+"""The fleet kernel's emulated event queue (``FleetClock``) and the router that reads it.
+
+Why a module of its own: the fleet's step loop (``fleet_kernels``) and the closed-loop clients
+(``client_kernels``) both hand requests to replicas, so both read which replica is idle, down or
+least loaded, and both take SimPy event ids from the one counter here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.model.kernels import kernel_state as ks
+from sim.model.kernels.kernel_cache import njit
+
+# a replica's pending event (FleetClock.kind)
+IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
+# the arrival process's pending event (g[G_ARR_KIND])
+A_NONE, A_HAND, A_END, A_START = range(4)
+# FleetClock.g (int64)
+(G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST, G_RESTART_REP,
+ G_DROP, G_ROOM, G_STARTED, G_EXTRA) = range(13)
+"""``G_EXTRA``: ghosts queued, plus one while a replica is down (0: the fast path of every
+lookup, as in a run without a restart)."""
+G_GHOST = 13
+"""Ids of the ghosts (events nobody waits on) from here, ``N_GHOSTS`` of them."""
+N_GHOSTS = 3
+N_G = G_GHOST + N_GHOSTS
+# FleetClock.f (float64)
+F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T, F_COLD = range(6)
+F_GHOST = 6
+"""The ghosts' times (inf: none) from here."""
+N_F = F_GHOST + N_GHOSTS
+
+
+class FleetClock(NamedTuple):
+    """The emulated event queue: each replica's pending event, the arrival process's, the stop."""
+
+    kind: np.ndarray
+    """Per replica: IDLE (waiting for an arrival), STEP (a step ends at ``ev_t``), WAKE
+    (woken at ``ev_t``), ACTIVE (its process is running now), DOWN (restarting until ``ev_t``)."""
+    ev_t: np.ndarray
+    ev_id: np.ndarray
+    start: np.ndarray
+    """Per replica: the pending step's start and duration."""
+    dt: np.ndarray
+    g: np.ndarray
+    f: np.ndarray
+    back: np.ndarray
+    """The policy row a restarted replica comes back with (its fallback, afresh)."""
+    out: np.ndarray
+    """Room for the rows a restart evacuates (kernels allocate nothing)."""
+
+
+def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, restart,
+              back: np.ndarray, room: int) -> FleetClock:
+    """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
+    replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
+    restart's timeout (``restart``, a ``RestartConfig``; only its time is kept: it wins every
+    tie with a normal event), the policy row its replica comes back with and ``room`` rows for
+    its evacuation (a replica's most requests in flight)."""
+    g = np.zeros(N_G, np.int64)
+    f = np.zeros(N_F, np.float64)
+    f[F_GHOST:] = np.inf
+    g[G_ARR_KIND] = A_START  # its start: hands over nothing before its first arrival
+    g[G_ARR_ID] = replicas
+    g[G_COUNTER] = replicas + 1
+    g[G_ACTIVE] = -1
+    g[G_LEAST] = least_outstanding
+    g[G_STOP_ID] = -1
+    f[F_STOP_T] = np.inf
+    f[F_RESTART_T] = np.inf
+    if restart is not None:
+        f[F_RESTART_T] = restart.at_s
+        f[F_COLD] = restart.cold_start_s
+        g[G_RESTART_REP] = restart.replica
+        g[G_DROP] = restart.on_restart == "drop"
+    if stop_s is not None:
+        g[G_STOP_ID] = g[G_COUNTER]
+        g[G_COUNTER] += 1
+        f[F_STOP_T] = stop_s
+    return FleetClock(np.full(replicas, IDLE, np.int64), np.zeros(replicas), np.zeros(replicas, np.int64),
+                      np.zeros(replicas), np.zeros(replicas), g, f,
+                      back, np.zeros(room, np.int64))
+
+
+@njit
+def replica_at(st, r):
+    """Replica ``r`` of the fleet's stacked state (each field one row per replica), as views."""
+    return ks.Replica(st.cfg[r], st.meta[r], st.run_idx[r], st.ring[r], st.qlog[r], st.dec_rows[r],
+                      st.dec_draft[r], st.pf_rows[r], st.pf_n[r], st.prev_idx[r], st.pre[r], st.acc[r],
+                      st.cache[r])
+
+
+@njit
+def outstanding(st, r):
+    return st.meta[r, ks.M_NRUN] + st.meta[r, ks.M_NWAIT]
+
+
+@njit
+def pick(st, fc):
+    """``router.Router.pick``: round robin, or the least outstanding requests (running and
+    waiting), ties to the lowest index; a replica that is down only when all are."""
+    n = fc.kind.shape[0]
+    some_up = True
+    if fc.g[G_EXTRA]:
+        some_up = False
+        for r in range(n):
+            some_up = some_up or fc.kind[r] != DOWN
+    least = fc.g[G_LEAST] != 0
+    start = 0 if least else fc.g[G_RR]
+    best = start
+    for s in range(n):  # the first replica that may take it, from the round-robin turn
+        best = (start + s) % n
+        if not some_up or fc.kind[best] != DOWN:
+            break
+    if least:
+        for r in range(best + 1, n):
+            if (not some_up or fc.kind[r] != DOWN) and outstanding(st, r) < outstanding(st, best):
+                best = r
+    return best
+
+
+@njit
+def new_id(fc):
+    """The next SimPy event id (one counter, advanced in the order SimPy schedules)."""
+    i = fc.g[G_COUNTER]
+    fc.g[G_COUNTER] = i + 1
+    return i
+
+
+@njit
+def wake(fc, r, t):
+    """An arrival queued at replica ``r`` at ``t``: an idle one is woken (``CompiledReplica._kick``:
+    a normal event now, its id taken now); a busy, already woken or down one is not."""
+    if fc.kind[r] == IDLE:
+        fc.kind[r] = WAKE
+        fc.ev_t[r] = t
+        fc.ev_id[r] = new_id(fc)
