@@ -15,9 +15,12 @@ segment, lengths and acceptance rates depend only on the seed and k (drawn in bl
 requests in the same order of sending (common random numbers); only which client sends which,
 and when, follows the fleet, as with ``vllm bench serve --max-concurrency``.
 
-How an end is learned: every replica returns to SimPy after each step (``ClientReplica``), and
-the clients look at their in-flight rows after each step, expiry and restart. This costs the
-compiled loop's batching of steps between events (measured by ``bench/concurrency_sweep.py``).
+How an end is learned: the clients look at their in-flight rows after each step, expiry and
+restart. Where the fleet kernel can run them (``_in_kernel``: a compiled timer and built-in
+policy, one overhead and one timeout for all, no restart at 0 s) it does, clients included
+(``sim.model.kernels.client_kernels``: one kernel call for the run); else every replica returns to
+SimPy after each step (``ClientReplica``), the reference semantics the kernel's records equal bit
+for bit (``tests/sim/model/test_client_kernel_rules.py``).
 A pool too small for the run (the clients sent every row before ``run.duration_s``) is grown
 from the rate it was used at, and the run is repeated: rows already drawn stay the same.
 """

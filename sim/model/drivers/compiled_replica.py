@@ -7,8 +7,8 @@ timer: a machine-speed timeline, a random or custom timer), ``yield
 env.timeout(dt)``, draw and apply (one kernel call). Arrivals, routing, deadlines
 (``sim.model.deadlines``) and restarts are Python around the kernels. Built-in policies on a
 profile's timer run in the kernels instead (``solo_replica``, ``routed_fleet``), whose records
-equal these bit for bit (``tests/sim/model/test_properties.py``); a restart at 0 s and closed-loop clients
-(``clients``) step here.
+equal these bit for bit (``tests/sim/model/test_properties.py``), closed-loop clients included
+(``clients``); a restart at 0 s, and clients the kernel does not order, step here.
 """
 
 from __future__ import annotations
