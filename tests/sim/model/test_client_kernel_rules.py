@@ -27,8 +27,8 @@ _POOL = 400
 def client_fleets(draw):
     """A fleet, its clients and a pool: think times fixed, per request or none; an overhead
     outside the engine or none; a client timeout or none; limits that queue, refuse on arrival
-    (a prompt that never fits: the client is held to the next step), expire and preempt; a
-    restart; drained or stopped; every policy the kernels run."""
+    (a prompt that never fits: the client is held to the next step), expire and preempt; prefix
+    caching; a restart; drained or stopped; every policy the kernels run."""
     k = draw(st.integers(0, 3))
     timeout = draw(st.sampled_from([None, 0.02, 0.05, 0.3]))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
@@ -46,7 +46,14 @@ def client_fleets(draw):
         chunked_prefill=draw(st.booleans()),
         queue_limit=draw(st.one_of(st.none(), st.integers(0, 6))),
         max_queue_time_s=draw(st.one_of(st.none(), st.sampled_from([0.01, 0.05, 0.2]))),
+        prefix_caching=draw(st.booleans()),
     )
+    if cfg.prefix_caching:  # prompts share a leading part of one of two chains, or none
+        chain = 60 // block_size + 1
+        for r in reqs:
+            group = int(rng.integers(-1, 2))
+            if group >= 0:
+                r.prefix = [group * chain + j for j in range(int(rng.integers(0, r.prompt_tokens // block_size + 1)))]
     replicas = draw(st.integers(1, 3))
     restart = None
     if draw(st.booleans()):
@@ -59,6 +66,7 @@ def client_fleets(draw):
     if k:
         policy = draw(st.sampled_from([SpeculationPolicy("fixed", k=k),
                                        SpeculationPolicy("off_above_batch", k=k, max_batch=2),
+                                       SpeculationPolicy("k_by_batch", k_by_batch=((1, k), (3, 1))),
                                        SpeculationPolicy("kv_fallback", k=k, kv_off_above=0.5, kv_on_below=0.2,
                                                          window_s=0.05)]))
     stop = draw(st.sampled_from([None, 0.25, 0.5]))
@@ -74,8 +82,11 @@ def client_fleets(draw):
 
 
 def _copy(reqs: list[Request]) -> list[Request]:
-    return [Request(r.idx, r.id, 0.0, r.prompt_tokens, r.output_tokens, r.segment, r.timeout_s,
-                    list(r.negrates)) for r in reqs]
+    out = [Request(r.idx, r.id, 0.0, r.prompt_tokens, r.output_tokens, r.segment, r.timeout_s,
+                   list(r.negrates)) for r in reqs]
+    for a, r in zip(out, reqs, strict=True):
+        a.prefix = r.prefix
+    return out
 
 
 def _run(case, kernel: bool, kv_layout: str):
