@@ -90,9 +90,9 @@ def measure(case: str, repeats: int) -> dict[str, float]:
     engine_cpu: list[float] = []
     orig = Fleet.run
 
-    def timed_run(self, reqs, **kwargs):
+    def timed_run(self, reqs, *args, **kwargs):
         t0 = time.process_time()
-        out = orig(self, reqs, **kwargs)
+        out = orig(self, reqs, *args, **kwargs)
         engine_cpu.append(time.process_time() - t0)
         return out
 
