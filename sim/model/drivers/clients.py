@@ -175,7 +175,7 @@ class ClientFleet(Fleet):
         timer = timer_packing.pack(self.step_timer, spec.proposer)
         if self._in_kernel(timer, requests):
             think = self.think_s if isinstance(self.think_s, np.ndarray) else np.full(len(requests), self.think_s)
-            cl = ck.new_clients(self.clients, think[:len(requests)], self.stop_s, float(self.overhead_s),
+            cl = ck.new_clients(self.clients, think[: len(requests)], self.stop_s, float(self.overhead_s),
                                 requests[0].timeout_s if requests else None)
             replicas = routed_fleet.build(self, arrays, timer, track, requests, cl)
             self._loop = replicas[0].loop
@@ -189,9 +189,11 @@ class ClientFleet(Fleet):
         the engine in the order sent (one overhead for all) with one timeout for all; else SimPy."""
         restart = self.spec.restart
         timeouts = {r.timeout_s for r in requests}
+        thinks = self.think_s
         return (self.kernel and timer is not None and policy_array(self.spec.policy) is not None
                 and (restart is None or restart.at_s > 0) and not isinstance(self.overhead_s, np.ndarray)
-                and len(timeouts) <= 1 and all(t is None or t > 0 for t in timeouts))
+                and len(timeouts) <= 1 and all(t is None or t > 0 for t in timeouts)
+                and (not isinstance(thinks, np.ndarray) or len(thinks) >= len(requests)))
 
     def pool_ran_out(self, at_s: float) -> None:
         """The kernel's clients sent every pooled request at ``at_s``."""
