@@ -26,6 +26,11 @@ event that does nothing). The replica's pending step end or wake-up stays queued
 waiting on it (a "ghost": it only moves the clock). The replica goes down (the router skips it),
 its work is evacuated and re-routed (or dropped), idle replicas that get some are woken, and its
 cold start's end is its next event, after which it serves with the fallback policy's fresh row.
+
+Closed-loop clients (``client_kernels``, ``ClientFleet`` in SimPy) replace the arrival process:
+their first requests at its start, then their timers (urgent timeouts) in this queue, and a
+poll after each step's end, each expiry SimPy would run and a restart. The queue's state and
+the router are ``fleet_clock``'s.
 """
 
 from __future__ import annotations
