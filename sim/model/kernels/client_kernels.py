@@ -36,7 +36,7 @@ import numpy as np
 
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import run_kernel as rk
-from sim.model.kernels.arrival_kernels import Arrivals
+from sim.model.kernels.arrival_kernels import Arrivals, arrivals
 from sim.model.kernels.fleet_clock import G_RR, new_id, pick, replica_at, wake
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.queue_kernels import admit
@@ -52,6 +52,15 @@ CF_STOP, CF_OVER, CF_TIMEOUT, CF_OUT_T = range(4)
 N_CF = 4
 # a client's slot
 NONE, LATER, REACHES = range(3)
+NO = -1
+"""No row, client or timer (``row_of``, ``slot_row``, ``CG_NEXT``)."""
+OK = -1
+"""What ``poll``, ``start`` and ``fire`` return when they did all they had to (``run_fleet``'s
+"go on"; its stops are >= 0)."""
+NO_CLIENTS = 0
+"""``CG_N`` of an open-loop run."""
+GIVES_UP, NO_TIMER = -1, -2
+"""``next_timer``'s ``which`` for the oldest client timeout, and for none."""
 POOL_OUT = 20
 """What ``run_fleet`` stops for when the clients sent every pooled request (``CF_OUT_T``: when)."""
 
@@ -64,7 +73,7 @@ class Clients(NamedTuple):
     think: np.ndarray
     """Per pool row: the think time after that request."""
     row_of: np.ndarray
-    """Per client: its request in flight (-1: none)."""
+    """Per client: its request in flight (``NO``: none)."""
     held: np.ndarray
     """Clients refused the instant they sent (no think time): they send after the next step."""
     due: np.ndarray
@@ -88,13 +97,13 @@ def new_clients(clients: int, think: np.ndarray, stop_s: float, overhead_s: floa
     pool = len(think)
     g = np.zeros(N_CG, np.int64)
     g[CG_N] = clients
-    g[CG_NEXT] = -1
+    g[CG_NEXT] = NO
     f = np.zeros(N_CF, np.float64)
     f[CF_STOP] = stop_s
     f[CF_OVER] = overhead_s
     f[CF_TIMEOUT] = -1.0 if timeout_s is None else timeout_s
     c = max(clients, 1)
-    return Clients(g, f, np.ascontiguousarray(think, np.float64), np.full(c, -1, np.int64),
+    return Clients(g, f, np.ascontiguousarray(think, np.float64), np.full(c, NO, np.int64),
                    np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(c, np.int64),
                    np.zeros(c), np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(pool, np.int64),
                    np.zeros(pool, np.int64), np.zeros(pool), np.zeros(pool, np.int64))
@@ -102,23 +111,23 @@ def new_clients(clients: int, think: np.ndarray, stop_s: float, overhead_s: floa
 
 def no_clients() -> Clients:
     """The state of a run without clients (every hook a no-op)."""
-    return new_clients(0, np.zeros(0), 0.0, 0.0, None)
+    return new_clients(NO_CLIENTS, np.zeros(NO_CLIENTS), 0.0, 0.0, None)
 
 
 @njit
 def next_timer(cl):
-    """The earliest client timer ``(t, id, which)``: which >= 0 a client's slot, -1 the oldest
-    timeout, -2 none."""
+    """The earliest client timer ``(t, id, which)``: which >= 0 a client's slot, ``GIVES_UP`` the
+    oldest timeout, ``NO_TIMER`` none."""
     g = cl.g
-    bt, bid, which = np.inf, 0, -2
+    bt, bid, which = np.inf, 0, NO_TIMER
     c = g[CG_NEXT]
     if c >= 0:
         bt, bid, which = cl.slot_t[c], cl.slot_id[c], c
     h = g[CG_GU_HEAD]
     if h < g[CG_GU_TAIL]:
         t = cl.gu_t[h]
-        if which == -2 or t < bt or (t == bt and cl.gu_id[h] < bid):
-            bt, bid, which = t, cl.gu_id[h], -1
+        if which == NO_TIMER or t < bt or (t == bt and cl.gu_id[h] < bid):
+            bt, bid, which = t, cl.gu_id[h], GIVES_UP
     return bt, bid, which
 
 
@@ -137,7 +146,7 @@ def _set_slot(cl, fc, c, kind, t, row):
 @njit
 def _clear_slot(cl, c):
     cl.slot_kind[c] = NONE
-    best = -1
+    best = NO
     for i in range(cl.slot_kind.shape[0]):
         if cl.slot_kind[i] != NONE and (best < 0 or cl.slot_t[i] < cl.slot_t[best]
                                         or (cl.slot_t[i] == cl.slot_t[best] and cl.slot_id[i] < cl.slot_id[best])):
@@ -156,7 +165,7 @@ def _push_due(cl, c):
 def _ended(cl, rq, av, fc, c, now):
     """``ClientFleet._ended``: client ``c``'s request ended in the engine."""
     r = cl.row_of[c]
-    cl.row_of[c] = -1
+    cl.row_of[c] = NO
     fin = rq.floats[r, ks.FINISH]
     think = cl.think[r]
     at = fin + think
@@ -166,7 +175,7 @@ def _ended(cl, rq, av, fc, c, now):
     elif at <= now:
         _push_due(cl, c)
     else:
-        _set_slot(cl, fc, c, LATER, now + (at - now), -1)
+        _set_slot(cl, fc, c, LATER, now + (at - now), NO)
 
 
 @njit
@@ -232,7 +241,7 @@ def _room(st, cl):
 
 @njit
 def poll(st, rq, av, fc, cl, now):
-    """``ClientFleet.poll`` at ``now``: -1 done, or ``NEED_LOGS`` (nothing done: grow the queue
+    """``ClientFleet.poll`` at ``now``: ``OK``, or ``NEED_LOGS`` (nothing done: grow the queue
     logs by ``CG_ROOM``, call again) or ``POOL_OUT``."""
     if not _room(st, cl):
         return rk.NEED_LOGS
@@ -246,7 +255,7 @@ def poll(st, rq, av, fc, cl, now):
         r = cl.row_of[c]
         if r >= 0 and ints[r, ks.STATUS] == ks.DONE:
             _ended(cl, rq, av, fc, c, now)
-    return -1 if _send_due(st, rq, av, fc, cl, now) else POOL_OUT
+    return OK if _send_due(st, rq, av, fc, cl, now) else POOL_OUT
 
 
 @njit
@@ -256,7 +265,7 @@ def start(st, rq, av, fc, cl):
         return rk.NEED_LOGS
     for c in range(cl.g[CG_N]):
         _push_due(cl, c)
-    return -1 if _send_due(st, rq, av, fc, cl, 0.0) else POOL_OUT
+    return OK if _send_due(st, rq, av, fc, cl, 0.0) else POOL_OUT
 
 
 @njit
@@ -267,17 +276,17 @@ def fire(st, rq, av, fc, cl, t):
         return rk.NEED_LOGS
     g = cl.g
     which = next_timer(cl)[2]
-    if which == -1:
+    if which == GIVES_UP:
         r = cl.gu_row[g[CG_GU_HEAD]]
         g[CG_GU_HEAD] += 1
         c = cl.owner[r]
         if cl.row_of[c] != r:
-            return -1  # its request ended before: nothing to do
-        cl.row_of[c] = -1
+            return OK  # its request ended before: nothing to do
+        cl.row_of[c] = NO
         think = cl.think[r]
         if think > 0:
-            _set_slot(cl, fc, c, LATER, t + think, -1)
-            return -1
+            _set_slot(cl, fc, c, LATER, t + think, NO)
+            return OK
         _push_due(cl, c)
     else:
         c = which
@@ -288,7 +297,7 @@ def fire(st, rq, av, fc, cl, t):
             _submit(st, rq, av, fc, cl, c, r, t)
         else:
             _push_due(cl, c)
-    return -1 if _send_due(st, rq, av, fc, cl, t) else POOL_OUT
+    return OK if _send_due(st, rq, av, fc, cl, t) else POOL_OUT
 
 
 @njit
@@ -318,6 +327,6 @@ def live_due(rp, rq, av, now):
 def client_arrivals(pool: int, max_queue_time_s: float | None) -> Arrivals:
     """``arrival_kernels.Arrivals`` for a pool whose rows arrive during the run (times filled as
     they arrive; a row's timeout deadline at its own index, inf until then)."""
-    lim = -1.0 if max_queue_time_s is None else float(max_queue_time_s)
-    return Arrivals(np.zeros(pool), np.zeros(1), np.zeros(1, np.int64), np.full(pool, -1, np.int64),
-                    np.full(pool, np.inf), np.arange(pool, dtype=np.int64), np.array([lim]))
+    none = arrivals([], max_queue_time_s)
+    return none._replace(arr_s=np.zeros(pool), routed=np.full(pool, NO, np.int64), t_dl=np.full(pool, np.inf),
+                         t_row=np.arange(pool, dtype=np.int64))

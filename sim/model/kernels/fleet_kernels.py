@@ -101,7 +101,7 @@ def _next_event(fc, cl):
             who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
     if cl.g[ck.CG_N]:  # closed-loop clients: their timers are urgent timeouts
         t, cid, which = ck.next_timer(cl)
-        if which != -2 and (t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and cid < bid)))):
+        if which != ck.NO_TIMER and (t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and cid < bid)))):
             who, bt, bp, bid = CLIENT, t, _PRIO_URGENT, cid
     t = f[F_RESTART_T]
     if t < bt or (t == bt and bp == _PRIO_NORMAL):  # scheduled before every normal event

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from sim.contracts.fleet_config import RestartConfig
 from sim.contracts.synthetic import synthetic_profile
 from sim.model.drivers.clients import ClientFleet, PoolExhausted
-from sim.model.drivers.engine import FleetSpec
+from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.drivers.routed_fleet import RoutedReplica
 from sim.model.speculation import OFF, SpeculationPolicy
 from sim.model.step_plan import Request, SchedulerConfig
-from sim.model.step_time import ProfileStepTimer
+from sim.model.step_time import FixedStepTimer, ProfileStepTimer
 from sim.results.records import itl_frame, requests_frame, steps_frame
 
 _PROFILE = synthetic_profile()
@@ -30,7 +30,9 @@ def client_fleets(draw):
     (a prompt that never fits: the client is held to the next step), expire and preempt; prefix
     caching; a restart; drained or stopped; every policy the kernels run."""
     k = draw(st.integers(0, 3))
-    timeout = draw(st.sampled_from([None, 0.02, 0.05, 0.3]))
+    # binary fractions as well as decimals: with the fixed step timer (1/32 s) they tie exactly
+    # with steps' ends, which is where SimPy's order matters
+    timeout = draw(st.sampled_from([None, 0.02, 0.05, 0.3, 0.125, 0.25]))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     reqs = []
     for i in range(_POOL):
@@ -45,7 +47,7 @@ def client_fleets(draw):
         kv_blocks=max(1, (60 + 25) // block_size * draw(st.integers(1, 3)) + draw(st.integers(-12, 4))),
         chunked_prefill=draw(st.booleans()),
         queue_limit=draw(st.one_of(st.none(), st.integers(0, 6))),
-        max_queue_time_s=draw(st.one_of(st.none(), st.sampled_from([0.01, 0.05, 0.2]))),
+        max_queue_time_s=draw(st.one_of(st.none(), st.sampled_from([0.01, 0.05, 0.2, 0.0625, 0.125]))),
         prefix_caching=draw(st.booleans()),
     )
     if cfg.prefix_caching:  # prompts share a leading part of one of two chains, or none
@@ -57,9 +59,9 @@ def client_fleets(draw):
     replicas = draw(st.integers(1, 3))
     restart = None
     if draw(st.booleans()):
-        restart = RestartConfig(at_s=draw(st.sampled_from([0.01, 0.05, 0.1, 0.3])),
+        restart = RestartConfig(at_s=draw(st.sampled_from([0.01, 0.05, 0.1, 0.3, 0.125])),
                                 replica=draw(st.integers(0, replicas - 1)),
-                                cold_start_s=draw(st.sampled_from([0.0, 0.02, 0.2])),
+                                cold_start_s=draw(st.sampled_from([0.0, 0.02, 0.2, 0.0625])),
                                 on_restart=draw(st.sampled_from(["reroute", "drop"])),
                                 fallback=draw(st.sampled_from(["baseline", "same"])))
     policy = OFF
@@ -73,10 +75,10 @@ def client_fleets(draw):
     spec = FleetSpec(cfg, policy, proposer="ngram" if k else None, replicas=replicas,
                      routing=draw(st.sampled_from(["round_robin", "least_outstanding"])), restart=restart,
                      drain=stop is None, duration_s=stop)
-    think = draw(st.sampled_from([0.0, 0.01, 0.03, "per_request"]))
+    think = draw(st.sampled_from([0.0, 0.01, 0.03, 0.03125, "per_request"]))
     if think == "per_request":
-        think = np.round(rng.exponential(0.02, _POOL), 3)
-    over = draw(st.sampled_from([0.0, 0.0, 0.005, 0.02]))
+        think = np.round(rng.exponential(0.02, _POOL) * 64) / 64
+    over = draw(st.sampled_from([0.0, 0.0, 0.005, 0.02, 0.015625]))
     clients = draw(st.integers(1, 12))
     return spec, reqs, clients, think, over, draw(st.sampled_from([0.2, 0.4]))
 
@@ -89,31 +91,31 @@ def _copy(reqs: list[Request]) -> list[Request]:
     return out
 
 
-def _run(case, kernel: bool, kv_layout: str):
+def _run(case, kernel: bool, timing: str):
     spec, reqs, clients, think, over, stop_s = case
-    fleet = ClientFleet(spec, ProfileStepTimer(_PROFILE, kv_layout=kv_layout), np.random.default_rng(0),
-                        clients, think, stop_s, over, kernel=kernel)
+    timer = FixedStepTimer(1 / 32) if timing == "fixed" else ProfileStepTimer(_PROFILE, kv_layout=timing)
+    fleet = ClientFleet(spec, timer, np.random.default_rng(0), clients, think, stop_s, over, kernel=kernel)
     run = fleet.run(_copy(reqs), write_back=False)
     in_kernel = isinstance(fleet.replicas[0], RoutedReplica)
     return in_kernel, (requests_frame(run, "c", 0, 0.0), steps_frame(run, "c", 0), itl_frame(run, "c", 0),
                        run.queue_log)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(client_fleets(), st.sampled_from(["paged", "padded"]))
-def test_clients_in_the_kernel_give_simpys_records(case, kv_layout) -> None:
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(client_fleets(), st.sampled_from(["paged", "padded", "fixed"]))
+def test_clients_in_the_kernel_give_simpys_records(case, timing) -> None:
     """The fleet kernel's clients (arrivals made in compiled code at each end + think time, each
     overhead's end, each timeout, held refusals resent after the next step, in SimPy's event
     order) and SimPy's ``ClientReplica`` give the same request, step and ITL frames and queue log."""
     try:
-        in_kernel, compiled = _run(case, True, kv_layout)
+        in_kernel, compiled = _run(case, True, timing)
     except PoolExhausted as exc:  # both drivers must run out at the same instant
         with pytest.raises(PoolExhausted) as ref:
-            _run(case, False, kv_layout)
+            _run(case, False, timing)
         assert ref.value.at_s == exc.at_s
         return
     assert in_kernel
-    ref_in_kernel, reference = _run(case, False, kv_layout)
+    ref_in_kernel, reference = _run(case, False, timing)
     assert not ref_in_kernel
     for a, b in zip(compiled, reference, strict=True):
         if isinstance(b, type(compiled[0])):
@@ -152,3 +154,15 @@ def test_clients_the_kernel_cannot_order_stay_on_simpy(what: str) -> None:
     run = fleet.run(reqs, write_back=False)
     assert not isinstance(fleet.replicas[0], RoutedReplica)
     assert len(run.requests) > 3
+
+
+def test_an_open_loop_fleet_in_the_kernel_has_no_clients() -> None:
+    """An open-loop fleet routed in the kernel serves exactly its own arrivals: the clients'
+    hooks are off (no request made, none held, no pool to run out of)."""
+    cfg = SchedulerConfig.of(max_num_seqs=4, max_num_batched_tokens=64, block_size=16, kv_blocks=500)
+    reqs = [Request(i, i, 0.02 * i, 16, 4) for i in range(40)]
+    fleet = Fleet(FleetSpec(cfg, replicas=2), ProfileStepTimer(_PROFILE))
+    rf = requests_frame(fleet.run(reqs, write_back=False), "c", 0, 0.0)
+    assert isinstance(fleet.replicas[0], RoutedReplica)
+    assert rf["arrival_s"].to_list() == [0.02 * i for i in range(40)]
+    assert (rf["outcome"] == "completed").all()
