@@ -166,3 +166,20 @@ def test_an_open_loop_fleet_in_the_kernel_has_no_clients() -> None:
     assert isinstance(fleet.replicas[0], RoutedReplica)
     assert rf["arrival_s"].to_list() == [0.02 * i for i in range(40)]
     assert (rf["outcome"] == "completed").all()
+
+
+@pytest.mark.parametrize("timeout", [1 / 32, 1 / 16, 3 / 32])
+def test_an_expiry_at_a_steps_end_lets_held_clients_send_as_simpy_does(timeout: float) -> None:
+    """Clients refused on arrival (a full queue, no think time) are held to the next look at the
+    requests; an expiry SimPy runs (a live timeout due exactly at a step's end, 1/32 s steps) is
+    such a look, so the kernel must see it as Python's deadline heap does."""
+    cfg = SchedulerConfig.of(max_num_seqs=1, max_num_batched_tokens=64, block_size=16, kv_blocks=100,
+                             queue_limit=1)
+    frames = []
+    for kernel in (True, False):
+        reqs = [Request(i, i, 0.0, 8, 3, timeout_s=timeout) for i in range(200)]
+        fleet = ClientFleet(FleetSpec(cfg), FixedStepTimer(1 / 32), None, 3, 0.0, 0.5, kernel=kernel)
+        frames.append(requests_frame(fleet.run(reqs, write_back=False), "c", 0, 0.0))
+        assert isinstance(fleet.replicas[0], RoutedReplica) == kernel
+    assert frames[0]["outcome"].is_in(["rejected"]).sum() > 10
+    assert frames[0].equals(frames[1])
