@@ -127,8 +127,16 @@ def published_runs(context: int) -> None:
                   f"{v * 1e3:.2f}: {v / wide - 1:+.0%}); drafting side the run implies >= "
                   f"{r.implied_drafting_s * 1e3:.2f} ms, priced {pub.priced_drafting(p, r, context) * 1e3:.2f}, "
                   f"break-even on the priced passes {pub.break_even_drafting(p, r, context) * 1e3:.2f}")
+        print(f"    beyond the run's own plain step ({r.batch / r.base_tok_s * 1e3:.2f} ms) and the kernels priced for "
+              f"verify over decode and the draft passes, its speculative step spent "
+              f"{pub.implied_speculative_host(p, r, context) * 1e3:.2f} ms (implied; priced as assumed host overheads: "
+              f"{pub.cell(p.timing.proposers[r.method].overhead, batch=r.batch, k=r.k) * 1e3:.2f} ms)")
         if r.stand_in:
             print(f"    stand-in: {r.stand_in}")
+        if r.topk > 1:
+            tree, chain = pub.tree_drafting(r, context)
+            print(f"    draft passes as SGLang runs the tree (top-{r.topk}, {r.k} steps): {tree * 1e3:.3f} ms; as the "
+                  f"import's chain of {r.k}: {chain * 1e3:.3f} ms ({(tree - chain) * 1e3:+.3f} ms; host overheads not in either)")
         print(f"    source: {r.source}; row: {r.row}")
     print(f"\n  signs wrong: {wrong} of {len(pub.RUNS)}")
 

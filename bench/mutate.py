@@ -73,8 +73,9 @@ ROOMS: dict[str, Room] = {
         kinds=("flip", "bump")),
     "fleet": Room(
         ("sim/model/kernels/fleet_kernels.py", "sim/model/kernels/fleet_clock.py",
-         "sim/model/kernels/arrival_kernels.py"),
-        ("tests/sim/model/test_restart_compiled.py", "tests/sim/model/test_properties.py",
+         "sim/model/kernels/arrival_kernels.py", "sim/model/kernels/route_kernels.py"),
+        ("tests/sim/model/test_route_rules.py", "tests/sim/model/test_restart_compiled.py",
+         "tests/sim/model/test_properties.py",
          "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
     "clients": Room(

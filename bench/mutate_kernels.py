@@ -6,9 +6,9 @@ This is ``bench/mutate.py`` (the one home of the mutation logic: sites, kinds, t
 the report) on the ``kernels`` room (``plan_kernels``, ``apply_kernels``, ``kv_blocks``,
 ``queue_kernels`` against the scheduler rule tests, the decode-batch changes, the
 ``num_decoding`` rule, the planner oracle and the golden frames) or, with ``--fleet``, the
-``fleet`` room (``fleet_kernels``: routing, restarts, ghosts; ``arrival_kernels``: arrivals and
-deadlines, against the drivers-agree properties, the restart equivalence tests and the golden
-frames). Mutations here are comparison flips and ±1 integer literals, as many of each.
+``fleet`` room (``fleet_kernels``: restarts, ghosts; ``route_kernels``: routing, both drivers';
+``arrival_kernels``: arrivals and deadlines, against the routing rule's oracle, the drivers-agree
+properties, the restart equivalence tests and the golden frames). Mutations here are comparison flips and ±1 integer literals, as many of each.
 (``SPECPLAN_NO_SHRINK=1``: a failing hypothesis example is reported as found, not shrunk.)
 """
 

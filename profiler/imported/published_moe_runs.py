@@ -52,6 +52,8 @@ class MoeRun:
     tokens as the verify, measured in the same run (None: not in the table)."""
     stand_in: str = ""
     """What the prediction prices differently from the run (said beside the number)."""
+    topk: int = 1
+    """SGLang's ``speculative_eagle_topk``: branches a draft step expands per row (1: a chain)."""
 
     @property
     def measured(self) -> float:
@@ -86,9 +88,9 @@ RUNS: tuple[MoeRun, ...] = (
            wide_base_tok_s=1012.96),
     MoeRun("angelslim163-b1", "Qwen/Qwen3-30B-A3B", "h100_sxm", "sglang", 4, "eagle3", 1, 3, 2.017, 218.89, 170.35,
            ANGELSLIM_163, "tp 4, bs 1: base 218.89 tok/s; steps 3, topk 3, num_draft_tokens 4: 170.35 tok/s, "
-           "accept_length 2.017", wide_base_tok_s=507.49,
-           stand_in="a tree of 3 steps x top-3 verifying 4 tokens per row, priced as a chain of 3 (the same verify, "
-           "less drafting)"),
+           "accept_length 2.017", wide_base_tok_s=507.49, topk=3,
+           stand_in="a tree of 3 steps x top-3 verifying 4 tokens per row, priced as a chain of 3: the same verify "
+           "and draft-pass count; the tree's wider draft passes are priced beside it (tree_drafting)"),
 )
 """Runs with no GPU named or another engine (AngelSlim #9, llama.cpp #18039) and aggregates without
 per-model numbers (Cascade, arXiv 2506.20675: 'up to 1.5x' slowdown over five MoEs in vLLM) are
@@ -128,6 +130,56 @@ def break_even_drafting(profile: Any, run: MoeRun, context: float) -> float:
     t = cell(tf, batch=run.batch, tokens_per_seq=1, context=context)
     v = cell(tf, batch=run.batch, tokens_per_seq=run.k + 1, context=context)
     return run.acceptance_length * (h + t) - (h + v)
+
+
+def sglang_tree_draft(head: Any, batch: int, steps: int, topk: int, context: int) -> float:
+    """Draft-pass ms of SGLang's EAGLE tree on a head's ``GridBuilder``: one draft-extend pass over
+    each row's ``steps + 1`` tokens with its LM head on the row's last position
+    (``eagle_draft_extend_cuda_graph_runner.py``: ``num_tokens_per_bs = speculative_num_steps + 1``,
+    one logits row per request), then ``steps - 1`` passes over ``batch * topk`` tokens, each
+    scoring all of them (``eagle_worker.py`` ``draft_forward``: "we get 1 token from draft prefill
+    and (#spec steps - 1) tokens here"; softmax and top-k over every branch's logits). With
+    ``topk = 1`` it is the chain ``GridBuilder.draft`` prices."""
+    w = batch * topk
+    extend = head.dense(batch * (steps + 1)) + head.logits(batch) + head.decode_attention(batch, steps + 1, context)
+    return extend + (steps - 1) * (head.dense(w) + head.logits(w) + head.decode_attention(w, 1, context))
+
+
+def tree_drafting(run: MoeRun, context: int) -> tuple[float, float]:
+    """(tree, chain) draft-pass seconds of ``run``'s EAGLE-3 head on the same database, host
+    overheads left out: the tree as SGLang runs it (:func:`sglang_tree_draft`, ``k`` steps of
+    ``run.topk``) and the chain the import prices. Why: to show what the chain stand-in leaves out,
+    on the database's own numbers (the head compiled at the run's TP, its all-reduces included)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from profiler.imported import aic_database as db
+    from profiler.imported import aic_heads
+    from profiler.imported.aic_grids import GridBuilder
+    from profiler.imported.aiconfigurator_import import ImportRequest, _layout
+
+    layout = _layout(ImportRequest(run.system, run.backend, run.model, tp=run.tp))
+    shape = aic_heads.head_shape(run.method, db.model_config(run.model), layout)
+    version = db.resolve_version(run.system, run.backend, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "config.json").write_text(json.dumps(shape.config))
+        head = GridBuilder(db.compile_engine(tmp, run.system, run.backend, version, shape.layout, label="head"))
+    tree = sglang_tree_draft(head, run.batch, run.k, run.topk, context)
+    return tree * 1e-3, head.draft(run.batch, run.k, context) * 1e-3
+
+
+def implied_speculative_host(profile: Any, run: MoeRun, context: float) -> float:
+    """Seconds a speculative step of ``run`` spent beyond its own plain step and the kernels the
+    profile prices for the difference (verify over decode, draft passes): ``spec step - base step
+    - (V - T + D)``. Why: the run's plain step carries the engine's per-step host time, so what is
+    left is time only a speculative step pays that no kernel here accounts for (drafting's host
+    work, the tree's bookkeeping, synchronisations); an implied figure, not a measurement of it."""
+    tf, prop = profile.timing.target_forward, profile.timing.proposers[run.method]
+    b, k = run.batch, run.k
+    kernels = (cell(tf, batch=b, tokens_per_seq=k + 1, context=context) - cell(tf, batch=b, tokens_per_seq=1, context=context)
+               + cell(prop.draft, batch=b, k=k, context=context))
+    return run.spec_step_s - run.batch / run.base_tok_s - kernels
 
 
 def import_for(run: MoeRun, command: str) -> Any:

@@ -180,6 +180,13 @@ class SpeculationPolicy:
 OFF = SpeculationPolicy("off")
 
 
+def after_restart(policy: SpeculationPolicy, restart: Any) -> SpeculationPolicy:
+    """The policy a replica serves with once a restart (``RestartConfig``, or None) brings it
+    back: off when the restart falls back to the baseline, else its own (started afresh by
+    whoever builds its state). One home for both drivers."""
+    return OFF if restart is not None and restart.fallback == "baseline" else policy
+
+
 def policy_from_candidate(candidate: Any) -> SpeculationPolicy:
     """Build the policy of a scenario candidate (``sim.contracts.candidate.Candidate``)."""
     spec = getattr(candidate, "speculation", None)

@@ -16,10 +16,11 @@ import numpy as np
 from sim.contracts.grid import GridInterpolator
 from sim.contracts.profile import Profile
 from sim.contracts.profile_timing import TimingGrid
+from sim.model.kernels import kernel_entry as ke
+from sim.model.kernels import price_kernels as pk
 from sim.model.kernels.price_kernels import (  # the rules, compiled
     KIND_FUSED,
     KIND_SUMMED,
-    graph_tokens,
     timer_constants,
     verify_tokens_per_row,
 )
@@ -151,9 +152,10 @@ class ProfileStepTimer:
         self.attached: str | None = None
         """Proposer of a speculating candidate: its prefill pass is charged on every step with
         prompt tokens, even steps that draft nothing (``attach_proposer``)."""
-        self.unpriced_changes = 0
-        """Padded-engine steps whose batch changed with no ``padded_batch`` grids to price it."""
-        self.steps = 0
+        self._unpriced = 0
+        self._steps = 0
+        self._own: dict[str | None, tuple[pk.PackedTimer, tuple]] = {}
+        """Per proposer: the packed arrays ``price`` prices with, and their plain tuple."""
 
     @property
     def tm(self) -> np.ndarray:
@@ -180,6 +182,8 @@ class ProfileStepTimer:
         KV and hidden states in step with the target's)."""
         if proposer is not None:
             self.check_proposer(proposer)
+        self._settle()
+        self._own.clear()  # their prefill slots name the proposer attached before
         self.attached = proposer
 
     def __call__(self, shape: StepShape) -> float:
@@ -192,90 +196,93 @@ class ProfileStepTimer:
               c_max: float | None, start_s: float, joined: int, left: int,
               drafting: int | None) -> float:
         """``self(StepShape(...))`` from the shape's fields in their order, without building
-        (and validating) a shape: the compiled engine's planner gives valid ones every step."""
+        (and validating) a shape: the compiled engine's planner gives valid ones every step.
+
+        Priced by the compiled kernel (``price_kernels.price``), the one home of the rule, on
+        this timer's own packed arrays for ``proposer``; a ``SpeedTimeline``'s ratios at
+        ``start_s`` are written into them first. Its lookup counts join the grids' when they are
+        read (``grids``, ``steps``)."""
+        if proposer is not None and proposer not in self._draft:
+            self.check_proposer(proposer)
+        elif proposer is None and k > 0 and b > 0 and drafting != 0:
+            self.check_proposer(proposer)  # type: ignore[arg-type]
+        own = self._own.get(proposer)
+        if own is None:
+            own = self._own[proposer] = (p := self.packed(proposer), ke.fields(p.arrays))
+        if self.speed is not None:
+            sd, sp = self.speed.at(start_s)
+            tm = own[0].tm
+            tm[pk.T_SCALE], tm[pk.T_PSCALE] = sd * self.scale, sp * self.prefill_scale
+        return ke.price(own[1], (int(b), float(c_mean), int(k), int(n), float(c0),
+                                 float(c_mean if c_max is None else c_max), int(joined), int(left),
+                                 -1 if drafting is None else int(drafting)))
+
+    def packed(self, proposer: str | None) -> pk.PackedTimer:
+        """This timer as the arrays the compiled ``price`` reads, for steps drafting with
+        ``proposer`` (None: none draft; a step with ``k > 0`` then pays the attached proposer's
+        prefill pass, as a step with ``k = 0`` always does), with counts of its own."""
+        slot = np.full(pk.N_SLOTS, -1, np.int64)
+        grids: list[GridInterpolator] = []
+
+        def put(s: int, grid: GridInterpolator | None) -> None:
+            if grid is None:
+                return
+            for g, known in enumerate(grids):
+                if known is grid:
+                    slot[s] = g
+                    return
+            slot[s] = len(grids)
+            grids.append(grid)
+
         if self.fused:
-            return self._fused_step(b, c_mean, k, proposer, n, c0, c_max, start_s, joined, left, drafting)
-        self.steps += 1
-        total = 0.0
-        sd, sp = self._scales(start_s)
-        if b > 0:
-            c = c_mean
-            if self.padded and c_max is not None:
-                c = c_max
-            # --- issue 21: rows without a proposal (drafting < b) verify one token ---
-            nd = b if drafting is None or k == 0 else drafting
-            s = verify_tokens_per_row(b, nd, k, self.padded)
-            total = self._forward(b, s, c) + self.sample_s * b * s
-            if k > 0 and nd > 0:
-                draft = self._draft.get(proposer)  # type: ignore[arg-type]
-                if draft is None:
-                    self.check_proposer(proposer)  # type: ignore[arg-type]
-                total += draft(nd, k, c) + self._overhead[proposer](nd, k)  # type: ignore[index,misc]
-            # --- end issue 21 ---
-            if self.padded and (joined or left):
-                if self._join is None or self._leave is None:
-                    self.unpriced_changes += 1
-                else:
-                    if joined:
-                        total += self._join(b, c)
-                    total += left * self._leave(b, c)
-            total *= sd
-        if n > 0:
-            total += (self._prefill(n, c0) + self.sample_s) * sp
-            total += self._draft_prefill_s(proposer, n, c0) * sp
-        return total + self.step_overhead_s
+            for s, grid in ((pk.DENSE, self._dense), (pk.LOGITS, self._logits), (pk.DATTN, self._dattn),
+                            (pk.PATTN, self._pattn)):
+                put(s, grid)
+        else:
+            put(pk.FWD, self._forward)
+            put(pk.PREFILL, self._prefill)
+        if proposer is not None:
+            put(pk.DRAFT, self._draft[proposer])
+            put(pk.OVERHEAD, self._overhead[proposer])
+        put(pk.DPF_STEP, self._draft_prefill.get(proposer if proposer is not None else self.attached))  # type: ignore[arg-type]
+        if self.attached is not None:
+            put(pk.DPF_ATTACHED, self._draft_prefill.get(self.attached))
+        put(pk.JOIN, self._join)
+        put(pk.LEAVE, self._leave)
+        return pk.PackedTimer(self.tm, slot, grids, self)
 
-    def _scales(self, start_s: float) -> tuple[float, float]:
-        """Multipliers of the step's decode and prefill parts (``scale``, and the machine's
-        speed at the step's start when a ``SpeedTimeline`` is given)."""
-        if self.speed is None:
-            return self.scale, self.prefill_scale
-        sd, sp = self.speed.at(start_s)
-        return sd * self.scale, sp * self.prefill_scale
+    def _settle(self) -> None:
+        """Add what this timer's own packed arrays counted to its grids and step counts."""
+        for own, _ in self._own.values():
+            steps, unpriced = own.take_counts()
+            self._steps += steps
+            self._unpriced += unpriced
 
-    def _draft_prefill_s(self, proposer: str | None, n: int, c0: float) -> float:
-        name = proposer if proposer is not None else self.attached
-        grid = self._draft_prefill.get(name) if name is not None else None
-        return grid(n, c0) if grid is not None else 0.0
+    @property
+    def steps(self) -> int:
+        """Steps priced (by this timer, and by the packed copies the compiled loops unpacked)."""
+        self._settle()
+        return self._steps
 
-    def _fused_step(self, b: int, c_mean: float, k: int, proposer: str | None, n: int, c0: float,
-                    c_max: float | None, start_s: float, joined: int, left: int,
-                    drafting: int | None) -> float:
-        """One pass over the step's prefill and decode tokens, plus drafting and overheads."""
-        self.steps += 1
-        sd, sp = self._scales(start_s)
-        assert self._dense is not None and self._logits is not None
-        assert self._dattn is not None and self._pattn is not None
-        # rows without a proposal (n-gram no match) feed one token, as vLLM schedules them
-        nd = b if drafting is None or k == 0 else drafting
-        rows = b * verify_tokens_per_row(b, nd, k, self.padded) if b > 0 else 0
-        c = c_mean
-        if self.padded and c_max is not None:
-            c = c_max
-        scored = rows + (1 if n else 0)
-        total = (self._dense(graph_tokens(self._graphs, rows + n)) + self._logits(scored)
-                 + self.sample_s * scored)
-        if b > 0:
-            total += self._dattn(b, rows / b, c)
-        if n > 0:
-            total += self._pattn(n, c0)
-        total *= sd if b > 0 else sp
-        if b > 0 and k > 0 and nd > 0:
-            draft = self._draft.get(proposer)  # type: ignore[arg-type]
-            if draft is None:
-                self.check_proposer(proposer)  # type: ignore[arg-type]
-            total += (draft(nd, k, c) + self._overhead[proposer](nd, k)) * sd  # type: ignore[index,misc]
-        if self.padded and b > 0 and (joined or left):
-            if self._join is None or self._leave is None:
-                self.unpriced_changes += 1
-            else:
-                total += ((self._join(b, c) if joined else 0.0) + left * self._leave(b, c)) * sd
-        if n > 0:
-            total += self._draft_prefill_s(proposer, n, c0) * sp
-        return total + self.step_overhead_s
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self._settle()
+        self._steps = value
+
+    @property
+    def unpriced_changes(self) -> int:
+        """Padded-engine steps whose batch changed with no ``padded_batch`` grids to price it."""
+        self._settle()
+        return self._unpriced
+
+    @unpriced_changes.setter
+    def unpriced_changes(self, value: int) -> None:
+        self._settle()
+        self._unpriced = value
 
     def grids(self) -> list[GridInterpolator]:
-        """Every grid this timer looks up."""
+        """Every grid this timer looks up (its own packed lookups' counts added first)."""
+        self._settle()
         extra = [g for g in (self._join, self._leave) if g is not None]
         extra += list(self._draft_prefill.values())
         if self.fused:

@@ -3,9 +3,11 @@
 The reference semantics of the simulator, one SimPy event per step: plan and price it (one
 kernel call when the step timer is compiled, with the ``k`` of a policy only Python runs, the
 adaptive one or a user's own, chosen before it; else planned compiled and priced by the Python
-timer: a machine-speed timeline, a random or custom timer), ``yield
-env.timeout(dt)``, draw and apply (one kernel call). Arrivals, routing, deadlines
-(``sim.model.deadlines``) and restarts are Python around the kernels. Built-in policies on a
+timer: a machine-speed timeline, a random or custom timer; a profile's timer prices through the
+compiled kernel even then), ``yield env.timeout(dt)``, draw and apply (one kernel call).
+Arrivals, deadlines (``sim.model.deadlines``) and a restart's clock are Python around the
+kernels; what a restart takes down (``queue_kernels.go_down``) and where each request goes
+(``router`` → ``route_kernels.pick``) are the compiled rules the fleet kernel runs. Built-in policies on a
 profile's timer run in the kernels instead (``solo_replica``, ``routed_fleet``), whose records
 equal these bit for bit (``tests/sim/model/test_properties.py``), closed-loop clients included
 (``clients``); a restart at 0 s, and clients the kernel does not order, step here.
@@ -27,7 +29,7 @@ from sim.model.kernels import price_kernels as pk
 from sim.model.kernels import queue_kernels as qk
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.policy_kernels import policy_array
-from sim.model.speculation import OFF, PolicyState
+from sim.model.speculation import PolicyState, after_restart
 from sim.model.step_plan import Request
 from sim.model.step_time import StepShape
 
@@ -36,8 +38,8 @@ _NO_SEAMS: tuple = (None, None, None, ())
 
 
 class CompiledReplica:
-    """One replica: its planner state, policy and SimPy process (submit, adopt, outstanding,
-    up, run: what the router and the fleet ask of a replica)."""
+    """One replica: its planner state, policy and SimPy process (``rp`` and ``up``, what the
+    router reads; submit, adopt, run: what the fleet asks of a replica)."""
 
     takes_arrivals = False
     """True for a replica whose kernel takes the run's arrivals itself (no arrival process)."""
@@ -73,11 +75,7 @@ class CompiledReplica:
             f = self._seams = (rp, lg, pol, (ke.fields(rp), ke.fields(self.arrays.rq), ke.fields(lg), ta))
         return f[3]
 
-    # ------------------------------------------------------------------ routing and arrivals
-    def outstanding(self) -> int:
-        m = self.rp.meta
-        return int(m[ks.M_NRUN] + m[ks.M_NWAIT])
-
+    # ------------------------------------------------------------------ arrivals
     def submit(self, req: Request, now: float) -> None:
         """A new arrival routed here (``queue_kernels.admit``)."""
         req.replica = self.index
@@ -205,17 +203,13 @@ class CompiledReplica:
         m = self.rp.meta
         out = np.empty(int(m[ks.M_NRUN] + m[ks.M_NWAIT]), np.int64)
         rq = self.arrays.rq
-        n = qk.evacuate(self._qlog_room(len(out)), rq, out, now)
+        n = qk.go_down(self._qlog_room(len(out)), rq, out, plan.on_restart == "drop", now)
         self.deadlines.clear()
         for r in out[:n].tolist():
-            if plan.on_restart == "drop":
-                qk.end_request(self.rp, rq, r, ks.REJECTED, now)
-            else:
-                fleet.replicas[fleet.router.pick()].adopt(fleet.requests[r], now)
+            fleet.replicas[fleet.router.pick()].adopt(fleet.requests[r], now)
         yield env.timeout(plan.cold_start_s)
         self.up = True
-        if plan.fallback == "baseline":
-            self.policy = OFF
+        self.policy = after_restart(self.policy, plan)
         self.pol = policy_array(self.policy)  # started afresh: a kv_fallback's state too
 
 

@@ -5,8 +5,8 @@ it with the step timer, let the clock run, draw every speculating request's acce
 apply the outcome (steps that end before the simulation's next event run back to back in one
 kernel call). Tokens never get events of their own: a step's accepted drafts plus the bonus
 token reach the user as one burst at the step's end. Arrivals are their own process feeding a
-:class:`~sim.model.router.Router` (unless the kernels take them: ``solo_replica``,
-``routed_fleet``). An optional restart
+:class:`~sim.model.router.Router` (the compiled routing rule; unless the kernels take them:
+``solo_replica``, ``routed_fleet``). An optional restart
 takes one replica down for a cold start; its in-flight requests are re-routed (recomputed from
 scratch elsewhere, or on the same replica after it comes back) or dropped (they end
 ``rejected``: the client got an error).

@@ -25,7 +25,7 @@ from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.kernel_state import doubled
 from sim.model.kernels.policy_kernels import policy_array
 from sim.model.sim_clock import jump
-from sim.model.speculation import OFF
+from sim.model.speculation import after_restart
 from sim.model.step_plan import Request
 
 
@@ -68,7 +68,7 @@ class FleetLoop:
         else:
             self.av = ck.client_arrivals(len(requests), spec.scheduler.max_queue_time_s)
         restart = spec.restart
-        back = policy_array(OFF if restart is not None and restart.fallback == "baseline" else spec.policy)
+        back = policy_array(after_restart(spec.policy, restart))
         self.fc = fclock.new_clock(len(replicas), spec.routing == "least_outstanding",
                                None if spec.drain else spec.duration_s, restart, back,
                                spec.scheduler.max_num_seqs + len(requests))

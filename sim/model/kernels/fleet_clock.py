@@ -1,8 +1,9 @@
-"""The fleet kernel's emulated event queue (``FleetClock``) and the router that reads it.
+"""The fleet kernel's emulated event queue (``FleetClock``) and its call of the routing rule.
 
 Why a module of its own: the fleet's step loop (``fleet_kernels``) and the closed-loop clients
-(``client_kernels``) both hand requests to replicas, so both read which replica is idle, down or
-least loaded, and both take SimPy event ids from the one counter here.
+(``client_kernels``) both hand requests to replicas, so both read which replica is idle or down,
+route by ``route_kernels.pick`` (the rule's one home) and take SimPy event ids from the one
+counter here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import route_kernels
 from sim.model.kernels.kernel_cache import njit
 
 # a replica's pending event (FleetClock.kind)
@@ -94,32 +96,10 @@ def replica_at(st, r):
 
 
 @njit
-def outstanding(st, r):
-    return st.meta[r, ks.M_NRUN] + st.meta[r, ks.M_NWAIT]
-
-
-@njit
 def pick(st, fc):
-    """``router.Router.pick``: round robin, or the least outstanding requests (running and
-    waiting), ties to the lowest index; a replica that is down only when all are."""
-    n = fc.kind.shape[0]
-    some_up = True
-    if fc.g[G_EXTRA]:
-        some_up = False
-        for r in range(n):
-            some_up = some_up or fc.kind[r] != DOWN
-    least = fc.g[G_LEAST] != 0
-    start = 0 if least else fc.g[G_RR]
-    best = start
-    for s in range(n):  # the first replica that may take it, from the round-robin turn
-        best = (start + s) % n
-        if not some_up or fc.kind[best] != DOWN:
-            break
-    if least:
-        for r in range(best + 1, n):
-            if (not some_up or fc.kind[r] != DOWN) and outstanding(st, r) < outstanding(st, best):
-                best = r
-    return best
+    """The replica for the next request over the fleet's stacked state: ``route_kernels.pick``,
+    the routing rule's one home."""
+    return route_kernels.pick(st.meta, fc.kind, DOWN, fc.g[G_RR], fc.g[G_LEAST] != 0)
 
 
 @njit

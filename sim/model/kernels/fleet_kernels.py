@@ -76,7 +76,7 @@ from sim.model.kernels.fleet_clock import (
     replica_at,
 )
 from sim.model.kernels.kernel_cache import njit
-from sim.model.kernels.queue_kernels import admit, end_request, enqueue, evacuate
+from sim.model.kernels.queue_kernels import admit, enqueue, go_down
 
 # what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
 DONE, STOPPED, STUCK = 10, 11, 12
@@ -197,12 +197,9 @@ def _restart(st, rq, av, fc, t):
     fc.kind[r] = DOWN
     g[G_EXTRA] += 1
     out = fc.out
-    n = evacuate(rp, rq, out, t)
+    n = go_down(rp, rq, out, g[G_DROP] != 0, t)
     for i in range(n):
         q = out[i]
-        if g[G_DROP]:
-            end_request(rp, rq, q, ks.REJECTED, t)
-            continue
         j = pick(st, fc)
         g[G_RR] = (j + 1) % fc.kind.shape[0]
         av.routed[q] = j

@@ -44,6 +44,12 @@ def price_planned(rp, rq, lg, ta, now, k):
 
 
 @njit
+def price(ta, shape):
+    """``price_kernels.price``: what ``ProfileStepTimer.price`` calls from Python."""
+    return pk.price(pk.TimerArrays(*ta), shape)
+
+
+@njit
 def finish(rp, rq, lg, start, duration, end):
     """``run_kernel.finish``."""
     return rk.finish(ks.Replica(*rp), ks.Requests(*rq), ks.Logs(*lg), start, duration, end)

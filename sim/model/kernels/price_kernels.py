@@ -1,12 +1,14 @@
-"""The profile step timer, compiled: ``ProfileStepTimer.price`` and its grid lookups in numba.
+"""A step's price, compiled: the one home of the pricing rule and its grid lookups, in numba.
 
 Why: once the planner is compiled, pricing a step in Python (~3 µs: four to six grid lookups)
 and handing it to SimPy are most of what a small-batch step costs. With the timer compiled too,
 a replica can run every step that ends before the next event of the simulation without coming
-back to Python (``sim.model.kernels.fleet_kernels.run_fleet``). The arithmetic is ``GridInterpolator._compute``
-and ``ProfileStepTimer.price`` operation for operation, so the seconds are the same floats, and
-extrapolations are counted per grid and axis as the Python lookups count them (``unpack``
-adds them back to the timer's grids at the end of a run).
+back to Python (``sim.model.kernels.fleet_kernels.run_fleet``). ``ProfileStepTimer.price`` calls
+``price`` too (through ``kernel_entry.price``), so a step has one price wherever it is asked for;
+the readable form is the test oracle (``tests/sim/model/price_oracle.py``, compared bit for bit).
+The lookups are ``GridInterpolator._compute`` operation for operation, and extrapolations are
+counted per grid and axis as the Python lookups count them (``unpack`` adds them back to the
+timer's grids at the end of a run).
 """
 
 from __future__ import annotations
@@ -160,7 +162,8 @@ def price_plan(ta, p):
 @njit
 def price(ta, shape):
     """Seconds of one step of ``shape`` = ``(b, c_mean, k, n, c0, c_max, joined, left,
-    drafting)`` (``ProfileStepTimer.price``; ``drafting`` -1: every row drafts)."""
+    drafting)`` (``drafting`` -1: every row drafts), composed as ``ProfileStepTimer``'s docstring
+    and docs/profile-format.md say."""
     tm, slot, gm, ax, val, cnt, tc = ta
     b, c_mean, k, n, c0, c_max, joined, left, drafting = shape
     tc[TC_STEPS] += 1
@@ -243,10 +246,15 @@ class PackedTimer:
     def unpack(self) -> None:
         """Add what the compiled lookups counted to the timer and its grids (its notes and
         extrapolation shares then read as if it had priced every step itself)."""
+        steps, unpriced = self.take_counts()
         t = self.timer
-        t.steps += int(self.tc[TC_STEPS])
+        t.steps += steps
         if hasattr(t, "unpriced_changes"):
-            t.unpriced_changes += int(self.tc[TC_UNPRICED])
+            t.unpriced_changes += unpriced
+
+    def take_counts(self) -> tuple[int, int]:
+        """Add the lookups counted to the grids; return (and zero) the steps and unpriced
+        padded changes counted."""
         for g, grid in enumerate(self.grids):
             c = self.cnt[g].tolist()
             grid.calls += c[0]
@@ -254,4 +262,6 @@ class PackedTimer:
                 grid._below[j] += c[1 + 2 * j]
                 grid._above[j] += c[2 + 2 * j]
         self.cnt[:] = 0
+        out = int(self.tc[TC_STEPS]), int(self.tc[TC_UNPRICED])
         self.tc[:] = 0
+        return out

@@ -126,3 +126,17 @@ def evacuate(rp, rq, out, now):
     m[ks.M_NWAIT] = 0
     m[ks.M_HEAD] = 0
     return n
+
+
+@njit
+def go_down(rp, rq, out, drop, now):
+    """A restart takes the replica down at ``now``: every in-flight request evacuated
+    (``evacuate``) and, when the restart drops them, each ended rejected (its client got an
+    error). Returns how many rows of ``out`` are left to re-route (0 when dropped): both drivers'
+    restarts call this, then route each in order."""
+    n = evacuate(rp, rq, out, now)
+    if not drop:
+        return n
+    for i in range(n):
+        end_request(rp, rq, out[i], ks.REJECTED, now)
+    return 0
