@@ -37,7 +37,15 @@ import numpy as np
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.arrival_kernels import Arrivals, arrivals
-from sim.model.kernels.fleet_clock import G_RR, new_id, pick, replica_at, wake
+from sim.model.kernels.fleet_clock import (
+    F_CLIENT_T,
+    G_CLIENT_ID,
+    G_RR,
+    new_id,
+    pick,
+    replica_at,
+    wake,
+)
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.queue_kernels import admit
 
@@ -129,6 +137,16 @@ def next_timer(cl):
         if which == NO_TIMER or t < bt or (t == bt and cl.gu_id[h] < bid):
             bt, bid, which = t, cl.gu_id[h], GIVES_UP
     return bt, bid, which
+
+
+@njit
+def _publish(cl, fc, why):
+    """The clients' earliest timer into the fleet's queue (``F_CLIENT_T``, ``G_CLIENT_ID``),
+    after ``poll``, ``start`` or ``fire`` changed them; returns ``why``."""
+    t, i, which = next_timer(cl)
+    fc.f[F_CLIENT_T] = np.inf if which == NO_TIMER else t
+    fc.g[G_CLIENT_ID] = i
+    return why
 
 
 @njit
@@ -255,7 +273,7 @@ def poll(st, rq, av, fc, cl, now):
         r = cl.row_of[c]
         if r >= 0 and ints[r, ks.STATUS] == ks.DONE:
             _ended(cl, rq, av, fc, c, now)
-    return OK if _send_due(st, rq, av, fc, cl, now) else POOL_OUT
+    return _publish(cl, fc, OK if _send_due(st, rq, av, fc, cl, now) else POOL_OUT)
 
 
 @njit
@@ -265,7 +283,7 @@ def start(st, rq, av, fc, cl):
         return rk.NEED_LOGS
     for c in range(cl.g[CG_N]):
         _push_due(cl, c)
-    return OK if _send_due(st, rq, av, fc, cl, 0.0) else POOL_OUT
+    return _publish(cl, fc, OK if _send_due(st, rq, av, fc, cl, 0.0) else POOL_OUT)
 
 
 @njit
@@ -281,12 +299,12 @@ def fire(st, rq, av, fc, cl, t):
         g[CG_GU_HEAD] += 1
         c = cl.owner[r]
         if cl.row_of[c] != r:
-            return OK  # its request ended before: nothing to do
+            return _publish(cl, fc, OK)  # its request ended before: nothing to do
         cl.row_of[c] = NO
         think = cl.think[r]
         if think > 0:
             _set_slot(cl, fc, c, LATER, t + think, NO)
-            return OK
+            return _publish(cl, fc, OK)
         _push_due(cl, c)
     else:
         c = which
@@ -297,7 +315,7 @@ def fire(st, rq, av, fc, cl, t):
             _submit(st, rq, av, fc, cl, c, r, t)
         else:
             _push_due(cl, c)
-    return OK if _send_due(st, rq, av, fc, cl, t) else POOL_OUT
+    return _publish(cl, fc, OK if _send_due(st, rq, av, fc, cl, t) else POOL_OUT)
 
 
 @njit

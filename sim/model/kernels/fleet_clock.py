@@ -28,12 +28,17 @@ lookup, as in a run without a restart)."""
 G_GHOST = 13
 """Ids of the ghosts (events nobody waits on) from here, ``N_GHOSTS`` of them."""
 N_GHOSTS = 3
-N_G = G_GHOST + N_GHOSTS
+G_CLIENT_ID = G_GHOST + N_GHOSTS
+"""The id of the clients' earliest timer (``client_kernels``; its time ``F_CLIENT_T``)."""
+N_G = G_CLIENT_ID + 1
 # FleetClock.f (float64)
 F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T, F_COLD = range(6)
 F_GHOST = 6
 """The ghosts' times (inf: none) from here."""
-N_F = F_GHOST + N_GHOSTS
+F_CLIENT_T = F_GHOST + N_GHOSTS
+"""The time of the clients' earliest timer (inf: none), kept here so the fleet's lookup of its
+next event reads two numbers, not the clients' state."""
+N_F = F_CLIENT_T + 1
 
 
 class FleetClock(NamedTuple):
@@ -64,7 +69,7 @@ def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, rest
     its evacuation (a replica's most requests in flight)."""
     g = np.zeros(N_G, np.int64)
     f = np.zeros(N_F, np.float64)
-    f[F_GHOST:] = np.inf
+    f[F_GHOST:] = np.inf  # the ghosts and the clients' timer: none
     g[G_ARR_KIND] = A_START  # its start: hands over nothing before its first arrival
     g[G_ARR_ID] = replicas
     g[G_COUNTER] = replicas + 1

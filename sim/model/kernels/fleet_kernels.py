@@ -50,6 +50,7 @@ from sim.model.kernels.fleet_clock import (
     DOWN,
     F_ACT_T,
     F_ARR_T,
+    F_CLIENT_T,
     F_COLD,
     F_GHOST,
     F_NOW,
@@ -58,6 +59,7 @@ from sim.model.kernels.fleet_clock import (
     G_ACTIVE,
     G_ARR_ID,
     G_ARR_KIND,
+    G_CLIENT_ID,
     G_COUNTER,
     G_DROP,
     G_EXTRA,
@@ -86,7 +88,7 @@ _PRIO_URGENT, _PRIO_NORMAL = 0, 1
 
 
 @njit
-def _next_event(fc, cl):
+def _next_event(fc):
     """The event SimPy would pop next: ``(who, t)``, who a replica, -2 the arrival process, -3
     the stop, -4 a restart, -5 - i ghost ``i``, ``CLIENT`` a client's timer, -1 none. The active
     replica's own event is not in the queue."""
@@ -99,10 +101,9 @@ def _next_event(fc, cl):
         t = f[F_STOP_T]
         if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
             who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
-    if cl.g[ck.CG_N]:  # closed-loop clients: their timers are urgent timeouts
-        t, cid, which = ck.next_timer(cl)
-        if which != ck.NO_TIMER and (t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and cid < bid)))):
-            who, bt, bp, bid = CLIENT, t, _PRIO_URGENT, cid
+    t = f[F_CLIENT_T]  # closed-loop clients' earliest timer: an urgent timeout
+    if t != np.inf and (t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_CLIENT_ID] < bid)))):
+        who, bt, bp, bid = CLIENT, t, _PRIO_URGENT, g[G_CLIENT_ID]
     t = f[F_RESTART_T]
     if t < bt or (t == bt and bp == _PRIO_NORMAL):  # scheduled before every normal event
         who, bt, bp, bid = -4, t, _PRIO_NORMAL, -1
@@ -250,7 +251,7 @@ def _process(st, rq, lg, pol, ta, av, fc, cl):
             cl.g[ck.CG_EXPIRING] = 0
             cl.g[ck.CG_POLL] = 1
             continue
-        why, dt = rk.step_until(rp, rq, lg, pol[r], ta, t, _next_event(fc, cl)[1])
+        why, dt = rk.step_until(rp, rq, lg, pol[r], ta, t, _next_event(fc)[1])
         if why == -1:
             t = t + dt
             f[F_ACT_T] = t
@@ -306,7 +307,7 @@ def run_fleet(st, rq, lg, pol, ta, av, fc, cl):
             why = ck.poll(st, rq, av, fc, cl, f[F_NOW])
             if why >= 0:
                 return why
-        who, t = _next_event(fc, cl)
+        who, t = _next_event(fc)
         if who == -1:
             return DONE
         f[F_NOW] = t
