@@ -139,7 +139,7 @@ def published_step(profile: Path, out: Path) -> Path:
                                        for b in da["batch"]]
     pa = f["prefill_attention"]["axes"]
     f["prefill_attention"]["median"] = [[PUB_TARGET_KV * c for c in pa["context"]] for _ in pa["tokens"]]
-    for key in ("sampler", "cuda_graphs"):  # inside the fitted pass
+    for key in ("sampler", "cuda_graphs", "host_rows"):  # inside the fitted pass and overhead
         t.pop(key, None)
     g = t["proposers"]["eagle"]
     g.pop("prefill", None)  # the paper's simulator charges no drafting on prefill steps
@@ -196,7 +196,7 @@ def print_parts(profile: Path, context: int = 512) -> None:
     """The step by its parts at b = 1, 32, 128 with and without EAGLE k = 3, beside the paper's
     published fit term by term, and S/T (spec step ÷ plain step): the speed-up at batch b is
     about tokens-per-step ÷ S/T, so how S/T moves with b is how the speed-up moves."""
-    ratios = {}
+    ratios, steps = {}, {}
     for b in (1, 32, 128):
         for label, terms in (("profile", step_terms), ("published fit", published_fit_terms)):
             src = profile if label == "profile" else None
@@ -204,6 +204,7 @@ def print_parts(profile: Path, context: int = 512) -> None:
             base = terms(src, b, 0, context) if src else terms(b, 0, context)
             s, t = (sum(x for _, x, _ in v) for v in (spec, base))
             ratios[label, b] = s / t
+            steps[label, b] = (s, t)
             for k, v, tot in ((3, spec, s), (0, base, t)):
                 parts = ", ".join(f"{name} {1e3 * x:.3f} ms [{where}]" for name, x, where in v)
                 print(f"  [{label}] step at batch {b:>3}, k={k}, context {context}: {1e3 * tot:.3f} ms = {parts}")
@@ -212,6 +213,16 @@ def print_parts(profile: Path, context: int = 512) -> None:
         r1, r32 = ratios[label, 1], ratios[label, 32]
         print(f"  [{label}] S/T from batch 1 to 32: {r1:.3f} -> {r32:.3f}; at equal tokens per step the "
               f"speed-up changes by {r1 / r32 - 1:+.1%}")
+    x = gap_per_request(*steps["profile", 1], *steps["profile", 32], TARGETS["sharegpt"][1])
+    print(f"  [profile] equivalence, not a priced term: {1e6 * x:.1f} us more host work per request on every "
+          f"spec step would move the speed-up by {TARGETS['sharegpt'][1]:+.1%} from batch 1 to 32 at equal "
+          "tokens per step (no publication gives such a number; the published per-request loops are timing.host_rows)")
+
+
+def gap_per_request(s1: float, t1: float, s32: float, t32: float, change: float) -> float:
+    """Seconds ``x`` per request of extra spec-step work with ``(s1 + x)/t1 ÷ (s32 + 32x)/t32 =
+    1 + change``: what the speed-up's change from batch 1 to 32 asks of a per-request term."""
+    return (s1 * t32 - (1 + change) * t1 * s32) / ((1 + change) * 32 * t1 - t32)
 
 
 def main() -> None:

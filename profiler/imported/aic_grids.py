@@ -9,9 +9,11 @@ pure prefill shape, so both compositions rest on the same numbers (docs/profile-
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from profiler.imported.aic_database import Engine
+from profiler.imported.aic_step_terms import FA3_BLOCK_M
 from sim.contracts.errors import SpecplanError
 
 MS = 1e-3
@@ -21,12 +23,16 @@ projections and attention in one module, as the database times it)."""
 REF_CONTEXT = 128
 
 
-def target_forward_notes() -> str:
+def target_forward_notes(pack_gqa_group: int | None = None) -> str:
+    fa3 = (f"FlashAttention-3 on Hopper packs the {pack_gqa_group} query heads of a KV head into a tile's "
+           f"{FA3_BLOCK_M} rows for varlen calls (hopper/heuristics.h should_pack_gqa), so a row's s queries cost "
+           f"its one-query decode attention times ceil(s*{pack_gqa_group}/{FA3_BLOCK_M}) tiles (the KV is read once "
+           "per tile)" if pack_gqa_group else
+           "a row's s queries cost its one-query decode attention at context c plus the database's extra "
+           "prefill-attention time for s-1 more query tokens over the same prefix (the KV is read once)")
     return (
         "modelled on top of the database: target_forward(b, s, c) = dense(b*s) + logits(b*s) + "
-        "decode attention, where a row's s queries cost its one-query decode attention at context c "
-        "plus the database's extra prefill-attention time for s-1 more query tokens over the same "
-        "prefix (the KV is read once); with MLA the block's latent projections are priced for all b*s "
+        f"decode attention, where {fa3}; with MLA the block's latent projections are priced for all b*s "
         "tokens (mla_block(b*s rows) - mla_block(b rows) at a 128-token context added); target_prefill(n, c0) = the database's context phase of one "
         "n-token chunk after c0 cached tokens; fused steps per timing.fused"
     )
@@ -35,8 +41,11 @@ def target_forward_notes() -> str:
 class GridBuilder:
     """Cached per-op look-ups of one compiled engine, turned into profile grids (seconds)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, pack_gqa_group: int | None = None) -> None:
         self.engine = engine
+        self.pack_gqa_group = pack_gqa_group
+        """Query heads per KV head when verification attention is FlashAttention-3 with packed GQA
+        (``aic_step_terms.fa3_pack_gqa_group``); None: priced from the database's prefill attention."""
         self._dec: dict[tuple[int, int], dict[str, float]] = {}
         self._ctx: dict[tuple[int, int, int], dict[str, float]] = {}
         ops = self.decode(1, 1024)
@@ -73,6 +82,9 @@ class GridBuilder:
         base = self.decode(batch, context)[att]
         if s == 1:
             return base
+        if att == "attention" and self.pack_gqa_group:  # FA3 tiles: s queries x g heads per KV head
+            g = self.pack_gqa_group
+            return base * math.ceil(s * g / FA3_BLOCK_M) / math.ceil(g / FA3_BLOCK_M)
         if att == "mla_block":  # its projections run for every one of the batch*s query tokens
             base += self.decode(batch * s, REF_CONTEXT)[att] - self.decode(batch, REF_CONTEXT)[att]
         extra = self.context(batch, s, context)[att] - self.context(batch, 1, context)[att]

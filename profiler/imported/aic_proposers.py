@@ -33,6 +33,7 @@ from profiler.host_proposers import (
 from profiler.imported import aic_database as db
 from profiler.imported import aic_heads
 from profiler.imported.aic_grids import GridBuilder
+from profiler.imported.aic_step_terms import fa3_pack_gqa_group
 from sim.contracts.errors import SpecplanError
 
 KEYWORDS = ("eagle", "eagle3", "mtp", "ngram", "suffix", "none")
@@ -125,7 +126,7 @@ def _eagle(kind: str, ctx: Context) -> ImportedProposer:
                 mlp = _compile_head(shape.mlp_config, Path(tmp, "mlp"), replace(shape.layout, moe_tp=shape.layout.tp,
                                                                                  moe_ep=1), f"{name} (its MLP)", ctx)
                 eng = aic_heads.DenseMlpSplice(eng, mlp)
-            grids = _model_grids(GridBuilder(eng), ctx)
+            grids = _model_grids(GridBuilder(eng, fa3_pack_gqa_group(ctx.backend, ctx.system, shape.config)), ctx)
         except SpecplanError as exc:
             raise SpecplanError(_head_refusal(kind, ctx, shape, str(exc).replace(tmp, name))) from None
     fuse = 3 if kind == "eagle3" else 2
@@ -239,4 +240,5 @@ def _draft_model(draft: str, ctx: Context) -> ImportedProposer:
            "kv_bytes_per_token": int(est["kv_size_per_token_bytes"]) * tp,
            "activation_peak_bytes": int(br.get("activations_bytes", 0)) * tp}
     ident = {"kind": "draft_model", "model": ctx.identity(mid, cfg)}
-    return ImportedProposer(name, ident, _model_grids(GridBuilder(eng), ctx), mem, note)
+    gb = GridBuilder(eng, fa3_pack_gqa_group(ctx.backend, ctx.system, cfg))
+    return ImportedProposer(name, ident, _model_grids(gb, ctx), mem, note)

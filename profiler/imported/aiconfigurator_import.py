@@ -22,7 +22,12 @@ from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from profiler.imported import aic_database as db
 from profiler.imported import aic_proposers
 from profiler.imported.aic_grids import GridBuilder, target_forward_notes
-from profiler.imported.aic_step_terms import cuda_graph_entry, sampler_entry
+from profiler.imported.aic_step_terms import (
+    cuda_graph_entry,
+    fa3_pack_gqa_group,
+    host_rows_entry,
+    sampler_entry,
+)
 from profiler.imported.import_sanity import sanitize
 from profiler.imported.published_library import prefer_published
 from profiler.imported.vllm_kv_dtype import KvChoice, resolve_auto
@@ -131,7 +136,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     layout = replace(layout, kv=kv.mode)
     db.check_layout(req.target, tcfg, layout)
     target = db.compile_engine(req.target, req.system, req.backend, version, layout)
-    tb = GridBuilder(target)
+    tb = GridBuilder(target, fa3_pack_gqa_group(req.backend, req.system, tcfg))
     quant = db.resolved_quant(req.target, req.backend, layout)
     memory = _target_memory(req, version, layout, quant, kv)
     ctx = aic_proposers.Context(
@@ -150,7 +155,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     meta = db.collection_meta(req.system, req.backend, version)
     timing = {
         "provenance": _provenance(req, version, meta, [p.note for p in built],
-                                  "; ".join(filter(None, (target_forward_notes(), target.routing))), layout, quant, kv),
+                                  "; ".join(filter(None, (target_forward_notes(tb.pack_gqa_group), target.routing))), layout, quant, kv),
         "step_composition": "fused",
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
@@ -162,7 +167,8 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
     target_id = _identity(db.ALIASES.get(req.target, req.target), tcfg)
     vocab = int(target_id["architecture"]["vocab_size"])
     for key, entry in (("sampler", sampler_entry(vocab, req.system, lambda n: _assumed(n, req))),
-                       ("cuda_graphs", cuda_graph_entry(req.backend, version, lambda n: _assumed(n, req)))):
+                       ("cuda_graphs", cuda_graph_entry(req.backend, version, lambda n: _assumed(n, req))),
+                       ("host_rows", host_rows_entry(req.backend, lambda n: _assumed(n, req)))):
         if entry is not None:
             timing[key] = entry
     wdt, kdt = quant["weights"], quant["kv_cache"]

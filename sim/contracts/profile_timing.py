@@ -15,10 +15,12 @@ from sim.contracts.profile_identity import IdentityReader, ProposerIdentity, Pro
 from sim.contracts.timing_extras import (
     CudaGraphs,
     FusedTiming,
+    HostRows,
     Sampler,
     StepOverhead,
     describe_composition,
     parse_extras,
+    parse_host_rows,
     parse_proposer_extras,
     parse_step_terms,
 )
@@ -132,11 +134,13 @@ class Timing:
     batch_origin: BatchOrigin | None = None
     """Optional: which batch sizes were planned and which the grid checks added (a profiler run
     writes it; imported and older profiles have none)."""
+    host_rows: HostRows | None = None
+    """Optional host time per scheduled request (published; sim/contracts/timing_extras.py)."""
 
     def describe(self) -> str:
         """The timing sources line: provenance and how a step is composed."""
         extra = describe_composition(self.step_composition, self.fused, self.step_overhead,
-                                     self.sampler, self.cuda_graphs)
+                                     self.sampler, self.cuda_graphs, self.host_rows)
         return f"{self.provenance.describe()} [{extra}]"
 
 
@@ -146,7 +150,7 @@ class TimingReader(IdentityReader):
     def timing(self, v: Any, path: str, proposers: Mapping[str, ProposerIdentity]) -> Timing:
         v = self.obj(v, path, ("provenance", "target_forward", "target_prefill"),
                      ("proposers", "limits", "padded_batch", "step_composition", "fused", "step_overhead",
-                      "sampler", "cuda_graphs", "batch_origin"))
+                      "sampler", "cuda_graphs", "batch_origin", "host_rows"))
         prov = self.provenance(v["provenance"], join_path(path, "provenance"))
         tf = self.grid(v["target_forward"], join_path(path, "target_forward"), TARGET_FORWARD_AXES)
         tp = self.grid(v["target_prefill"], join_path(path, "target_prefill"), TARGET_PREFILL_AXES)
@@ -193,7 +197,7 @@ class TimingReader(IdentityReader):
         sampler, graphs = parse_step_terms(self, v, path)
         return Timing(prov, tf, tp, ptimes, tuple(limits), padded, comp, fused, step_overhead, sampler, graphs,
                       self.batch_origin(v["batch_origin"], join_path(path, "batch_origin"), tf)
-                      if "batch_origin" in v else None)
+                      if "batch_origin" in v else None, parse_host_rows(self, v, path))
 
     def batch_origin(self, v: Any, path: str, tf: TimingGrid) -> BatchOrigin:
         v = self.obj(v, path, ("measured",), ("refined",))

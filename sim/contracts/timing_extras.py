@@ -72,6 +72,27 @@ class Sampler:
 
 
 @dataclass(frozen=True)
+class HostRows:
+    """Host (CPU) time a step pays per request it schedules, from published measurements.
+
+    Why per request, not per step: the engine's Python loops over the scheduled requests run
+    on the critical path of a synchronous engine, so they grow with the batch and with
+    speculation (docs/profile-format.md, "A speculative step by its parts")."""
+
+    seconds_per_row: float
+    """Every step, per scheduled request (decode rows, plus one per prompt chunk): the
+    scheduler's ``update_from_output`` loop."""
+    spec_seconds: float
+    """A step that verifies drafts, once: turning the rejection sampler's output into
+    per-request token lists (``RejectionSampler.parse_output``, its device-to-host copy
+    included)."""
+    spec_seconds_per_row: float
+    """The same, per scheduled request (its per-row NumPy filter and ``tolist``)."""
+    provenance: Provenance
+    """The rule that prices these is ``sim.model.kernels.price_kernels.host_seconds``."""
+
+
+@dataclass(frozen=True)
 class CudaGraphs:
     """The token counts an engine captured CUDA graphs for: a step of ``t`` scheduled tokens,
     ``t`` at most the largest, runs its graphed ops (every op but attention) at the next
@@ -109,6 +130,17 @@ def parse_step_terms(parser: Any, v: dict, path: str) -> tuple[Sampler | None, C
     return sampler, graphs
 
 
+def parse_host_rows(parser: Any, v: dict, path: str) -> HostRows | None:
+    """``timing.host_rows`` of a timing object already key-checked (None when absent)."""
+    if v.get("host_rows") is None:
+        return None
+    hp = join_path(path, "host_rows")
+    names = ("seconds_per_row", "spec_seconds", "spec_seconds_per_row")
+    spec = parser.obj(v["host_rows"], hp, (*names, "provenance"))
+    nums = [parser.num(spec[k], join_path(hp, k), minimum=0.0) for k in names]
+    return HostRows(*nums, parser.provenance(spec["provenance"], join_path(hp, "provenance")))
+
+
 def parse_extras(parser: Any, v: dict, path: str) -> tuple[str, FusedTiming | None, StepOverhead | None]:
     """``(step_composition, fused, step_overhead)`` of a timing object already key-checked."""
     comp = parser.choice(v.get("step_composition", "sum"), join_path(path, "step_composition"), STEP_COMPOSITIONS)
@@ -142,7 +174,8 @@ def parse_proposer_extras(parser: Any, spec: dict, path: str) -> tuple[TimingGri
 
 
 def describe_composition(comp: str, fused: FusedTiming | None, overhead: StepOverhead | None,
-                         sampler: Sampler | None = None, graphs: CudaGraphs | None = None) -> str:
+                         sampler: Sampler | None = None, graphs: CudaGraphs | None = None,
+                         host: HostRows | None = None) -> str:
     """The part of the timing sources line that says how steps are composed."""
     text = ("steps: one fused pass per step (timing.fused)" if comp == "fused"
             else "steps: sum of a decode and a prefill pass")
@@ -151,6 +184,10 @@ def describe_composition(comp: str, fused: FusedTiming | None, overhead: StepOve
     if sampler is not None:
         text += (f"; sampling {sampler.seconds_per_position * 1e6:.2f} µs per scored position "
                  f"{sampler.provenance.describe()}")
+    if host is not None:
+        text += (f"; host work {host.seconds_per_row * 1e6:.2f} µs per scheduled request, a verifying step "
+                 f"{host.spec_seconds * 1e6:.1f} µs + {host.spec_seconds_per_row * 1e6:.2f} µs per request "
+                 f"{host.provenance.describe()}")
     if graphs is not None and comp == "fused":
         text += (f"; graphed ops padded to {len(graphs.capture_sizes)} CUDA-graph sizes up to "
                  f"{graphs.capture_sizes[-1]} tokens {graphs.provenance.describe()}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.model.kernels.price_kernels import graph_tokens
+from sim.model.kernels.price_kernels import graph_tokens, host_seconds
 from sim.model.step_time import ProfileStepTimer
 
 
@@ -57,6 +57,14 @@ def decode_step_terms(timer: ProfileStepTimer, b: int, k: int, context: float,
         out.append(StepTerm(f"draft D({b}, {k})", timer._draft[proposer](b, k, context), f"{grid_src} + modelled"))
         out.append(StepTerm(f"draft host H({b}, {k})", timer._overhead[proposer](b, k),
                             _method(pt.overhead_provenance or t.provenance)))
+    hr = t.host_rows
+    if hr is not None:
+        src = _method(hr.provenance)
+        every = host_seconds(timer.tm, b, 0, False)
+        out.append(StepTerm(f"host, scheduler update over {b} requests", every, src))
+        if k > 0 and proposer is not None:
+            out.append(StepTerm(f"host, verified tokens to lists ({b} requests)",
+                                host_seconds(timer.tm, b, 0, True) - every, src))
     if timer.step_overhead_s:
         out.append(StepTerm("per-step host overhead", timer.step_overhead_s,
                             _method(t.step_overhead.provenance if t.step_overhead else None)))

@@ -18,12 +18,7 @@ from sim.contracts.profile import Profile
 from sim.contracts.profile_timing import TimingGrid
 from sim.model.kernels import kernel_entry as ke
 from sim.model.kernels import price_kernels as pk
-from sim.model.kernels.price_kernels import (  # the rules, compiled
-    KIND_FUSED,
-    KIND_SUMMED,
-    timer_constants,
-    verify_tokens_per_row,
-)
+from sim.model.kernels.price_kernels import verify_tokens_per_row
 from sim.model.machine_speed import SpeedTimeline
 
 
@@ -146,9 +141,12 @@ class ProfileStepTimer:
         self.step_overhead_s = t.step_overhead.seconds if t.step_overhead is not None else 0.0
         self.sample_s = t.sampler.seconds_per_position if t.sampler is not None else 0.0
         """Sampling per scored position (``timing.sampler``): decode rows × (k+1), one per prompt chunk."""
+        hr = t.host_rows
+        self.host_rows = (hr.seconds_per_row, hr.spec_seconds, hr.spec_seconds_per_row) if hr else (0.0, 0.0, 0.0)
+        """``timing.host_rows`` (per request, per verifying step, per request when verifying)."""
         self.capture_sizes = t.cuda_graphs.capture_sizes if self.fused and t.cuda_graphs is not None else ()
         """Captured CUDA-graph token counts a fused step's dense ops are padded to."""
-        self._graphs = timer_constants(KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=self.capture_sizes)
+        self._graphs = pk.timer_constants(pk.KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=self.capture_sizes)
         self.attached: str | None = None
         """Proposer of a speculating candidate: its prefill pass is charged on every step with
         prompt tokens, even steps that draft nothing (``attach_proposer``)."""
@@ -160,8 +158,9 @@ class ProfileStepTimer:
     @property
     def tm(self) -> np.ndarray:
         """The constants the compiled ``price_kernels.price`` reads, from this timer's now."""
-        return timer_constants(KIND_FUSED if self.fused else KIND_SUMMED, self.padded, self.scale,
-                               self.prefill_scale, self.step_overhead_s, 0.0, self.sample_s, self.capture_sizes)
+        return pk.timer_constants(pk.KIND_FUSED if self.fused else pk.KIND_SUMMED, self.padded, self.scale,
+                               self.prefill_scale, self.step_overhead_s, 0.0, self.sample_s, self.capture_sizes,
+                               self.host_rows)
 
     def check_proposer(self, proposer: str, k: int | None = None) -> None:
         """Raise a one-line error if the profile cannot time ``proposer`` (at ``k``)."""

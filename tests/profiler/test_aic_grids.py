@@ -58,3 +58,36 @@ def test_the_draft_grid_holds_draft_in_seconds() -> None:
     g = gb.draft_grid([1, 8], 3, [128, 1024])
     assert g["axes"] == {"batch": [1, 8], "k": [1, 2, 3], "context": [128, 1024]}
     assert g["median"][1][2][1] == pytest.approx(gb.draft(8, 3, 1024) * 1e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.integers(1, 512), s=st.integers(1, 9), c=st.sampled_from([128, 1024, 8192]), g=st.sampled_from([1, 4, 8, 16, 64]))
+def test_fa3_verification_attention_costs_one_decode_per_tile_of_packed_query_heads(b: int, s: int, c: int, g: int) -> None:
+    """vLLM's FlashAttention-3 on Hopper packs a KV head's g query heads into a tile's 128 rows for
+    every varlen call (hopper/heuristics.h should_pack_gqa), loading the KV once per tile: a row's
+    s queries cost its one-query decode attention times ceil(s·g/128) / ceil(g/128) — no more
+    while they fit one tile, whatever the database's prefill attention says."""
+    gb = GridBuilder(LinearEngine(attn=0.01 * US), pack_gqa_group=g)
+    want = gb.decode_attention(b, 1, c) * -(-s * g // 128) / -(-g // 128)
+    assert gb.decode_attention(b, s, c) == pytest.approx(want)
+    if s * g <= 128:
+        assert gb.decode_attention(b, s, c) == gb.decode_attention(b, 1, c)
+
+
+def test_without_packed_gqa_the_extra_queries_are_priced_from_prefill_attention() -> None:
+    """Other engines and GPUs keep the database's extra prefill-attention time for s-1 queries."""
+    gb = GridBuilder(LinearEngine(attn=0.01 * US))
+    assert gb.decode_attention(4, 4, 1024) > gb.decode_attention(4, 1, 1024)
+
+
+@pytest.mark.parametrize(("backend", "system", "cfg", "want"), [
+    ("vllm", "h100_sxm", {"num_attention_heads": 32, "num_key_value_heads": 8}, 4),
+    ("vllm", "h200_sxm", {"num_attention_heads": 64, "num_key_value_heads": 8}, 8),
+    ("vllm", "h100_sxm", {"num_attention_heads": 16}, 1),
+    ("vllm", "b200_sxm", {"num_attention_heads": 32, "num_key_value_heads": 8}, None),
+    ("sglang", "h100_sxm", {"num_attention_heads": 32, "num_key_value_heads": 8}, None),
+])
+def test_packed_gqa_is_claimed_only_for_vllm_on_hopper(backend: str, system: str, cfg: dict, want) -> None:
+    from profiler.imported.aic_step_terms import fa3_pack_gqa_group
+
+    assert fa3_pack_gqa_group(backend, system, cfg) == want

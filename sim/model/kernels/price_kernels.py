@@ -23,8 +23,9 @@ from sim.model.kernels.kernel_cache import njit
 FWD, PREFILL, DRAFT, OVERHEAD, JOIN, LEAVE, DENSE, LOGITS, DATTN, PATTN, DPF_STEP, DPF_ATTACHED = range(12)
 N_SLOTS = 12
 # tm (float64): timer constants, then the captured CUDA-graph sizes (T_NCAP of them from T_CAP0)
-T_KIND, T_PADDED, T_SCALE, T_PSCALE, T_OVERHEAD_S, T_FIXED_S, T_SAMPLE_S, T_NCAP = range(8)
-T_CAP0 = 8
+T_KIND, T_PADDED, T_SCALE, T_PSCALE, T_OVERHEAD_S, T_FIXED_S, T_SAMPLE_S = range(7)
+T_ROW_S, T_SPEC_S, T_SPEC_ROW_S, T_NCAP = range(7, 11)
+T_CAP0 = 11
 KIND_SUMMED, KIND_FUSED, KIND_FIXED = 0.0, 1.0, 2.0
 # gm (int64): per grid ndim, len0..2, axis offset 0..2, value offset, stride 0..2
 G_NDIM, G_LEN, G_AXOFF, G_VALOFF, G_STRIDE = 0, 1, 4, 7, 8
@@ -131,11 +132,14 @@ def graph_tokens(tm, tokens):
 
 
 def timer_constants(kind: float, padded: bool, scale: float, pscale: float, overhead_s: float,
-                    fixed_s: float = 0.0, sample_s: float = 0.0, capture_sizes: tuple = ()) -> np.ndarray:
-    """The ``tm`` array ``price`` and ``graph_tokens`` read (the Python timer builds one too)."""
+                    fixed_s: float = 0.0, sample_s: float = 0.0, capture_sizes: tuple = (),
+                    host_rows: tuple = (0.0, 0.0, 0.0)) -> np.ndarray:
+    """The ``tm`` array ``price`` and ``graph_tokens`` read (the Python timer builds one too);
+    ``host_rows``: ``timing.host_rows`` as (per request, verifying step, per request when verifying)."""
     tm = np.zeros(T_CAP0 + len(capture_sizes), np.float64)
     tm[T_KIND], tm[T_PADDED], tm[T_SCALE], tm[T_PSCALE] = kind, 1.0 if padded else 0.0, scale, pscale
     tm[T_OVERHEAD_S], tm[T_FIXED_S], tm[T_SAMPLE_S] = overhead_s, fixed_s, sample_s
+    tm[T_ROW_S], tm[T_SPEC_S], tm[T_SPEC_ROW_S] = host_rows
     tm[T_NCAP] = len(capture_sizes)
     tm[T_CAP0:] = capture_sizes
     return tm
@@ -151,6 +155,18 @@ class TimerArrays(NamedTuple):
     val: np.ndarray
     cnt: np.ndarray
     tc: np.ndarray
+
+
+@njit
+def host_seconds(tm, b, n, verifies):
+    """Host time per scheduled request (``timing.host_rows``): every request of the step (decode
+    rows, one per prompt chunk), and more per request on a step that verifies drafts. The
+    Python timer calls this too."""
+    rows = b + (1 if n > 0 else 0)
+    host = tm[T_ROW_S] * rows
+    if verifies:
+        host += tm[T_SPEC_S] + tm[T_SPEC_ROW_S] * rows
+    return host
 
 
 @njit
@@ -198,7 +214,7 @@ def price(ta, shape):
                 total += (jv + left * interp(slot[LEAVE], gm, ax, val, cnt, b, c, 0.0)) * sd
         if n > 0:
             total += (interp(dpf, gm, ax, val, cnt, n, c0, 0.0) if dpf >= 0 else 0.0) * sp
-        return total + tm[T_OVERHEAD_S]
+        return total + tm[T_OVERHEAD_S] + host_seconds(tm, b, n, b > 0 and k > 0 and nd > 0)
     total = 0.0
     if b > 0:
         s = verify_tokens_per_row(b, nd, k, padded)
@@ -217,7 +233,7 @@ def price(ta, shape):
     if n > 0:
         total += (interp(slot[PREFILL], gm, ax, val, cnt, n, c0, 0.0) + tm[T_SAMPLE_S]) * sp
         total += (interp(dpf, gm, ax, val, cnt, n, c0, 0.0) if dpf >= 0 else 0.0) * sp
-    return total + tm[T_OVERHEAD_S]
+    return total + tm[T_OVERHEAD_S] + host_seconds(tm, b, n, b > 0 and k > 0 and nd > 0)
 
 
 class PackedTimer:

@@ -44,7 +44,7 @@ class OraclePricer:
         if n > 0:
             total += (t._prefill(n, c0) + t.sample_s) * sp
             total += self._draft_prefill(proposer, k, n, c0) * sp
-        return total + t.step_overhead_s
+        return total + t.step_overhead_s + self._host(b, n, k, nd)
 
     def _fused(self, b, c, k, proposer, n, c0, joined, left, nd, sd, sp) -> float:
         """One pass over the step's prefill and decode tokens, plus drafting and overheads."""
@@ -63,7 +63,17 @@ class OraclePricer:
             total += ((t._join(b, c) if joined else 0.0) + left * t._leave(b, c)) * sd
         if n > 0:
             total += self._draft_prefill(proposer, k, n, c0) * sp
-        return total + t.step_overhead_s
+        return total + t.step_overhead_s + self._host(b, n, k, nd)
+
+    def _host(self, b: int, n: int, k: int, nd: int) -> float:
+        """``timing.host_rows``: per scheduled request (decode rows, one per prompt chunk), and
+        more per step and per request when the step verifies drafts."""
+        per_row, spec, spec_per_row = self.t.host_rows
+        rows = b + (1 if n > 0 else 0)
+        host = per_row * rows
+        if b > 0 and k > 0 and nd > 0:
+            host += spec + spec_per_row * rows
+        return host
 
     def _priced_change(self, joined: int, left: int) -> bool:
         """Whether a padded engine pays for rows that joined (once) or left (each) the decode

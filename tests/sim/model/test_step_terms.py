@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[3]
 SAMPLE_S = 0.5e-6
 SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64]
 PROV = {"method": "estimated", "notes": "test"}
+ROW_S, SPEC_S, SPEC_ROW_S = 1.1e-6, 15e-6, 0.3e-6
+PUB = {"method": "published", "citation": "test", "notes": "test"}
 
 
 def terms_dict(flat_dense: bool = False) -> dict:
@@ -35,6 +37,8 @@ def terms_dict(flat_dense: bool = False) -> dict:
     t = d["timing"]
     t["sampler"] = {"seconds_per_position": SAMPLE_S, "provenance": PROV}
     t["cuda_graphs"] = {"capture_sizes": SIZES, "provenance": PROV}
+    t["host_rows"] = {"seconds_per_row": ROW_S, "spec_seconds": SPEC_S, "spec_seconds_per_row": SPEC_ROW_S,
+                      "provenance": PUB}
     if flat_dense:  # every pass part constant in tokens: only per-token terms can grow
         f = t["fused"]
         f["dense"]["median"] = [4.0 * MS] * len(f["dense"]["median"])
@@ -93,11 +97,57 @@ def test_spec_step_price_is_the_sum_of_its_parts(b: int, k: int, c: int) -> None
     parts = decode_step_terms(t, b, k, float(c), "ngram" if k else None)
     assert sum(p.seconds for p in parts) == pytest.approx(decode(t, b, k, float(c)), rel=1e-12)
     names = " | ".join(p.name for p in parts)
-    for part in ("dense ops", "LM head", "attention", "sampling", "per-step host overhead"):
+    for part in ("dense ops", "LM head", "attention", "sampling", "per-step host overhead", "host, scheduler update"):
         assert part in names
     if k:
-        assert "draft D" in names and "draft host H" in names
-    assert all(p.source in ("assumed", "estimated", "assumed + modelled") for p in parts)
+        assert "draft D" in names and "draft host H" in names and "host, verified tokens to lists" in names
+    assert all(p.source in ("assumed", "estimated", "assumed + modelled", "published") for p in parts)
+    assert all(p.source == "published" for p in parts if p.name.startswith("host, "))
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.integers(0, 300), k=st.integers(0, 4), n=st.sampled_from([0, 1, 64, 2048]),
+       drafting=st.one_of(st.none(), st.integers(0, 300)), fused=st.booleans())
+def test_host_work_is_charged_per_scheduled_request_and_more_on_a_verifying_step(b, k, n, drafting, fused) -> None:
+    """timing.host_rows (published: vLLM PR 46112's update_from_output, PR 57888's parse_output):
+    every request a step schedules (decode rows, one per prompt chunk) pays the per-request
+    time; a step that verifies drafts also pays parse_output, once plus per request."""
+    if b == 0 and n == 0:
+        n = 1
+    drafting = None if drafting is None or not k else min(drafting, b)
+    on, off = terms_dict(), terms_dict()
+    del off["timing"]["host_rows"]
+    for d in (on, off):
+        d["timing"]["step_composition"] = "fused" if fused else "sum"
+    args = (b, 700.0, k, "ngram" if k and b else None, n, 0.0, None, 0.0, 0, 0, drafting)
+    rows = b + (1 if n else 0)
+    verifies = b > 0 and k > 0 and (drafting is None or drafting > 0)
+    want = ROW_S * rows + ((SPEC_S + SPEC_ROW_S * rows) if verifies else 0.0)
+    assert timer(on).price(*args) - timer(off).price(*args) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+def test_host_rows_price_the_same_compiled() -> None:
+    """The compiled timer adds timing.host_rows exactly as the Python one (bit for bit)."""
+    from sim.model.timer_packing import pack
+
+    py, comp = timer(terms_dict()), timer(terms_dict())
+    packed = pack(comp, "ngram")
+    assert packed is not None
+    for b, k, n, drafting in [(1, 3, 0, -1), (32, 3, 0, -1), (128, 3, 512, 5), (7, 2, 0, 0), (0, 0, 300, -1), (9, 0, 0, -1)]:
+        want = py.price(b, 800.0, k, "ngram" if k else None, n, 0.0, None, 0.0, 0, 0, None if drafting < 0 else drafting)
+        assert pk.price(packed.arrays, (b, 800.0, k, n, 0.0, 800.0, 0, 0, drafting)) == want
+
+
+@pytest.mark.parametrize(("key", "value", "why"), [("seconds_per_row", -1e-6, ">= 0"), ("spec_seconds", "x", "number"),
+                                                   ("provenance", None, "")])
+def test_bad_host_rows_are_one_line_errors(key: str, value, why: str) -> None:
+    d = terms_dict()
+    if value is None:
+        del d["timing"]["host_rows"][key]
+    else:
+        d["timing"]["host_rows"][key] = value
+    with pytest.raises(SpecplanError, match=rf"timing\.host_rows.*{why}"):
+        Profile.from_dict(d, "x")
 
 
 @settings(max_examples=200, deadline=None)
@@ -157,7 +207,8 @@ def test_bench_prints_each_terms_source() -> None:
     text = out.stdout
     assert "arXiv 2601.11580" in text
     for part, src in (("dense ops", "imported"), ("sampling", "estimated"), ("draft host H", "assumed"),
-                      ("per-step host overhead", "assumed")):
+                      ("per-step host overhead", "assumed"), ("host, scheduler update", "published"),
+                      ("host, verified tokens to lists", "published")):
         assert part in text and f"[{src}" in text
     for line in (ln for ln in text.splitlines() if "[profile] step" in ln and "k=3, context" in ln):
         assert line.count("ms [") >= 6, line
@@ -191,3 +242,12 @@ def test_the_published_step_diagnostic_prices_a_step_as_the_papers_fit(tmp_path_
     want = sum(s for _, s, _ in bench.published_fit_terms(b, k, c))
     got = t.price(b, float(c), k, "eagle" if k else None, 0, 0.0, None, 0.0, 0, 0, None)
     assert got == pytest.approx(want, rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(s1=st.floats(5e-3, 20e-3), t1=st.floats(4e-3, 10e-3), s32=st.floats(6e-3, 30e-3), t32=st.floats(5e-3, 15e-3),
+       change=st.floats(-0.2, 0.2))
+def test_the_benchs_per_request_gap_gives_back_the_speedup_change_it_was_asked_for(s1, t1, s32, t32, change) -> None:
+    """bench's equivalence: x per request on every spec step turns S/T(1) ÷ S/T(32) into 1 + change."""
+    x = _bench().gap_per_request(s1, t1, s32, t32, change)
+    assert ((s1 + x) / t1) / ((s32 + 32 * x) / t32) == pytest.approx(1 + change, rel=1e-9)
