@@ -6,7 +6,8 @@ Llama-3.1-8B on an H200 (the shipped profile imported from aiconfigurator-core, 
 1024 seqs / 8192 tokens, mean batch 200-500). Timed: CPU seconds of ``Fleet.run`` (the engine:
 scheduler, step timer, acceptance draws, SimPy), and of the whole ``simulate_once`` (frames and
 summary too). A third GPU case runs the shared-system-prompt scenario at 20 req/s with prefix
-caching on (many prefills of one prompt at once: hits, duplicates, evictions). Medians of
+caching on (many prefills of one prompt at once: hits, duplicates, evictions). Two closed-loop
+cases run ``concurrency-eagle3-h100`` with 8 and 64 clients (arrivals made during the run). Medians of
 ``--repeats`` runs; the machine is shared, so compare trees in one run:
 
     .venv/bin/python bench/bench_engine.py --tree /path/to/old/checkout
@@ -38,6 +39,9 @@ CASES = {
     "gpu-draft-1b-k3": ("gpu", "draft-1b-k3"),
     # prefix caching with many prefills of one shared prompt at once (duplicate blocks)
     "gpu-prefix-cache": ("prefix", "cache"),
+    # closed-loop clients (scenarios/concurrency-eagle3-h100.toml, 60 s): arrivals made in the run
+    "clients-8-eagle3": ("clients-8", "eagle3-k3"),
+    "clients-64-baseline": ("clients-64", "baseline"),
 }
 
 def _small_toml() -> str:
@@ -64,6 +68,9 @@ def _load(kind: str, tmp: Path):
         (tmp / "p.json").write_text(json.dumps(synthetic_profile_dict()), encoding="utf-8")
         (tmp / "s.toml").write_text(_small_toml(), encoding="utf-8")
         sc = load_scenario(tmp / "s.toml")
+    elif kind.startswith("clients-"):
+        sc = load_scenario(TREE / "scenarios" / "concurrency-eagle3-h100.toml").with_overrides(
+            {"workload.concurrency": int(kind.split("-")[1]), "run.duration_s": 60.0})
     elif kind == "prefix":
         sc = load_scenario(TREE / "scenarios" / "prefix-cache-system-prompt.toml").with_overrides(
             {"workload.rate": 20.0, "run.duration_s": 120.0, "run.warmup_s": 0.0})
@@ -83,9 +90,9 @@ def measure(case: str, repeats: int) -> dict[str, float]:
     engine_cpu: list[float] = []
     orig = Fleet.run
 
-    def timed_run(self, reqs, **kwargs):
+    def timed_run(self, reqs, *args, **kwargs):
         t0 = time.process_time()
-        out = orig(self, reqs, **kwargs)
+        out = orig(self, reqs, *args, **kwargs)
         engine_cpu.append(time.process_time() - t0)
         return out
 
@@ -120,6 +127,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tree", type=Path, help="another checkout to compare with (run interleaved)")
     ap.add_argument("--rounds", type=int, default=2, help="with --tree: interleaved rounds")
+    ap.add_argument("--cases", help="comma-separated cases (default: all)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -127,7 +135,7 @@ def main() -> int:
         print(json.dumps(measure(args.one, args.repeats)))
         return 0
     print("engine CPU per step / per request-iteration (medians; CPU time of Fleet.run)")
-    for case in CASES:
+    for case in args.cases.split(",") if args.cases else CASES:
         if args.tree is None:
             m = _in_tree(REPO, case, args.repeats)
             print(f"{case:16s} batch {m['mean_batch']:6.1f}  {m['steps']:7d} steps  "

@@ -6,8 +6,9 @@ baseline, and what the clients' step-by-step engine costs.
 For each N (``workload.concurrency``): output tokens per second of each candidate and its ratio
 to the baseline (the speed-up benchmark papers report at batch N; at N = 1 it is the latency
 speed-up), the TPOT ratio, the mean decode batch, and the CPU seconds and steps of each run.
-The cost line compares the clients' engine (one SimPy event per step, so each end is seen) with
-the open-loop engine (steps between events in one compiled call) on the same profile, at a
+The cost line compares the clients' engine (the fleet kernel with the clients in it,
+``client_kernels``; SimPy's one event per step where it cannot run them) with the open-loop
+engine (steps between events in one compiled call) on the same profile, at a
 Poisson rate giving about the same mean batch: a speed number, so it lives here, not in tests.
 """
 

@@ -72,11 +72,15 @@ ROOMS: dict[str, Room] = {
          "tests/sim/results/test_golden_frames.py"),
         kinds=("flip", "bump")),
     "fleet": Room(
-        ("sim/model/kernels/fleet_kernels.py", "sim/model/kernels/arrival_kernels.py",
-         "sim/model/kernels/route_kernels.py"),
+        ("sim/model/kernels/fleet_kernels.py", "sim/model/kernels/fleet_clock.py",
+         "sim/model/kernels/arrival_kernels.py", "sim/model/kernels/route_kernels.py"),
         ("tests/sim/model/test_route_rules.py", "tests/sim/model/test_lone_replica.py",
          "tests/sim/model/test_restart_compiled.py", "tests/sim/model/test_properties.py",
          "tests/sim/results/test_golden_frames.py"),
+        kinds=("flip", "bump")),
+    "clients": Room(
+        ("sim/model/kernels/client_kernels.py",),
+        ("tests/sim/model/test_client_kernel_rules.py", "tests/sim/model/test_clients.py"),
         kinds=("flip", "bump")),
     "decisions": Room(
         ("sim/decisions/paired.py", "sim/decisions/capacity_search.py", "sim/results/intervals.py"),

@@ -15,9 +15,12 @@ segment, lengths and acceptance rates depend only on the seed and k (drawn in bl
 requests in the same order of sending (common random numbers); only which client sends which,
 and when, follows the fleet, as with ``vllm bench serve --max-concurrency``.
 
-How an end is learned: every replica returns to SimPy after each step (``ClientReplica``), and
-the clients look at their in-flight rows after each step, expiry and restart. This costs the
-compiled loop's batching of steps between events (measured by ``bench/concurrency_sweep.py``).
+How an end is learned: the clients look at their in-flight rows after each step, expiry and
+restart. Where the fleet kernel can run them (``_in_kernel``: a compiled timer and built-in
+policy, one overhead and one timeout for all, no restart at 0 s) it does, clients included
+(``sim.model.kernels.client_kernels``: one kernel call for the run); else every replica returns to
+SimPy after each step (``ClientReplica``), the reference semantics the kernel's records equal bit
+for bit (``tests/sim/model/test_client_kernel_rules.py``).
 A pool too small for the run (the clients sent every row before ``run.duration_s``) is grown
 from the rate it was used at, and the run is repeated: rows already drawn stay the same.
 """
@@ -36,10 +39,13 @@ from sim.contracts.scenario import Scenario
 from sim.contracts.work_limits import workload_size
 from sim.contracts.workload_config import WorkloadConfig
 from sim.model import timer_packing
+from sim.model.drivers import routed_fleet
 from sim.model.drivers.compiled_replica import CompiledReplica
 from sim.model.drivers.engine import Fleet, FleetSpec, StepTimer
 from sim.model.fleet_arrays import FleetArrays
+from sim.model.kernels import client_kernels as ck
 from sim.model.kernels import kernel_state as ks
+from sim.model.kernels.policy_kernels import policy_array
 from sim.model.sim_clock import urgent_timeout
 from sim.model.step_plan import Request
 from sim.model.step_protocol import FleetRun
@@ -134,8 +140,12 @@ class ClientFleet(Fleet):
 
     def __init__(self, spec: FleetSpec, step_timer: StepTimer, accept_rng: np.random.Generator | None,
                  clients: int, think_s: float | np.ndarray, stop_s: float,
-                 overhead_s: float | np.ndarray = 0.0) -> None:
+                 overhead_s: float | np.ndarray = 0.0, kernel: bool = True) -> None:
         super().__init__(spec, step_timer, accept_rng)
+        self.kernel = kernel
+        """False: always the SimPy reference driver (``ClientReplica``), even where the fleet
+        kernel could run the clients (``_in_kernel``)."""
+        self._loop = None
         self.clients = int(clients)
         self.think_s = think_s if isinstance(think_s, np.ndarray) else float(think_s)
         """Seconds from a request's end to its client's next: one for all, or one per pool row
@@ -157,11 +167,37 @@ class ClientFleet(Fleet):
         again after the next step, not in the same instant."""
 
     def _replicas(self, requests: Sequence[Request], track: bool) -> list:
-        spec = self.spec  # as ``engine.build_replicas``, every replica stepping through SimPy
+        """In the fleet kernel when it can run them (``_in_kernel``), else every replica stepping
+        through SimPy (``ClientReplica``), the reference semantics."""
+        spec = self.spec
         arrays = FleetArrays(requests, self.k_max, self.accept_rng,
                              slack=2 * spec.scheduler.max_num_seqs * spec.replicas, replay=self.replay)
         timer = timer_packing.pack(self.step_timer, spec.proposer)
+        if self._in_kernel(timer, requests):
+            think = self.think_s if isinstance(self.think_s, np.ndarray) else np.full(len(requests), self.think_s)
+            cl = ck.new_clients(self.clients, think[: len(requests)], self.stop_s, float(self.overhead_s),
+                                requests[0].timeout_s if requests else None)
+            replicas = routed_fleet.build(self, arrays, timer, track, requests, cl)
+            self._loop = replicas[0].loop
+            return replicas
+        self._loop = None
         return [ClientReplica(self, i, arrays, timer, track) for i in range(spec.replicas)]
+
+    def _in_kernel(self, timer, requests: Sequence[Request]) -> bool:
+        """The fleet kernel runs the clients (``client_kernels``) where it runs the open-loop
+        fleet (a compiled timer, a built-in policy, no restart at 0 s) and every request reaches
+        the engine in the order sent (one overhead for all) with one timeout for all; else SimPy."""
+        restart = self.spec.restart
+        timeouts = {r.timeout_s for r in requests}
+        thinks = self.think_s
+        return (self.kernel and timer is not None and policy_array(self.spec.policy) is not None
+                and (restart is None or restart.at_s > 0) and not isinstance(self.overhead_s, np.ndarray)
+                and len(timeouts) <= 1 and all(t is None or t > 0 for t in timeouts)
+                and (not isinstance(thinks, np.ndarray) or len(thinks) >= len(requests)))
+
+    def pool_ran_out(self, at_s: float) -> None:
+        """The kernel's clients sent every pooled request at ``at_s``."""
+        raise PoolExhausted(at_s)
 
     def _arrivals(self, requests: Sequence[Request]):
         """Every client's first request at time 0, then only what ``poll`` releases."""
@@ -261,6 +297,11 @@ class ClientFleet(Fleet):
     def run(self, requests: Sequence[Request], write_back: bool = True) -> FleetRun:
         """The run, cut to the requests the clients sent."""
         out = super().run(requests, write_back)
+        if self._loop is not None:  # the kernel sent them: their engine arrivals are its
+            self.sent = int(self._loop.cl.g[ck.CG_SENT])
+            for req, t in zip(requests, self._loop.av.arr_s[: self.sent].tolist(), strict=False):
+                req.arrival_s = t
+            self._loop = None
         n = self.sent
         cols = None if out.columns is None else {k: v[:n] for k, v in out.columns.items()}
         return FleetRun(list(requests[:n]), out.steps, out.gap_idx, out.gap_s, out.end_s,

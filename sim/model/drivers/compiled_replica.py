@@ -9,8 +9,8 @@ Arrivals, deadlines (``sim.model.deadlines``) and a restart's clock are Python a
 kernels; what a restart takes down (``queue_kernels.go_down``) and where each request goes
 (``router`` → ``route_kernels.pick``) are the compiled rules the fleet kernel runs. Built-in policies on a
 profile's timer run in the fleet kernel instead (``routed_fleet``), whose records equal these
-bit for bit (``tests/sim/model/test_properties.py``); closed-loop clients
-(``clients``) step here.
+bit for bit (``tests/sim/model/test_properties.py``), closed-loop clients included
+(``clients``); clients the kernel does not order step here.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ import numpy as np
 
 from sim.model.drivers.compiled_replica import CompiledReplica
 from sim.model.kernels import arrival_kernels as ak
+from sim.model.kernels import client_kernels as ck
+from sim.model.kernels import fleet_clock as fclock
 from sim.model.kernels import fleet_kernels as fk
 from sim.model.kernels import kernel_entry as ke
 from sim.model.kernels import kernel_state as ks
@@ -52,17 +54,23 @@ class RoutedReplica(CompiledReplica):
 class FleetLoop:
     """The stacked state, the arrivals and the emulated event queue of one fleet."""
 
-    def __init__(self, fleet, replicas: list[RoutedReplica], requests: Sequence[Request]) -> None:
+    def __init__(self, fleet, replicas: list[RoutedReplica], requests: Sequence[Request],
+                 clients: ck.Clients | None = None) -> None:
         spec = fleet.spec
         self.fleet = fleet
         self.replicas = replicas
         self.st = ks.Replica(*(np.stack([getattr(rep.rp, f) for rep in replicas]) for f in ks.Replica._fields))
         self.pol = np.stack([rep.pol for rep in replicas])  # per replica: a kv_fallback's own state
         self._views()
-        self.av = ak.arrivals(requests, spec.scheduler.max_queue_time_s)
+        self.cl = ck.no_clients() if clients is None else clients
+        """Closed-loop clients (``sim.model.drivers.clients``): arrivals made in the kernel."""
+        if clients is None:
+            self.av = ak.arrivals(requests, spec.scheduler.max_queue_time_s)
+        else:
+            self.av = ck.client_arrivals(len(requests), spec.scheduler.max_queue_time_s)
         restart = spec.restart
         back = policy_array(after_restart(spec.policy, restart))
-        self.fc = fk.new_clock(len(replicas), spec.routing == "least_outstanding",
+        self.fc = fclock.new_clock(len(replicas), spec.routing == "least_outstanding",
                                None if spec.drain else spec.duration_s, restart, back,
                                spec.scheduler.max_num_seqs + len(requests))
         for rep in replicas:
@@ -79,7 +87,7 @@ class FleetLoop:
         seqs = int(self.st.cfg[0, ks.C_SEQS])
         self.replicas[0].arrays.grow_logs(2 * seqs)
         used = int(self.st.meta[:, ks.M_QLOG].max())
-        entries = max(2 * seqs + 1, int(self.fc.g[fk.G_ROOM]))
+        entries = max(2 * seqs + 1, int(self.fc.g[fclock.G_ROOM]), int(self.cl.g[ck.CG_ROOM]))
         qlog = self.st.qlog
         while used + 2 * entries > qlog.shape[1]:
             qlog = np.stack([doubled(row, used) for row in qlog])
@@ -95,23 +103,28 @@ class FleetLoop:
         assert rep0.pol is not None and rep0.timer is not None
         while True:
             why = ke.run_fleet(ke.fields(self.st), ke.fields(arrays.rq), ke.fields(arrays.lg), self.pol,
-                               ke.fields(rep0.timer.arrays), ke.fields(self.av), ke.fields(self.fc))
+                               ke.fields(rep0.timer.arrays), ke.fields(self.av), ke.fields(self.fc),
+                               ke.fields(self.cl))
             if why == rk.NEED_LOGS:
                 self._grow()
             elif why == rk.NEED_UNIFORMS:
                 arrays.refill()
             else:
                 break
-        now = float(self.fc.f[fk.F_NOW])
+        now = float(self.fc.f[fclock.F_NOW])
         if why == fk.STUCK:
-            raise RuntimeError(f"fleet: work queued but nothing schedulable at t={float(self.fc.f[fk.F_ACT_T])}")
+            raise RuntimeError(f"fleet: work queued but nothing schedulable at t={float(self.fc.f[fclock.F_ACT_T])}")
+        if why == ck.POOL_OUT:
+            self.fleet.pool_ran_out(float(self.cl.f[ck.CF_OUT_T]))
         if why == fk.STOPPED:  # SimPy's own stop comes at the same time
             yield env.event()
         jump(env, now)
 
 
-def build(fleet, arrays, timer, track: bool, requests: Sequence[Request]) -> list[RoutedReplica]:
-    """The fleet's replicas, run together in the kernel."""
+def build(fleet, arrays, timer, track: bool, requests: Sequence[Request],
+          clients: ck.Clients | None = None) -> list[RoutedReplica]:
+    """The fleet's replicas, run together in the kernel (with ``clients``, their arrivals made
+    there: ``ClientFleet``, which reads ``loop`` after the run)."""
     replicas = [RoutedReplica(fleet, i, arrays, timer, track) for i in range(fleet.spec.replicas)]
-    FleetLoop(fleet, replicas, requests)
+    FleetLoop(fleet, replicas, requests, clients)
     return replicas

@@ -22,98 +22,73 @@ wake-up stays queued with nobody waiting (a "ghost": it only moves the clock). T
 down (the router skips it), its work is evacuated and re-routed (or dropped), idle replicas that
 get some are woken, its cold start's end is its next event; then it serves with the fallback's
 fresh row. A lone replica with no restart ahead has nothing to route: ``_alone`` takes its arrivals.
+
+Closed-loop clients (``client_kernels``, ``ClientFleet`` in SimPy) replace the arrival process:
+their first requests at its start, then their timers (urgent timeouts) in this queue, and a
+poll after each step's end, each expiry SimPy would run and a restart. The queue's state and
+the router are ``fleet_clock``'s.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
+from sim.model.kernels import client_kernels as ck
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.arrival_kernels import advance_alone, expire_due, submit_until
+from sim.model.kernels.fleet_clock import (
+    A_END,
+    A_HAND,
+    A_NONE,
+    A_START,
+    ACTIVE,
+    DOWN,
+    F_ACT_T,
+    F_ARR_T,
+    F_CLIENT_T,
+    F_COLD,
+    F_GHOST,
+    F_NOW,
+    F_RESTART_T,
+    F_STOP_T,
+    G_ACTIVE,
+    G_ARR_ID,
+    G_ARR_KIND,
+    G_CLIENT_ID,
+    G_COUNTER,
+    G_DROP,
+    G_EXTRA,
+    G_FINISHING,
+    G_GHOST,
+    G_RESTART_ID,
+    G_RESTART_REP,
+    G_ROOM,
+    G_RR,
+    G_STARTED,
+    G_STOP_ID,
+    IDLE,
+    N_GHOSTS,
+    STEP,
+    WAKE,
+    pick,
+)
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.kernel_state import replica_at
 from sim.model.kernels.queue_kernels import admit, enqueue, go_down
-from sim.model.kernels.route_kernels import pick
 
-# a replica's pending event (FleetClock.kind)
-IDLE, STEP, WAKE, ACTIVE, DOWN = range(5)
-# the arrival process's pending event (g[G_ARR_KIND])
-A_NONE, A_HAND, A_END, A_START = range(4)
-# FleetClock.g (int64)
-(G_COUNTER, G_ACTIVE, G_FINISHING, G_ARR_KIND, G_ARR_ID, G_STOP_ID, G_RR, G_LEAST, G_RESTART_REP,
- G_DROP, G_ROOM, G_STARTED, G_EXTRA, G_RESTART_ID) = range(14)
-"""``G_EXTRA``: ghosts queued, plus one while a replica is down (0: every lookup's fast path)."""
-G_GHOST, N_GHOSTS = 14, 3
-"""Ids of the ghosts (events nobody waits on) from here, ``N_GHOSTS`` of them."""
-N_G = G_GHOST + N_GHOSTS
-# FleetClock.f (float64)
-F_NOW, F_ACT_T, F_ARR_T, F_STOP_T, F_RESTART_T, F_COLD = range(6)
-F_GHOST = 6  # the ghosts' times (inf: none) from here
-N_F = F_GHOST + N_GHOSTS
 # what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
 DONE, STOPPED, STUCK = 10, 11, 12
+CLIENT = -100
+"""``_next_event``'s ``who`` for a client's timer (``client_kernels``)."""
 _PRIO_URGENT, _PRIO_NORMAL = 0, 1
-
-
-class FleetClock(NamedTuple):
-    """The emulated event queue: each replica's pending event, the arrival process's, the stop."""
-
-    kind: np.ndarray
-    """Per replica: IDLE (waiting for an arrival), STEP (a step ends at ``ev_t``), WAKE
-    (woken at ``ev_t``), ACTIVE (its process is running now), DOWN (restarting until ``ev_t``)."""
-    ev_t: np.ndarray
-    ev_id: np.ndarray
-    start: np.ndarray
-    """Per replica: the pending step's start and duration."""
-    dt: np.ndarray
-    g: np.ndarray
-    f: np.ndarray
-    back: np.ndarray
-    """The policy row a restarted replica comes back with (its fallback, afresh)."""
-    out: np.ndarray
-    """Room for the rows a restart evacuates (kernels allocate nothing)."""
-
-
-def new_clock(replicas: int, least_outstanding: bool, stop_s: float | None, restart,
-              back: np.ndarray, room: int) -> FleetClock:
-    """The queue as SimPy holds it after ``env.run`` is called: the processes' starts at 0 (the
-    replicas', ids 0..n-1, each then waits for work; the arrival process's, id n), the stop, a
-    restart's timeout (``restart``, a ``RestartConfig``; its id taken once the arrival process
-    has started), the policy row its replica comes back with and ``room`` rows for its
-    evacuation (a replica's most requests in flight)."""
-    g = np.zeros(N_G, np.int64)
-    f = np.zeros(N_F, np.float64)
-    f[F_GHOST:] = np.inf
-    g[G_ARR_KIND] = A_START  # its start: hands over nothing before its first arrival
-    g[G_ARR_ID] = replicas
-    g[G_COUNTER] = replicas + 1
-    g[G_ACTIVE] = -1
-    g[G_LEAST] = least_outstanding
-    g[G_STOP_ID] = -1
-    f[F_STOP_T] = np.inf
-    f[F_RESTART_T] = np.inf
-    if restart is not None:
-        f[F_RESTART_T] = restart.at_s
-        f[F_COLD] = restart.cold_start_s
-        g[G_RESTART_REP] = restart.replica
-        g[G_DROP] = restart.on_restart == "drop"
-    if stop_s is not None:
-        g[G_STOP_ID] = g[G_COUNTER]
-        g[G_COUNTER] += 1
-        f[F_STOP_T] = stop_s
-    return FleetClock(np.full(replicas, IDLE, np.int64), np.zeros(replicas), np.zeros(replicas, np.int64),
-                      np.zeros(replicas), np.zeros(replicas), g, f,
-                      back, np.zeros(room, np.int64))
 
 
 @njit
 def _next_event(fc):
     """The event SimPy would pop next: ``(who, t)``, who a replica, -2 the arrival process, -3
-    the stop, -4 a restart, -5 - i ghost ``i``, -1 none. The active replica's own event is not in
-    the queue."""
+    the stop, -4 a restart, -5 - i ghost ``i``, ``CLIENT`` a client's timer, -1 none. The active
+    replica's own event is not in the queue."""
     g, f = fc.g, fc.f
     who, bt, bp, bid = -1, np.inf, 2, 0
     if g[G_ARR_KIND] != A_NONE:
@@ -123,6 +98,9 @@ def _next_event(fc):
         t = f[F_STOP_T]
         if t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_STOP_ID] < bid))):
             who, bt, bp, bid = -3, t, _PRIO_URGENT, g[G_STOP_ID]
+    t = f[F_CLIENT_T]  # closed-loop clients' earliest timer: an urgent timeout
+    if t != np.inf and (t < bt or (t == bt and (_PRIO_URGENT < bp or (_PRIO_URGENT == bp and g[G_CLIENT_ID] < bid)))):
+        who, bt, bp, bid = CLIENT, t, _PRIO_URGENT, g[G_CLIENT_ID]
     t = f[F_RESTART_T]
     if t < bt or (t == bt and bp == _PRIO_NORMAL):  # before the arrivals' end (which does nothing)
         who, bt, bp, bid = -4, t, _PRIO_NORMAL, g[G_RESTART_ID]
@@ -142,12 +120,6 @@ def _next_event(fc):
 
 
 @njit
-def _pick(st, fc):
-    """The replica for the next request: ``route_kernels.pick``, the routing rule's one home."""
-    return pick(st.meta, fc.kind, DOWN, fc.g[G_RR], fc.g[G_LEAST] != 0)
-
-
-@njit
 def _hand_over(st, rq, av, fc, t):
     """The arrival process at ``t``: hand over the request whose arrival fell due, and each next
     one due at the same instant, then wait for the next (or end). False: a queue log is full
@@ -158,7 +130,7 @@ def _hand_over(st, rq, av, fc, t):
     while True:
         i = av.arrived[0]
         if not first:
-            r = _pick(st, fc)
+            r = pick(st, fc)
             rp = replica_at(st, r)
             if rp.meta[ks.M_QLOG] + 2 > rp.qlog.shape[0]:
                 return False
@@ -229,7 +201,7 @@ def _restart(st, rq, av, fc, t):
     n = go_down(rp, rq, out, g[G_DROP] != 0, t)
     for i in range(n):
         q = out[i]
-        j = _pick(st, fc)
+        j = pick(st, fc)
         g[G_RR] = (j + 1) % fc.kind.shape[0]
         av.routed[q] = j
         enqueue(replica_at(st, j), rq, q, t)
@@ -250,25 +222,40 @@ def _restart(st, rq, av, fc, t):
 
 
 @njit
-def _process(st, rq, lg, pol, ta, av, fc, r):
-    """Replica ``r``'s process from ``f[F_ACT_T]``: finish the step that ended there, then steps
-    while each ends before the next event. Returns -1 when it waits again (a step pending, or
-    idle), else run_kernel's NEED_LOGS or NEED_UNIFORMS (its place kept: call again), or
-    STUCK (work queued but nothing schedulable: a bug)."""
-    rp = replica_at(st, r)
+def _process(st, rq, lg, pol, ta, av, fc, cl):
+    """Replica ``g[G_ACTIVE]``'s process from ``f[F_ACT_T]``: finish the step that ended there,
+    then steps while each ends before the next event (with clients: their poll after each step's
+    end and each expiry Python would run, ``ClientReplica``). Returns -1 when it waits again (a
+    step pending, or idle), else run_kernel's NEED_LOGS or NEED_UNIFORMS (its place kept: call
+    again), ``client_kernels.POOL_OUT``, or STUCK (work queued but nothing schedulable: a bug)."""
     g, f = fc.g, fc.f
+    r = g[G_ACTIVE]
+    rp = replica_at(st, r)
     t = f[F_ACT_T]
+    clients = cl.g[ck.CG_N] > 0
     if g[G_FINISHING]:
         if rk.finish(rp, rq, lg, fc.start[r], fc.dt[r], t) < 0:
             return rk.NEED_UNIFORMS
         g[G_FINISHING] = 0
+        cl.g[ck.CG_POLL] = clients
     while True:
+        if cl.g[ck.CG_POLL]:
+            why = ck.poll(st, rq, av, fc, cl, t)
+            if why >= 0:
+                return why
+        if clients and not cl.g[ck.CG_EXPIRING] and ck.live_due(rp, rq, av, t):
+            cl.g[ck.CG_EXPIRING] = 1
         if not expire_due(rp, rq, av, t):
             return rk.NEED_LOGS
+        if cl.g[ck.CG_EXPIRING]:  # the clients look after an expiry (expiring again is a no-op)
+            cl.g[ck.CG_EXPIRING] = 0
+            cl.g[ck.CG_POLL] = 1
+            continue
         why, dt = rk.step_until(rp, rq, lg, pol[r], ta, t, _next_event(fc)[1])
         if why == -1:
             t = t + dt
             f[F_ACT_T] = t
+            cl.g[ck.CG_POLL] = clients
             continue
         if why == rk.NEED_LOGS:
             return why
@@ -319,41 +306,53 @@ def _alone(st, rq, lg, pol, ta, av, fc):
 
 
 @njit
-def run_fleet(st, rq, lg, pol, ta, av, fc):
+def run_fleet(st, rq, lg, pol, ta, av, fc, cl):
     """Run the fleet from where it stands to the end: ``DONE`` (no event left; ``f[F_NOW]`` the
-    last one's time), ``STOPPED`` (the run's stop), or
+    last one's time), ``STOPPED`` (the run's stop), ``client_kernels.POOL_OUT``, or
     run_kernel's ``NEED_LOGS`` (grow every log and queue log, call again) or ``NEED_UNIFORMS``
-    (refill, call again). ``pol`` has one row per replica: a kv_fallback's own state."""
+    (refill, call again). ``pol`` has one row per replica: a kv_fallback's own state; ``cl``:
+    the closed-loop clients (``client_kernels.no_clients()`` when the arrivals are ``av``'s)."""
     g, f = fc.g, fc.f
-    alone = fc.kind.shape[0] == 1
+    clients = cl.g[ck.CG_N] > 0
+    alone = fc.kind.shape[0] == 1 and not clients  # clients make arrivals during the run
     if alone and g[G_STARTED] == 0 and f[F_RESTART_T] == np.inf:  # alone from the start
         g[G_STARTED], g[G_ACTIVE], fc.kind[0] = 1, 0, ACTIVE
     while g[G_STARTED] < fc.kind.shape[0]:  # each replica's process starts at 0: it plans, idle
-        r = g[G_STARTED]
+        g[G_ACTIVE] = g[G_STARTED]
         f[F_ACT_T] = 0.0
         g[G_FINISHING] = 0
-        why = _process(st, rq, lg, pol, ta, av, fc, r)
+        why = _process(st, rq, lg, pol, ta, av, fc, cl)
         if why >= 0:
             return why
         g[G_STARTED] += 1
+        g[G_ACTIVE] = -1
     while True:
-        r = g[G_ACTIVE]
-        if r >= 0:
+        if g[G_ACTIVE] >= 0:
             if alone and f[F_RESTART_T] == np.inf and g[G_EXTRA] == 0:  # nothing left to route
                 return _alone(st, rq, lg, pol, ta, av, fc)
-            why = _process(st, rq, lg, pol, ta, av, fc, r)
+            why = _process(st, rq, lg, pol, ta, av, fc, cl)
             if why >= 0:
                 return why
             g[G_ACTIVE] = -1
+        elif cl.g[ck.CG_POLL]:  # after a restart (``ClientReplica._restart``)
+            why = ck.poll(st, rq, av, fc, cl, f[F_NOW])
+            if why >= 0:
+                return why
         who, t = _next_event(fc)
         if who == -1:
             return DONE
         f[F_NOW] = t
         if who == -3:
             return STOPPED
+        if who == CLIENT:
+            why = ck.fire(st, rq, av, fc, cl, t)
+            if why >= 0:
+                return why
+            continue
         if who == -4:
             if not _restart(st, rq, av, fc, t):
                 return rk.NEED_LOGS
+            cl.g[ck.CG_POLL] = clients
             continue
         if who <= -5:
             f[F_GHOST - 5 - who] = np.inf
@@ -361,6 +360,11 @@ def run_fleet(st, rq, lg, pol, ta, av, fc):
             continue
         if who == -2:
             if g[G_ARR_KIND] == A_END:
+                g[G_ARR_KIND] = A_NONE
+            elif clients:  # the clients' first requests at 0 (``ClientFleet._arrivals``)
+                why = ck.start(st, rq, av, fc, cl)
+                if why >= 0:
+                    return why
                 g[G_ARR_KIND] = A_NONE
             elif not _hand_over(st, rq, av, fc, t):
                 return rk.NEED_LOGS

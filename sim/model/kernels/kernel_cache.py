@@ -18,7 +18,8 @@ import numba
 _HERE = Path(__file__).resolve().parent
 KERNEL_FILES = ("kernel_cache.py", "kernel_state.py", "kv_blocks.py", "prefix_cache.py", "plan_kernels.py", "apply_kernels.py",
                 "queue_kernels.py", "draw_kernels.py", "policy_kernels.py", "price_kernels.py",
-                "run_kernel.py", "arrival_kernels.py", "route_kernels.py", "fleet_kernels.py", "kernel_entry.py")
+                "run_kernel.py", "arrival_kernels.py", "route_kernels.py", "fleet_clock.py", "client_kernels.py",
+                "fleet_kernels.py", "kernel_entry.py")
 
 
 def _cache_dir() -> str:

@@ -14,6 +14,8 @@ objects. An entry never slices a packed argument list: its parameters name the s
 from __future__ import annotations
 
 from sim.model.kernels import arrival_kernels as ak
+from sim.model.kernels import client_kernels as ck
+from sim.model.kernels import fleet_clock as fclock
 from sim.model.kernels import fleet_kernels as fk
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import price_kernels as pk
@@ -25,7 +27,7 @@ from sim.model.kernels.policy_kernels import policy_k
 
 def fields(state: tuple) -> tuple:
     """A state object (``ks.Replica``, ``ks.Requests``, ``ks.Logs``, ``pk.TimerArrays``,
-    ``ak.Arrivals``, ``fk.FleetClock``) as the plain tuple of its arrays an entry takes."""
+    ``ak.Arrivals``, ``fclock.FleetClock``, ``ck.Clients``) as the plain tuple of its arrays an entry takes."""
     return tuple(state)
 
 
@@ -54,10 +56,10 @@ def finish(rp, rq, lg, start, duration, end):
 
 
 @njit
-def run_fleet(st, rq, lg, pol, ta, av, fc):
+def run_fleet(st, rq, lg, pol, ta, av, fc, cl):
     """``fleet_kernels.run_fleet`` (``st``: every replica's arrays stacked, one ``ks.Replica``)."""
     return fk.run_fleet(ks.Replica(*st), ks.Requests(*rq), ks.Logs(*lg), pol, pk.TimerArrays(*ta),
-                        ak.Arrivals(*av), fk.FleetClock(*fc))
+                        ak.Arrivals(*av), fclock.FleetClock(*fc), ck.Clients(*cl))
 
 
 @njit

@@ -1,7 +1,7 @@
 """Routing, compiled: which replica an arrival (or a request a restart re-routes) goes to.
 
 The one home of the rule: the fleet kernel calls it on its stacked replicas
-(``fleet_kernels._pick``), and the SimPy driver's ``router.Router`` calls it from Python on its
+(``fleet_clock.pick``), and the SimPy driver's ``router.Router`` calls it from Python on its
 replicas' rows, so both drivers route by the same code (its readable oracle:
 ``tests/sim/model/test_route_rules.py``).
 """

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.model import router
+from sim.model.kernels import fleet_clock
 from sim.model.kernels import fleet_kernels as fk
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import route_kernels as rk
@@ -70,12 +71,14 @@ def test_the_simpy_router_routes_by_the_compiled_rule_and_moves_its_turn(data, n
 
 
 def test_no_second_routing_rule_in_the_drivers() -> None:
-    """The fleet kernel's ``_pick`` and the SimPy router only call ``route_kernels.pick``: a
-    comparison of outstanding counts written there again would be a second rule."""
-    for fn in (fk._pick.py_func, router.Router.pick):
+    """The fleet kernel's ``pick`` (``fleet_clock``, its clients' too) and the SimPy router only
+    call ``route_kernels.pick``: a comparison of outstanding counts written there again would be
+    a second rule."""
+    for fn in (fleet_clock.pick.py_func, router.Router.pick):
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         calls = {ast.unparse(c.func) for c in ast.walk(tree) if isinstance(c, ast.Call)}
-        assert "pick" in calls or "rk.pick" in calls, fn
+        assert calls & {"pick", "rk.pick", "route_kernels.pick"}, fn
         assert not any(isinstance(c, ast.Compare) and any(isinstance(o, ast.Lt) for o in c.ops)
                        for c in ast.walk(tree)), f"{fn.__qualname__} compares outstanding counts itself"
-    assert "def _outstanding" not in inspect.getsource(fk)
+    for mod in (fk, fleet_clock):
+        assert "outstanding(" not in inspect.getsource(mod)

@@ -148,3 +148,31 @@ def test_an_interrupt_runs_at_once_and_its_sender_ends_as_a_normal_event() -> No
     env.run(until=6.0)
     assert order == [("interrupted", 1.0), "other", "sender ended", "own event"], \
         "SimPy's interrupt is no longer urgent, or a process's end no longer a normal event"
+
+
+
+def test_processes_started_together_time_out_in_the_order_started() -> None:
+    """What ``client_kernels`` relies on to take a client timer's id when its process is made: a
+    process's start is an urgent event at the instant it was made (it runs before a step's end
+    already due then), so processes made at one instant schedule their first urgent timeouts in
+    the order they were made."""
+    env = simpy.Environment()
+    order = []
+
+    def later(name, delay):
+        order.append(f"{name} starts")
+        yield urgent_timeout(env, delay)
+        order.append(name)
+
+    def step_end(name, spawn):
+        yield env.timeout(1.0)  # normal events at t=1: steps' ends, in the order scheduled
+        order.append(name)
+        if spawn:
+            env.process(later("made-first", 0.5))
+            env.process(later("made-second", 0.5))
+
+    env.process(step_end("end-a", True))
+    env.process(step_end("end-b", False))
+    env.run()
+    assert order == ["end-a", "made-first starts", "made-second starts", "end-b", "made-first",
+                     "made-second"], "SimPy's process-start order changed"
