@@ -23,6 +23,7 @@ import numpy as np
 from sim.model.deadlines import Deadlines
 from sim.model.fleet_arrays import store_rows
 from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import kv_blocks as kv
 from sim.model.kernels import queue_kernels as qk
 from sim.model.kernels.apply_kernels import apply_step
 from sim.model.kernels.plan_kernels import num_decoding, plan_step
@@ -42,8 +43,8 @@ class Scheduler:
         self._row: dict[int, int] = {}  # id(request) -> row
         self._live: list[int] = []  # rows whose objects are written back after each call
         self.rq = ks.new_requests(16, 0)
-        self.rp = ks.new_replica(config, 0, 16, track=False, partial=False, k_max=0,
-                                 prefix_blocks=prefix_blocks)
+        self.rp = kv.open_ledger(ks.new_replica(config, 0, 16, track=False, partial=False, k_max=0,
+                                                prefix_blocks=prefix_blocks))
         self._pfx: list[int] = []
         seqs = config.max_num_seqs
         self.lg = ks.new_logs(3 * seqs + 2, 1)

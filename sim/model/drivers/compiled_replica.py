@@ -25,6 +25,7 @@ from sim.model.deadlines import Deadlines
 from sim.model.fleet_arrays import FleetArrays
 from sim.model.kernels import kernel_entry as ke
 from sim.model.kernels import kernel_state as ks
+from sim.model.kernels import kv_blocks as kv
 from sim.model.kernels import price_kernels as pk
 from sim.model.kernels import queue_kernels as qk
 from sim.model.kernels import run_kernel as rk
@@ -51,9 +52,9 @@ class CompiledReplica:
         self.index = index
         self.arrays = arrays
         self.timer = timer
-        self.rp = ks.new_replica(spec.scheduler, index, len(arrays.ids), track=track,
-                                 partial=fleet.partial_proposals, k_max=fleet.k_max,
-                                 prefix_blocks=arrays.prefix_blocks)
+        self.rp = kv.open_ledger(ks.new_replica(spec.scheduler, index, len(arrays.ids), track=track,
+                                                partial=fleet.partial_proposals, k_max=fleet.k_max,
+                                                prefix_blocks=arrays.prefix_blocks))
         self.deadlines = Deadlines(spec.scheduler.max_queue_time_s)
         self.policy = spec.policy
         self.pol = policy_array(spec.policy)

@@ -126,7 +126,9 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
                 prefix_blocks: int = 0) -> Replica:
     """An empty replica of ``config`` (a ``SchedulerConfig``) whose ring holds ``ring`` rows
     (``prefix_blocks``: distinct prefix-block ids of the run, the cache's size). The one place
-    the engine's limits (``config.limits``, an ``EngineLimits``) become the kernel row."""
+    the engine's limits (``config.limits``, an ``EngineLimits``) become the kernel row. Its KV
+    ledger opens closed, no block free: the caller opens it with ``kv_blocks.open_ledger`` (the
+    ledger's one writer, which imports this module, so it cannot be called from here)."""
     lim = config.limits
     cfg = np.zeros(N_CFG, np.int64)
     cfg[C_INDEX] = index
@@ -143,7 +145,6 @@ def new_replica(config, index: int, ring: int, *, track: bool, partial: bool, k_
     cfg[C_PREFIX] = config.prefix_caching
     cfg[C_FULLW] = config.full_width_drafts
     meta = np.zeros(N_META, np.int64)
-    meta[M_FREE] = config.kv_blocks  # the KV ledger's opening balance: every block free (kv_blocks moves it)
     seqs = lim.max_num_seqs
 
     def rows() -> np.ndarray:

@@ -10,8 +10,9 @@ Why one module: the ledger (each request's ``Requests.ints[r, BLOCKS]``, the rep
 ``meta[M_FREE]`` and its evictable count ``meta[M_EVICT]``) must balance after every kernel call:
 free + every request's own blocks + the cache's held copies == ``cfg[C_KV]``. So only the
 functions below write those fields, and only they drive the prefix cache (``tests/sim/model/test_kv_ledger.py``
-holds both: no other module writes them, and the sum balances over generated runs). The one other
-write is the constructor's opening balance (``kernel_state.new_replica``: every block free).
+holds both: no other module writes them, and the sum balances over generated runs), the opening
+balance too (``open_ledger``: ``kernel_state.new_replica`` builds a replica with none free, as it
+sits below this module).
 Compiled (numba inlines these into the planning and apply kernels); callable from Python too.
 """
 
@@ -70,6 +71,16 @@ def rollback_keep(computed, block_size):
 # register, through ``grow``/``admit``/``roll_back``/``release`` (each takes it and returns it
 # moved) and stores it once at its end with ``settle``; the other kernels (``queue_kernels``)
 # move it in place with ``give_back``. Both ways, only this module writes it.
+
+
+def open_ledger(rp):
+    """A new replica's opening balance, every block free, none cached; returns ``rp``. Whoever
+    builds a replica (``ks.new_replica``) calls it before the first plan: a replica whose ledger
+    was never opened has no free block and admits nothing. Plain Python: it runs once per replica
+    built, never inside a kernel."""
+    rp.meta[ks.M_FREE] = rp.cfg[ks.C_KV]
+    rp.meta[ks.M_EVICT] = 0
+    return rp
 
 
 @njit
