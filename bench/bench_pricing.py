@@ -14,10 +14,9 @@ Run: ``.venv/bin/python bench/bench_pricing.py [--tree /path/to/old/checkout] [-
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tree_child import child_json
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = ("schedule", "breakeven", "price-call", "simpy-python-priced")
@@ -71,11 +70,7 @@ else:  # the SimPy driver with the Python timer and router: as a speed timeline 
 
 
 def once(tree: Path, case: str, repeats: int) -> dict:
-    py = tree / ".venv" / "bin" / "python"
-    out = subprocess.run([str(py if py.exists() else sys.executable), "-c", CHILD, case, str(repeats)],
-                         cwd=tree, capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(tree, CHILD, case, str(repeats))
 
 
 def main() -> int:

@@ -10,10 +10,9 @@ Run: ``.venv/bin/python bench/bench_restart.py [--tree /path/to/old/checkout]``.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tree_child import child_json
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = ("grid-restart", "gpu-restart")
@@ -50,11 +49,7 @@ print(json.dumps({"cpu_s": time.process_time() - t0, "max_decode_batch": batch, 
 
 
 def once(tree: Path, case: str, restart: bool) -> dict:
-    py = tree / ".venv" / "bin" / "python"
-    out = subprocess.run([str(py if py.exists() else sys.executable), "-c", CHILD, case, str(int(restart))],
-                         cwd=tree, capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(tree, CHILD, case, str(int(restart)))
 
 
 def main() -> int:

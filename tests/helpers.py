@@ -146,3 +146,19 @@ def trace_scenario_path(folder: Path, rows: list[dict[str, Any]], *, duration_s:
         fleet={"profile": "profile.json", "replicas": replicas}, engine=engine,
         candidates=candidates or [BASELINE])
     return write_scenario(folder, text, **profile_args)
+
+class LinearEngine:
+    """Per-op ms of one pass, linear in rows: ``gemm`` (every op but attention and the LM head),
+    ``attention`` (per row and cached token) and ``logits_gemm`` (per scored row)."""
+
+    model_path = "fake/linear"
+
+    def __init__(self, gemm: float = 0.0, attn: float = 0.0, logits: float = 0.0) -> None:
+        self.gemm, self.attn, self.logits = gemm, attn, logits
+
+    def decode_ops(self, rows: int, context: int) -> dict[str, float]:
+        return {"gemm": self.gemm * rows, "attention": self.attn * rows * context, "logits_gemm": self.logits * rows}
+
+    def context_ops(self, batch: int, tokens: int, prefix: int) -> dict[str, float]:
+        return {"gemm": self.gemm * batch * tokens, "attention": self.attn * batch * tokens * (prefix + tokens),
+                "logits_gemm": self.logits * batch}

@@ -17,6 +17,7 @@ from profiler.imported.published_moe_runs import (
     sglang_tree_draft,
     tree_drafting,
 )
+from tests.helpers import LinearEngine
 
 CONTEXTS = (512, 1024)
 """MT-bench decode contexts (prompts of tens to a few hundred tokens, answers of hundreds)."""
@@ -39,20 +40,6 @@ def _run(key: str) -> MoeRun:
     return next(r for r in RUNS if r.key == key)
 
 
-class LinearEngine:
-    """Per-op ms linear in rows (``gemm``, ``logits_gemm``) and in rows x context (``attention``)."""
-
-    model_path = "fake/linear"
-
-    def __init__(self, gemm: float, attn: float, logits: float) -> None:
-        self.gemm, self.attn, self.logits = gemm, attn, logits
-
-    def decode_ops(self, rows: int, context: int) -> dict[str, float]:
-        return {"gemm": self.gemm * rows, "attention": self.attn * rows * context, "logits_gemm": self.logits * rows}
-
-    def context_ops(self, batch: int, tokens: int, prefix: int) -> dict[str, float]:
-        return {"gemm": self.gemm * batch * tokens, "attention": self.attn * batch * tokens * (prefix + tokens),
-                "logits_gemm": self.logits * batch}
 
 
 @settings(max_examples=80, deadline=None)
