@@ -35,6 +35,7 @@ from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.arrival_kernels import advance_alone, expire_due, submit_until
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.kernel_state import replica_at
+from sim.model.kernels.policy_kernels import observe
 from sim.model.kernels.queue_kernels import admit, enqueue, go_down
 from sim.model.kernels.route_kernels import pick
 
@@ -261,6 +262,7 @@ def _process(st, rq, lg, pol, ta, av, fc, r):
     if g[G_FINISHING]:
         if rk.finish(rp, rq, lg, fc.start[r], fc.dt[r], t) < 0:
             return rk.NEED_UNIFORMS
+        observe(pol[r], t, fc.dt[r], rp.meta[ks.M_ND])
         g[G_FINISHING] = 0
     while True:
         if not expire_due(rp, rq, av, t):
@@ -301,8 +303,10 @@ def _alone(st, rq, lg, pol, ta, av, fc):
     g, f = fc.g, fc.f
     t, stop = f[F_ACT_T], f[F_STOP_T]
     if fc.kind[0] == ACTIVE:
-        if g[G_FINISHING] and rk.finish(rp, rq, lg, fc.start[0], fc.dt[0], t) < 0:
-            return rk.NEED_UNIFORMS
+        if g[G_FINISHING]:
+            if rk.finish(rp, rq, lg, fc.start[0], fc.dt[0], t) < 0:
+                return rk.NEED_UNIFORMS
+            observe(pol[0], t, fc.dt[0], rp.meta[ks.M_ND])
         g[G_FINISHING] = 0
         why, t, dt = advance_alone(rp, rq, lg, pol[0], ta, av, t, stop)
         f[F_ACT_T] = t

@@ -84,11 +84,15 @@ def fleets(draw):
             fallback=draw(st.sampled_from(["baseline", "same"])),
         )
     policy = OFF
-    if k:  # every policy the kernels run (a kv_fallback's state is per replica and per restart)
+    if k:  # every policy the kernels run (a kv_fallback's or adaptive's state: per replica, per restart)
         policy = draw(st.sampled_from([
             SpeculationPolicy("fixed", k=k), SpeculationPolicy("off_above_batch", k=k, max_batch=2),
             SpeculationPolicy("k_by_batch", k_by_batch=((1, k), (3, 1))),
             SpeculationPolicy("kv_fallback", k=k, kv_off_above=0.5, kv_on_below=0.2,
+                              window_s=draw(st.sampled_from([0.02, 0.1, 1.0]))),
+            # its window holds up to ~100 steps: the ring (64 at first) grows mid-run
+            SpeculationPolicy("adaptive", k=k, on_below_batch=draw(st.sampled_from([0.5, 1.0, 1.5])),
+                              off_above_batch=draw(st.sampled_from([1.6, 2.0, 3.0])),
                               window_s=draw(st.sampled_from([0.02, 0.1, 1.0])))]))
     spec = FleetSpec(
         cfg, policy, proposer="p" if k else None, replicas=replicas,
