@@ -13,12 +13,12 @@ what happened (``draw_kernels``), apply it (``apply_kernels``), log the row.
 
 from __future__ import annotations
 
+from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import price_kernels as pk
 from sim.model.kernels.apply_kernels import apply_step, log_step
 from sim.model.kernels.draw_kernels import draw_outcome
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.plan_kernels import plan_step
-from sim.model.kernels import kernel_state as ks
 from sim.model.kernels.policy_kernels import has_room, observe, policy_k
 
 # what a step call stopped for
