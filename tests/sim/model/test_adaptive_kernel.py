@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sim.contracts.fleet_config import RestartConfig
 from sim.contracts.synthetic import synthetic_profile
-from sim.model import timer_packing
+from sim.model import fleet_arrays, timer_packing
 from sim.model.drivers import engine, routed_fleet
 from sim.model.drivers.engine import Fleet, FleetSpec
 from sim.model.kernels import policy_kernels as pk
@@ -75,10 +75,29 @@ def test_no_switch_before_one_full_window() -> None:
     assert pol[pk.P_AD_ON] == 0.0
 
 
+@pytest.mark.parametrize("batch,on_below,off_above,starts_on,ends_on", [
+    (4, 1.0, 4.0, True, True), (5, 1.0, 4.0, True, False),
+    (2, 2.0, 4.0, False, False), (1, 2.0, 4.0, False, True)])
+def test_a_mean_at_a_threshold_does_not_switch(batch, on_below, off_above, starts_on, ends_on) -> None:
+    """Hysteresis is strict: off only above ``off_above_batch``, on only below
+    ``on_below_batch`` (steps of 0.25 s: the windowed mean is exactly the batch)."""
+    policy = _policy(on_below, off_above, 1.0)
+    pol, state = pk.policy_array(policy), PolicyState()
+    pol[pk.P_AD_ON] = 1.0 if starts_on else 0.0
+    state.on = starts_on
+    for i in range(1, 13):
+        pk.observe(pol, 0.25 * i, 0.25, batch)
+        policy.observe(state, 0.25 * i, 0.25, batch)
+    assert pol[pk.P_AD_WSUM] / pol[pk.P_AD_DSUM] == batch
+    assert (pol[pk.P_AD_ON] != 0.0, state.on) == (ends_on, ends_on)
+
+
 def _fleet_frames(spec: FleetSpec, reqs: list[Request], python: bool):
     fleet = Fleet(spec, ProfileStepTimer(synthetic_profile()), np.random.default_rng(0))
     built, grew = [], []
     with pytest.MonkeyPatch.context() as mp:
+        # uniforms a few at a time: many steps are finished after a refill (their own path)
+        mp.setattr(fleet_arrays, "UNIFORM_CHUNK", 16)
         real_grown = routed_fleet.grown
         mp.setattr(routed_fleet, "grown", lambda pol: grew.append(real_grown(pol) is not pol) or real_grown(pol))
         if python:  # the timer not packed: one SimPy event per step, the window in PolicyState
