@@ -35,6 +35,8 @@ CASES = {
     # name: (scenario builder, candidate)
     "small-baseline": ("small", "baseline"),
     "small-ngram-k3": ("small", "ngram-k3"),
+    # the adaptive policy switching at the small case's load (the fleet kernel since issue 40 item 3)
+    "small-ngram-adaptive": ("small", "ngram-adaptive"),
     "gpu-baseline": ("gpu", "baseline"),
     "gpu-draft-1b-k3": ("gpu", "draft-1b-k3"),
     # prefix caching with many prefills of one shared prompt at once (duplicate blocks)
@@ -48,13 +50,15 @@ def _small_toml() -> str:
     """A 16-sequence replica of a synthetic profile at 4 req/s (mean decode batch ~10-16)."""
     from tests.helpers import BASELINE, NGRAM_K3, scenario_toml, segment
 
+    adaptive = {"name": "ngram-adaptive", "proposer": "ngram", "k": 3, "policy": "adaptive",
+                "adaptive": {"on_below_batch": 8, "off_above_batch": 12, "window_s": 5.0}}
     return scenario_toml(
         "bench-small", run={"duration_s": 300, "warmup_s": 0, "seeds": [1]},
         workload={"arrival": "poisson", "rate": 4.0},
         segments=[segment(prompt={"dist": "uniform", "min": 200, "max": 400},
                           output={"dist": "uniform", "min": 100, "max": 300})],
         fleet={"profile": "p.json", "replicas": 1, "price_per_gpu_hour": 1.0},
-        engine={"max_num_seqs": 16, "max_num_batched_tokens": 2048}, candidates=[BASELINE, NGRAM_K3])
+        engine={"max_num_seqs": 16, "max_num_batched_tokens": 2048}, candidates=[BASELINE, NGRAM_K3, adaptive])
 
 
 def _load(kind: str, tmp: Path):
@@ -127,7 +131,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tree", type=Path, help="another checkout to compare with (run interleaved)")
     ap.add_argument("--rounds", type=int, default=2, help="with --tree: interleaved rounds")
-    ap.add_argument("--cases", help="comma-separated cases (default: all)")
+    ap.add_argument("--cases", help=f"comma-separated cases (default: all of {', '.join(CASES)})")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -135,7 +139,11 @@ def main() -> int:
         print(json.dumps(measure(args.one, args.repeats)))
         return 0
     print("engine CPU per step / per request-iteration (medians; CPU time of Fleet.run)")
-    for case in args.cases.split(",") if args.cases else CASES:
+    cases = args.cases.split(",") if args.cases else list(CASES)
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        ap.error(f"unknown case {unknown[0]!r}; valid: {', '.join(CASES)}")
+    for case in cases:
         if args.tree is None:
             m = _in_tree(REPO, case, args.repeats)
             print(f"{case:16s} batch {m['mean_batch']:6.1f}  {m['steps']:7d} steps  "

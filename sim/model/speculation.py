@@ -24,7 +24,9 @@ POLICY_NAMES = ("off", "fixed", "off_above_batch", "k_by_batch", "adaptive", "kv
 
 @dataclass(slots=True)
 class PolicyState:
-    """Observed load of one replica: a sliding window of (step end, duration, decode batch)."""
+    """Observed load of one replica: a sliding window of (step end, duration, decode batch). The
+    SimPy driver's and the serving loop's form; the fleet kernel keeps the same window in the
+    policy's array (``policy_kernels.observe``), held to this one step by step."""
 
     window: deque = field(default_factory=deque)
     weighted_sum: float = 0.0

@@ -1,8 +1,8 @@
 """A replica of the simulated fleet: the compiled planner (``kernel_state.Replica``), clocked by SimPy.
 
 The reference semantics of the simulator, one SimPy event per step: plan and price it (one
-kernel call when the step timer is compiled, with the ``k`` of a policy only Python runs, the
-adaptive one or a user's own, chosen before it; else planned compiled and priced by the Python
+kernel call when the step timer is compiled, with the ``k`` of a policy Python runs here, the
+adaptive one (its window in ``PolicyState``: the reference for the fleet kernel's), chosen before it; else planned compiled and priced by the Python
 timer: a machine-speed timeline, a random or custom timer; a profile's timer prices through the
 compiled kernel even then), ``yield env.timeout(dt)``, draw and apply (one kernel call).
 Arrivals, deadlines (``sim.model.deadlines``) and a restart's clock are Python around the
@@ -57,7 +57,7 @@ class CompiledReplica:
                                                 prefix_blocks=arrays.prefix_blocks))
         self.deadlines = Deadlines(spec.scheduler.max_queue_time_s)
         self.policy = spec.policy
-        self.pol = policy_array(spec.policy)
+        self.pol = _simpy_policy(spec.policy)
         self.state = PolicyState()
         self.up = True
         self.wake: simpy.Event | None = None
@@ -211,7 +211,14 @@ class CompiledReplica:
         yield env.timeout(plan.cold_start_s)
         self.up = True
         self.policy = after_restart(self.policy, plan)
-        self.pol = policy_array(self.policy)  # started afresh: a kv_fallback's state too
+        self.pol = _simpy_policy(self.policy)  # started afresh: a kv_fallback's state too
+        self.state = PolicyState()  # and an adaptive one's window (the fleet kernel's ``back`` row)
+
+
+def _simpy_policy(policy):
+    """The policy's kernel array, or None for the adaptive one: here it runs in Python
+    (``PolicyState``, the reference the fleet kernel's ``policy_kernels.observe`` is held to)."""
+    return None if policy.name == "adaptive" else policy_array(policy)
 
 
 def _pricer(timer):

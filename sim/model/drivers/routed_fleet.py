@@ -24,7 +24,7 @@ from sim.model.kernels import kernel_entry as ke
 from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import run_kernel as rk
 from sim.model.kernels.kernel_state import doubled
-from sim.model.kernels.policy_kernels import policy_array
+from sim.model.kernels.policy_kernels import grown, policy_array
 from sim.model.sim_clock import jump
 from sim.model.speculation import after_restart
 from sim.model.step_plan import Request
@@ -60,7 +60,8 @@ class FleetLoop:
         self.fleet = fleet
         self.replicas = replicas
         self.st = ks.Replica(*(np.stack([getattr(rep.rp, f) for rep in replicas]) for f in ks.Replica._fields))
-        self.pol = np.stack([rep.pol for rep in replicas])  # per replica: a kv_fallback's own state
+        # per replica: a kv_fallback's own state, an adaptive one's window
+        self.pol = np.stack([policy_array(spec.policy) for _ in replicas])
         self._views()
         self.cl = ck.no_clients() if clients is None else clients
         """Closed-loop clients (``sim.model.drivers.clients``): arrivals made in the kernel."""
@@ -91,8 +92,10 @@ class FleetLoop:
         qlog = self.st.qlog
         while used + 2 * entries > qlog.shape[1]:
             qlog = np.stack([doubled(row, used) for row in qlog])
-        if qlog is not self.st.qlog:
+        pol = grown(self.pol)  # an adaptive policy's window ring, when one is full
+        if qlog is not self.st.qlog or pol is not self.pol:
             self.st = self.st._replace(qlog=qlog)
+            self.pol = pol
             self._views()
 
     def run(self):

@@ -12,8 +12,8 @@ from sim.model.step_plan import Request
 def warm() -> None:
     """Compile every kernel into the on-disk cache (``make setup`` runs this once, so the first
     simulation does not wait ~10 s for numba): tiny fleets, one each way of running (the fleet
-    kernel with one replica, two, a restart, one at 0 s; step by step on SimPy: the adaptive
-    policy, a timer only Python runs)."""
+    kernel with one replica, two, a restart, one at 0 s, the adaptive policy; step by step on
+    SimPy: a timer only Python runs)."""
     from sim.contracts.fleet_config import RestartConfig
     from sim.contracts.synthetic import synthetic_profile
     from sim.model.drivers.engine import Fleet, FleetSpec

@@ -13,12 +13,13 @@ what happened (``draw_kernels``), apply it (``apply_kernels``), log the row.
 
 from __future__ import annotations
 
+from sim.model.kernels import kernel_state as ks
 from sim.model.kernels import price_kernels as pk
 from sim.model.kernels.apply_kernels import apply_step, log_step
 from sim.model.kernels.draw_kernels import draw_outcome
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.plan_kernels import plan_step
-from sim.model.kernels.policy_kernels import policy_k
+from sim.model.kernels.policy_kernels import has_room, observe, policy_k
 
 # what a step call stopped for
 IDLE, PENDING, NEED_LOGS, NEED_UNIFORMS = range(4)
@@ -61,7 +62,11 @@ def step_until(rp, rq, lg, pol, ta, now, horizon):
     ``PENDING`` (it ends at or after ``horizon``) or ``NEED_UNIFORMS`` (it ends before
     ``horizon`` but needs more uniforms: refill, then ``finish`` it). ``price_planned``'s lines
     written out here: calling it from this loop cost ~5 % of a lone replica's step (a third
-    value returned; ``bench/bench_engine.py`` small-ngram-k3, 1.29 against 1.23 µs a step)."""
+    value returned; ``bench/bench_engine.py`` small-ngram-k3, 1.29 against 1.23 µs a step).
+    An adaptive policy observes the step it applied (``policy_kernels.observe``; ``NEED_LOGS``
+    too when its window's ring is full)."""
+    if not has_room(pol):
+        return NEED_LOGS, 0.0
     p = plan_step(rp, rq, lg, now, policy_k(pol, rp, rq, now))
     if p[0] < 0:
         return NEED_LOGS, 0.0
@@ -72,4 +77,5 @@ def step_until(rp, rq, lg, pol, ta, now, horizon):
         return PENDING, dt
     if finish(rp, rq, lg, now, dt, now + dt) < 0:
         return NEED_UNIFORMS, dt
+    observe(pol, now + dt, dt, rp.meta[ks.M_ND])
     return -1, dt

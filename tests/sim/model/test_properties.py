@@ -84,17 +84,26 @@ def fleets(draw):
             fallback=draw(st.sampled_from(["baseline", "same"])),
         )
     policy = OFF
-    if k:  # every policy the kernels run (a kv_fallback's state is per replica and per restart)
+    if k:  # every policy the kernels run (a kv_fallback's or adaptive's state: per replica, per restart)
         policy = draw(st.sampled_from([
             SpeculationPolicy("fixed", k=k), SpeculationPolicy("off_above_batch", k=k, max_batch=2),
             SpeculationPolicy("k_by_batch", k_by_batch=((1, k), (3, 1))),
             SpeculationPolicy("kv_fallback", k=k, kv_off_above=0.5, kv_on_below=0.2,
-                              window_s=draw(st.sampled_from([0.02, 0.1, 1.0])))]))
+                              window_s=draw(st.sampled_from([0.02, 0.1, 1.0]))),
+            # thresholds a batch of 1-3 crosses, windows of one step to ~50 (test_adaptive_kernel
+            # grows its ring)
+            _adaptive(k, draw(st.sampled_from([0.5, 1.0, 1.5])), draw(st.sampled_from([0.1, 0.5, 1.5])),
+                      draw(st.sampled_from([0.01, 0.1, 0.5])))]))
     spec = FleetSpec(
         cfg, policy, proposer="p" if k else None, replicas=replicas,
         routing=draw(st.sampled_from(["round_robin", "least_outstanding"])), restart=restart,
     )
     return spec, reqs
+
+
+def _adaptive(k: int, on_below: float, gap: float, window_s: float) -> SpeculationPolicy:
+    return SpeculationPolicy("adaptive", k=k, on_below_batch=on_below, off_above_batch=on_below + gap,
+                             window_s=window_s)
 
 
 def _end_state(rep) -> tuple[int, int, int]:

@@ -107,12 +107,11 @@ context length known (the synthetic and shipped CPU profiles record none) or non
 
 RUNS_ON = {"default": {"RoutedReplica"}, "gpu-chat": {"RoutedReplica"}, "replay": {"RoutedReplica"},
            "restart": {"RoutedReplica"}, "gpu-chat-2lo": {"RoutedReplica"},
-           "tight-chunked": {"RoutedReplica", "CompiledReplica"},
-           "tight-whole-padded": {"RoutedReplica", "CompiledReplica"}}
+           "tight-chunked": {"RoutedReplica"}, "tight-whole-padded": {"RoutedReplica"}}
 """Which replicas each case runs on: every built-in policy on a compiled timer takes its arrivals
 in the fleet kernel (``sim.model.drivers.routed_fleet``: a lone replica's inline, several routed, a
-restart included); the adaptive policy (priced in Python) runs one
-SimPy event per step."""
+restart included), the adaptive policy too (its window in its policy row); one SimPy event per
+step only for a timer Python runs (and closed-loop clients)."""
 
 
 @pytest.mark.parametrize("case", list(CASES))
