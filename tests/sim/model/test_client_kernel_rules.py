@@ -70,6 +70,9 @@ def client_fleets(draw):
                                        SpeculationPolicy("off_above_batch", k=k, max_batch=2),
                                        SpeculationPolicy("k_by_batch", k_by_batch=((1, k), (3, 1))),
                                        SpeculationPolicy("kv_fallback", k=k, kv_off_above=0.5, kv_on_below=0.2,
+                                                         window_s=0.05),
+                                       # thresholds a batch of 1-3 crosses (its window: the kernel's ring)
+                                       SpeculationPolicy("adaptive", k=k, on_below_batch=1.0, off_above_batch=1.5,
                                                          window_s=0.05)]))
     stop = draw(st.sampled_from([None, 0.25, 0.5]))
     spec = FleetSpec(cfg, policy, proposer="ngram" if k else None, replicas=replicas,
