@@ -146,18 +146,23 @@ def test_calibration_reads_every_measured_prefill_cell_short_ones_included() -> 
     assert calibrate(measured, "m.json").compute == pytest.approx(0.9, rel=1e-6)
 
 
+def _scale_cells(grid: list, factor: float) -> None:
+    """Multiply every measured cell of a nested timing grid by ``factor``, in place."""
+    stack = [grid]
+    while stack:
+        row = stack.pop()
+        for k, v in enumerate(row):
+            if isinstance(v, list):
+                stack.append(v)
+            elif v is not None:
+                row[k] = v * factor
+
+
 def test_calibration_clamps_efficiency_to_at_most_one_for_cells_faster_than_the_datasheet() -> None:
     measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
-    for grid, ratio in ((measured["timing"]["target_forward"]["median"], 0.6 / 1.5),
-                        (measured["timing"]["target_prefill"]["median"], 0.45 / 1.5)):
-        stack = [grid]
-        while stack:  # every cell 1.5× faster than the datasheet allows
-            row = stack.pop()
-            for k, v in enumerate(row):
-                if isinstance(v, list):
-                    stack.append(v)
-                elif v is not None:
-                    row[k] = v * ratio
+    # every cell 1.5× faster than the datasheet allows
+    _scale_cells(measured["timing"]["target_forward"]["median"], 0.6 / 1.5)
+    _scale_cells(measured["timing"]["target_prefill"]["median"], 0.45 / 1.5)
     eff = calibrate(measured, "m.json")
     assert (eff.bandwidth, eff.compute) == (1.0, 1.0)
 
@@ -278,16 +283,9 @@ def test_efficiency_is_a_share_in_0_to_1_and_overheads_are_never_negative(kw, ok
 
 def test_calibration_floors_efficiency_at_one_in_ten_thousand_for_cells_far_slower_than_the_datasheet() -> None:
     measured = _measured(Efficiency(compute=0.45, bandwidth=0.6, source="test"))
-    for grid, slower in ((measured["timing"]["target_forward"]["median"], 0.6 / 5e-5),
-                         (measured["timing"]["target_prefill"]["median"], 0.45 / 5e-5)):
-        stack = [grid]
-        while stack:  # every cell 20,000× slower than the datasheet: efficiency 5e-5, floored
-            row = stack.pop()
-            for k, v in enumerate(row):
-                if isinstance(v, list):
-                    stack.append(v)
-                elif v is not None:
-                    row[k] = v * slower
+    # every cell 20,000× slower than the datasheet: efficiency 5e-5, floored
+    _scale_cells(measured["timing"]["target_forward"]["median"], 0.6 / 5e-5)
+    _scale_cells(measured["timing"]["target_prefill"]["median"], 0.45 / 5e-5)
     eff = calibrate(measured, "m.json")
     assert (eff.bandwidth, eff.compute) == (1e-4, 1e-4)
 
