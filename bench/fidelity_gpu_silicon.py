@@ -1,41 +1,106 @@
 """specplan's GPU step-time model against aiconfigurator's own silicon measurements.
 
 aiconfigurator-core ships ``systems/silicon_sample.csv``: TTFT and TPOT that NVIDIA measured on
-real GPUs for given (model, system, backend, ISL, OSL, concurrency). This script imports a
-profile for the same model/system/backend from the package's kernel database and predicts each
-row's TPOT for a closed loop of ``c`` concurrent requests (what those benchmarks run): every
-request's ``osl`` decode steps at batch ``c`` and context ``isl + osl/2``, plus the extra time
-of the ``c`` other requests' prefills that land in its lifetime, ``TPOT = T(c) + c·Δ(isl)/osl``
-with ``Δ`` what a fused step pays for adding an ``isl``-token prefill to a decode step. Prints
-a table and the error summary, with and without the assumed 1 ms per-step overhead.
-Needs the gpu-data extra. Run: ``python bench/fidelity_gpu_silicon.py`` (Llama-3.1-8B-Instruct,
-h100_sxm, trtllm, TP 1), or another model's rows, e.g. ``--model openai/gpt-oss-120b --system
-h200_sxm --backend vllm`` (a MoE: docs/fidelity-gpu.md §6).
+real GPUs for given (model, system, backend, precision, ISL, OSL, concurrency). This script
+imports a profile for the same model/system/backend **at the rows' own weight precision** (bf16,
+fp8 or fp4: comparing a bf16 import with FP8 silicon reads as a 30–55 % error that is only the
+weights' bytes) and predicts each row's TPOT for a closed loop of ``c`` concurrent requests (what
+those benchmarks run): ``TPOT = T(c) + c·Δ(isl)/osl`` at context ``isl + osl/2``, with ``Δ`` what
+a fused step pays for adding an ``isl``-token prefill to a decode step. ``--simulate`` also runs
+the simulator itself on each row (``c`` closed-loop clients, fixed lengths, the profile's
+default engine) and prints its mean TPOT. Prints a table and the error summary, with and without
+the assumed 1 ms per-step overhead, and the residual (silicon − kernels, ms a token) that such a
+per-step host term would have to explain.
+
+``--survey`` prints one line per aggregated (model, system, backend, TP, precision) group the
+importer can build, and the residual per engine. Needs the gpu-data extra. Run:
+``python bench/fidelity_gpu_silicon.py`` (Llama-3.1-8B-Instruct, h100_sxm, trtllm, TP 1), another
+group (``--model meta-llama/Llama-3.1-70B --backend vllm --tp 4``: its rows are FP8), or
+``--survey [--backend vllm]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 import sys
+import tempfile
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
+from sim.contracts.errors import SpecplanError  # noqa: E402
 from sim.contracts.profile import Profile  # noqa: E402
 from sim.model.step_time import ProfileStepTimer, StepShape  # noqa: E402
 
 MODEL, SYSTEM, BACKEND = "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "trtllm"
+QUANT_DTYPE = {"": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
+"""The csv's ``gemm_quant_mode`` -> the importer's ``--dtype`` ('' is the checkpoint's bf16)."""
+UNBUILT_QUANT = {"fp8_block": "block-scaled FP8 (fp8_block) has no --dtype in the importer"}
 
 
-def rows(model: str = MODEL, system: str = SYSTEM, backend: str = BACKEND, tp: int = 1) -> list[dict[str, str]]:
+@cache
+def silicon_rows() -> tuple[dict[str, str], ...]:
+    """Every aggregated-serving row of the csv (disaggregated rows have no single step to price)."""
     path = Path(resources.files("aiconfigurator_core")) / "systems" / "silicon_sample.csv"
     with path.open() as f:
-        return [r for r in csv.DictReader(f) if r["model_path"] == model and r["system"] == system
-                and r["backend"] == backend and r["tp_size"] == str(tp) and r["mode"] == "agg"]
+        return tuple(r for r in csv.DictReader(f) if r["mode"] == "agg" and r["tp_size"])
+
+
+def rows(model: str = MODEL, system: str = SYSTEM, backend: str = BACKEND, tp: int = 1,
+         quant: str | None = None) -> list[dict[str, str]]:
+    """The rows of one group; ``quant`` None: every precision (callers then pick one, :func:`one_quant`)."""
+    return [r for r in silicon_rows() if r["model_path"] == model and r["system"] == system
+            and r["backend"] == backend and r["tp_size"] == str(tp) and (quant is None or r["gemm_quant_mode"] == quant)]
+
+
+def one_quant(data: list[dict[str, str]], dtype: str | None) -> str:
+    """The one precision to compare: ``dtype`` if given, else the rows' only one; never a mix."""
+    found = sorted({r["gemm_quant_mode"] for r in data})
+    if dtype is not None:
+        want = [q for q, d in QUANT_DTYPE.items() if d == dtype]
+        if not want or want[0] not in found:
+            raise SpecplanError(f"--dtype {dtype}: these rows are {', '.join(QUANT_DTYPE.get(q, q) for q in found)}")
+        return want[0]
+    if len(found) > 1:
+        raise SpecplanError(f"the rows mix precisions ({', '.join(QUANT_DTYPE.get(q, q) for q in found)}): "
+                            "pick one with --dtype")
+    return found[0]
+
+
+def _native_fits(label: str, native: dict[str, str]) -> bool:
+    """Whether a row's precision label describes the checkpoint's own quantization (the csv labels
+    gpt-oss's MXFP4 experts "nvfp4" and Qwen3-235B-A22B-FP8's block-scaled weights "fp8")."""
+    kinds = {v for k, v in native.items() if k != "kv_cache"}
+    if kinds <= {"bfloat16"}:
+        return label == ""
+    marks = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "int4_wo": "int4"}
+    return label in marks and any(marks[label] in v for v in kinds)
+
+
+def import_group(model: str, system: str, backend: str, tp: int, quant: str) -> dict:
+    """The profile the importer builds for the group, at the rows' precision: the checkpoint's own
+    where the label describes it, else the label's ``--dtype`` (a bf16 checkpoint served in FP8)."""
+    def build(dtype: str) -> dict:
+        return build_profile(ImportRequest(system, backend, model, tp=tp, dtype=dtype,
+                                           command="bench/fidelity_gpu_silicon.py"))
+    try:
+        native = build("auto")
+    except SpecplanError:  # a bf16 checkpoint that only fits the GPUs in the rows' lower precision
+        if quant == "":
+            raise
+    else:
+        if _native_fits(quant, native["x-aiconfigurator"]["quant_modes"]):
+            return native
+    if quant in UNBUILT_QUANT or quant not in QUANT_DTYPE:
+        raise SpecplanError(UNBUILT_QUANT.get(quant, f"precision {quant!r} has no --dtype in the importer"))
+    return build(QUANT_DTYPE[quant])
 
 
 def predict_tpot_ms(timer: ProfileStepTimer, c: int, isl: int, osl: int, overhead: bool) -> float:
@@ -47,37 +112,141 @@ def predict_tpot_ms(timer: ProfileStepTimer, c: int, isl: int, osl: int, overhea
     return (dec + c * (mixed - base) / osl) * 1e3
 
 
+def simulate_tpot_ms(profile_path: Path, tp: int, c: int, isl: int, osl: int, tpot_guess_ms: float, tmp: Path) -> float:
+    """Mean TPOT the simulator gives ``c`` closed-loop clients of fixed lengths (baseline, seed 1),
+    over about four request lifetimes after one lifetime of warm-up."""
+    from scenario_text import bench_scenario
+
+    from sim.contracts.profile import load_profile
+    from sim.contracts.scenario import load_scenario
+    from sim.results.simulation import simulate_once
+
+    life = max(osl * tpot_guess_ms / 1e3, 1.0)
+    text = bench_scenario(
+        "silicon-row", run={"duration_s": round(5 * life, 3), "warmup_s": round(life, 3), "seeds": [1]},
+        workload={"arrival": "concurrency", "concurrency": c, "think_time_s": 0.0},
+        segment={"name": "row", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": isl},
+                 "output_tokens": {"dist": "fixed", "value": osl}, "temperature": 0.0},
+        slo={"ttft_ms": 100000, "tpot_ms": 10000, "percentile": 95},
+        fleet={"profile": str(profile_path), "replicas": 1, "tensor_parallel_size": tp}, candidates=[])
+    sc_path = tmp / "row.toml"
+    sc_path.write_text(text)
+    sc = load_scenario(str(sc_path))
+    res = simulate_once(sc, load_profile(sc.profile_path), "baseline", 1)
+    return float(res.summary.row(0, named=True)["tpot_ms_mean"])
+
+
+def summary(label: str, errs: list[float]) -> str:
+    a = [abs(x) for x in errs]
+    return (f"{label}: median |error| {statistics.median(a):.1%}, mean error {statistics.mean(errs):+.1%}, "
+            f"within 15%: {sum(x <= 0.15 for x in a)}/{len(a)}")
+
+
+def compare(args: argparse.Namespace) -> int:
+    data = rows(args.model, args.system, args.backend, args.tp)
+    if not data:
+        raise SpecplanError(f"silicon_sample.csv has no aggregated rows for {args.model} on "
+                            f"{args.system}/{args.backend} tp {args.tp}")
+    quant = one_quant(data, args.dtype)
+    data = [r for r in data if r["gemm_quant_mode"] == quant]
+    prof = import_group(args.model, args.system, args.backend, args.tp, quant)
+    timer = ProfileStepTimer(Profile.from_dict(prof, "import"))
+    print(f"silicon: {args.model} on {args.system}, {args.backend} "
+          f"{', '.join(sorted({r['backend_version'] for r in data})) or '(version not recorded)'}, "
+          f"{QUANT_DTYPE.get(quant, quant)} (silicon_sample.csv, {len(data)} rows); prediction: database "
+          f"{args.backend} {prof['x-aiconfigurator']['backend_version']}, tp {args.tp}, {QUANT_DTYPE.get(quant, quant)}, fused steps")
+    print(f"{'isl':>5} {'osl':>4} {'conc':>4} {'silicon':>8} {'ours':>7} {'err':>7} {'ours+H':>7} {'err':>7}"
+          + (f" {'sim':>7} {'err':>7}" if args.simulate else ""))
+    errs: dict[str, list[float]] = {"kernels": [], "with": [], "sim": []}
+    resid: list[float] = []
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        prof_path = tmp / "profile.json"
+        prof_path.write_text(json.dumps(prof))
+        for r in sorted(data, key=lambda r: (int(r["isl"]), int(r["osl"]), int(r["batch_size"]))):
+            isl, osl, c, meas = int(r["isl"]), int(r["osl"]), int(r["batch_size"]), float(r["silicon_tpot_ms"])
+            p0, p1 = (predict_tpot_ms(timer, c, isl, osl, h) for h in (False, True))
+            errs["kernels"].append(p0 / meas - 1)
+            errs["with"].append(p1 / meas - 1)
+            resid.append(meas - p0)
+            line = f"{isl:>5} {osl:>4} {c:>4} {meas:>8.2f} {p0:>7.2f} {p0 / meas - 1:>+7.1%} {p1:>7.2f} {p1 / meas - 1:>+7.1%}"
+            if args.simulate:
+                s = simulate_tpot_ms(prof_path, args.tp, c, isl, osl, p1, tmp)
+                errs["sim"].append(s / meas - 1)
+                line += f" {s:>7.2f} {s / meas - 1:>+7.1%}"
+            print(line, flush=True)
+    print(summary("kernels alone", errs["kernels"]))
+    print(summary(f"with the assumed {timer.step_overhead_s * 1e3:g} ms/step", errs["with"]))
+    if args.simulate:
+        print(summary("the simulator (closed-loop clients, with the assumed overhead)", errs["sim"]))
+    print(f"residual, silicon - kernels: median {statistics.median(resid):+.2f} ms a token "
+          f"(interquartile {_q(resid, 0.25):+.2f} .. {_q(resid, 0.75):+.2f})")
+    return 0
+
+
+def _q(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(int(p * len(s)), len(s) - 1)]
+
+
+def survey(args: argparse.Namespace) -> int:
+    """One line per buildable group; then each engine's residual (median of the groups' medians)."""
+    keys = sorted({(r["model_path"], r["system"], r["backend"], int(r["tp_size"]), r["gemm_quant_mode"])
+                   for r in silicon_rows()
+                   if (args.backend_filter is None or r["backend"] == args.backend_filter)
+                   and (args.system_filter is None or r["system"] == args.system_filter)})
+    by_engine: dict[str, list[float]] = {}
+    pooled: dict[str, tuple[list[float], list[float]]] = {}
+    print(f"{'model':34} {'system':9} {'engine':7} {'tp':>2} {'dtype':5} {'rows':>4} {'kernels |err|':>13} "
+          f"{'+H |err|':>9} {'in 15%':>7} {'residual ms':>11}")
+    for model, system, backend, tp, quant in keys:
+        data = rows(model, system, backend, tp, quant)
+        try:
+            timer = ProfileStepTimer(Profile.from_dict(import_group(model, system, backend, tp, quant), "import"))
+        except SpecplanError as e:
+            print(f"{model:34} {system:9} {backend:7} {tp:>2} {QUANT_DTYPE.get(quant, quant):5} {len(data):>4} "
+                  f"left out: {str(e).splitlines()[0][:90]}")
+            continue
+        e0, e1, res = [], [], []
+        for r in data:
+            isl, osl, c, meas = int(r["isl"]), int(r["osl"]), int(r["batch_size"]), float(r["silicon_tpot_ms"])
+            p0, p1 = (predict_tpot_ms(timer, c, isl, osl, h) for h in (False, True))
+            e0.append(abs(p0 / meas - 1))
+            e1.append(abs(p1 / meas - 1))
+            res.append(meas - p0)
+        by_engine.setdefault(backend, []).append(statistics.median(res))
+        pooled.setdefault(backend, ([], []))[0].extend(e0)
+        pooled[backend][1].extend(e1)
+        print(f"{model:34} {system:9} {backend:7} {tp:>2} {QUANT_DTYPE.get(quant, quant):5} {len(data):>4} "
+              f"{statistics.median(e0):>13.1%} {statistics.median(e1):>9.1%} "
+              f"{sum(x <= 0.15 for x in e1):>3}/{len(e1):<3} {statistics.median(res):>+11.2f}", flush=True)
+    for backend, meds in sorted(by_engine.items()):
+        e0, e1 = pooled[backend]
+        print(f"{backend}: {len(meds)} groups, {len(e0)} rows: median |error| kernels alone {statistics.median(e0):.1%} "
+              f"({sum(x <= 0.15 for x in e0)} rows within 15%), with the assumed overhead {statistics.median(e1):.1%} "
+              f"({sum(x <= 0.15 for x in e1)}); residual (silicon - kernels), median of the groups' medians "
+              f"{statistics.median(meds):+.2f} ms a token, groups from {min(meds):+.2f} to {max(meds):+.2f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=MODEL)
     ap.add_argument("--system", default=SYSTEM)
     ap.add_argument("--backend", default=BACKEND)
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--dtype", choices=sorted(set(QUANT_DTYPE.values())), default=None,
+                    help="the rows' weight precision, where a group has several")
+    ap.add_argument("--simulate", action="store_true", help="also run the simulator on every row (slower)")
+    ap.add_argument("--survey", action="store_true", help="every group the importer can build, one line each")
+    ap.add_argument("--survey-backend", dest="backend_filter", default=None)
+    ap.add_argument("--survey-system", dest="system_filter", default=None)
     args = ap.parse_args()
-    data = rows(args.model, args.system, args.backend, args.tp)
-    if not data:
-        sys.exit(f"silicon_sample.csv has no aggregated rows for {args.model} on {args.system}/{args.backend} tp {args.tp}")
-    prof = build_profile(ImportRequest(args.system, args.backend, args.model, tp=args.tp,
-                                       command="bench/fidelity_gpu_silicon.py"))
-    version = prof["x-aiconfigurator"]["backend_version"]
-    timer = ProfileStepTimer(Profile.from_dict(prof, "import"))
-    print(f"silicon: {args.model} on {args.system}, {args.backend} "
-          f"{', '.join(sorted({r['backend_version'] for r in data}))} (silicon_sample.csv, "
-          f"{len(data)} rows); prediction: database {args.backend} {version}, tp {args.tp}, fused steps")
-    print(f"{'isl':>5} {'osl':>4} {'conc':>4} {'silicon':>8} {'ours':>7} {'err':>7} {'ours+H':>7} {'err':>7}")
-    errs: dict[bool, list[float]] = {False: [], True: []}
-    for r in sorted(data, key=lambda r: (int(r["isl"]), int(r["osl"]), int(r["batch_size"]))):
-        isl, osl, c, meas = int(r["isl"]), int(r["osl"]), int(r["batch_size"]), float(r["silicon_tpot_ms"])
-        p0, p1 = (predict_tpot_ms(timer, c, isl, osl, h) for h in (False, True))
-        e0, e1 = p0 / meas - 1, p1 / meas - 1
-        errs[False].append(e0)
-        errs[True].append(e1)
-        print(f"{isl:>5} {osl:>4} {c:>4} {meas:>8.2f} {p0:>7.2f} {e0:>+7.1%} {p1:>7.2f} {e1:>+7.1%}")
-    for h, e in errs.items():
-        a = [abs(x) for x in e]
-        print(f"{'with' if h else 'without'} the assumed 1 ms/step: median |error| {statistics.median(a):.1%}, "
-              f"mean error {statistics.mean(e):+.1%}, within 15%: {sum(x <= 0.15 for x in a)}/{len(a)}")
-    return 0
+    try:
+        return survey(args) if args.survey else compare(args)
+    except SpecplanError as e:
+        print(f"fidelity_gpu_silicon: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
