@@ -104,7 +104,8 @@ def _print_summary(p: dict[str, Any], out: str, wall_s: float) -> None:
     b64 = tf["axes"]["batch"].index(64) if 64 in tf["axes"]["batch"] else -1
     print(f"  decode step T(batch=1, context={ctx[c]}) = {t1 * 1e3:.2f} ms, T(batch={tf['axes']['batch'][b64]}) = "
           f"{tf['median'][b64][0][c] * 1e3:.2f} ms [imported], "
-          f"+ {p['timing']['step_overhead']['seconds'] * 1e3:.2f} ms per step [assumed]; steps fused")
+          f"+ {p['timing']['step_overhead']['seconds'] * 1e3:.2f} ms per step "
+          f"[{p['timing']['step_overhead']['provenance']['method']}]; steps fused")
     mem = p["memory"]
     print(f"  replica: {mem['provenance']['device']['count']} GPU(s), weights {mem['target_weight_bytes'] / 2**30:.1f} GiB, "
           f"KV {mem['target_kv_bytes_per_token']} B/token, {mem['kv_capacity'][0]['kv_tokens']} KV tokens at 0.9 [imported]")

@@ -20,7 +20,7 @@ from typing import Any
 from profiler.hf_config import parse_architecture
 from profiler.host_proposers import HOST_PROPOSERS, LOOKUP_S_PER_ROW
 from profiler.imported import aic_database as db
-from profiler.imported import aic_proposers
+from profiler.imported import aic_proposers, engine_overhead
 from profiler.imported.aic_grids import GridBuilder, target_forward_notes
 from profiler.imported.aic_step_terms import (
     cuda_graph_entry,
@@ -41,14 +41,7 @@ DENSE_TOKENS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768
                 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768]
 K_MAX = 8
 
-STEP_OVERHEAD_S = 1.0e-3
 DRAFT_PASS_OVERHEAD_S = 0.5e-3
-OVERHEAD_NOTE = (
-    "assumed default, not in the kernel database: host time per engine step (scheduling, input "
-    "preparation, sampling) the GPU kernels do not show; vLLM's blogs of 2024-09-05 (v0.6.0) and "
-    "2025-01-27 (V1) describe this cost for Llama-8B on H100 without a per-step figure "
-    "(docs/fidelity-gpu.md)"
-)
 DRAFT_OVERHEAD_NOTE = (
     "assumed default: {ms:.2f} ms of host time per draft pass (kernel launches, proposer "
     "bookkeeping between the k passes), k passes per speculative step; not in the kernel database."
@@ -81,7 +74,8 @@ class ImportRequest:
     assumed_acceptance: dict[str, tuple[float, ...]] = field(default_factory=dict)
     """Proposer name -> unconditional survival rate per position (method ``assumed``); set aside
     where the published library has a table for the proposer's kind on the target's family."""
-    step_overhead_s: float = STEP_OVERHEAD_S
+    step_overhead_s: float | None = None
+    """Host time per step beyond the kernels; None: the engine's (profiler/imported/engine_overhead.py)."""
     draft_pass_overhead_s: float = DRAFT_PASS_OVERHEAD_S
     ep: int = 1
     """Expert parallelism of a MoE model: experts split over ``ep`` GPUs, TP ``tp / ep`` within."""
@@ -160,8 +154,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
         "fused": tb.fused_grids(DENSE_TOKENS, BATCH, K_MAX + 1, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
-        "step_overhead": {"seconds": req.step_overhead_s, "provenance": _assumed(
-            OVERHEAD_NOTE if req.step_overhead_s == STEP_OVERHEAD_S else "chosen on the command line", req)},
+        "step_overhead": _step_overhead(req),
         "proposers": {p.name: p.timing for p in built},
     }
     target_id = _identity(db.ALIASES.get(req.target, req.target), tcfg)
@@ -297,6 +290,11 @@ def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], 
                             f"{f' moe_tp={layout.moe_tp} moe_ep={layout.moe_ep}' if layout.moe_ep > 1 else ''}, "
                             f"{_quant_note(req, quant, kv)} (collection_meta: {fams or 'none'})", tf_note, *notes]),
     }
+
+
+def _step_overhead(req: ImportRequest) -> dict[str, Any]:
+    h = engine_overhead.step_overhead(req.backend, req.step_overhead_s)
+    return {"seconds": h.seconds, "provenance": {**_assumed(h.note, req), "method": h.method}}
 
 
 def _assumed(note: str, req: ImportRequest) -> dict[str, Any]:
