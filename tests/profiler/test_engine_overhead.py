@@ -20,8 +20,6 @@ from profiler.imported import aic_database as db  # noqa: E402
 from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
 from profiler.imported.engine_overhead import BY_ENGINE  # noqa: E402
 from sim.contracts.errors import SpecplanError  # noqa: E402
-from sim.contracts.profile import Profile  # noqa: E402
-from sim.model.step_time import ProfileStepTimer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,17 +51,12 @@ def _silicon():
 def _group_residuals_ms(backend: str) -> list[float]:
     """Each Hopper group's median of silicon TPOT minus the kernels' (ms a token), as the survey does."""
     bench = _silicon()
-    keys = sorted({(r["model_path"], r["system"], r["backend"], int(r["tp_size"]), r["gemm_quant_mode"])
-                   for r in bench.silicon_rows() if r["backend"] == backend and r["system"] in ("h100_sxm", "h200_sxm")})
     out = []
-    for key in keys:
+    for key in bench.group_keys(backend, ("h100_sxm", "h200_sxm")):
         try:
-            timer = ProfileStepTimer(Profile.from_dict(bench.import_group(*key), "import"))
+            out.append(statistics.median(bench.fit_group(key)[2]))
         except SpecplanError:
             continue  # left out by the survey too, with its reason
-        out.append(statistics.median(
-            float(r["silicon_tpot_ms"]) - bench.predict_tpot_ms(timer, int(r["batch_size"]), int(r["isl"]), int(r["osl"]), False)
-            for r in bench.rows(*key)))
     return out
 
 
