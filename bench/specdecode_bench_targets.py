@@ -30,7 +30,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenario_text import bench_scenario  # noqa: E402
 
-DEFAULT_PROFILE = REPO / "profiles" / "llama-3.1-8b-h100-vllm.json"
+DEFAULT_PROFILE = REPO / "profiles" / "llama-3.1-8b-h100-vllm-0.10.1.json"
+"""The shipped 8B H100 profile imported for the engine the paper ran (``--step-overhead-of vllm-0.10.1``:
+its published per-step overhead, where a current vLLM's is about zero)."""
 CITATION = ("Liu, Yu, Park, Stoica, Cheung, \"Speculative Decoding: Performance or Illusion?\", "
             "arXiv 2601.11580 and specdecode-bench.github.io (2026-03-20), section End-to-End Performance")
 # (dataset, quantity, published value, accepted band, where the paper says it)
@@ -66,17 +68,6 @@ FIT = ("SpecDecode-Bench/simulator predictor.py, class Llama8BH100 (fitted on it
 PUB_TARGET_FIXED, PUB_TARGET_TOKEN, PUB_TARGET_KV = 5.88590713e-3, 2.10103129e-5, 3.92645679e-8
 PUB_DRAFT_FIXED, PUB_DRAFT_TOKEN, PUB_DRAFT_KV = 2.13526175e-3, 8.41429603e-7, 2.37768493e-9
 PUB_STEP = 1.20683946e-3
-
-
-def as_vllm_0101(profile: Path, out: Path) -> Path:
-    """The profile with the per-step overhead of the engine the paper ran: the shipped profiles
-    carry a current vLLM's (about zero: profiler/imported/engine_overhead.py); vLLM 0.10.1 paid
-    1.207 ms a step in the paper's own fit of its runs (published, not tuned here)."""
-    d = json.loads(profile.read_text())
-    d["timing"]["step_overhead"] = {"seconds": PUB_STEP, "provenance": {
-        "method": "published", "citation": CITATION, "notes": f"vLLM 0.10.1's per-step overhead: {FIT}"}}
-    out.write_text(json.dumps(d))
-    return out
 
 
 def published_draft_side(profile: Path, out: Path) -> Path:
@@ -230,17 +221,15 @@ def main() -> None:
     args = ap.parse_args()
     profile = Path(args.profile).resolve()
     print(f"source (published): {CITATION}; vLLM 0.10.1, 1x H100 80GB, Llama-3.1-8B-Instruct, EAGLE k=3")
-    print(f"profile (timing): {profile.name}, with vLLM 0.10.1's per-step overhead [published]; "
-          "its sections' provenance below")
+    print(f"profile (timing): {profile.name}; its sections' provenance below")
+    print_parts(profile)
+    if not args.traces:
+        print("no traces: give --traces DIR (your copy of SpecDecode-Bench/simulator data/llama3.1-8B) "
+              "or SPECDECODE_BENCH_DATA; the published targets cannot be predicted without them")
+        return
+    seeds = [int(s) for s in args.seeds.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        engine = as_vllm_0101(profile, Path(tmp) / "vllm-0.10.1.json")
-        print_parts(engine)
-        if not args.traces:
-            print("no traces: give --traces DIR (your copy of SpecDecode-Bench/simulator data/llama3.1-8B) "
-                  "or SPECDECODE_BENCH_DATA; the published targets cannot be predicted without them")
-            return
-        seeds = [int(s) for s in args.seeds.split(",")]
-        _predict(args, engine, seeds, Path(tmp), "default terms (shipped profile, vLLM 0.10.1's per-step overhead)")
+        _predict(args, profile, seeds, Path(tmp), f"default terms ({profile.name})")
         if args.published_draft_side:
             alt = published_draft_side(profile, Path(tmp) / "published-draft.json")
             print(f"\nsensitivity: drafting and per-step overhead [published] from {FIT}")

@@ -79,7 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--step-overhead-ms", type=float, metavar="MS",
                    help="host time added to every target pass (estimate: default 1 ms, assumed; import-aiconfigurator: "
                         "the engine's, estimated from NVIDIA's silicon measurements: 0 for the database's vLLM, "
-                        "SGLang and TensorRT-LLM; 1.207 plans for vLLM 0.10)")
+                        "SGLang and TensorRT-LLM)")
+    e.add_argument("--step-overhead-of", metavar="ENGINE", default=None,
+                   help="import-aiconfigurator: write an older engine's published per-step overhead instead "
+                        "(vllm-0.10.1: 1.207 ms, SpecDecode-Bench's fit)")
     e.add_argument("--draft-pass-overhead-ms", type=float, metavar="MS",
                    help="host time added to every draft pass (default 0.5 ms, assumed)")
     e.add_argument("--host-lookup-us", type=float, metavar="US",

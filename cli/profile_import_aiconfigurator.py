@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, command: str) -> int:
                         assumed_proposal_rate={k: v[0] for k, v in _rates(args.assume_proposal_rate,
                                                                           "--assume-proposal-rate").items()},
                         lookup_s_per_row=lookup_seconds(getattr(args, "host_lookup_us", None)),
-                        **_overheads(args))
+                        step_overhead_of=getattr(args, "step_overhead_of", None), **_overheads(args))
     t0 = time.perf_counter()
     profile = build_profile(req)
     if args.name:

@@ -76,6 +76,8 @@ class ImportRequest:
     where the published library has a table for the proposer's kind on the target's family."""
     step_overhead_s: float | None = None
     """Host time per step beyond the kernels; None: the engine's (profiler/imported/engine_overhead.py)."""
+    step_overhead_of: str | None = None
+    """An older engine whose published per-step overhead to write instead (``vllm-0.10.1``)."""
     draft_pass_overhead_s: float = DRAFT_PASS_OVERHEAD_S
     ep: int = 1
     """Expert parallelism of a MoE model: experts split over ``ep`` GPUs, TP ``tp / ep`` within."""
@@ -100,6 +102,7 @@ def _layout(req: ImportRequest) -> db.Layout:
     if gemm == "nvfp4" and not req.system.startswith(FP4_SYSTEMS):
         raise SpecplanError(f"--dtype {req.dtype}: {req.system} has no FP4 tensor cores (valid on {req.system}: "
                             "auto, bf16, fp8; fp4 needs a Blackwell system such as b200_sxm)")
+    engine_overhead.step_overhead(req.backend, req.step_overhead_s, req.step_overhead_of)  # a bad name: one line, before any work
     if req.ep < 1:
         raise SpecplanError(f"--ep {req.ep}: must be at least 1 (1: experts tensor-parallel)")
     for name, rate in req.assumed_proposal_rate.items():
@@ -293,8 +296,9 @@ def _provenance(req: ImportRequest, version: str, meta: dict, notes: list[str], 
 
 
 def _step_overhead(req: ImportRequest) -> dict[str, Any]:
-    h = engine_overhead.step_overhead(req.backend, req.step_overhead_s)
-    return {"seconds": h.seconds, "provenance": {**_assumed(h.note, req), "method": h.method}}
+    h = engine_overhead.step_overhead(req.backend, req.step_overhead_s, req.step_overhead_of)
+    cite = {"citation": h.citation} if h.citation else {}
+    return {"seconds": h.seconds, "provenance": {**_assumed(h.note, req), "method": h.method, **cite}}
 
 
 def _assumed(note: str, req: ImportRequest) -> dict[str, Any]:

@@ -41,6 +41,37 @@ def test_the_import_writes_the_engines_figure_and_a_chosen_one_as_assumed() -> N
     assert chosen["provenance"]["method"] == "assumed" and "command line" in chosen["provenance"]["notes"]
 
 
+def test_an_older_engines_published_overhead_is_written_with_its_citation_and_a_bad_name_refused() -> None:
+    base = dict(system="h100_sxm", backend="vllm", target="meta-llama/Llama-3.1-8B", command="test")
+    old = build_profile(ImportRequest(**base, step_overhead_of="vllm-0.10.1"))["timing"]["step_overhead"]
+    assert old["seconds"] == pytest.approx(1.20683946e-3) and old["provenance"]["method"] == "published"
+    assert "2601.11580" in old["provenance"]["citation"]
+    for bad, why in ((dict(step_overhead_of="vllm-0.9"), "valid: vllm-0.10.1"),
+                     (dict(step_overhead_of="vllm-0.10.1", step_overhead_s=1e-3), "give one of them"),
+                     (dict(step_overhead_of="vllm-0.10.1", backend="sglang"), "another engine")):
+        with pytest.raises(SpecplanError, match=why):
+            build_profile(ImportRequest(**{**base, **bad}))
+
+
+def test_the_shipped_vllm_0101_profile_is_the_current_import_with_only_the_overhead_changed() -> None:
+    """`profiles/llama-3.1-8b-h100-vllm-0.10.1.json` (SpecDecode-Bench's engine) differs from the
+    shipped current-vLLM profile in its per-step overhead alone."""
+    import json
+
+    now = json.loads((REPO / "profiles" / "llama-3.1-8b-h100-vllm.json").read_text())["timing"]
+    old = json.loads((REPO / "profiles" / "llama-3.1-8b-h100-vllm-0.10.1.json").read_text())["timing"]
+    assert old["step_overhead"]["provenance"]["method"] == "published"
+    for key in ("target_forward", "target_prefill", "fused", "proposers", "host_rows", "sampler", "cuda_graphs"):
+        assert _undated(old[key]) == _undated(now[key]), key
+
+
+def _undated(v):
+    """A JSON value without its import dates and commands (which differ by the flag alone)."""
+    if isinstance(v, dict):
+        return {k: _undated(x) for k, x in v.items() if k not in ("date", "command")}
+    return [_undated(x) for x in v] if isinstance(v, list) else v
+
+
 def _silicon():
     spec = importlib.util.spec_from_file_location("silicon_check", REPO / "bench" / "fidelity_gpu_silicon.py")
     mod = importlib.util.module_from_spec(spec)
