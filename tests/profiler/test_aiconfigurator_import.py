@@ -32,7 +32,7 @@ def test_import_builds_a_profile_the_simulator_loads_and_names_its_source(tiny_p
     p = Profile.from_dict(json.loads(json.dumps(tiny_profile)), "tiny")
     assert p.timing.step_composition == "fused" and p.timing.fused is not None
     assert p.timing.provenance.method == "imported" and p.memory.provenance.method == "imported"
-    assert p.timing.step_overhead is not None and p.timing.step_overhead.provenance.method == "assumed"
+    assert p.timing.step_overhead is not None and p.timing.step_overhead.provenance.method == "estimated"
     assert p.timing.proposers["eagle3"].overhead_provenance.method == "assumed"
     assert p.timing.proposers["eagle3"].prefill is not None
     line = p.sources()[0]
