@@ -100,13 +100,7 @@ class CudaGraphs:
 
     capture_sizes: tuple[int, ...]
     provenance: Provenance
-
-    def pad(self, tokens: int) -> int:
-        """The token count the graphed ops run at (unchanged above the largest size)."""
-        for size in self.capture_sizes:
-            if size >= tokens:
-                return size
-        return tokens
+    """The rule that pads a step to them is ``sim.model.kernels.price_kernels.graph_tokens``."""
 
 
 def parse_step_terms(parser: Any, v: dict, path: str) -> tuple[Sampler | None, CudaGraphs | None]:

@@ -39,7 +39,7 @@ def decode_step_terms(timer: ProfileStepTimer, b: int, k: int, context: float,
         assert timer._dense and timer._logits and timer._dattn
         real = timer._dense(rows)
         out.append(StepTerm(f"dense ops over {rows} tokens", real, grid_src))
-        padded = graph_tokens(timer._graphs, rows)
+        padded = graph_tokens(timer._graphs, rows, k + 1)
         if padded != rows:
             pad_src = _method(t.cuda_graphs.provenance if t.cuda_graphs else None)
             out.append(StepTerm(f"CUDA-graph padding to {padded:g} tokens", timer._dense(padded) - real, pad_src))

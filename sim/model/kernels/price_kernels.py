@@ -117,18 +117,31 @@ def verify_tokens_per_row(rows, drafting, k, padded):
 
 
 @njit
-def graph_tokens(tm, tokens):
+def graph_tokens(tm, tokens, q=1):
     """Token count the graphed ops (every op but attention) of a fused step over ``tokens``
     scheduled tokens run at: the next captured CUDA-graph size, as vLLM's
     ``pad_for_cudagraph(num_scheduled_tokens)`` pads them; unchanged above the largest size or
-    without captured sizes. The Python timer calls this too."""
+    without captured sizes. A speculative step (``q = k + 1`` tokens per decode row) runs on
+    sizes rounded up to multiples of ``q``, those past the largest captured size dropped, as
+    vLLM's ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` captures them for its
+    FULL decode graphs (the default mode). The Python timer calls this too."""
     n = int(tm[T_NCAP])
-    if n == 0 or tokens > tm[T_CAP0 + n - 1]:
+    if n == 0:
         return tokens
-    i = 0
-    while tm[T_CAP0 + i] < tokens:
-        i += 1
-    return tm[T_CAP0 + i]
+    top = tm[T_CAP0 + n - 1]
+    kept = 0
+    for i in range(n):
+        size = tm[T_CAP0 + i]
+        if q > 1:
+            size = np.ceil(size / q) * q
+            if size > top:
+                break
+        kept += 1
+        if size >= tokens:
+            return size
+    if q > 1 and kept == 0 and q <= top and tokens <= q:
+        return float(q)  # vLLM keeps [q] when every rounded size passed the largest
+    return tokens
 
 
 def timer_constants(kind: float, padded: bool, scale: float, pscale: float, overhead_s: float,
@@ -196,7 +209,7 @@ def price(ta, shape):
     if kind == KIND_FUSED:
         rows = b * verify_tokens_per_row(b, nd, k, padded) if b > 0 else 0.0
         scored = rows + (1 if n else 0)
-        total = (interp(slot[DENSE], gm, ax, val, cnt, graph_tokens(tm, rows + n), 0.0, 0.0)
+        total = (interp(slot[DENSE], gm, ax, val, cnt, graph_tokens(tm, rows + n, k + 1), 0.0, 0.0)
                  + interp(slot[LOGITS], gm, ax, val, cnt, scored, 0.0, 0.0) + tm[T_SAMPLE_S] * scored)
         if b > 0:
             total += interp(slot[DATTN], gm, ax, val, cnt, b, rows / b, c)

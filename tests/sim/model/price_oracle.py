@@ -51,7 +51,7 @@ class OraclePricer:
         t = self.t
         rows = b * verify_tokens_per_row(b, nd, k, t.padded) if b > 0 else 0
         scored = rows + (1 if n else 0)
-        total = t._dense(graph_tokens(t._graphs, rows + n)) + t._logits(scored) + t.sample_s * scored
+        total = t._dense(graph_tokens(t._graphs, rows + n, k + 1)) + t._logits(scored) + t.sample_s * scored
         if b > 0:
             total += t._dattn(b, rows / b, c)
         if n > 0:

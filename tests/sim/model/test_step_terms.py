@@ -60,7 +60,37 @@ def decode(t: ProfileStepTimer, b: int, k: int, c: float = 1000.0) -> float:
 def test_graphed_ops_run_at_the_next_captured_size(tokens: int, padded: int) -> None:
     tm = pk.timer_constants(pk.KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=tuple(SIZES))
     assert pk.graph_tokens(tm, float(tokens)) == padded
-    assert Profile.from_dict(terms_dict(), "x").timing.cuda_graphs.pad(tokens) == padded
+
+
+def _vllm_pad(sizes: list[int], q: int, tokens: int) -> int:
+    """vLLM as written: ``adjust_cudagraph_sizes_for_spec_decode`` rounds each capture size up to a
+    multiple of q = k + 1 and drops those past the largest (keeping [q] if none is left and q fits),
+    then ``pad_for_cudagraph`` takes the next size; above the largest a step is not padded."""
+    kept = sizes
+    if q > 1:
+        kept = sorted({-(-s // q) * q for s in sizes if -(-s // q) * q <= max(sizes)})
+        if not kept and q <= max(sizes):
+            kept = [q]
+    return next((s for s in kept if s >= tokens), tokens)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 600), min_size=1, max_size=40, unique=True), st.integers(1, 9), st.integers(1, 700))
+def test_a_speculative_step_pads_to_capture_sizes_rounded_to_multiples_of_k_plus_1(sizes, q, tokens) -> None:
+    """Over any capture list, k + 1 and token count: the priced padding is vLLM's; a padded
+    speculative step runs at a multiple of k + 1 and never below its tokens."""
+    sizes = sorted(sizes)
+    tm = pk.timer_constants(pk.KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=tuple(sizes))
+    got = pk.graph_tokens(tm, float(tokens), q)
+    assert got == _vllm_pad(sizes, q, tokens)
+    assert got >= tokens and (got == tokens or got % q == 0)
+
+
+def test_k_2_at_batch_1_runs_on_a_3_token_graph_where_the_plain_list_has_4() -> None:
+    """vLLM's default list (1, 2, 4, 8, …): a k = 2 step of one row runs at 3 tokens, two rows at 6."""
+    tm = pk.timer_constants(pk.KIND_FUSED, False, 1.0, 1.0, 0.0, capture_sizes=tuple(SIZES))
+    assert [pk.graph_tokens(tm, float(t), 3) for t in (3, 6, 7, 12)] == [3, 6, 9, 18]
+    assert [pk.graph_tokens(tm, float(t)) for t in (3, 6, 7, 12)] == [4, 8, 8, 16]
 
 
 def test_padding_prices_the_dense_part_at_the_captured_size() -> None:
