@@ -71,7 +71,9 @@ def cuda_graph_entry(backend: str, version: str, provenance: Callable[[str], dic
     prov = provenance(
         f"modelled from vLLM's code: {rule}; a step of t scheduled tokens (prompt chunks plus decode rows "
         "× (k+1)), t ≤ the largest size, runs its graphed ops at the next captured size "
-        "(gpu_model_runner.py: pad_for_cudagraph(num_scheduled_tokens)); attention runs on the real tokens "
+        "(gpu_model_runner.py: pad_for_cudagraph(num_scheduled_tokens)), the sizes of a speculative step first "
+        "rounded up to multiples of k+1 as vLLM captures its FULL decode graphs "
+        "(compilation.py: adjust_cudagraph_sizes_for_spec_decode); attention runs on the real tokens "
         "(piecewise graphs leave it out) and the LM head on the scored rows only (logits_indices)")
     prov["method"] = "estimated"
     return {"capture_sizes": sizes, "provenance": prov}
