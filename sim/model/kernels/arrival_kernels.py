@@ -129,15 +129,21 @@ def advance_alone(rp, rq, lg, pol, ta, av, now, horizon):
     arrival is left before ``horizon``."""
     n = av.arr_s.shape[0]
     m = rp.meta
+    woken = True
     while True:
         if not submit_until(rp, rq, av, now, False) or not expire_due(rp, rq, av, now):
             return rk.NEED_LOGS, now, 0.0
-        why, dt = rk.step_until(rp, rq, lg, pol, ta, now, horizon)
+        if not woken and m[ks.M_NRUN] == 0 and m[ks.M_NWAIT] == 0:
+            why, dt = rk.IDLE, 0.0  # every arrival was refused: SimPy wakes a replica only for one it queues
+        else:
+            why, dt = rk.step_until(rp, rq, lg, pol, ta, now, horizon)
+        woken = True
         if why == rk.IDLE:
             if av.arrived[0] < n and m[ks.M_NRUN] == 0 and m[ks.M_NWAIT] == 0:
                 t = next_clock(av, av.arrived[0])
                 if t < horizon:  # idle until the next arrival wakes the replica
                     now = t
+                    woken = False
                     continue
             return rk.IDLE, now, 0.0
         if why >= 0:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from sim.contracts.fleet_config import RestartConfig
 from sim.model import timer_packing
 from sim.model.drivers.engine import Fleet, FleetSpec
-from sim.model.speculation import OFF
-from sim.model.step_plan import Request, SchedulerConfig
+from sim.model.speculation import OFF, SpeculationPolicy
+from sim.model.step_plan import EngineLimits, Request, SchedulerConfig
 from sim.model.step_time import ProfileStepTimer
 from sim.results.records import itl_frame, requests_frame, steps_frame
 from tests.sim.model.test_properties import _PROFILE, _copy, fleets
@@ -116,3 +116,18 @@ def test_after_a_restart_a_lone_replica_ends_when_the_step_it_dropped_would_have
     if not later:
         assert python.end_s == start + dt
     _same(_records(compiled), _records(python))
+
+
+def test_an_arrival_refused_while_the_replica_idles_does_not_wake_its_planner() -> None:
+    """A lone replica idles; a prompt longer than the token budget (no chunked prefill) arrives
+    and is refused. SimPy wakes a replica only for a request it queues, so the KV-pressure policy
+    is not consulted then; the kernel used to plan at that arrival and switch speculation back
+    on 0.13 s early (found by the property above in a fresh clone's `make test`)."""
+    limits = EngineLimits(max_num_seqs=1, max_num_batched_tokens=4, block_size=1, chunked_prefill=False)
+    spec = FleetSpec(scheduler=SchedulerConfig(limits=limits, kv_blocks=7),
+                     policy=SpeculationPolicy(name="kv_fallback", k=1, window_s=0.1, kv_off_above=0.5, kv_on_below=0.2),
+                     proposer="ngram", replicas=1, routing="round_robin", drain=True)
+    lengths = [(0.0, 1, 1)] * 8 + [(0.125, 2, 2), (0.25, 5, 1)] + [(0.375, 1, 4 if i == 2 else 1) for i in range(13)]
+    reqs = [Request(i, i, t, p, o, "s", None, [-0.0, -0.0, -0.0]) for i, (t, p, o) in enumerate(lengths)]
+    _, compiled = _run(spec, reqs, python=False)
+    _same(_records(compiled), _records(_run(spec, reqs, python=True)[1]))
