@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 from sim.contracts.synthetic import synthetic_profile_dict
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def bench_module(name: str) -> Any:
+    """A ``bench/`` script loaded as a module (they are scripts, not a package), so a test can call
+    the very functions the documented command runs."""
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 BASELINE: dict[str, Any] = {"name": "baseline", "speculation": "off"}
 NGRAM_K2: dict[str, Any] = {"name": "ngram-k2", "proposer": "ngram", "k": 2}

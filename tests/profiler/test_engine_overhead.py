@@ -8,7 +8,6 @@ test recomputes that evidence so a change of database or kernels that moves it f
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from profiler.imported import aic_database as db  # noqa: E402
 from profiler.imported.aiconfigurator_import import ImportRequest, build_profile  # noqa: E402
 from profiler.imported.engine_overhead import BY_ENGINE  # noqa: E402
 from sim.contracts.errors import SpecplanError  # noqa: E402
+from tests.helpers import bench_module  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,16 +72,9 @@ def _undated(v):
     return [_undated(x) for x in v] if isinstance(v, list) else v
 
 
-def _silicon():
-    spec = importlib.util.spec_from_file_location("silicon_check", REPO / "bench" / "fidelity_gpu_silicon.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _group_residuals_ms(backend: str) -> list[float]:
     """Each Hopper group's median of silicon TPOT minus the kernels' (ms a token), as the survey does."""
-    bench = _silicon()
+    bench = bench_module("fidelity_gpu_silicon")
     out = []
     for key in bench.group_keys(backend, ("h100_sxm", "h200_sxm")):
         try:

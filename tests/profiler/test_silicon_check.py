@@ -8,7 +8,6 @@ bytes, not the model. Each group must be priced at its rows' own precision.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,18 +18,9 @@ pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core (the gpu-
 from sim.contracts.errors import SpecplanError  # noqa: E402
 from sim.contracts.profile import Profile  # noqa: E402
 from sim.model.step_time import ProfileStepTimer  # noqa: E402
+from tests.helpers import bench_module  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("silicon_check", REPO / "bench" / "fidelity_gpu_silicon.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-BENCH = _bench()
+BENCH = bench_module("fidelity_gpu_silicon")
 GROUPS = sorted({(r["model_path"], r["system"], r["backend"], int(r["tp_size"])) for r in BENCH.silicon_rows()})
 
 

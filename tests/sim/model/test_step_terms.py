@@ -22,6 +22,7 @@ from sim.contracts.profile import Profile, load_profile
 from sim.model.kernels import price_kernels as pk
 from sim.model.step_terms import decode_step_terms
 from sim.model.step_time import ProfileStepTimer
+from tests.helpers import bench_module
 from tests.sim.model.test_fused_step import MS, fused_dict
 
 REPO = Path(__file__).resolve().parents[3]
@@ -250,12 +251,7 @@ def test_bench_prints_each_terms_source() -> None:
 
 
 def _bench():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sdb_targets", REPO / "bench" / "specdecode_bench_targets.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("specdecode_bench_targets")
 
 
 @settings(max_examples=60, deadline=None)
