@@ -123,14 +123,19 @@ def group_keys(backend: str | None = None, systems: tuple[str, ...] | None = Non
                    and (systems is None or r["system"] in systems)})
 
 
+def price_row(timer: ProfileStepTimer, r: dict[str, str]) -> tuple[int, int, int, float, float, float]:
+    """``(isl, osl, concurrency, silicon TPOT, kernels' TPOT, kernels' + the former 1 ms a step)``, ms."""
+    isl, osl, c, meas = int(r["isl"]), int(r["osl"]), int(r["batch_size"]), float(r["silicon_tpot_ms"])
+    return isl, osl, c, meas, predict_tpot_ms(timer, c, isl, osl), predict_tpot_ms(timer, c, isl, osl, ASSUMED.seconds)
+
+
 def fit_group(key: tuple[str, str, str, int, str]) -> tuple[list[float], list[float], list[float]]:
     """Per row of the group: the kernels' relative error, the error with the formerly assumed 1 ms
     per step, and the residual silicon − kernels (ms a token). SpecplanError when not buildable."""
     timer = ProfileStepTimer(Profile.from_dict(import_group(*key), "import"))
     e0, e1, res = [], [], []
     for r in rows(*key):
-        isl, osl, c, meas = int(r["isl"]), int(r["osl"]), int(r["batch_size"]), float(r["silicon_tpot_ms"])
-        p0, p1 = predict_tpot_ms(timer, c, isl, osl), predict_tpot_ms(timer, c, isl, osl, ASSUMED.seconds)
+        *_, meas, p0, p1 = price_row(timer, r)
         e0.append(p0 / meas - 1)
         e1.append(p1 / meas - 1)
         res.append(meas - p0)
@@ -189,8 +194,7 @@ def compare(args: argparse.Namespace) -> int:
         prof_path = tmp / "profile.json"
         prof_path.write_text(json.dumps(prof))
         for r in sorted(data, key=lambda r: (int(r["isl"]), int(r["osl"]), int(r["batch_size"]))):
-            isl, osl, c, meas = int(r["isl"]), int(r["osl"]), int(r["batch_size"]), float(r["silicon_tpot_ms"])
-            p0, p1 = predict_tpot_ms(timer, c, isl, osl), predict_tpot_ms(timer, c, isl, osl, ASSUMED.seconds)
+            isl, osl, c, meas, p0, p1 = price_row(timer, r)
             errs["kernels"].append(p0 / meas - 1)
             errs["with"].append(p1 / meas - 1)
             resid.append(meas - p0)

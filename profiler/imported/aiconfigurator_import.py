@@ -102,7 +102,6 @@ def _layout(req: ImportRequest) -> db.Layout:
     if gemm == "nvfp4" and not req.system.startswith(FP4_SYSTEMS):
         raise SpecplanError(f"--dtype {req.dtype}: {req.system} has no FP4 tensor cores (valid on {req.system}: "
                             "auto, bf16, fp8; fp4 needs a Blackwell system such as b200_sxm)")
-    engine_overhead.step_overhead(req.backend, req.step_overhead_s, req.step_overhead_of)  # a bad name: one line, before any work
     if req.ep < 1:
         raise SpecplanError(f"--ep {req.ep}: must be at least 1 (1: experts tensor-parallel)")
     for name, rate in req.assumed_proposal_rate.items():
@@ -125,6 +124,7 @@ def _kv_choice(req: ImportRequest, cfg: dict[str, Any]) -> KvChoice:
 def build_profile(req: ImportRequest) -> dict[str, Any]:
     """The profile JSON object (docs/profile-format.md) for ``req``; one-line errors on bad input."""
     layout = _layout(req)
+    step_overhead = _step_overhead(req)  # a bad --step-overhead-of: one line, before any work
     db.require_package()
     t0 = time.perf_counter()
     version = db.resolve_version(req.system, req.backend, req.backend_version)
@@ -157,7 +157,7 @@ def build_profile(req: ImportRequest) -> dict[str, Any]:
         "target_forward": tb.forward_grid(BATCH, K_MAX + 1, CONTEXT),
         "target_prefill": tb.prefill_grid(PREFILL_TOKENS, PREFILL_CONTEXT),
         "fused": tb.fused_grids(DENSE_TOKENS, BATCH, K_MAX + 1, CONTEXT, PREFILL_TOKENS, PREFILL_CONTEXT),
-        "step_overhead": _step_overhead(req),
+        "step_overhead": step_overhead,
         "proposers": {p.name: p.timing for p in built},
     }
     target_id = _identity(db.ALIASES.get(req.target, req.target), tcfg)
