@@ -131,3 +131,21 @@ def test_an_arrival_refused_while_the_replica_idles_does_not_wake_its_planner() 
     reqs = [Request(i, i, t, p, o, "s", None, [-0.0, -0.0, -0.0]) for i, (t, p, o) in enumerate(lengths)]
     _, compiled = _run(spec, reqs, python=False)
     _same(_records(compiled), _records(_run(spec, reqs, python=True)[1]))
+
+
+def test_a_lone_replica_plans_once_at_the_run_start_with_nothing_to_run() -> None:
+    """The other half of that rule: SimPy starts every replica's process at 0, and it plans then,
+    idle or not, so the run's start is the KV-pressure policy's first plan and its window counts
+    from 0. Here the step at 0.0212 s is the first after one window (0.02 s) from the start: it
+    sees the 12 of 16 blocks the step before left (above 0.7) and runs at k = 0. A kernel that
+    skipped the plan at 0 would count the window from the first arrival (0.003 s) and keep k = 1
+    (found by reversing the refused-arrival check above)."""
+    limits = EngineLimits(max_num_seqs=3, max_num_batched_tokens=64, block_size=1, chunked_prefill=True)
+    spec = FleetSpec(scheduler=SchedulerConfig(limits=limits, kv_blocks=16),
+                     policy=SpeculationPolicy(name="kv_fallback", k=1, window_s=0.02, kv_off_above=0.7, kv_on_below=0.2),
+                     proposer="ngram", replicas=1, routing="round_robin", drain=True)
+    reqs = [Request(i, i, 0.003, p, o, "s", None, [-0.9, -0.5, -0.2]) for i, (p, o) in enumerate([(3, 4), (5, 2)])]
+    _, compiled = _run(spec, reqs, python=False)
+    python = _run(spec, reqs, python=True)[1]
+    assert steps_frame(python, "c", 0)["k"].to_list() == [0, 1, 0]
+    _same(_records(compiled), _records(python))
