@@ -75,7 +75,6 @@ from sim.model.kernels.fleet_clock import (
 )
 from sim.model.kernels.kernel_cache import njit
 from sim.model.kernels.kernel_state import replica_at
-from sim.model.kernels.policy_kernels import observe
 from sim.model.kernels.queue_kernels import admit, enqueue, go_down
 
 # what ``run_fleet`` stopped for (besides run_kernel's NEED_LOGS and NEED_UNIFORMS)
@@ -235,9 +234,8 @@ def _process(st, rq, lg, pol, ta, av, fc, cl):
     t = f[F_ACT_T]
     clients = cl.g[ck.CG_N] > 0
     if g[G_FINISHING]:
-        if rk.finish(rp, rq, lg, fc.start[r], fc.dt[r], t) < 0:
+        if rk.finish_observed(rp, rq, lg, pol[r], fc.start[r], fc.dt[r], t) < 0:
             return rk.NEED_UNIFORMS
-        observe(pol[r], t, fc.dt[r], rp.meta[ks.M_ND])
         g[G_FINISHING] = 0
         cl.g[ck.CG_POLL] = clients
     while True:
@@ -291,9 +289,8 @@ def _alone(st, rq, lg, pol, ta, av, fc):
     t, stop = f[F_ACT_T], f[F_STOP_T]
     if fc.kind[0] == ACTIVE:
         if g[G_FINISHING]:
-            if rk.finish(rp, rq, lg, fc.start[0], fc.dt[0], t) < 0:
+            if rk.finish_observed(rp, rq, lg, pol[0], fc.start[0], fc.dt[0], t) < 0:
                 return rk.NEED_UNIFORMS
-            observe(pol[0], t, fc.dt[0], rp.meta[ks.M_ND])
         g[G_FINISHING] = 0
         why, t, dt = advance_alone(rp, rq, lg, pol[0], ta, av, t, stop)
         f[F_ACT_T] = t

@@ -37,6 +37,17 @@ def finish(rp, rq, lg, start, duration, end):
 
 
 @njit
+def finish_observed(rp, rq, lg, pol, start, duration, end):
+    """``finish``, then the step fed to the replica's policy (``policy_kernels.observe``: an
+    adaptive one's window) when it was applied: the compiled loops' one way to end a step (the
+    SimPy driver calls ``finish`` and feeds ``PolicyState`` in Python)."""
+    total = finish(rp, rq, lg, start, duration, end)
+    if total >= 0:
+        observe(pol, end, duration, rp.meta[ks.M_ND])
+    return total
+
+
+@njit
 def plan_and_price(rp, rq, lg, pol, ta, now):
     """Plan ``rp``'s step at ``now`` with its policy's ``k`` and price it: ``price_planned``."""
     return price_planned(rp, rq, lg, ta, now, policy_k(pol, rp, rq, now))
@@ -75,7 +86,6 @@ def step_until(rp, rq, lg, pol, ta, now, horizon):
     dt = pk.price_plan(ta, p)
     if not now + dt < horizon:
         return PENDING, dt
-    if finish(rp, rq, lg, now, dt, now + dt) < 0:
+    if finish_observed(rp, rq, lg, pol, now, dt, now + dt) < 0:
         return NEED_UNIFORMS, dt
-    observe(pol, now + dt, dt, rp.meta[ks.M_ND])
     return -1, dt
