@@ -204,6 +204,7 @@ def price(ta, shape):
     sp = tm[T_PSCALE]
     c = c_max if padded else c_mean
     nd = b if drafting < 0 or k == 0 else drafting
+    verifies = b > 0 and k > 0 and nd > 0  # drafts priced, and the host's verifying-step work
     pairs = slot[JOIN] >= 0 and slot[LEAVE] >= 0
     dpf = slot[DPF_STEP] if k > 0 else slot[DPF_ATTACHED]
     if kind == KIND_FUSED:
@@ -216,7 +217,7 @@ def price(ta, shape):
         if n > 0:
             total += interp(slot[PATTN], gm, ax, val, cnt, n, c0, 0.0)
         total *= sd if b > 0 else sp
-        if b > 0 and k > 0 and nd > 0:
+        if verifies:
             total += (interp(slot[DRAFT], gm, ax, val, cnt, nd, k, c)
                       + interp(slot[OVERHEAD], gm, ax, val, cnt, nd, k, 0.0)) * sd
         if padded and b > 0 and (joined or left):
@@ -227,12 +228,12 @@ def price(ta, shape):
                 total += (jv + left * interp(slot[LEAVE], gm, ax, val, cnt, b, c, 0.0)) * sd
         if n > 0:
             total += (interp(dpf, gm, ax, val, cnt, n, c0, 0.0) if dpf >= 0 else 0.0) * sp
-        return total + tm[T_OVERHEAD_S] + host_seconds(tm, b, n, b > 0 and k > 0 and nd > 0)
+        return total + tm[T_OVERHEAD_S] + host_seconds(tm, b, n, verifies)
     total = 0.0
     if b > 0:
         s = verify_tokens_per_row(b, nd, k, padded)
         total = interp(slot[FWD], gm, ax, val, cnt, b, s, c) + tm[T_SAMPLE_S] * b * s
-        if k > 0 and nd > 0:
+        if verifies:
             total += (interp(slot[DRAFT], gm, ax, val, cnt, nd, k, c)
                       + interp(slot[OVERHEAD], gm, ax, val, cnt, nd, k, 0.0))
         if padded and (joined or left):
@@ -246,7 +247,7 @@ def price(ta, shape):
     if n > 0:
         total += (interp(slot[PREFILL], gm, ax, val, cnt, n, c0, 0.0) + tm[T_SAMPLE_S]) * sp
         total += (interp(dpf, gm, ax, val, cnt, n, c0, 0.0) if dpf >= 0 else 0.0) * sp
-    return total + tm[T_OVERHEAD_S] + host_seconds(tm, b, n, b > 0 and k > 0 and nd > 0)
+    return total + tm[T_OVERHEAD_S] + host_seconds(tm, b, n, verifies)
 
 
 class PackedTimer:
