@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidate", metavar="NAME", help="the candidate that served the runs (default: the "
                         "scenario's first speculative candidate, else the baseline)")
     parser.add_argument("--fit", metavar="T,T", help="terms to fit: acceptance_scale, step_overhead_ms, "
-                        "request_overhead_ms, spec_host_us_per_row (default: all but the last with a measured "
+                        "request_overhead_ms, spec_host_us_per_row, draft_host_scale (default: the first three with a measured "
                         "acceptance; acceptance_scale,request_overhead_ms without one, since acceptance and the "
                         "per-step cost both move TPOT; step_overhead_ms,request_overhead_ms without speculation)")
     parser.add_argument("--holdout", choices=("last", "lightest", "loo"),

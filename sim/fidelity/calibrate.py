@@ -108,7 +108,7 @@ class CalibrationRequest:
             raise SpecplanError(f"--rounds 0..10, --evals-per-line 3..50 and --iterations 0..100; got {self.rounds}, "
                                 f"{self.evals_per_line} and {self.iterations}")
         cand = self.scenario.candidate(self.candidate)
-        spec_terms = [t for t in self.fit if t in ("acceptance_scale", "spec_host_us_per_row")]
+        spec_terms = [t for t in self.fit if t in ("acceptance_scale", "spec_host_us_per_row", "draft_host_scale")]
         if spec_terms and not cand.speculates:
             raise SpecplanError(f"--fit: {', '.join(spec_terms)} need a speculative candidate; "
                                 f"{self.candidate!r} does not speculate")

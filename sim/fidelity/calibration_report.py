@@ -60,7 +60,7 @@ def confounding_lines(cal: Calibration) -> list[str]:
     both move TPOT (more accepted tokens per step or cheaper steps), and a few loads' latencies
     cannot tell them apart (a round trip on simulated truth found 0.51 × and 0.2 ms where the
     truth was 0.7 × and 1.5 ms, fitted loads within 3 %; docs/fidelity.md)."""
-    step_terms = [t for t in ("step_overhead_ms", "spec_host_us_per_row") if t in cal.fitted]
+    step_terms = [t for t in ("step_overhead_ms", "spec_host_us_per_row", "draft_host_scale") if t in cal.fitted]
     if cal.acceptance is not None or "acceptance_scale" not in cal.fitted or not step_terms:
         return []
     return [f"warning: acceptance_scale and {' and '.join(step_terms)} both move TPOT; without a measured "

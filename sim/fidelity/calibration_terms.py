@@ -15,6 +15,10 @@ from your own runs").
 - ``spec_host_us_per_row``: host time per decoding row per speculative step (spec-decode input
   preparation and bookkeeping), added to the proposer's overhead grid H(b, k) as ``h·b``
   (exact at every grid point and under the grid's linear interpolation in ``b``).
+- ``draft_host_scale`` s: the proposer's overhead grid H(b, k) × s, before the per-row cost is
+  added. An import's H is *assumed* (0.5 ms of host time per draft pass, docs/profile-format.md),
+  and it decides whether speculation pays wherever verification is cheap (docs/fidelity-gpu.md
+  §5, §6): this is the term that replaces the assumption with the deployment's own time.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ TERM_SPECS: dict[str, TermSpec] = {
     "request_overhead_ms": TermSpec("request_overhead_ms", "ms", 0.0, 2000.0, "fleet.request_overhead.fixed_ms"),
     "spec_host_us_per_row": TermSpec("spec_host_us_per_row", "µs", 0.0, 200.0,
                                      "proposer overhead H(b, k) + h·b while speculating"),
+    "draft_host_scale": TermSpec("draft_host_scale", "×", 0.0, 8.0,
+                                 "proposer overhead H(b, k) × s (an import's assumed host time per draft pass)"),
 }
 TERMS: tuple[str, ...] = tuple(TERM_SPECS)
 
@@ -58,6 +64,7 @@ class Terms:
     step_overhead_ms: float = 0.0
     request_overhead_ms: float = 0.0
     spec_host_us_per_row: float = 0.0
+    draft_host_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -121,20 +128,24 @@ def scale_acceptance_entry(entry: dict[str, Any], s: float, note: str) -> dict[s
     return out
 
 
-def add_host_cost(proposer_timing: dict[str, Any], us_per_row: float, note: str) -> dict[str, Any]:
-    """A proposer's timing entry with ``us_per_row`` µs × batch added to every overhead cell."""
+def add_host_cost(proposer_timing: dict[str, Any], us_per_row: float, note: str,
+                  scale: float = 1.0) -> dict[str, Any]:
+    """A proposer's timing entry with every overhead cell × ``scale``, then ``us_per_row`` µs ×
+    batch added (the per-row cost is the deployment's, not a share of the grid, so it is not scaled)."""
     out = copy.deepcopy(proposer_timing)
     grid = out["overhead"]
     batches = grid["axes"]["batch"]
     for key in ("median", "p10", "p90"):
         if grid.get(key) is None:
             continue
-        grid[key] = [[None if v is None else float(v) + us_per_row * 1e-6 * float(b) for v in row]
+        grid[key] = [[None if v is None else scale * float(v) + us_per_row * 1e-6 * float(b) for v in row]
                      for b, row in zip(batches, grid[key], strict=True)]
     old = out.get("overhead_provenance") or {}
+    what = " + ".join(([f"H(b, k) × {scale:.4g}"] if scale != 1.0 else ["H(b, k)"])
+                      + ([f"{us_per_row:.4g} µs × b"] if us_per_row else []))
     out["overhead_provenance"] = _provenance(
-        f"{note}; H(b, k) + {us_per_row:.4g} µs × b on top of the "
-        f"{old.get('method', 'timing section')} overhead grid")
+        f"{note}; {what} from the {old.get('method', 'timing section')} overhead grid"
+        + (f" ({old['notes']})" if old.get("notes") else ""))
     return out
 
 
@@ -158,12 +169,15 @@ def apply_terms(profile_doc: dict[str, Any], scenario: Scenario, candidate: str,
             "per_prompt_token_ms": ro.per_prompt_token_ms if ro is not None else 0.0,
             "source": "calibrated", "citation": note}
     if cand.speculates and cand.proposer is not None:
-        if terms.spec_host_us_per_row > 0 or "spec_host_us_per_row" in fitted:
+        host = [t for t in ("spec_host_us_per_row", "draft_host_scale")
+                if terms.get(t) != Terms().get(t) or t in fitted]
+        if host:
             props = timing.get("proposers") or {}
             if cand.proposer not in props:
                 raise SpecplanError(f"{scenario.origin}: candidate {candidate!r}: proposer {cand.proposer!r} has no "
-                                    "timing in the profile, so spec_host_us_per_row has nothing to add to")
-            props[cand.proposer] = add_host_cost(props[cand.proposer], terms.spec_host_us_per_row, note)
+                                    f"timing in the profile, so {' and '.join(host)} have nothing to change")
+            props[cand.proposer] = add_host_cost(props[cand.proposer], terms.spec_host_us_per_row, note,
+                                                 terms.draft_host_scale)
         if terms.acceptance_scale != 1.0 or "acceptance_scale" in fitted:
             if cand.assumed_acceptance is not None:
                 over[f"candidates[{candidate}].assumed_acceptance"] = [
@@ -177,7 +191,7 @@ def apply_terms(profile_doc: dict[str, Any], scenario: Scenario, candidate: str,
                     raise SpecplanError(f"{scenario.origin}: candidate {candidate!r}: the profile has no acceptance "
                                         f"for proposer {cand.proposer!r} to scale")
                 doc["acceptance"][cand.proposer] = scale_acceptance_entry(entry, terms.acceptance_scale, note)
-    elif terms.spec_host_us_per_row > 0 or terms.acceptance_scale != 1.0:
-        raise SpecplanError(f"candidate {candidate!r} does not speculate: acceptance_scale and "
-                            "spec_host_us_per_row have nothing to change (fit them on a speculative candidate)")
+    elif terms.spec_host_us_per_row > 0 or terms.acceptance_scale != 1.0 or terms.draft_host_scale != 1.0:
+        raise SpecplanError(f"candidate {candidate!r} does not speculate: acceptance_scale, spec_host_us_per_row "
+                            "and draft_host_scale have nothing to change (fit them on a speculative candidate)")
     return doc, (scenario.with_overrides(over) if over else scenario)

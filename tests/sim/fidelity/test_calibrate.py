@@ -45,11 +45,11 @@ def _scenario(folder: Path) -> Path:
 
 
 def _truth(folder: Path, scenario: Scenario, truth: Terms, candidate: str = CANDIDATE,
-           rates: tuple[float, ...] = RATES) -> tuple[list[Path], float | None]:
+           rates: tuple[float, ...] = RATES, profile: dict | None = None) -> tuple[list[Path], float | None]:
     """`--save-detailed` files of what the simulator served with ``truth`` written into the
     profile and scenario (seed 0, every step streamed as one chunk), and the run's mean
     acceptance length as vLLM counts it: the data a calibration must invert."""
-    doc = synthetic_profile_dict(**PROFILE)
+    doc = synthetic_profile_dict(**(profile or PROFILE))
     tdoc, tsc = apply_terms(doc, scenario, candidate, truth, "the known truth")
     profile = Profile.from_dict(tdoc, "truth")
     over = truth.request_overhead_ms / 1000.0
@@ -76,12 +76,13 @@ def _truth(folder: Path, scenario: Scenario, truth: Terms, candidate: str = CAND
 
 
 def _request(folder: Path, paths: list[Path], fit: tuple[str, ...], holdout: str = "last",
-             acceptance: float | None = None, candidate: str = CANDIDATE) -> CalibrationRequest:
+             acceptance: float | None = None, candidate: str = CANDIDATE,
+             profile: dict | None = None) -> CalibrationRequest:
     from sim.contracts.vllm_results import load_vllm_results
 
     scenario = load_scenario(folder / "s.toml")
     return CalibrationRequest(
-        tuple(r for p in paths for r in load_vllm_results(p)), scenario, synthetic_profile_dict(**PROFILE),
+        tuple(r for p in paths for r in load_vllm_results(p)), scenario, synthetic_profile_dict(**(profile or PROFILE)),
         "p.json", candidate, fit, holdout, (0,),
         MeasuredAcceptance(acceptance, "the truth's counters") if acceptance else None)
 
@@ -103,6 +104,39 @@ def test_calibration_round_trip_recovers_the_known_terms(tmp_path_factory, scale
     assert abs(cal.after.step_overhead_ms - step_ms) <= 0.4, cal.after
     assert abs(cal.after.request_overhead_ms - request_ms) <= 5.0, cal.after
     assert cal.heldout["source"].unique().to_list() == [str(paths[-1])]
+
+
+DRAFT_HOST_PROFILE = {**PROFILE, "overhead_base_s": 0.002}
+"""H(b, k) of 2 ms a step: the size of an import's assumed 0.5 ms a draft pass at k = 3-4."""
+
+
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scale=st.floats(0.0, 4.0), request_ms=st.floats(0.0, 100.0))
+def test_round_trip_recovers_the_drafting_host_time_beside_the_request_overhead(tmp_path_factory, scale, request_ms):
+    """The draft's host time H(b, k) × s with a measured acceptance (vLLM's counters): a run
+    served at s comes back as s within 0.15, so an import's assumed 0.5 ms a draft pass can be
+    replaced by the deployment's own, and the request overhead beside it within 5 ms."""
+    folder = tmp_path_factory.mktemp("drafthost")
+    scenario = load_scenario(_scenario(folder))
+    truth = Terms(draft_host_scale=scale, request_overhead_ms=request_ms)
+    paths, al = _truth(folder, scenario, truth, profile=DRAFT_HOST_PROFILE)
+    cal = calibrate(_request(folder, paths, ("draft_host_scale", "request_overhead_ms"), acceptance=al,
+                             profile=DRAFT_HOST_PROFILE))
+    assert abs(cal.after.draft_host_scale - scale) <= 0.15, cal.after
+    assert abs(cal.after.request_overhead_ms - request_ms) <= 5.0, cal.after
+
+
+def test_draft_host_scale_multiplies_the_overhead_grid_and_keeps_where_it_came_from():
+    doc = synthetic_profile_dict(**PROFILE)
+    scenario_doc = doc["timing"]["proposers"]["ngram"]
+    out = add_host_cost(scenario_doc, 10.0, "why", scale=3.0)
+    b = scenario_doc["overhead"]["axes"]["batch"]
+    for i, batch in enumerate(b):
+        for v, got in zip(scenario_doc["overhead"]["median"][i], out["overhead"]["median"][i], strict=True):
+            assert got == pytest.approx(3.0 * v + 10e-6 * batch)  # the per-row cost is not scaled
+    notes = out["overhead_provenance"]["notes"]
+    assert "H(b, k) × 3" in notes and "10 µs × b" in notes
 
 
 def test_acceptance_fitted_on_the_lightest_load_alone_is_recovered_and_checked_on_the_others(tmp_path):
@@ -178,6 +212,7 @@ def test_cli_prints_both_predictions_and_writes_a_calibrated_profile_that_loads(
 @pytest.mark.parametrize(("extra", "message"), [
     (["--fit", "acceptance,step_overhead_ms"], "--fit: unknown term(s) acceptance; valid: acceptance_scale"),
     (["--candidate", "baseline", "--fit", "acceptance_scale"], "--fit: acceptance_scale need a speculative candidate"),
+    (["--candidate", "baseline", "--fit", "draft_host_scale"], "--fit: draft_host_scale need a speculative candidate"),
     (["--holdout", "last", "--seeds", "x"], "--seeds: expected an integer"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
@@ -255,3 +290,16 @@ def test_more_terms_than_measured_numbers_is_refused_in_one_line(tmp_path):
                                      "spec_host_us_per_row"), holdout="lightest")
     with pytest.raises(SpecplanError, match=r"--fit: 4 term\(s\) but only 3 measured number\(s\)"):
         calibrate(req)
+
+
+@pytest.mark.parametrize("term", ["step_overhead_ms", "spec_host_us_per_row", "draft_host_scale"])
+def test_every_step_cost_fitted_beside_acceptance_without_counters_is_warned_about(term):
+    """A cheaper step and a better acceptance both shorten TPOT: the warning names each step cost."""
+    from types import SimpleNamespace
+
+    from sim.fidelity.calibration_report import confounding_lines
+
+    said = confounding_lines(SimpleNamespace(fitted=("acceptance_scale", term), acceptance=None))
+    assert len(said) == 1 and f"acceptance_scale and {term} both move TPOT" in said[0]
+    measured = SimpleNamespace(fitted=("acceptance_scale", term), acceptance=MeasuredAcceptance(2.0, "x"))
+    assert confounding_lines(measured) == []
