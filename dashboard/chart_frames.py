@@ -6,13 +6,20 @@ per k, per-request latencies, and KV use and queue length binned over time.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 
 from sim.contracts.errors import SpecplanError
 from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.contracts.scenario import Scenario
-from sim.decisions.breakeven import BreakevenRow, acceptance_length_rates, breakeven_from_profile
+from sim.decisions.breakeven import (
+    BreakevenRow,
+    acceptance_length_rates,
+    assumed_overhead_note,
+    breakeven_from_profile,
+)
 from sim.model.acceptance import AcceptanceModel
 from sim.results import metric_names as mn
 from sim.results.metrics import with_latencies
@@ -72,6 +79,9 @@ def breakeven_frame(scenario: Scenario, profile: Profile, *, batch: int = 1) -> 
                 res = breakeven_from_profile(profile, c.proposer, segment=key, batch=batch, context=context,
                                              k_max=k_top)
                 brs = list(res.rows)
+            # the candidate's own k, at the acceptance drawn (the profile's note is of its best k)
+            best, own = (assumed_overhead_note(profile, c.proposer, rs, k) for rs, k in ((res.rows, None), (brs, c.k)))
+            res = replace(res, notes=tuple(n for n in res.notes if n != best) + ((own,) if own else ()))
         except SpecplanError as exc:
             notes.append(f"break-even for {c.name} not drawn: {exc}")
             continue

@@ -26,6 +26,7 @@ def to_json(answer: Answer) -> dict[str, object]:
                            "device": d.facts.device_of(s.candidate),
                            "gpus_per_replica": d.facts.candidate(s.candidate).gpus_per_replica,
                            "acceptance": d.facts.candidate(s.candidate).acceptance or None,
+                           "draft_host": d.facts.candidate(s.candidate).draft_host or None,
                            "runnable": d.facts.candidate(s.candidate).runnable,
                            "idealised": idealised_words(d.facts.candidate(s.candidate)) or None,
                            "deployable_twin": d.facts.candidate(s.candidate).deployable or None,

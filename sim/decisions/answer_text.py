@@ -300,6 +300,8 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", False))
     for said in acceptance_lines(d, measured_too=verbose):
         items.append((said, "  ", "      ", False))
+    for said in draft_host_lines(d):
+        items.append((said, "  ", "      ", False))
     if d.question == "fleet":
         items.append((f"fleet: {fleet_line(d)}", "  ", "      ", False))
     for w in answer.windows:
@@ -358,6 +360,16 @@ def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:
         if c.acceptance and (measured_too or c.acceptance != "measured"):
             by.setdefault(c.acceptance, []).append(c.name)
     return [f"acceptance: {', '.join(names)}: {basis}" for basis, names in by.items()]
+
+
+def draft_host_lines(d: Decision) -> list[str]:
+    """``draft host time: draft-k3, eagle3-k3: ASSUMED (…)``: the speculative candidates whose
+    draft's host time is an assumption, candidates on one basis together (none when measured)."""
+    by: dict[str, list[str]] = {}
+    for c in d.facts.candidates:
+        if c.draft_host:
+            by.setdefault(c.draft_host, []).append(c.name)
+    return [f"draft host time: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
 
 def cause_lines(d: Decision) -> list[str]:

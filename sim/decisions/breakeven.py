@@ -32,6 +32,7 @@ from sim.model.acceptance_match import match_segment
 from sim.model.k_schedule import batch_cost, verifies_full_width
 from sim.model.serving_engine import ServingEngine
 from sim.model.step_time import ProfileStepTimer
+from sim.results.acceptance_basis import HOST_HINT
 
 
 def acceptance_length_alpha(alpha: float, k: int) -> float:
@@ -112,6 +113,12 @@ class BreakevenRow:
         """Per-token acceptance at which this k breaks even (None: never)."""
         return alpha_needed(self.cycle_s, self.baseline_s, self.k, self.proposal_rate)
 
+    @property
+    def overhead_breakeven_s(self) -> float:
+        """The largest H at which this k still breaks even, ``M·T − D − V`` (< 0: never, even at H = 0).
+        Why: an import's H is *assumed*, and it is the term that decides where verification is cheap."""
+        return self.acceptance_length * self.baseline_s - self.draft_s - self.verify_s
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(
@@ -120,6 +127,7 @@ class BreakevenRow:
             speedup=self.speedup,
             pays_off=self.pays_off,
             alpha_needed=self.alpha_needed,
+            overhead_breakeven_s=self.overhead_breakeven_s,
         )
         return d
 
@@ -252,6 +260,10 @@ def breakeven_from_profile(
             )
         )
     notes = _notes(prop, full, timer.grids())
+    if ptiming.overhead_provenance is not None:
+        sources.append(f"draft host H[{proposer}]: {ptiming.overhead_provenance.describe()}")
+    doubt = assumed_overhead_note(profile, proposer, rows)
+    notes += [doubt] if doubt else []
     inputs = (
         ("mode", "profile"),
         ("profile", profile.name),
@@ -311,6 +323,40 @@ def _acceptance_of(profile: Profile, proposer: str, ptiming: Any, segment: Accep
     return kmax_avail, rates, prop, seg_label
 
 
+def assumed_overhead_note(profile: Profile, proposer: str, rows: Sequence[BreakevenRow],
+                          k: int | None = None) -> str | None:
+    """``overhead_doubt`` of ``rows`` when the profile's H for ``proposer`` is assumed, else None."""
+    pt = profile.timing.proposers[proposer]
+    if (pt.overhead_provenance or profile.timing.provenance).method != "assumed":
+        return None
+    return overhead_doubt(rows, f"timing.proposers.{proposer}.overhead", k)
+
+
+def overhead_doubt(rows: Sequence[BreakevenRow], field: str, k: int | None = None) -> str | None:
+    """How far the answer rests on an assumed H (``field``, the profile's grid), for draft length
+    ``k`` (default: the best k, else the k closest to paying): the H at which it breaks even
+    against the assumed one. None without rows (or without a row for ``k``)."""
+    if k is not None:
+        row = next((r for r in rows if r.k == k), None)
+    else:
+        row = min((r for r in rows if r.pays_off), key=lambda r: r.time_per_token_s, default=None)
+        row = row or max(rows, key=lambda r: r.overhead_breakeven_s, default=None)
+    if row is None:
+        return None
+    head = f"H is assumed ({field}): "
+    who = f"the best k={row.k}" if k is None and row.pays_off else f"k={row.k}"
+    hmax, h = row.overhead_breakeven_s * 1e3, row.overhead_s * 1e3
+    fit = f"; {HOST_HINT}"
+    if hmax <= 0:
+        never = "no k pays" if k is None else f"{who} does not pay"
+        return head + f"{never} even with H = 0, so the answer does not rest on it"
+    if row.pays_off:
+        times = f", {hmax / h:.2f}x the assumed {h:.3f} ms" if h > 0 else ""
+        return head + f"{who} pays while H <= {hmax:.3f} ms a step{times}" + fit
+    lead = f"no k pays with it, but {who}" if k is None else f"{who} does not pay with it, but"
+    return head + f"{lead} would with H <= {hmax:.3f} ms a step (assumed {h:.3f} ms)" + fit
+
+
 def _notes(prop: float, full: bool, grids: Sequence[GridInterpolator]) -> list[str]:
     """What the result's numbers rest on beyond the profile: partial proposals, extrapolation."""
     notes = []
@@ -340,19 +386,22 @@ def format_table(result: BreakevenResult) -> list[str]:
         head = f"break-even: alpha {inputs.get('alpha'):g} (assumed numbers from the command line)"
     lines = [head, f"plain decode T = {result.baseline_s * 1e3:.3f} ms per token"]
     lines.append(
-        f"{'k':>3} {'D ms':>9} {'V ms':>9} {'H ms':>9} {'M(k)':>6} {'ms/token':>9} {'speedup':>8} {'pays off':>8} {'alpha needed':>12}"
+        f"{'k':>3} {'D ms':>9} {'V ms':>9} {'H ms':>9} {'M(k)':>6} {'ms/token':>9} {'speedup':>8} {'pays off':>8} "
+        f"{'alpha needed':>12} {'H max ms':>9}"
     )
     for r in result.rows:
         need = "never" if r.alpha_needed is None else f"{r.alpha_needed:.3f}"
+        hmax = "never" if r.overhead_breakeven_s < 0 else f"{r.overhead_breakeven_s * 1e3:.3f}"
         lines.append(
             f"{r.k:>3} {r.draft_s * 1e3:>9.3f} {r.verify_s * 1e3:>9.3f} {r.overhead_s * 1e3:>9.3f} "
             f"{r.acceptance_length:>6.3f} {r.time_per_token_s * 1e3:>9.3f} {r.speedup:>7.3f}x "
-            f"{'yes' if r.pays_off else 'no':>8} {need:>12}"
+            f"{'yes' if r.pays_off else 'no':>8} {need:>12} {hmax:>9}"
         )
     best = result.best()
     lines.append(
         f"best: k={best.k} ({best.speedup:.3f}x)" if best else "best: no k pays off; serve without speculation"
     )
+    lines.append("H max: the largest H at which that k still breaks even (M·T − D − V)")
     lines.append("sources:")
     lines.extend(f"  {s}" for s in result.sources)
     for n in result.notes:

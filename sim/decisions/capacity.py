@@ -77,7 +77,7 @@ def plan_capacity(
     """
     import polars as pl
 
-    from sim.results.acceptance_basis import acceptance_basis
+    from sim.results.acceptance_basis import acceptance_basis, draft_host_basis
     from sim.results.runner import candidate_profiles
 
     chosen = _chosen(scenario, candidates)
@@ -127,6 +127,7 @@ def plan_capacity(
             replica_hourly=_replica_hourly(scenario), devices=devices, candidate_gpus=gpus,
             start_seeds=start_seeds, max_seeds=budget,
             acceptance={n: acceptance_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
+            draft_host={n: draft_host_basis(scenario.candidate(n), profiles[n]) or "" for n in chosen},
             searched_fleet="a" if fleet != int(scenario.fleet.replicas) else "the scenario's")
 
     while True:

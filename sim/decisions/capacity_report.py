@@ -118,6 +118,8 @@ class CapacityReport:
     """The replication budget (run.max_seeds or --max-seeds)."""
     acceptance: Mapping[str, str] | None = None
     """What each candidate's acceptance rests on (sim/results/acceptance_basis.py)."""
+    draft_host: Mapping[str, str] | None = None
+    """"ASSUMED (…)" for each candidate whose draft's host time is assumed (acceptance_basis.py)."""
     searched_fleet: str = "the scenario's"
     """Whose fleet the capacities were searched on, in words: "the scenario's", or "a" when a
     recorded trace needed more replicas than the scenario states (sim/decisions/trace_sizing.py)."""

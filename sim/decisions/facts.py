@@ -83,6 +83,8 @@ class CandidateFacts:
     """The candidate that is this one with prefix caching off, when the scenario has it."""
     acceptance: str = ""
     """What its acceptance rests on (sim/results/acceptance_basis.py); "" when it does not speculate."""
+    draft_host: str = ""
+    """"ASSUMED (…)" when its draft's host time H(b, k) is assumed (acceptance_basis.py); else ""."""
     runnable: bool = True
     """False: the named engine cannot run its policy (an idealised in-engine policy,
     ``sim.decisions.engine_config.deployability``); it never wins over a runnable equal."""
@@ -266,6 +268,7 @@ def fleet_facts(result: Any, criteria: SustainCriteria | None, *, t0: float | No
             prefix_caching=cand.prefix_caching_on(fl.engine.prefix_caching),
             twin=_twin(sc, cand) if cand.prefix_caching_on(fl.engine.prefix_caching) else None,
             acceptance=_basis(cand, (getattr(result, "profiles", None) or {}).get(name)),
+            draft_host=_host_basis(cand, (getattr(result, "profiles", None) or {}).get(name)),
         ))
     return Facts("fleet", tuple(out), tuple(result.seeds), sc.baseline.name, bool(limits), rate,
                  int(sc.fleet.replicas), device=device_name(result), window=window, max_seeds=max_seeds)
@@ -291,6 +294,12 @@ def _basis(cand: Any, profile: Any) -> str:
     from sim.results.acceptance_basis import acceptance_basis
 
     return (acceptance_basis(cand, profile) or "") if profile is not None else ""
+
+
+def _host_basis(cand: Any, profile: Any) -> str:
+    from sim.results.acceptance_basis import draft_host_basis
+
+    return (draft_host_basis(cand, profile) or "") if profile is not None else ""
 
 
 def _twin(sc: Any, cand: Any) -> str | None:
@@ -354,6 +363,7 @@ def capacity_facts(report: Any, *, has_slo: bool = True, max_seeds: int = 0,
             gpus_per_replica=(report.candidate_gpus or {}).get(c.candidate, report.gpus_per_replica),
             device=(devices or {}).get(c.candidate),
             acceptance=(getattr(report, "acceptance", None) or {}).get(c.candidate, ""),
+            draft_host=(getattr(report, "draft_host", None) or {}).get(c.candidate, ""),
         ))
     return Facts("capacity", tuple(out), tuple(seeds), report.baseline, has_slo,
                  report.candidates[0].target_rate if report.candidates else None,

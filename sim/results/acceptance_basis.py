@@ -1,8 +1,11 @@
-"""What a speculative candidate's acceptance rests on, in one line the verdict prints.
+"""What a speculative candidate's acceptance, and its draft's host time, rest on, in one line
+each that the verdict prints.
 
 Why: acceptance is the least certain input and moves every answer. Precedence is measured >
 published > assumed; an assumed acceptance is the last resort and the verdict names it so, with
-the step that would replace it (docs/profile-format.md, "Acceptance").
+the step that would replace it (docs/profile-format.md, "Acceptance"). The draft's host time
+H(b, k) is the next: an import assumes it (0.5 ms a draft pass), and where verification is cheap
+it alone can turn the sign of speculation (docs/fidelity-gpu.md §6), so the verdict names it too.
 """
 
 from __future__ import annotations
@@ -66,3 +69,23 @@ def acceptance_basis(cand: Candidate, profile: Profile) -> str | None:
     if method == "published":
         return f"published ({short_citation(entry.provenance.citation or '')})"
     return method
+
+
+HOST_HINT = "`specplan calibrate` fits it to your own runs (its draft host scale)"
+"""How to replace an assumed draft host time, in words a page can show (the term is ``--fit``'s)."""
+
+
+def draft_host_basis(cand: Candidate, profile: Profile) -> str | None:
+    """``ASSUMED (assumed default: 0.50 ms of host time per draft pass …); …`` when the draft's
+    host time H(b, k) of a speculative candidate is assumed; None when it is measured, published or
+    calibrated, or the candidate does not speculate (the sources line says where it came from)."""
+    if not cand.speculates or cand.proposer is None:
+        return None
+    pt = profile.timing.proposers.get(cand.proposer)
+    if pt is None:
+        return None
+    prov = pt.overhead_provenance or profile.timing.provenance
+    if prov.method != "assumed":
+        return None
+    why = (prov.notes or "no note").split(" (")[0].rstrip(".;: ")
+    return f"ASSUMED ({clip(why, 90)}); `specplan breakeven` gives the H at which each k stops paying; {HOST_HINT}"

@@ -216,3 +216,25 @@ def test_builders_return_plain_json_with_the_shared_template():
     assert raw["layout"]["template"]["layout"]["plot_bgcolor"] == "white"  # plotly_white, spelled out
     assert raw["layout"]["template"] is other["layout"]["template"]  # built once, not copied per chart
     assert json.loads(json.dumps(raw, cls=PlotlyJSONEncoder))["data"][1]["name"] == "baseline"
+
+
+def test_breakeven_notes_name_each_candidates_own_k_against_the_assumed_draft_host_time():
+    """The shipped GPU scenario's H is an import's assumption: the dashboard's break-even notes say
+    at which H each candidate's own k stops paying (not the best k of its proposer)."""
+    from pathlib import Path
+
+    from dashboard.chart_frames import breakeven_frame
+    from sim.contracts.profile import load_profile
+    from sim.contracts.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2]
+    scenario = load_scenario(root / "scenarios" / "gpu-chat-h200.toml")
+    frame, _, notes = breakeven_frame(scenario, load_profile(root / "profiles" / "llama-3.1-8b-h200-vllm.json"))
+    for c in scenario.speculative:
+        said = [n for n in notes if n.startswith(f"break-even {c.name}: H is assumed")]
+        assert len(said) == 1 and f": k={c.k} pays while H <= " in said[0], (c.name, said)
+        row = frame.filter((pl.col("candidate") == c.name) & (pl.col("k") == c.k)).row(0, named=True)
+        hmax = float(said[0].split("H <= ")[1].split(" ms")[0])
+        # at that H the candidate's k commits a token as fast as plain decoding: (D + V + H max) / M = T
+        tokens = (row["draft_ms"] + row["verify_ms"] + row["overhead_ms"]) / row["per_token_ms"]
+        assert (row["draft_ms"] + row["verify_ms"] + hmax) / tokens == pytest.approx(row["baseline_ms"], abs=2e-3)

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli.main import main
 from sim.contracts.errors import SpecplanError
+from sim.contracts.profile import Profile
 from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.contracts.synthetic import synthetic_profile, synthetic_profile_dict
 from sim.decisions.breakeven import (
@@ -18,6 +21,7 @@ from sim.decisions.breakeven import (
     alpha_needed,
     breakeven_from_numbers,
     breakeven_from_profile,
+    overhead_doubt,
 )
 
 
@@ -75,7 +79,52 @@ def test_from_profile_uses_the_grids_and_measured_survival() -> None:
     assert row.overhead_s == pytest.approx(0.0003 + 0.00002 * 8)
     assert row.acceptance_length == pytest.approx(1 + sum(rates[:3]))
     assert r.sources[0].startswith("timing: assumed") and r.sources[1].startswith("acceptance[ngram]: assumed")
-    assert r.notes == ()
+    assert len(r.notes) == 1 and r.notes[0].startswith("H is assumed (timing.proposers.ngram.overhead)")  # synthetic
+
+
+def test_an_assumed_draft_host_time_is_named_with_the_h_the_answer_needs() -> None:
+    """The import's H is assumed: the note gives the H at which the best k stops paying, from
+    the row itself; a calibrated H gets no such note, and its provenance is a source line."""
+    doc = synthetic_profile_dict()
+    r = breakeven_from_profile(Profile.from_dict(doc, "assumed"), "ngram", batch=8, context=1024)
+    best = r.best()
+    assert best is not None
+    note = next(n for n in r.notes if n.startswith("H is assumed"))
+    assert f"the best k={best.k} pays while H <= {best.overhead_breakeven_s * 1e3:.3f} ms" in note
+    assert "`specplan calibrate` fits it to your own runs" in note
+    doc["timing"]["proposers"]["ngram"]["overhead_provenance"] = {"method": "calibrated", "notes": "own runs"}
+    r = breakeven_from_profile(Profile.from_dict(doc, "calibrated"), "ngram", batch=8, context=1024)
+    assert not any(n.startswith("H is assumed") for n in r.notes)  # what `calibrate --fit draft_host_scale` writes
+    assert any(s.startswith("draft host H[ngram]: calibrated") for s in r.sources)
+
+
+def test_when_no_k_pays_the_note_says_which_h_would_make_one_pay() -> None:
+    rows = [BreakevenRow(k=k, draft_s=0.001 * k, verify_s=0.011, overhead_s=0.002 * k, acceptance_length=1 + 0.5 * k,
+                         baseline_s=0.008) for k in (1, 2)]
+    assert not any(r.pays_off for r in rows)
+    note = overhead_doubt(rows, "timing.proposers.x.overhead")
+    assert "no k pays with it, but k=2 would with H <= 3.000 ms a step (assumed 4.000 ms)" in note
+    assert "k=1 does not pay even with H = 0" in overhead_doubt(rows, "f", k=1)  # 1.5 × 8 = 1 + 11 ms
+    assert "k=2 does not pay with it, but would with H <= 3.000 ms" in overhead_doubt(rows, "f", k=2)
+    assert overhead_doubt(rows, "f", k=3) is None
+    never = [BreakevenRow(k=1, draft_s=0.002, verify_s=0.02, overhead_s=0.001, acceptance_length=1.5, baseline_s=0.01)]
+    assert "no k pays even with H = 0" in overhead_doubt(never, "f")
+    pays = BreakevenRow(k=3, draft_s=0.001, verify_s=0.01, overhead_s=0.002, acceptance_length=2.5, baseline_s=0.008)
+    assert "k=3 pays while H <= 9.000 ms a step, 4.50x the assumed 2.000 ms" in overhead_doubt([pays], "f", k=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(1, 8), d=st.floats(0, 0.01), v=st.floats(1e-4, 0.05), h=st.floats(0, 0.01),
+       m=st.floats(1.0, 9.0), t=st.floats(1e-4, 0.05))
+def test_h_max_is_where_the_row_breaks_even(k, d, v, h, m, t) -> None:
+    """For every row: it pays exactly while H is below its H max, and at H max its speed-up is 1."""
+    row = BreakevenRow(k=k, draft_s=d, verify_s=v, overhead_s=h, acceptance_length=m, baseline_s=t)
+    hmax = row.overhead_breakeven_s
+    if abs(h - hmax) > 1e-12:
+        assert row.pays_off == (h < hmax)
+    if hmax > 0:
+        at = BreakevenRow(k=k, draft_s=d, verify_s=v, overhead_s=hmax, acceptance_length=m, baseline_s=t)
+        assert at.speedup == pytest.approx(1.0, rel=1e-9)
 
 
 def test_from_profile_reports_extrapolation_and_alpha_override() -> None:
