@@ -31,11 +31,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from sim.contracts.acceptance_interval import more_prompts
 from sim.decisions.decision import Decision, Standing
-from sim.decisions.replaced_runs import with_candidate_runs
+from sim.decisions.replaced_runs import rerun_decision
 
 CHANGES = "the answer changes inside its acceptance interval"
 """How a standing says the profile's acceptance interval left it undetermined (the headline reads it)."""
@@ -304,17 +302,11 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     the profile's (assumed acceptance and replayed traces have no sample to doubt: left out).
     ``estimate``: the decision at the profile's estimate, what each end is compared with;
     ``bisect``: extra evaluations that locate a flip (for M)."""
-    from sim.contracts.trace import read_trace
-    from sim.decisions.answer import answer_of
-    from sim.results.simulation import simulate_once
-    from sim.workload.workload import generate_requests
-
     sc = result.scenario
     base = sc.baseline.name
     names = [n for n in result.candidates if n != base and sc.candidate(n).speculates]
     if not names or not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
         return ()
-    trace = read_trace(sc.workload.trace) if sc.workload.arrival == "trace" else None
     out = []
     done = [0]
     total = 2 * len(names) * len(result.seeds)
@@ -328,21 +320,14 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
         def verdict(u: float, below: bool, cand: Any = cand, prof: Any = prof, segs: Any = segs,
                     k: int = k, runs: list[int] = runs) -> Decision:
             """The decision with ``cand``'s segments moved ``u`` of the way to the interval's end."""
-            from sim.results.request_parts import RequestParts, pack
-
-            shift = moved(segs, u, below, k)
-            frames = []
-            for seed in result.seeds:  # the requests run_scenario served this seed (common random numbers)
-                specs = (None if sc.workload.arrival == "concurrency" else
-                         generate_requests(sc, rng=np.random.SeedSequence(seed).spawn(2)[0], trace=trace))
-                run = simulate_once(sc.for_candidate(cand), prof, cand, seed, requests=specs,
-                                    acceptance_shift=shift, keep_itl=False)
-                frames.append(pack(run.requests))
+            def ran() -> None:
                 runs[0] += 1
                 done[0] += 1
                 if progress is not None:
                     progress(done[0], total, f"acceptance interval: {cand.name}")
-            return answer_of(with_candidate_runs(result, cand.name, RequestParts(tuple(frames))), device=device).whole
+
+            return rerun_decision(result, cand, prof, device=device, on_run=ran,
+                                  acceptance_shift=moved(segs, u, below, k))
 
         out.append(judge(name, k, segs, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0]))
     return tuple(out)

@@ -1,13 +1,40 @@
 """A finished result seen with one candidate's per-request records replaced.
 
-Why: the acceptance interval's ends re-run one candidate; the decision is then taken again by
-the same function on the same result, with only that candidate's records swapped in, so no
-other candidate is simulated twice (``sim.decisions.acceptance_doubt``)."""
+Why: the acceptance interval's ends (``sim.decisions.acceptance_doubt``) and the assumed draft
+host time's (``sim.decisions.host_doubt``) re-run one candidate; the decision is then taken again
+by the same function on the same result, with only that candidate's records swapped in, so no
+other candidate is simulated twice."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+
+def rerun_decision(result: Any, cand: Any, profile: Any, *, device: str, on_run: Callable[[], None],
+                   **simulate: Any) -> Any:
+    """The decision on ``result`` with candidate ``cand`` simulated again on ``profile`` (its
+    ``simulate`` keywords: an acceptance shift, …) on every seed of ``result``, serving the requests
+    ``run_scenario`` served that seed (common random numbers); ``on_run`` after each run."""
+    import numpy as np
+
+    from sim.contracts.trace import read_trace
+    from sim.decisions.answer import answer_of
+    from sim.results.request_parts import RequestParts, pack
+    from sim.results.simulation import simulate_once
+    from sim.workload.workload import generate_requests
+
+    sc = result.scenario
+    trace = read_trace(sc.workload.trace) if sc.workload.arrival == "trace" else None
+    frames = []
+    for seed in result.seeds:
+        specs = (None if sc.workload.arrival == "concurrency" else
+                 generate_requests(sc, rng=np.random.SeedSequence(seed).spawn(2)[0], trace=trace))
+        run = simulate_once(sc.for_candidate(cand), profile, cand, seed, requests=specs, keep_itl=False, **simulate)
+        frames.append(pack(run.requests))
+        on_run()
+    return answer_of(with_candidate_runs(result, cand.name, RequestParts(tuple(frames))), device=device).whole
 
 
 def with_candidate_runs(result: Any, name: str, parts: Any) -> Any:

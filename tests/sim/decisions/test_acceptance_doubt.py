@@ -4,7 +4,6 @@ measured on many keeps its verdict."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from sim.decisions.acceptance_doubt import SegmentSample, moved
 from sim.decisions.answer import answer_scenario
 from sim.decisions.answer_export import to_json
 from sim.decisions.answer_text import lines
-from tests.helpers import scenario_toml
+from tests.helpers import spec_against_plain
 
 RATES = (0.9, 0.8, 0.7)
 
@@ -27,25 +26,13 @@ RATES = (0.9, 0.8, 0.7)
 def write_root(tmp: Path, prompts: int | None, *, rates=RATES) -> Path:
     """A profile whose one segment was measured on ``prompts`` prompts (None: written before
     issue 41, no uncertainty recorded) and a scenario where speculation wins at the estimate."""
-    (tmp / "profiles").mkdir(exist_ok=True)
-    (tmp / "scenarios").mkdir(exist_ok=True)
     prof = synthetic_profile_dict(name="p", base_step_s=0.004, per_seq_s=0.0005, per_token_s=0.004,
                                   acceptance_rates=rates, per_request_rows=prompts or 21, drafts_per_request=40)
     if prompts is not None:
         rng = np.random.default_rng(0)
         for seg in prof["acceptance"]["ngram"]["segments"]:
             seg["uncertainty"] = segment_uncertainty(seg, rng)
-    (tmp / "profiles" / "p.json").write_text(json.dumps(prof), encoding="utf-8")
-    text = scenario_toml(
-        "doubt", run={"duration_s": 120.0, "warmup_s": 5, "seeds": [1, 2, 3, 4], "max_seeds": 4},
-        workload={"arrival": "poisson", "rate": 2.0},
-        segments=[{"name": "chat", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 32},
-                   "output_tokens": {"dist": "uniform", "min": 30, "max": 60},
-                   "acceptance": {"task": "chat", "language": "en"}}],
-        fleet={"profile": "../profiles/p.json"}, engine={"max_num_seqs": 16},
-        candidates=[{"name": "baseline", "speculation": "off"}, {"name": "spec", "proposer": "ngram", "k": 3}])
-    (tmp / "scenarios" / "s.toml").write_text(text, encoding="utf-8")
-    return tmp / "scenarios" / "s.toml"
+    return spec_against_plain(tmp, prof)
 
 
 def answer_for(tmp: Path, prompts: int | None, **kw):
