@@ -178,8 +178,18 @@ def answer_scenario(scenario: Any, profile: Any, *, candidates: Sequence[str] | 
         note = f"the budget (run.max_seeds = {budget}) allows no more seeds"
     else:
         note = ""
-    return res, with_acceptance_doubt(Answer(ans.whole, ans.windows, note), res, prof, device=device,
-                                      progress=progress)
+    ans = with_acceptance_doubt(Answer(ans.whole, ans.windows, note), res, prof, device=device, progress=progress)
+    return res, with_host_doubt(ans, res, prof, device=device, progress=progress)
+
+
+def with_host_doubt(answer: Answer, result: Any, profile: Any, **kw: Any) -> Answer:
+    """``answer`` with the verdict checked at the ends of each speculative candidate's assumed
+    draft host time (``sim.decisions.host_doubt``); the decision itself is unchanged."""
+    import dataclasses
+
+    from sim.decisions.host_doubt import host_doubts
+
+    return dataclasses.replace(answer, host_doubts=host_doubts(result, profile, answer.whole, **kw))
 
 
 def with_acceptance_doubt(answer: Answer, result: Any, profile: Any, **kw: Any) -> Answer:

@@ -54,6 +54,10 @@ def to_json(answer: Answer) -> dict[str, object]:
          "segments": [{"segment": s.segment, "profile_segment": s.key, "prompts": s.prompts, "drafts": s.drafts,
                        "acceptance_length": _num(s.point), "low": s.low, "high": s.high} for s in d.segments]}
         for d in answer.doubts]
+    doc["draft_host_check"] = [
+        {"candidate": h.candidate, "verdict_at": {f"{x:g}x": said for x, said in h.at}, "flips_at": list(h.flips),
+         "change_between": [[same, other] for _, same, other in h.changes], "runs": h.runs}
+        for h in answer.host_doubts]
     return doc
 
 

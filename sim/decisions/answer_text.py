@@ -18,6 +18,7 @@ from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines
 from sim.decisions.decision import Decision, cost_at_size, status_words
 from sim.decisions.facts import CandidateFacts
+from sim.decisions.host_doubt import HostDoubt, host_lines
 from sim.decisions.paired import mean_interval
 from sim.results.plain_numbers import plain as plain_number
 from sim.results.plain_numbers import rate
@@ -45,6 +46,9 @@ class Answer:
     """Per speculative candidate on the profile's acceptance, its interval and whether the verdict
     holds across it (``sim.decisions.acceptance_doubt``; ``whole`` is already undetermined when it
     does not)."""
+    host_doubts: tuple[HostDoubt, ...] = ()
+    """Per speculative candidate whose draft's host time is assumed, the verdict at ``ENDS`` of it
+    (``sim.decisions.host_doubt``; said beside the verdict, which it leaves as it is)."""
 
 
 NUMBER_LABELS = {
@@ -300,7 +304,7 @@ def lines(answer: Answer, verbose: bool = False, wrap: bool = True) -> list[str]
         items.append((said, "  ", "      ", False))
     for said in acceptance_lines(d, measured_too=verbose):
         items.append((said, "  ", "      ", False))
-    for said in draft_host_lines(d):
+    for said in [*draft_host_lines(d), *host_lines(answer.host_doubts)]:
         items.append((said, "  ", "      ", False))
     if d.question == "fleet":
         items.append((f"fleet: {fleet_line(d)}", "  ", "      ", False))

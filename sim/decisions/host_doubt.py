@@ -1,0 +1,147 @@
+"""Does the verdict survive the draft's assumed host time?
+
+Why: an import prices the draft's host time H(b, k) at an *assumed* 0.5 ms a draft pass
+(docs/profile-format.md), and where verification is cheap that term alone can turn the sign of
+speculation: Qwen3-30B-A3B at TP 4 breaks even at 1.08× it, and the published run lost
+(docs/fidelity-gpu.md §6). An assumption has no interval, so the check runs each speculative
+candidate whose H is assumed again, on the decision's own seeds (the same requests), at the two
+ends of what published runs imply (``ENDS``), and takes the decision again by the same function.
+Where an end's answer differs, a short bisection says at which multiple of the assumed H it
+changes. The verdict itself is left as it is (the multiple is not a confidence statement); its
+line says that the answer rests on the assumption, and what replaces it
+(``specplan calibrate --fit draft_host_scale``, docs/fidelity.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sim.contracts.profile import Profile
+from sim.decisions.acceptance_doubt import changed
+from sim.decisions.decision import Decision
+from sim.decisions.replaced_runs import rerun_decision
+
+ENDS = (0.0, 4.0)
+"""Multiples of the assumed H the verdict is checked at. 0: a drafting loop whose host time is
+hidden (SGLang's CUDA-graph loop; the EAGLE-3 paper's baseline is met by the kernels alone,
+docs/fidelity-gpu.md §3). 4: the published small-batch MoE runs on SGLang spent 2.04–5.92 ms a
+k = 3 step beyond the priced kernels, 1.4–3.9× the assumed 1.5 ms (§6)."""
+
+
+@dataclass(frozen=True)
+class HostDoubt:
+    """One speculative candidate's verdict with its draft's assumed host time at each end."""
+
+    candidate: str
+    at: tuple[tuple[float, str], ...]
+    """(multiple of the assumed H, the verdict's headline there) for each end of ``ENDS``."""
+    changes: tuple[tuple[float, float, float], ...] = ()
+    """(end, same, other) for each end whose answer differs from the estimate's: the bisection
+    bracket of the multiple where it changes (the estimate's answer at ``same``, another at ``other``)."""
+    runs: int = 0
+
+    @property
+    def flips(self) -> tuple[float, ...]:
+        """The ends whose answer differs from the estimate's."""
+        return tuple(end for end, _, _ in self.changes)
+
+    def words(self) -> str:
+        lo, hi = ENDS
+        if not self.changes:
+            return f"{self.candidate}: the answer is the same with {lo:g}× and {hi:g}× the assumed H"
+        said = dict(self.at)
+        ends = "; ".join(f"with {end:g}× the assumed H the verdict would be: {said[end]} (it changes between "
+                         f"{min(a, b):.2g}× and {max(a, b):.2g}×)" for end, a, b in self.changes)
+        return f"{self.candidate}: {ends}; measure it"
+
+
+def scaled(profile: Profile, proposer: str, factor: float) -> Profile:
+    """``profile`` with ``proposer``'s host-time grid H(b, k) × ``factor`` (nothing else moves)."""
+    pt = profile.timing.proposers[proposer]
+    g = pt.overhead
+
+    def times(a: np.ndarray | None) -> np.ndarray | None:
+        if a is None:
+            return None
+        out = a * factor
+        out.flags.writeable = False
+        return out
+
+    grid = dataclasses.replace(g, median=times(g.median), p10=times(g.p10), p90=times(g.p90))
+    proposers = {**profile.timing.proposers, proposer: dataclasses.replace(pt, overhead=grid)}
+    return dataclasses.replace(profile, timing=dataclasses.replace(profile.timing, proposers=proposers))
+
+
+def host_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = "replica",
+                progress: Callable[[int, int, str], None] | None = None,
+                bisect: int = 2) -> tuple[HostDoubt, ...]:
+    """One :class:`HostDoubt` per speculative candidate of ``result`` whose profile assumes its
+    draft's host time (``acceptance_basis.draft_host_basis``); ``estimate``: the decision as
+    taken, what each end is compared with."""
+    from sim.model.k_schedule import resolve_candidate
+    from sim.results.acceptance_basis import draft_host_basis
+    from sim.results.runner import candidate_profiles
+
+    sc = result.scenario
+    names = [n for n in result.candidates if n != sc.baseline.name and sc.candidate(n).speculates]
+    if not names or not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
+        return ()
+    chosen = []
+    for name in names:
+        prof = candidate_profiles(sc, getattr(result, "profiles", None) or profile, [sc.candidate(name)])[name]
+        cand = resolve_candidate(sc, prof, sc.candidate(name))
+        if cand.proposer is not None and draft_host_basis(cand, prof):
+            chosen.append((cand, prof))
+    done, total = [0], len(ENDS) * len(chosen) * len(result.seeds)
+    out = []
+    for cand, prof in chosen:
+        runs = [0]
+
+        def ran(cand: Any = cand, runs: list[int] = runs) -> None:
+            runs[0] += 1
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], total, f"draft host time: {cand.name}")
+
+        def verdict(x: float, cand: Any = cand, prof: Any = prof, ran: Any = ran) -> Decision:
+            return rerun_decision(result, cand, scaled(prof, cand.proposer, x), device=device, on_run=ran)
+
+        out.append(judge(cand.name, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0]))
+    return tuple(out)
+
+
+def judge(name: str, estimate: Decision, verdict: Callable[[float], Decision], *, bisect: int = 2,
+          runs: Callable[[], int] = lambda: 0) -> HostDoubt:
+    """The answer at each end of ``ENDS``, and for each end that changes it, where between the
+    estimate (1×) and that end it changes (``bisect`` evaluations each)."""
+    from sim.decisions.answer_text import headline
+
+    at = [(x, verdict(x)) for x in ENDS]
+    changes = []
+    for end, d in at:
+        if not changed(estimate, d):
+            continue
+        same, other = 1.0, end
+        for _ in range(bisect):
+            mid = (same + other) / 2
+            if changed(estimate, verdict(mid)):
+                other = mid
+            else:
+                same = mid
+        changes.append((end, same, other))
+    return HostDoubt(name, tuple((x, headline(d)) for x, d in at), tuple(changes), runs())
+
+
+def host_lines(doubts: Sequence[HostDoubt]) -> list[str]:
+    """The verdict block's lines: one for every candidate whose answer holds at both ends, one each
+    for the others."""
+    same = [d.candidate for d in doubts if not d.flips]
+    lo, hi = ENDS
+    out = [f"draft host time check: the answer is the same with {lo:g}× and {hi:g}× the assumed H: "
+           + ", ".join(same)] if same else []
+    return out + [f"draft host time check: {d.words()}" for d in doubts if d.flips]
