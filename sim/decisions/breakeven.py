@@ -32,7 +32,7 @@ from sim.model.acceptance_match import match_segment
 from sim.model.k_schedule import batch_cost, verifies_full_width
 from sim.model.serving_engine import ServingEngine
 from sim.model.step_time import ProfileStepTimer
-from sim.results.acceptance_basis import HOST_HINT
+from sim.results.acceptance_basis import HOST_HINT, assumed_draft_host
 
 
 def acceptance_length_alpha(alpha: float, k: int) -> float:
@@ -326,8 +326,7 @@ def _acceptance_of(profile: Profile, proposer: str, ptiming: Any, segment: Accep
 def assumed_overhead_note(profile: Profile, proposer: str, rows: Sequence[BreakevenRow],
                           k: int | None = None) -> str | None:
     """``overhead_doubt`` of ``rows`` when the profile's H for ``proposer`` is assumed, else None."""
-    pt = profile.timing.proposers[proposer]
-    if (pt.overhead_provenance or profile.timing.provenance).method != "assumed":
+    if assumed_draft_host(profile, proposer) is None:
         return None
     return overhead_doubt(rows, f"timing.proposers.{proposer}.overhead", k)
 

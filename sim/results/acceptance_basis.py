@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from sim.contracts.candidate import Candidate
 from sim.contracts.errors import clip
 from sim.contracts.profile import Profile
+from sim.contracts.profile_identity import Provenance
 
 IMPORT_HINT = "bring measured counters: specplan profile import-vllm"
 
@@ -75,17 +76,24 @@ HOST_HINT = "`specplan calibrate` fits it to your own runs (its draft host scale
 """How to replace an assumed draft host time, in words a page can show (the term is ``--fit``'s)."""
 
 
+def assumed_draft_host(profile: Profile, proposer: str) -> Provenance | None:
+    """The provenance of ``proposer``'s host-time grid H(b, k) when it is assumed (its own, else
+    the timing section's); None when it is not, or the profile has no timing for ``proposer``."""
+    pt = profile.timing.proposers.get(proposer)
+    if pt is None:
+        return None
+    prov = pt.overhead_provenance or profile.timing.provenance
+    return prov if prov.method == "assumed" else None
+
+
 def draft_host_basis(cand: Candidate, profile: Profile) -> str | None:
     """``ASSUMED (assumed default: 0.50 ms of host time per draft pass …); …`` when the draft's
     host time H(b, k) of a speculative candidate is assumed; None when it is measured, published or
     calibrated, or the candidate does not speculate (the sources line says where it came from)."""
     if not cand.speculates or cand.proposer is None:
         return None
-    pt = profile.timing.proposers.get(cand.proposer)
-    if pt is None:
-        return None
-    prov = pt.overhead_provenance or profile.timing.provenance
-    if prov.method != "assumed":
+    prov = assumed_draft_host(profile, cand.proposer)
+    if prov is None:
         return None
     why = (prov.notes or "no note").split(" (")[0].rstrip(".;: ")
     return f"ASSUMED ({clip(why, 90)}); `specplan breakeven` gives the H at which each k stops paying; {HOST_HINT}"
