@@ -19,7 +19,8 @@ from sim.contracts.machine_identity import machine_line
 from sim.contracts.profile import load_profile
 from sim.contracts.profile_acceptance import AcceptanceKey
 from sim.decisions.best_k import best_k_table, format_best_k
-from sim.decisions.breakeven import breakeven_from_numbers, breakeven_from_profile, format_table
+from sim.decisions.breakeven import breakeven_from_numbers, breakeven_from_profile
+from sim.decisions.breakeven_text import format_table
 
 _NUMBER_ONLY = ("T_ms", "D_ms", "V_ms", "H_ms", "k")
 _PROFILE_ONLY = ("proposer", "segment", "batch", "context", "k_max", "best_k")

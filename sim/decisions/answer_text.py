@@ -18,7 +18,7 @@ from sim.decisions.acceptance_needed import AcceptanceNeeded
 from sim.decisions.acceptance_needed_text import need_lines
 from sim.decisions.decision import Decision, cost_at_size, status_words
 from sim.decisions.facts import CandidateFacts
-from sim.decisions.host_doubt import HostDoubt, host_lines
+from sim.decisions.host_doubt import HostDoubt, draft_host_lines, host_lines
 from sim.decisions.paired import mean_interval
 from sim.results.plain_numbers import plain as plain_number
 from sim.results.plain_numbers import rate
@@ -364,16 +364,6 @@ def acceptance_lines(d: Decision, measured_too: bool = True) -> list[str]:
         if c.acceptance and (measured_too or c.acceptance != "measured"):
             by.setdefault(c.acceptance, []).append(c.name)
     return [f"acceptance: {', '.join(names)}: {basis}" for basis, names in by.items()]
-
-
-def draft_host_lines(d: Decision) -> list[str]:
-    """``draft host time: draft-k3, eagle3-k3: ASSUMED (…)``: the speculative candidates whose
-    draft's host time is an assumption, candidates on one basis together (none when measured)."""
-    by: dict[str, list[str]] = {}
-    for c in d.facts.candidates:
-        if c.draft_host:
-            by.setdefault(c.draft_host, []).append(c.name)
-    return [f"draft host time: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
 
 def cause_lines(d: Decision) -> list[str]:

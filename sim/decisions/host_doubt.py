@@ -81,10 +81,10 @@ def host_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = 
                 progress: Callable[[int, int, str], None] | None = None,
                 bisect: int = 2) -> tuple[HostDoubt, ...]:
     """One :class:`HostDoubt` per speculative candidate of ``result`` whose profile assumes its
-    draft's host time (``acceptance_basis.draft_host_basis``); ``estimate``: the decision as
+    draft's host time (``acceptance_basis.assumed_draft_host``); ``estimate``: the decision as
     taken, what each end is compared with."""
     from sim.model.k_schedule import resolve_candidate
-    from sim.results.acceptance_basis import draft_host_basis
+    from sim.results.acceptance_basis import assumed_draft_host
     from sim.results.runner import candidate_profiles
 
     sc = result.scenario
@@ -95,7 +95,7 @@ def host_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = 
     for name in names:
         prof = candidate_profiles(sc, getattr(result, "profiles", None) or profile, [sc.candidate(name)])[name]
         cand = resolve_candidate(sc, prof, sc.candidate(name))
-        if cand.proposer is not None and draft_host_basis(cand, prof):
+        if cand.proposer is not None and assumed_draft_host(prof, cand.proposer) is not None:
             chosen.append((cand, prof))
     done, total = [0], len(ENDS) * len(chosen) * len(result.seeds)
     out = []
@@ -135,6 +135,17 @@ def judge(name: str, estimate: Decision, verdict: Callable[[float], Decision], *
                 same = mid
         changes.append((end, same, other))
     return HostDoubt(name, tuple((x, headline(d)) for x, d in at), tuple(changes), runs())
+
+
+def draft_host_lines(d: Decision) -> list[str]:
+    """``draft host time: draft-k3, eagle3-k3: ASSUMED (…)``: the speculative candidates whose
+    draft's host time is an assumption (``CandidateFacts.draft_host``), candidates on one basis
+    together (none when measured)."""
+    by: dict[str, list[str]] = {}
+    for c in d.facts.candidates:
+        if c.draft_host:
+            by.setdefault(c.draft_host, []).append(c.name)
+    return [f"draft host time: {', '.join(names)}: {basis}" for basis, names in by.items()]
 
 
 def host_lines(doubts: Sequence[HostDoubt]) -> list[str]:
