@@ -33,7 +33,7 @@ from typing import Any
 
 from sim.contracts.acceptance_interval import more_prompts
 from sim.decisions.decision import Decision, Standing
-from sim.decisions.replaced_runs import rerun_decision
+from sim.decisions.replaced_runs import Tally, rerun_decision, rerun_names
 
 CHANGES = "the answer changes inside its acceptance interval"
 """How a standing says the profile's acceptance interval left it undetermined (the headline reads it)."""
@@ -302,34 +302,26 @@ def acceptance_doubts(result: Any, profile: Any, estimate: Decision, *, device: 
     the profile's (assumed acceptance and replayed traces have no sample to doubt: left out).
     ``estimate``: the decision at the profile's estimate, what each end is compared with;
     ``bisect``: extra evaluations that locate a flip (for M)."""
-    sc = result.scenario
-    base = sc.baseline.name
-    names = [n for n in result.candidates if n != base and sc.candidate(n).speculates]
-    if not names or not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
+    names = rerun_names(result, estimate)
+    if not names:
         return ()
+    sc = result.scenario
     out = []
-    done = [0]
-    total = 2 * len(names) * len(result.seeds)
+    tally = Tally(2 * len(names) * len(result.seeds), "acceptance interval", progress)
     for name in names:
         got = candidate_samples(sc, getattr(result, "profiles", None) or profile, name)
         if got is None:
             continue
         cand, prof, k, segs = got
-        runs = [0]
 
         def verdict(u: float, below: bool, cand: Any = cand, prof: Any = prof, segs: Any = segs,
-                    k: int = k, runs: list[int] = runs) -> Decision:
+                    k: int = k) -> Decision:
             """The decision with ``cand``'s segments moved ``u`` of the way to the interval's end."""
-            def ran() -> None:
-                runs[0] += 1
-                done[0] += 1
-                if progress is not None:
-                    progress(done[0], total, f"acceptance interval: {cand.name}")
-
-            return rerun_decision(result, cand, prof, device=device, on_run=ran,
+            return rerun_decision(result, cand, prof, device=device, tally=tally,
                                   acceptance_shift=moved(segs, u, below, k))
 
-        out.append(judge(name, k, segs, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0]))
+        out.append(judge(name, k, segs, estimate, verdict, bisect=bisect,
+                         runs=lambda name=name: tally.each.get(name, 0)))
     return tuple(out)
 
 

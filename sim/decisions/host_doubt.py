@@ -24,7 +24,7 @@ import numpy as np
 from sim.contracts.profile import Profile
 from sim.decisions.acceptance_doubt import changed
 from sim.decisions.decision import Decision
-from sim.decisions.replaced_runs import rerun_decision
+from sim.decisions.replaced_runs import Tally, rerun_decision, rerun_names
 
 ENDS = (0.0, 4.0)
 """Multiples of the assumed H the verdict is checked at. 0: a drafting loop whose host time is
@@ -87,31 +87,22 @@ def host_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = 
     from sim.results.acceptance_basis import assumed_draft_host
     from sim.results.runner import candidate_profiles
 
+    names = rerun_names(result, estimate)
     sc = result.scenario
-    names = [n for n in result.candidates if n != sc.baseline.name and sc.candidate(n).speculates]
-    if not names or not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
-        return ()
     chosen = []
     for name in names:
         prof = candidate_profiles(sc, getattr(result, "profiles", None) or profile, [sc.candidate(name)])[name]
         cand = resolve_candidate(sc, prof, sc.candidate(name))
         if cand.proposer is not None and assumed_draft_host(prof, cand.proposer) is not None:
             chosen.append((cand, prof))
-    done, total = [0], len(ENDS) * len(chosen) * len(result.seeds)
+    tally = Tally(len(ENDS) * len(chosen) * len(result.seeds), "draft host time", progress)
     out = []
     for cand, prof in chosen:
-        runs = [0]
+        def verdict(x: float, cand: Any = cand, prof: Any = prof) -> Decision:
+            return rerun_decision(result, cand, scaled(prof, cand.proposer, x), device=device, tally=tally)
 
-        def ran(cand: Any = cand, runs: list[int] = runs) -> None:
-            runs[0] += 1
-            done[0] += 1
-            if progress is not None:
-                progress(done[0], total, f"draft host time: {cand.name}")
-
-        def verdict(x: float, cand: Any = cand, prof: Any = prof, ran: Any = ran) -> Decision:
-            return rerun_decision(result, cand, scaled(prof, cand.proposer, x), device=device, on_run=ran)
-
-        out.append(judge(cand.name, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0]))
+        out.append(judge(cand.name, estimate, verdict, bisect=bisect,
+                         runs=lambda name=cand.name: tally.each.get(name, 0)))
     return tuple(out)
 
 

@@ -8,15 +8,41 @@ other candidate is simulated twice."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
-def rerun_decision(result: Any, cand: Any, profile: Any, *, device: str, on_run: Callable[[], None],
-                   **simulate: Any) -> Any:
+def rerun_names(result: Any, estimate: Any) -> list[str]:
+    """The speculative candidates a check may re-run against ``estimate`` (the decision as taken):
+    none when there is nothing to compare (one candidate, no seeds) or the estimate is itself
+    undetermined."""
+    sc = result.scenario
+    if not result.seeds or len(result.candidates) < 2 or estimate.outcome == "undetermined":
+        return []
+    return [n for n in result.candidates if n != sc.baseline.name and sc.candidate(n).speculates]
+
+
+@dataclass
+class Tally:
+    """A check's re-runs: in all (reported to ``progress`` against ``total``) and per candidate."""
+
+    total: int
+    label: str
+    progress: Callable[[int, int, str], None] | None = None
+    done: int = 0
+    each: dict[str, int] = field(default_factory=dict)
+
+    def ran(self, name: str) -> None:
+        self.done += 1
+        self.each[name] = self.each.get(name, 0) + 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, f"{self.label}: {name}")
+
+
+def rerun_decision(result: Any, cand: Any, profile: Any, *, device: str, tally: Tally, **simulate: Any) -> Any:
     """The decision on ``result`` with candidate ``cand`` simulated again on ``profile`` (its
     ``simulate`` keywords: an acceptance shift, …) on every seed of ``result``, serving the requests
-    ``run_scenario`` served that seed (common random numbers); ``on_run`` after each run."""
+    ``run_scenario`` served that seed (common random numbers); each run counted in ``tally``."""
     import numpy as np
 
     from sim.contracts.trace import read_trace
@@ -33,7 +59,7 @@ def rerun_decision(result: Any, cand: Any, profile: Any, *, device: str, on_run:
                  generate_requests(sc, rng=np.random.SeedSequence(seed).spawn(2)[0], trace=trace))
         run = simulate_once(sc.for_candidate(cand), profile, cand, seed, requests=specs, keep_itl=False, **simulate)
         frames.append(pack(run.requests))
-        on_run()
+        tally.ran(cand.name)
     return answer_of(with_candidate_runs(result, cand.name, RequestParts(tuple(frames))), device=device).whole
 
 
