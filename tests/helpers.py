@@ -92,23 +92,27 @@ def write_text(folder: Path, text: str, name: str = "s.toml") -> Path:
     return path
 
 
-def spec_against_plain(folder: Path, profile: dict[str, Any], name: str = "doubt") -> Path:
+def spec_against_plain(folder: Path, profile: dict[str, Any], name: str = "doubt", *,
+                       run: dict[str, Any] | None = None, slo: dict[str, Any] | None = None,
+                       max_num_seqs: int = 16) -> Path:
     """``profile`` written to ``folder/profiles/p.json`` and a scenario beside it that runs an n-gram
     k = 3 candidate against plain decoding at 2 req/s on four seeds (32-token prompts, 30–60
-    output tokens): the question whose verdict the doubt checks re-ask at an input's ends."""
+    output tokens): the question whose verdict the doubt checks re-ask at an input's ends
+    (``run`` and ``slo``: that table instead, for a capacity question)."""
     import json
 
     (folder / "profiles").mkdir(parents=True, exist_ok=True)
     (folder / "scenarios").mkdir(exist_ok=True)
     (folder / "profiles" / "p.json").write_text(json.dumps(profile), encoding="utf-8")
     text = scenario_toml(
-        name, run={"duration_s": 120.0, "warmup_s": 5, "seeds": [1, 2, 3, 4], "max_seeds": 4},
+        name, run=run or {"duration_s": 120.0, "warmup_s": 5, "seeds": [1, 2, 3, 4], "max_seeds": 4},
         workload={"arrival": "poisson", "rate": 2.0},
         segments=[{"name": "chat", "share": 1.0, "prompt_tokens": {"dist": "fixed", "value": 32},
                    "output_tokens": {"dist": "uniform", "min": 30, "max": 60},
                    "acceptance": {"task": "chat", "language": "en"}}],
-        fleet={"profile": "../profiles/p.json"}, engine={"max_num_seqs": 16},
-        candidates=[{"name": "baseline", "speculation": "off"}, {"name": "spec", "proposer": "ngram", "k": 3}])
+        fleet={"profile": "../profiles/p.json"}, engine={"max_num_seqs": max_num_seqs},
+        candidates=[{"name": "baseline", "speculation": "off"}, {"name": "spec", "proposer": "ngram", "k": 3}],
+        **({"slo": slo} if slo else {}))
     (folder / "scenarios" / "s.toml").write_text(text, encoding="utf-8")
     return folder / "scenarios" / "s.toml"
 

@@ -216,6 +216,18 @@ def with_capacity_acceptance_doubt(answer: Answer, report: Any, scenario: Any, p
     return dataclasses.replace(answer, whole=undetermined_by(answer.whole, doubts), doubts=doubts)
 
 
+def with_capacity_host_doubt(answer: Answer, report: Any, scenario: Any, profile: Any, **kw: Any) -> Answer:
+    """``answer`` (capacity's) with each speculative candidate's assumed draft host time checked by
+    searching its capacity again at the ends (``host_doubt.capacity_host_doubts``); the decision
+    itself is unchanged."""
+    import dataclasses
+
+    from sim.decisions.host_doubt import capacity_host_doubts
+
+    return dataclasses.replace(answer, host_doubts=capacity_host_doubts(report, scenario, profile, answer.whole,
+                                                                        **kw))
+
+
 def capacity_answer(report: Any, *, device: str = "replica", engines: dict[str, Any] | None = None) -> Answer:
     """The decision of a capacity plan (``sim.decisions.capacity.plan_capacity``; ``engines``:
     ``engine_config.deployability`` of its candidates)."""

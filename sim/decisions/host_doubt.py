@@ -15,7 +15,7 @@ line says that the answer rests on the assumption, and what replaces it
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,21 +106,59 @@ def host_doubts(result: Any, profile: Any, estimate: Decision, *, device: str = 
     return tuple(out)
 
 
+def capacity_host_doubts(report: Any, scenario: Any, profile: Any, estimate: Decision, *, device: str = "replica",
+                         engines: Mapping[str, Any] | None = None, min_requests: int = 200,
+                         max_replicas: int = 256, progress: Callable[[str], None] | None = None,
+                         bisect: int = 1, cache_dir: Any = None) -> tuple[HostDoubt, ...]:
+    """The same check for ``specplan capacity``: each speculative candidate whose H is assumed has
+    its capacity searched and its replicas counted again with H × each end (``capacity_doubt``'s
+    ``searched_again``, on the plan's seeds; probes kept in ``cache_dir`` under keys naming the
+    multiple), and an end changes the answer when the winner or its settled replica count does
+    (``capacity_doubt.differs``). Arguments as ``capacity_doubt.capacity_doubts``."""
+    from sim.decisions.capacity_doubt import differs, searched_again, searched_again_setup
+    from sim.decisions.simulated_load import SimulatedLoad
+    from sim.model.k_schedule import resolve_candidate
+    from sim.results.acceptance_basis import assumed_draft_host
+
+    sc, names, profiles, named = searched_again_setup(report, scenario, profile, estimate)
+    say = progress or (lambda _m: None)
+    out = []
+    for name in names:
+        prof = profiles[name]
+        proposer = resolve_candidate(sc, prof, sc.candidate(name)).proposer
+        if proposer is None or assumed_draft_host(prof, proposer) is None:
+            continue
+        runs = [0]
+
+        def verdict(x: float, name: str = name, prof: Any = prof, runs: list[int] = runs) -> Decision:
+            say(f"{name}: capacity with {x:g}× the draft's assumed host time")
+            load = SimulatedLoad(sc, prof, report.criteria, min_requests, cache_dir, profiles=named,
+                                 host_scale={name: x})
+            return searched_again(report, sc, name, load, say, runs, device=device, engines=engines,
+                                  max_replicas=max_replicas)
+
+        out.append(judge(name, estimate, verdict, bisect=bisect, runs=lambda runs=runs: runs[0],
+                         differs=lambda est, end, name=name: differs(est, end, name)))
+    return tuple(out)
+
+
 def judge(name: str, estimate: Decision, verdict: Callable[[float], Decision], *, bisect: int = 2,
-          runs: Callable[[], int] = lambda: 0) -> HostDoubt:
-    """The answer at each end of ``ENDS``, and for each end that changes it, where between the
-    estimate (1×) and that end it changes (``bisect`` evaluations each)."""
+          runs: Callable[[], int] = lambda: 0,
+          differs: Callable[[Decision, Decision], bool] = changed) -> HostDoubt:
+    """The answer at each end of ``ENDS``, and for each end that changes it (``differs``: the
+    decision's, or capacity's which also counts replicas), where between the estimate (1×) and
+    that end it changes (``bisect`` evaluations each)."""
     from sim.decisions.answer_text import headline
 
     at = [(x, verdict(x)) for x in ENDS]
     changes = []
     for end, d in at:
-        if not changed(estimate, d):
+        if not differs(estimate, d):
             continue
         same, other = 1.0, end
         for _ in range(bisect):
             mid = (same + other) / 2
-            if changed(estimate, verdict(mid)):
+            if differs(estimate, verdict(mid)):
                 other = mid
             else:
                 same = mid

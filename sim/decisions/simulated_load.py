@@ -25,7 +25,8 @@ class SimulatedLoad:
     def __init__(self, scenario: Any, profile: Any, criteria: SustainCriteria,
                  min_requests: int = 0, cache_dir: Any = None, timer_scale: float = 1.0,
                  profiles: dict[str, Any] | None = None, resolved: dict[str, Any] | None = None,
-                 acceptance_shift: dict[str, dict[str, float]] | None = None) -> None:
+                 acceptance_shift: dict[str, dict[str, float]] | None = None,
+                 host_scale: dict[str, float] | None = None) -> None:
         from sim.results.runner import (
             run_scenario,  # the simulator; imported late to keep this testable
         )
@@ -42,6 +43,11 @@ class SimulatedLoad:
         """Candidate → segment → mean acceptance length its runs are moved to (an acceptance
         interval's end, ``capacity_doubt``); None: the profile's estimate. Part of every probe's
         key (``_probe_key``), so such probes sit beside the estimate's in ``cache_dir``."""
+        self.host_scale = host_scale
+        """Candidate → multiple of its draft's assumed host time H(b, k) its runs are priced at
+        (``host_doubt``'s ends; its k schedule stays the one planned at 1×); None: the profile's.
+        Part of every probe's key, like ``acceptance_shift``."""
+        self._scaled: dict[str, Any] = {}
         self.criteria = criteria
         self.min_requests = min_requests
         self.rows: list[dict[str, Any]] = []
@@ -71,13 +77,27 @@ class SimulatedLoad:
         if cand is None:
             from sim.model.k_schedule import resolve_candidate
 
-            cand = resolve_candidate(self.scenario, self.profile_of(name), self.scenario.candidate(name))
+            cand = resolve_candidate(self.scenario, self._fleet_profile(name), self.scenario.candidate(name))
             self.resolved[name] = cand
         return cand
 
-    def profile_of(self, candidate: str) -> Any:
-        """The profile ``candidate`` runs on (its own fleet's)."""
+    def _fleet_profile(self, candidate: str) -> Any:
         return (self.profiles or {}).get(candidate, self.profile)
+
+    def profile_of(self, candidate: str) -> Any:
+        """The profile ``candidate`` runs on (its own fleet's, its draft's host time scaled where
+        ``host_scale`` names it)."""
+        prof = self._fleet_profile(candidate)
+        x = (self.host_scale or {}).get(candidate)
+        if x is None:
+            return prof
+        if candidate not in self._scaled:
+            from sim.decisions.host_doubt import scaled
+            from sim.results.runner import resolve_profile
+
+            self._scaled[candidate] = scaled(resolve_profile(self.scenario, prof),
+                                             self.candidate_of(candidate).proposer, x)
+        return self._scaled[candidate]
 
     def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
                stretch: float = 1.0) -> Any:
@@ -100,7 +120,10 @@ class SimulatedLoad:
 
             layout, scale = sc.fleet.engine.kv_layout, self.timer_scale
             factory = lambda p: ProfileStepTimer(p, kv_layout=layout, scale=scale)  # noqa: E731
-        return self._run(sc, profile=self.profiles or self.profile, candidates=[self.candidate_of(candidate)],
+        profile = self.profiles or self.profile
+        if (self.host_scale or {}).get(candidate) is not None:
+            profile = {**(self.profiles or {}), candidate: self.profile_of(candidate)}
+        return self._run(sc, profile=profile, candidates=[self.candidate_of(candidate)],
                          seeds=list(seeds), step_timer_factory=factory, acceptance_shift=self.acceptance_shift)
 
     def prefetch(self, jobs: Sequence[tuple[str, float, int, tuple[int, ...]]], workers: int) -> None:
@@ -167,8 +190,8 @@ class SimulatedLoad:
         sc = at_load(self.scenario, rate, replicas, self.min_requests)
         if stretch != 1.0:
             sc = with_duration(sc, sc.run.duration_s * stretch)
-        key = _probe_key(sc, self.profile_of(candidate), candidate, seeds, self.timer_scale,
-                         (self.acceptance_shift or {}).get(candidate))
+        key = _probe_key(sc, self._fleet_profile(candidate), candidate, seeds, self.timer_scale,
+                         (self.acceptance_shift or {}).get(candidate), (self.host_scale or {}).get(candidate))
         base = Path(self.cache_dir) / key
         done = base.with_suffix(".json")
         if done.is_file() and base.with_suffix(".parquet").is_file():
@@ -232,11 +255,12 @@ def _simulate_job(job: tuple[str, float, int, tuple[int, ...]]) -> Any:
 
 
 def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], timer_scale: float = 1.0,
-               shift: dict[str, float] | None = None) -> str:
+               shift: dict[str, float] | None = None, host_scale: float | None = None) -> str:
     """What a probe's result depends on: the probed scenario, the profile's bytes, candidate,
-    seeds, the step-time scale of a profile-band search and the acceptance an interval's end
-    moves the candidate's segments to (sim.decisions.sweep's digest, so both resume the same
-    way; a key without the last two is the one written before they existed)."""
+    seeds, the step-time scale of a profile-band search, the acceptance an interval's end moves
+    the candidate's segments to and the multiple of its draft's assumed host time
+    (sim.decisions.sweep's digest, so both resume the same way; a key without the last three is
+    the one written before they existed)."""
     import hashlib
     from pathlib import Path
 
@@ -251,4 +275,6 @@ def _probe_key(sc: Any, profile: Any, candidate: str, seeds: Sequence[int], time
     extra: list[Any] = [] if timer_scale == 1.0 else [timer_scale]
     if shift:
         extra.append({"acceptance_shift": {k: float(v) for k, v in sorted(shift.items())}})
+    if host_scale is not None:
+        extra.append({"draft_host_scale": float(host_scale)})
     return content_digest(sc.to_dict(), prof, candidate, list(seeds), *extra)[:24]
