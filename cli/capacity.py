@@ -127,21 +127,14 @@ def run(args: argparse.Namespace) -> int:
         workers=_jobs(args.jobs),
         max_seeds=_max_seeds(args.max_seeds),
     )
-    from sim.decisions.answer import (
-        capacity_answer,
-        device_of,
-        with_capacity_acceptance_doubt,
-        with_capacity_host_doubt,
-    )
+    from sim.decisions.answer import checked_capacity_answer, device_of
     from sim.decisions.engine_config import deployability
 
     engines = deployability(scenario, profile, [c.candidate for c in report.candidates])
-    device = device_of(profile, scenario)
-    doubt = {"device": device, "engines": engines, "cache_dir": Path(args.out) / "probes" if args.out else None,
-             "progress": None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr))}
-    answer = with_capacity_acceptance_doubt(capacity_answer(report, device=device, engines=engines), report,
-                                            scenario, profile, **doubt)
-    answer = with_capacity_host_doubt(answer, report, scenario, profile, **doubt)
+    answer = checked_capacity_answer(
+        report, scenario, profile, device=device_of(profile, scenario), engines=engines,
+        progress=None if quiet else (lambda m: print(f"  … {m}", file=sys.stderr)),
+        cache_dir=Path(args.out) / "probes" if args.out else None)
     advice = _advice(scenario, profile, report, cands)
     routes = _two_routes(scenario, profile, report, answer)
     deploy = _deploy(scenario, profile, answer)

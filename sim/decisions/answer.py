@@ -216,6 +216,17 @@ def with_capacity_acceptance_doubt(answer: Answer, report: Any, scenario: Any, p
     return dataclasses.replace(answer, whole=undetermined_by(answer.whole, doubts), doubts=doubts)
 
 
+def checked_capacity_answer(report: Any, scenario: Any, profile: Any, *, device: str = "replica",
+                            engines: dict[str, Any] | None = None, **kw: Any) -> Answer:
+    """``specplan capacity``'s answer: the plan's decision (``capacity_answer``), its acceptance
+    interval judged, then its draft's assumed host time checked, as ``answer_scenario`` does for
+    ``simulate`` (``kw``: ``progress``, ``cache_dir``, … of ``capacity_doubt.capacity_doubts``)."""
+    kw = {"device": device, "engines": engines, **kw}
+    answer = with_capacity_acceptance_doubt(capacity_answer(report, device=device, engines=engines), report,
+                                            scenario, profile, **kw)
+    return with_capacity_host_doubt(answer, report, scenario, profile, **kw)
+
+
 def with_capacity_host_doubt(answer: Answer, report: Any, scenario: Any, profile: Any, **kw: Any) -> Answer:
     """``answer`` (capacity's) with each speculative candidate's assumed draft host time checked by
     searching its capacity again at the ends (``host_doubt.capacity_host_doubts``); the decision

@@ -117,7 +117,6 @@ def capacity_host_doubts(report: Any, scenario: Any, profile: Any, estimate: Dec
     (``capacity_doubt.differs``). Arguments as ``capacity_doubt.capacity_doubts``."""
     from sim.decisions.capacity_doubt import differs, searched_again, searched_again_setup
     from sim.decisions.simulated_load import SimulatedLoad
-    from sim.model.k_schedule import resolve_candidate
     from sim.results.acceptance_basis import assumed_draft_host
 
     sc, names, profiles, named = searched_again_setup(report, scenario, profile, estimate)
@@ -125,7 +124,7 @@ def capacity_host_doubts(report: Any, scenario: Any, profile: Any, estimate: Dec
     out = []
     for name in names:
         prof = profiles[name]
-        proposer = resolve_candidate(sc, prof, sc.candidate(name)).proposer
+        proposer = sc.candidate(name).proposer  # a k schedule, computed or not, keeps its proposer
         if proposer is None or assumed_draft_host(prof, proposer) is None:
             continue
         runs = [0]

@@ -96,7 +96,7 @@ class SimulatedLoad:
             from sim.results.runner import resolve_profile
 
             self._scaled[candidate] = scaled(resolve_profile(self.scenario, prof),
-                                             self.candidate_of(candidate).proposer, x)
+                                             self.scenario.candidate(candidate).proposer, x)
         return self._scaled[candidate]
 
     def result(self, candidate: str, rate: float, replicas: int, seeds: Sequence[int],
