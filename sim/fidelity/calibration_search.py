@@ -199,8 +199,10 @@ def fit_rough(residual: Callable[[float], float], low: float, high: float, evals
     the values within twice the points' scatter about it — or ``tolerance``, how far the
     measurement itself may sit from another sample's, if more — are those the one measurement
     cannot tell apart (the band); a golden section inside the band, and the best value
-    evaluated there is kept. A trend whose slope is within two standard errors of zero pins nothing: the
-    basin's value is kept, ``pinned`` False."""
+    evaluated there is kept. A trend whose slope is within two standard errors of zero is looked
+    for again over twice the window (steps as large as the trend across ±``window`` can hide it),
+    until the window covers the box; one that is still flat there pins nothing: the basin's value
+    is kept, ``pinned`` False."""
     seen: dict[float, float] = {}
 
     def r(v: float) -> float:
@@ -209,11 +211,16 @@ def fit_rough(residual: Callable[[float], float], low: float, high: float, evals
         return seen[v]
 
     x0, _ = _line_search(lambda v: r(v) ** 2, low, high, evals)
-    for _ in range(2):
+    centred = 0
+    while centred < 2:
         lo, hi = max(low, x0 - window), min(high, x0 + window)
         at, (b_lo, b_hi), slope, se, scatter = _trend(r, lo, hi, grid, tolerance)
         if abs(slope) <= 2.0 * se:
-            return Band(x0, lo, hi, False, scatter)
+            if lo <= low and hi >= high:
+                return Band(x0, lo, hi, False, scatter)
+            window *= 2.0
+            continue
+        centred += 1
         inside = lo <= at <= hi
         x0 = min(high, max(low, at))
         if inside:
